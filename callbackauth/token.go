@@ -1,0 +1,66 @@
+// Package callbackauth binds a provider callback URL to one workflow.
+//
+// The provider calls back an URL we hand it at submission time. The token in that URL is an HMAC of the workflow ID
+// under CALLBACK_SECRET, so a caller that does not know the secret cannot signal a workflow, and a token for one
+// task is useless for another. The secret itself never leaves the worker and the ingress.
+package callbackauth
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"strings"
+)
+
+// CallbackPath is the route prefix the ingress serves; the workflow ID follows it as one path segment.
+const CallbackPath = "/callback/"
+
+// TokenParam is the query parameter that carries the token.
+const TokenParam = "t"
+
+// Token returns the lowercase hex HMAC-SHA256 of workflowID under secret.
+func Token(secret, workflowID string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(workflowID))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// Valid reports whether token was made for workflowID under any of the non-empty secrets (the current one and,
+// during a rotation, the previous one). Comparison is constant-time.
+func Valid(token, workflowID string, secrets ...string) bool {
+	got, err := hex.DecodeString(token)
+	if err != nil || len(got) != sha256.Size {
+		return false
+	}
+	ok := false
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		want, _ := hex.DecodeString(Token(s, workflowID))
+		// Keep checking every secret so the time taken does not tell which one matched.
+		if hmac.Equal(got, want) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// URL builds the callback URL for workflowID under baseURL (the ingress's public base, e.g. https://cb.example.com
+// or http://127.0.0.1:8080/prefix).
+func URL(baseURL, workflowID, secret string) (string, error) {
+	if secret == "" {
+		return "", errors.New("callback secret is empty")
+	}
+	base, err := url.Parse(baseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return "", errors.New("callback base URL must be an absolute http(s) URL")
+	}
+	base.Path = strings.TrimSuffix(base.Path, "/") + CallbackPath + url.PathEscape(workflowID)
+	base.RawPath = ""
+	base.RawQuery = url.Values{TokenParam: {Token(secret, workflowID)}}.Encode()
+	base.Fragment = ""
+	return base.String(), nil
+}

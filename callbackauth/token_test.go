@@ -1,0 +1,48 @@
+package callbackauth
+
+import (
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestTokenIsHexHMACOfWorkflowID(t *testing.T) {
+	// Reference value from: printf 'task-1' | openssl dgst -sha256 -hmac s3cret
+	assert.Equal(t, "ae4d8b5724af3e00918d8b9ca7c3e66b87bf0657934dbc4aa6098206725fb677", Token("s3cret", "task-1"))
+	assert.NotEqual(t, Token("s3cret", "task-1"), Token("s3cret", "task-2"))
+	assert.NotEqual(t, Token("s3cret", "task-1"), Token("other", "task-1"))
+}
+
+func TestValidAcceptsCurrentAndPreviousSecret(t *testing.T) {
+	tok := Token("old", "task-1")
+	assert.True(t, Valid(tok, "task-1", "new", "old"), "previous secret accepted during rotation")
+	assert.True(t, Valid(Token("new", "task-1"), "task-1", "new", ""))
+	assert.False(t, Valid(tok, "task-1", "new", ""), "rotated-out secret refused")
+	assert.False(t, Valid(tok, "task-2", "new", "old"), "token bound to its workflow ID")
+	assert.False(t, Valid("", "task-1", "new"))
+	assert.False(t, Valid("zz", "task-1", "new"))
+	assert.False(t, Valid(tok[:10], "task-1", "old"))
+	assert.False(t, Valid(tok, "task-1"), "no secret configured accepts nothing")
+}
+
+func TestURL(t *testing.T) {
+	got, err := URL("http://127.0.0.1:8080/", "task:1", "s")
+	require.NoError(t, err)
+	u, err := url.Parse(got)
+	require.NoError(t, err)
+	assert.Equal(t, "/callback/task:1", u.Path)
+	assert.Equal(t, Token("s", "task:1"), u.Query().Get(TokenParam))
+
+	got, err = URL("https://cb.example.com/prefix", "a.b", "s")
+	require.NoError(t, err)
+	assert.Contains(t, got, "https://cb.example.com/prefix/callback/a.b?t=")
+
+	for _, bad := range []string{"", "ftp://x", "/relative", "http://"} {
+		_, err := URL(bad, "id", "s")
+		assert.Error(t, err, bad)
+	}
+	_, err = URL("http://x", "id", "")
+	assert.EqualError(t, err, "callback secret is empty")
+}

@@ -1,0 +1,72 @@
+// Package config reads the environment of the worker and the ingress. Both fail fast, naming the missing
+// variable, rather than start half-configured. Temporal's own settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TLS, API key) are read by go.temporal.io/sdk/contrib/envconfig, not here.
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// DefaultProviderBaseURL is CaptchaAI's API host.
+const DefaultProviderBaseURL = "https://ocr.captchaai.com"
+
+// Worker is the worker's configuration.
+type Worker struct {
+	ProviderAPIKey  Secret `env:"CAPTCHAAI_API_KEY,required,notEmpty,unset"`
+	ProviderBaseURL string `env:"CAPTCHAAI_BASE_URL" envDefault:"https://ocr.captchaai.com"`
+	// CallbackBaseURL is the public base of the ingress; the provider calls CallbackBaseURL/callback/<id>?t=….
+	CallbackBaseURL string `env:"CALLBACK_BASE_URL,required,notEmpty"`
+	CallbackSecret  Secret `env:"CALLBACK_SECRET,required,notEmpty,unset"`
+	// NotifySecret signs deliveries to notify_url; a task with notify_url fails to deliver while it is unset.
+	NotifySecret Secret `env:"NOTIFY_SECRET,unset"`
+	TaskQueue    string `env:"TASK_QUEUE" envDefault:"captcha-solve"`
+	// MetricsAddr serves Prometheus metrics on /metrics; empty disables it.
+	MetricsAddr string `env:"WORKER_METRICS_ADDR" envDefault:"127.0.0.1:9091"`
+	// ProviderTimeout bounds one in.php/res.php request.
+	ProviderTimeout time.Duration `env:"CAPTCHAAI_TIMEOUT" envDefault:"30s"`
+	// DeliveryTimeout bounds one POST to notify_url.
+	DeliveryRequestTimeout time.Duration `env:"NOTIFY_REQUEST_TIMEOUT" envDefault:"15s"`
+	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// Worker tuning; zero keeps the SDK default.
+	MaxConcurrentActivities    int `env:"WORKER_MAX_CONCURRENT_ACTIVITIES" envDefault:"0"`
+	MaxConcurrentWorkflowTasks int `env:"WORKER_MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"0"`
+	StickyCacheSize            int `env:"WORKER_STICKY_CACHE_SIZE" envDefault:"0"`
+}
+
+// Ingress is the ingress's configuration.
+type Ingress struct {
+	Addr                   string `env:"INGRESS_ADDR" envDefault:"127.0.0.1:8080"`
+	CallbackSecret         Secret `env:"CALLBACK_SECRET,required,notEmpty,unset"`
+	CallbackSecretPrevious Secret `env:"CALLBACK_SECRET_PREVIOUS,unset"`
+	// SignalTimeout bounds the wait for Temporal to accept a signal; past it the callback gets a 503.
+	SignalTimeout     time.Duration `env:"INGRESS_SIGNAL_TIMEOUT" envDefault:"5s"`
+	ReadHeaderTimeout time.Duration `env:"INGRESS_READ_HEADER_TIMEOUT" envDefault:"5s"`
+	ReadTimeout       time.Duration `env:"INGRESS_READ_TIMEOUT" envDefault:"10s"`
+	WriteTimeout      time.Duration `env:"INGRESS_WRITE_TIMEOUT" envDefault:"15s"`
+	IdleTimeout       time.Duration `env:"INGRESS_IDLE_TIMEOUT" envDefault:"60s"`
+	ShutdownTimeout   time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"20s"`
+	// BodyLimit caps a callback body (Echo size syntax, e.g. 64K).
+	BodyLimit string `env:"INGRESS_BODY_LIMIT" envDefault:"64K"`
+	// LookupTimeout bounds the search-attribute lookup of an untokened callback (visibility is eventually
+	// consistent, so it is retried within this bound).
+	LookupTimeout time.Duration `env:"INGRESS_LOOKUP_TIMEOUT" envDefault:"3s"`
+}
+
+// LoadWorker reads Worker from the environment.
+func LoadWorker() (Worker, error) { return load[Worker]("worker") }
+
+// LoadIngress reads Ingress from the environment.
+func LoadIngress() (Ingress, error) { return load[Ingress]("ingress") }
+
+func load[T any](who string) (T, error) {
+	cfg, err := env.ParseAs[T]()
+	if err != nil {
+		// env's messages name the variable and never include a secret's value (secrets are plain strings, so
+		// they cannot fail to parse).
+		return cfg, fmt.Errorf("%s configuration: %w", who, err)
+	}
+	return cfg, nil
+}

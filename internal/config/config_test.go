@@ -1,0 +1,55 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWorkerFailsFastNamingMissingVariable(t *testing.T) {
+	t.Setenv("CAPTCHAAI_API_KEY", "")
+	t.Setenv("CALLBACK_BASE_URL", "http://127.0.0.1:8080")
+	t.Setenv("CALLBACK_SECRET", "cbsecret")
+	_, err := LoadWorker()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "CAPTCHAAI_API_KEY")
+}
+
+func TestWorkerLoadsAndRedactsSecrets(t *testing.T) {
+	t.Setenv("CAPTCHAAI_API_KEY", "the-provider-key")
+	t.Setenv("CALLBACK_BASE_URL", "http://127.0.0.1:8080")
+	t.Setenv("CALLBACK_SECRET", "the-callback-secret")
+	t.Setenv("NOTIFY_SECRET", "the-notify-secret")
+	cfg, err := LoadWorker()
+	require.NoError(t, err)
+	assert.Equal(t, "the-provider-key", cfg.ProviderAPIKey.Reveal())
+	assert.Equal(t, "captcha-solve", cfg.TaskQueue)
+	assert.Equal(t, DefaultProviderBaseURL, cfg.ProviderBaseURL)
+
+	var logged strings.Builder
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "cfg", cfg, "key", cfg.ProviderAPIKey)
+	js, _ := json.Marshal(cfg)
+	for _, out := range []string{fmt.Sprintf("%v %+v %#v %s", cfg, cfg, cfg, cfg.CallbackSecret), logged.String(), string(js)} {
+		for _, secret := range []string{"the-provider-key", "the-callback-secret", "the-notify-secret"} {
+			assert.NotContains(t, out, secret)
+		}
+	}
+}
+
+func TestIngressDefaultsAndRequiredSecret(t *testing.T) {
+	t.Setenv("CALLBACK_SECRET", "")
+	_, err := LoadIngress()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "CALLBACK_SECRET")
+
+	t.Setenv("CALLBACK_SECRET", "s")
+	cfg, err := LoadIngress()
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:8080", cfg.Addr)
+	assert.Equal(t, "s", cfg.CallbackSecret.Reveal())
+}

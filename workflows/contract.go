@@ -1,0 +1,83 @@
+// Package workflows holds the SolveCaptcha workflow and its external contract: the names and JSON shapes that
+// other services (in any language), the ingress and our black-box tests depend on. Changing any of them is a
+// breaking change for every caller.
+package workflows
+
+import "time"
+
+const (
+	// WorkflowType is the registered name of the workflow.
+	WorkflowType = "SolveCaptcha"
+	// DefaultTaskQueue is the task queue the worker polls unless TASK_QUEUE says otherwise.
+	DefaultTaskQueue = "captcha-solve"
+	// CallbackSignal carries a provider callback (a Callback) into the workflow.
+	CallbackSignal = "captcha-callback"
+	// StatusQuery returns the workflow's Status.
+	StatusQuery = "status"
+)
+
+// Search attributes the workflow upserts; both must be registered as Keyword on the namespace.
+const (
+	// SearchAttrTaskID is the provider's task ID of the current submission, so a bare callback (id and code only)
+	// can be routed to its workflow and an operator can find a task by the ID the provider shows.
+	SearchAttrTaskID = "CaptchaTaskId"
+	// SearchAttrPhase is the workflow's current Phase while it runs.
+	SearchAttrPhase = "CaptchaPhase"
+)
+
+// Typed failure reasons (temporal.ApplicationError types) a caller can branch on.
+const (
+	ErrInvalidInput     = "InvalidInput"     // the input names the field; nothing was submitted
+	ErrUnsolvable       = "Unsolvable"       // every submission came back unsolvable
+	ErrDeadlineExceeded = "DeadlineExceeded" // no result within deadline_seconds
+	ErrDeliveryFailed   = "DeliveryFailed"   // the result could not be delivered to notify_url in time; details hold it
+)
+
+// Phase is where a task is in its life.
+type Phase string
+
+const (
+	PhaseSubmitting       Phase = "submitting"
+	PhaseAwaitingCallback Phase = "awaiting_callback"
+	PhasePolling          Phase = "polling"
+	PhaseDelivering       Phase = "delivering"
+	PhaseDone             Phase = "done"
+	PhaseFailed           Phase = "failed"
+)
+
+// Via tells how the result reached us.
+type Via string
+
+const (
+	ViaCallback Via = "callback"
+	ViaPoll     Via = "poll"
+)
+
+// Callback is the payload of CallbackSignal.
+type Callback struct {
+	// ProviderTaskID is the provider's `id`; a callback for another submission is ignored.
+	ProviderTaskID string `json:"provider_task_id"`
+	// Code is the provider's `code`, the solved CAPTCHA.
+	Code string `json:"code"`
+	// Authenticated is true only when the sender proved it knows the callback secret (the tokened route). An
+	// unauthenticated callback is a hint: the workflow confirms the code with res.php before accepting it.
+	Authenticated bool `json:"authenticated"`
+}
+
+// Result is what the workflow returns once the code is in (and delivered, if notify_url was set).
+type Result struct {
+	ProviderTaskID string    `json:"provider_task_id"`
+	Code           string    `json:"code"`
+	Via            Via       `json:"via"`
+	SubmittedAt    time.Time `json:"submitted_at"`
+	ReceivedAt     time.Time `json:"received_at"`
+	Submits        int       `json:"submits"`
+}
+
+// Status is the answer to StatusQuery.
+type Status struct {
+	Phase          Phase     `json:"phase"`
+	ProviderTaskID string    `json:"provider_task_id,omitempty"`
+	Submits        int       `json:"submits"`
+	SubmittedAt    time.Time `json:"submitted_at,omitzero"`
+}

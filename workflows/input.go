@@ -1,0 +1,263 @@
+package workflows
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Defaults for the optional input fields.
+const (
+	DefaultCallbackTimeoutSeconds = 120
+	DefaultPollIntervalSeconds    = 5
+	DefaultDeadlineSeconds        = 600
+	DefaultMaxSubmits             = 2
+	DefaultDeliveryTimeoutSeconds = 24 * 60 * 60
+)
+
+// Input starts one SolveCaptcha workflow. Durations are whole seconds so that any client (TypeScript, Python, the
+// Temporal CLI) can start it with a plain JSON object. Only Method and Params are required.
+type Input struct {
+	// Method is the provider's in.php method, e.g. "userrecaptcha", "hcaptcha", "turnstile", "base64", "post".
+	Method string `json:"method"`
+	// Params go to in.php as they are, so every provider method works.
+	Params Params `json:"params"`
+	// CallbackTimeoutSeconds is how long to wait for the pingback before polling res.php.
+	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
+	// PollIntervalSeconds spaces res.php requests while polling.
+	PollIntervalSeconds int `json:"poll_interval_seconds,omitempty"`
+	// DeadlineSeconds bounds the whole solve (submissions, waiting and polling; not delivery).
+	DeadlineSeconds int `json:"deadline_seconds,omitempty"`
+	// MaxSubmits bounds submissions; an unsolvable answer is resubmitted until then.
+	MaxSubmits int `json:"max_submits,omitempty"`
+	// NotifyURL, if set, receives the result as a signed Standard Webhooks POST.
+	NotifyURL string `json:"notify_url,omitempty"`
+	// DeliveryTimeoutSeconds bounds the retries of the delivery to NotifyURL.
+	DeliveryTimeoutSeconds int `json:"delivery_timeout_seconds,omitempty"`
+
+	// decodeErr keeps a JSON decoding problem for Validate: a start with bad JSON must end in a clear, typed
+	// InvalidInput failure, not in a workflow task that fails to decode its input forever.
+	decodeErr error
+}
+
+// UnmarshalJSON decodes leniently and never fails; Validate reports what was wrong.
+func (in *Input) UnmarshalJSON(data []byte) error {
+	type plain Input
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&p); err != nil {
+		*in = Input{decodeErr: describeDecodeError(err)}
+		return nil
+	}
+	*in = Input(p)
+	return nil
+}
+
+func describeDecodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return fmt.Errorf("%s: must be %s, got %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+	}
+	var fieldErr *paramError
+	if errors.As(err, &fieldErr) {
+		return fieldErr
+	}
+	return fmt.Errorf("input is not a JSON object of the SolveCaptcha shape: %v", err)
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int64", "int32":
+		return "an integer"
+	case "string":
+		return "a string"
+	case "map", "struct":
+		return "an object"
+	}
+	return goKind
+}
+
+// Params are in.php parameters. JSON numbers and booleans are accepted and kept in their literal form (a
+// TypeScript client will send {"invisible": 1}); objects and arrays are refused.
+type Params map[string]string
+
+type paramError struct{ key string }
+
+func (e *paramError) Error() string {
+	return fmt.Sprintf("params.%s: must be a string, number or boolean", e.key)
+}
+
+// UnmarshalJSON accepts scalars of any JSON type.
+func (p *Params) UnmarshalJSON(data []byte) error {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		*p = nil
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return &json.UnmarshalTypeError{Value: "non-object", Type: mapType, Field: "params"}
+	}
+	out := make(Params, len(raw))
+	for k, v := range raw {
+		v = bytes.TrimSpace(v)
+		switch {
+		case len(v) > 0 && v[0] == '"':
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return &paramError{key: k}
+			}
+			out[k] = s
+		case len(v) > 0 && (v[0] == '{' || v[0] == '[' || string(v) == "null"):
+			return &paramError{key: k}
+		default:
+			out[k] = string(v)
+		}
+	}
+	*p = out
+	return nil
+}
+
+// workflowIDPattern is the caller's task ID, used as the workflow ID and as one segment of the callback URL.
+var workflowIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
+
+// ValidateWorkflowID reports whether id can be a SolveCaptcha workflow ID (the caller's task ID).
+func ValidateWorkflowID(id string) error {
+	if !workflowIDPattern.MatchString(id) {
+		return fmt.Errorf("workflow ID %q: must be 1-200 characters of A-Z a-z 0-9 . _ : -", truncate(id, 60))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// requiredParams are the fields each known method cannot do without (the provider would refuse the task anyway,
+// after we paid a round trip and possibly a retry budget).
+var requiredParams = map[string][]string{
+	"userrecaptcha": {"googlekey", "pageurl"},
+	"hcaptcha":      {"sitekey", "pageurl"},
+	"turnstile":     {"sitekey", "pageurl"},
+	"funcaptcha":    {"publickey", "pageurl"},
+	"geetest":       {"gt", "challenge", "pageurl"},
+	"geetest_v4":    {"captcha_id", "pageurl"},
+	"base64":        {"body"},
+	"post":          {"file"},
+}
+
+// reservedParams are set by captchaflow itself. "key" in particular must never be passed in: it would put the
+// provider key into workflow history.
+var reservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
+
+var methodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+
+// WithDefaults returns in with every optional field that is zero set to its default.
+func (in Input) WithDefaults() Input {
+	if in.CallbackTimeoutSeconds == 0 {
+		in.CallbackTimeoutSeconds = DefaultCallbackTimeoutSeconds
+	}
+	if in.PollIntervalSeconds == 0 {
+		in.PollIntervalSeconds = DefaultPollIntervalSeconds
+	}
+	if in.DeadlineSeconds == 0 {
+		in.DeadlineSeconds = DefaultDeadlineSeconds
+	}
+	if in.MaxSubmits == 0 {
+		in.MaxSubmits = DefaultMaxSubmits
+	}
+	if in.DeliveryTimeoutSeconds == 0 {
+		in.DeliveryTimeoutSeconds = DefaultDeliveryTimeoutSeconds
+	}
+	return in
+}
+
+// Validate checks in (after WithDefaults) and names the first field that is wrong.
+func (in Input) Validate() error {
+	if in.decodeErr != nil {
+		return in.decodeErr
+	}
+	switch {
+	case in.Method == "":
+		return errors.New("method: required")
+	case !methodPattern.MatchString(in.Method):
+		return fmt.Errorf("method: %q is not a provider method name", truncate(in.Method, 40))
+	case in.Params == nil:
+		return errors.New("params: required (an object of in.php parameters)")
+	}
+	keys := make([]string, 0, len(in.Params))
+	for k := range in.Params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // report problems in a stable order
+	for _, k := range keys {
+		if slices.Contains(reservedParams, strings.ToLower(k)) {
+			return fmt.Errorf("params.%s: set by captchaflow, must not be passed", k)
+		}
+	}
+	for _, k := range requiredParams[in.Method] {
+		if strings.TrimSpace(in.Params[k]) == "" {
+			return fmt.Errorf("params.%s: required for method %s", k, in.Method)
+		}
+	}
+	if u, ok := in.Params["pageurl"]; ok {
+		if err := checkHTTPURL(u); err != nil {
+			return fmt.Errorf("params.pageurl: %w", err)
+		}
+	}
+	if err := checkRange("callback_timeout_seconds", in.CallbackTimeoutSeconds, 1, 24*60*60); err != nil {
+		return err
+	}
+	if err := checkRange("poll_interval_seconds", in.PollIntervalSeconds, 1, 60*60); err != nil {
+		return err
+	}
+	if err := checkRange("deadline_seconds", in.DeadlineSeconds, 1, 7*24*60*60); err != nil {
+		return err
+	}
+	if err := checkRange("max_submits", in.MaxSubmits, 1, 10); err != nil {
+		return err
+	}
+	if err := checkRange("delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30*24*60*60); err != nil {
+		return err
+	}
+	if in.NotifyURL != "" {
+		if err := checkHTTPURL(in.NotifyURL); err != nil {
+			return fmt.Errorf("notify_url: %w", err)
+		}
+	}
+	return nil
+}
+
+func checkRange(field string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s: %d is out of range [%d, %d]", field, v, lo, hi)
+	}
+	return nil
+}
+
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http(s) URL", truncate(s, 80))
+	}
+	return nil
+}
+
+func (in Input) callbackTimeout() time.Duration { return seconds(in.CallbackTimeoutSeconds) }
+func (in Input) pollInterval() time.Duration    { return seconds(in.PollIntervalSeconds) }
+func (in Input) deadline() time.Duration        { return seconds(in.DeadlineSeconds) }
+func (in Input) deliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }
+
+func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
+
+var mapType = reflect.TypeOf(map[string]string{})
