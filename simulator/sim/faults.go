@@ -1,0 +1,205 @@
+package sim
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Fault names accepted in the sim_fault parameter and in fault rules.
+const (
+	FaultDropPingback      = "drop_pingback"
+	FaultDuplicatePingback = "duplicate_pingback"
+	FaultLatePingback      = "late_pingback"
+	FaultHangPingback      = "hang_pingback"
+	FaultUnsolvable        = "unsolvable"
+	FaultFailSubmit        = "fail_submit"
+)
+
+// FaultSpec is a parsed set of per-task faults.
+type FaultSpec struct {
+	DropPingback      bool
+	DuplicatePingback bool
+	LatePingback      bool
+	HangPingback      bool
+	// Unsolvable makes the first N submissions for a pingback URL unsolvable,
+	// so the workflow's resubmission with the same URL can succeed.
+	Unsolvable int
+	// FailSubmit rejects the first N submissions for a pingback URL with
+	// ERROR_NO_SLOT_AVAILABLE before accepting one.
+	FailSubmit int
+}
+
+// ParseFaultSpec parses a comma-separated list such as
+// "duplicate_pingback,unsolvable=2,fail_submit=3". A bare "unsolvable" or
+// "fail_submit" means N=1.
+func ParseFaultSpec(list string) (FaultSpec, error) {
+	var spec FaultSpec
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, arg, hasArg := strings.Cut(item, "=")
+		count := 1
+		if hasArg {
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 {
+				return FaultSpec{}, fmt.Errorf("fault %q needs a positive count", item)
+			}
+			count = n
+		}
+		switch name {
+		case FaultDropPingback, FaultDuplicatePingback, FaultLatePingback, FaultHangPingback:
+			if hasArg {
+				return FaultSpec{}, fmt.Errorf("fault %q takes no count", name)
+			}
+		}
+		switch name {
+		case FaultDropPingback:
+			spec.DropPingback = true
+		case FaultDuplicatePingback:
+			spec.DuplicatePingback = true
+		case FaultLatePingback:
+			spec.LatePingback = true
+		case FaultHangPingback:
+			spec.HangPingback = true
+		case FaultUnsolvable:
+			spec.Unsolvable = max(spec.Unsolvable, count)
+		case FaultFailSubmit:
+			spec.FailSubmit = max(spec.FailSubmit, count)
+		default:
+			return FaultSpec{}, fmt.Errorf("unknown fault %q", name)
+		}
+	}
+	return spec, nil
+}
+
+// IsZero reports whether the spec asks for no fault at all.
+func (f FaultSpec) IsZero() bool { return f == FaultSpec{} }
+
+// merge combines two specs; counts take the larger value.
+func (f FaultSpec) merge(o FaultSpec) FaultSpec {
+	return FaultSpec{
+		DropPingback:      f.DropPingback || o.DropPingback,
+		DuplicatePingback: f.DuplicatePingback || o.DuplicatePingback,
+		LatePingback:      f.LatePingback || o.LatePingback,
+		HangPingback:      f.HangPingback || o.HangPingback,
+		Unsolvable:        max(f.Unsolvable, o.Unsolvable),
+		FailSubmit:        max(f.FailSubmit, o.FailSubmit),
+	}
+}
+
+// FaultRule assigns Faults (sim_fault syntax) to every submission whose
+// pingback URL or task id matches the regular expression Pattern. Rules let a
+// test inject faults without changing what the client sends.
+type FaultRule struct {
+	Pattern string `json:"pattern"`
+	Faults  string `json:"faults"`
+}
+
+type compiledRule struct {
+	re   *regexp.Regexp
+	spec FaultSpec
+}
+
+// ParseFaultRules parses the SIM_FAULT_RULES syntax: rules separated by ";",
+// each "REGEX=>FAULTS", e.g. "/callback/chaos-drop-=>drop_pingback;[05]$=>duplicate_pingback".
+func ParseFaultRules(text string) ([]FaultRule, error) {
+	var rules []FaultRule
+	for _, entry := range strings.Split(text, ";") {
+		if strings.TrimSpace(entry) == "" {
+			continue
+		}
+		pattern, faults, ok := strings.Cut(entry, "=>")
+		if !ok {
+			return nil, fmt.Errorf("fault rule %q: want REGEX=>FAULTS", entry)
+		}
+		rules = append(rules, FaultRule{Pattern: strings.TrimSpace(pattern), Faults: strings.TrimSpace(faults)})
+	}
+	if _, err := compileRules(rules); err != nil {
+		return nil, err
+	}
+	return rules, nil
+}
+
+func compileRules(rules []FaultRule) ([]compiledRule, error) {
+	out := make([]compiledRule, 0, len(rules))
+	for _, r := range rules {
+		if r.Pattern == "" {
+			return nil, fmt.Errorf("fault rule for %q has an empty pattern", r.Faults)
+		}
+		re, err := regexp.Compile(r.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("fault rule pattern %q: %w", r.Pattern, err)
+		}
+		spec, err := ParseFaultSpec(r.Faults)
+		if err != nil {
+			return nil, fmt.Errorf("fault rule %q: %w", r.Pattern, err)
+		}
+		out = append(out, compiledRule{re: re, spec: spec})
+	}
+	return out, nil
+}
+
+// matchRules merges the specs of every rule matching subject.
+func matchRules(rules []compiledRule, subject string) FaultSpec {
+	var spec FaultSpec
+	if subject == "" {
+		return spec
+	}
+	for _, r := range rules {
+		if r.re.MatchString(subject) {
+			spec = spec.merge(r.spec)
+		}
+	}
+	return spec
+}
+
+// pingbackPlan is what happens to one task's pingback once it is solved.
+type pingbackPlan struct {
+	unsolvable bool
+	drop       bool
+	hang       bool
+	late       bool
+	duplicate  bool
+}
+
+// names lists the plan's faults for the task listing.
+func (p pingbackPlan) names() []string {
+	var out []string
+	add := func(on bool, name string) {
+		if on {
+			out = append(out, name)
+		}
+	}
+	add(p.unsolvable, FaultUnsolvable)
+	add(p.drop, FaultDropPingback)
+	add(p.hang, FaultHangPingback)
+	add(p.late, FaultLatePingback)
+	add(p.duplicate, FaultDuplicatePingback)
+	return out
+}
+
+// drawPlan draws a plan from the per-run rates. The pingback faults partition
+// one uniform draw, so each happens at exactly its configured rate.
+func drawPlan(cfg *Config, unsolvableDraw, pingbackDraw float64) pingbackPlan {
+	var p pingbackPlan
+	if unsolvableDraw < cfg.UnsolvableRate {
+		p.unsolvable = true
+		return p
+	}
+	edge := cfg.DropRate
+	switch {
+	case pingbackDraw < edge:
+		p.drop = true
+	case pingbackDraw < edge+cfg.DupRate:
+		p.duplicate = true
+	case pingbackDraw < edge+cfg.DupRate+cfg.LateRate:
+		p.late = true
+	case pingbackDraw < edge+cfg.DupRate+cfg.LateRate+cfg.HangRate:
+		p.hang = true
+	}
+	return p
+}

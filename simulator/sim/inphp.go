@@ -1,0 +1,275 @@
+package sim
+
+import (
+	"encoding/base64"
+	"errors"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// maxRequestBytes caps an in.php request body (the largest image plus form overhead).
+	maxRequestBytes = 2 << 20
+	// minImageBytes and maxImageBytes are the real service's image size limits.
+	minImageBytes = 100
+	maxImageBytes = 1 << 20
+)
+
+// handleIn serves in.php (GET or POST; urlencoded or multipart).
+func (s *Simulator) handleIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
+	rp := s.submit(r)
+	if r.MultipartForm != nil {
+		_ = r.MultipartForm.RemoveAll()
+	}
+	rp.write(w, wantsJSON(r))
+}
+
+// submit validates one in.php request and, if acceptable, creates a task.
+func (s *Simulator) submit(r *http.Request) reply {
+	if err := parseForm(r); err != nil {
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			return s.reject(errReply(ErrorTooBigCaptchaFilesize))
+		}
+		return s.reject(errReply(ErrorUpload))
+	}
+	if rp, ok := s.checkKey(r.Form.Get("key")); !ok {
+		return s.reject(rp)
+	}
+	method := r.Form.Get("method")
+	if rp, ok := checkMethodParams(r, method); !ok {
+		return s.reject(rp)
+	}
+	pingback, rp, ok := parsePingback(r.Form.Get("pingback"))
+	if !ok {
+		return s.reject(rp)
+	}
+	faults, err := ParseFaultSpec(r.Form.Get("sim_fault"))
+	if err != nil {
+		return s.reject(errReplyf(ErrorBadParameters, "sim_fault: "+err.Error()))
+	}
+	var solveOverride *time.Duration
+	if v := r.Form.Get("sim_solve_ms"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			return s.reject(errReplyf(ErrorBadParameters, "sim_solve_ms must be a non-negative integer"))
+		}
+		d := time.Duration(ms) * time.Millisecond
+		solveOverride = &d
+	}
+	return s.accept(r.Form.Get("key"), method, pingback, faults, solveOverride)
+}
+
+func parseForm(r *http.Request) error {
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mediaType == "multipart/form-data" {
+		return r.ParseMultipartForm(maxRequestBytes)
+	}
+	return r.ParseForm()
+}
+
+// checkKey applies the real service's two key errors.
+func (s *Simulator) checkKey(key string) (reply, bool) {
+	if len(key) != KeyLength {
+		return errReply(ErrorWrongUserKey), false
+	}
+	if _, ok := s.keys[key]; !ok {
+		return errReply(ErrorKeyDoesNotExist), false
+	}
+	return reply{}, true
+}
+
+// checkMethodParams checks the method and the parameters it requires.
+func checkMethodParams(r *http.Request, method string) (reply, bool) {
+	require := func(param, code string) (reply, bool) {
+		if strings.TrimSpace(r.Form.Get(param)) == "" {
+			return errReplyf(code, param+" is required for method="+method+"."), false
+		}
+		return reply{}, true
+	}
+	requireAll := func(checks ...[2]string) (reply, bool) {
+		for _, c := range checks {
+			if rp, ok := require(c[0], c[1]); !ok {
+				return rp, false
+			}
+		}
+		return reply{}, true
+	}
+	switch method {
+	case "userrecaptcha":
+		return requireAll([2]string{"googlekey", ErrorGoogleKey}, [2]string{"pageurl", ErrorPageURL})
+	case "hcaptcha", "turnstile":
+		return requireAll([2]string{"sitekey", ErrorBadParameters}, [2]string{"pageurl", ErrorPageURL})
+	case "geetest":
+		return requireAll([2]string{"gt", ErrorBadParameters}, [2]string{"challenge", ErrorBadParameters}, [2]string{"pageurl", ErrorPageURL})
+	case "funcaptcha":
+		return requireAll([2]string{"publickey", ErrorBadParameters}, [2]string{"pageurl", ErrorPageURL})
+	case "base64":
+		return checkBase64Image(r.Form.Get("body"))
+	case "post":
+		return checkFileImage(r)
+	default:
+		return errReply(ErrorNoSuchMethod), false
+	}
+}
+
+func checkBase64Image(body string) (reply, bool) {
+	body = strings.TrimSpace(body)
+	if body == "" {
+		return errReply(ErrorZeroCaptchaFilesize), false
+	}
+	img, err := base64.StdEncoding.DecodeString(body)
+	if err != nil {
+		if img, err = base64.RawStdEncoding.DecodeString(body); err != nil {
+			return errReply(ErrorUpload), false
+		}
+	}
+	return checkImageSize(int64(len(img)))
+}
+
+func checkFileImage(r *http.Request) (reply, bool) {
+	if r.MultipartForm == nil || len(r.MultipartForm.File["file"]) == 0 {
+		return errReplyf(ErrorZeroCaptchaFilesize, "method=post needs a multipart file field named file."), false
+	}
+	fh := r.MultipartForm.File["file"][0]
+	switch strings.ToLower(path.Ext(fh.Filename)) {
+	case ".jpg", ".jpeg", ".gif", ".png":
+	default:
+		return errReply(ErrorWrongFileExtension), false
+	}
+	return checkImageSize(fh.Size)
+}
+
+func checkImageSize(n int64) (reply, bool) {
+	switch {
+	case n < minImageBytes:
+		return errReply(ErrorZeroCaptchaFilesize), false
+	case n > maxImageBytes:
+		return errReply(ErrorTooBigCaptchaFilesize), false
+	}
+	return reply{}, true
+}
+
+// parsePingback accepts an empty value (no pingback) or an absolute http(s) URL.
+func parsePingback(raw string) (*url.URL, reply, bool) {
+	if raw == "" {
+		return nil, reply{}, true
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errReplyf(ErrorBadParameters, "pingback must be an absolute http(s) URL."), false
+	}
+	return u, reply{}, true
+}
+
+// reject counts a refused submission.
+func (s *Simulator) reject(rp reply) reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejectLocked(rp.value)
+	return rp
+}
+
+func (s *Simulator) rejectLocked(code string) {
+	s.stats.rejected++
+	s.stats.rejectedByCode[code]++
+}
+
+// accept applies submit-time faults and the thread limit, then creates and
+// schedules the task.
+func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSpec, solveOverride *time.Duration) reply {
+	pingbackURL := ""
+	if pingback != nil {
+		pingbackURL = pingback.String()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.rejectLocked(ErrorNoSlotAvailable)
+		return errReplyf(ErrorNoSlotAvailable, "The simulator is shutting down.")
+	}
+	faults = faults.merge(matchRules(s.compiledRules, pingbackURL))
+	if faults.FailSubmit > s.failSubmitSeen[pingbackURL] {
+		s.failSubmitSeen[pingbackURL]++
+		s.rejectLocked(ErrorNoSlotAvailable)
+		return errReply(ErrorNoSlotAvailable)
+	}
+	if s.cfg.Threads > 0 && s.busy[key] >= s.cfg.Threads {
+		s.rejectLocked(s.cfg.BusyCode)
+		return errReply(s.cfg.BusyCode)
+	}
+
+	id := s.nextID
+	s.nextID++
+	idStr := strconv.FormatInt(id, 10)
+	faults = faults.merge(matchRules(s.compiledRules, idStr))
+
+	// Every draw comes from a generator seeded by (seed, id), in a fixed order,
+	// so a task's fate does not depend on how concurrent submissions interleave.
+	rng := rand.New(rand.NewPCG(s.cfg.Seed, uint64(id)))
+	solve := s.cfg.SolveMin
+	if spread := s.cfg.SolveMax - s.cfg.SolveMin; spread > 0 {
+		solve += time.Duration(rng.Int64N(int64(spread) + 1))
+	}
+	unsolvableDraw, pingbackDraw := rng.Float64(), rng.Float64()
+	if solveOverride != nil {
+		solve = *solveOverride
+	}
+
+	var plan pingbackPlan
+	if faults.IsZero() {
+		plan = drawPlan(&s.cfg, unsolvableDraw, pingbackDraw)
+	} else {
+		plan = pingbackPlan{
+			drop:      faults.DropPingback,
+			hang:      faults.HangPingback,
+			late:      faults.LatePingback,
+			duplicate: faults.DuplicatePingback,
+		}
+		if faults.Unsolvable > s.unsolvableSeen[pingbackURL] {
+			s.unsolvableSeen[pingbackURL]++
+			plan = pingbackPlan{unsolvable: true}
+		}
+	}
+
+	t := &task{
+		gen:         s.gen,
+		id:          id,
+		idStr:       idStr,
+		key:         key,
+		method:      method,
+		pingbackURL: pingbackURL,
+		submittedAt: time.Now(),
+		solveTime:   solve,
+		plan:        plan,
+		status:      StatusSolving,
+	}
+	if pingback != nil {
+		t.redactedURL, t.pingbackPath = redactURL(pingback), pingback.Path
+	}
+	s.tasks[id] = t
+	s.busy[key]++
+	s.stats.accepted++
+	s.schedule(t, solve, func() { s.solve(t) })
+	s.log.Debug("task accepted", "task_id", idStr, "method", method, "solve_time", solve, "faults", plan.names())
+	return okReply(idStr)
+}
+
+// redactURL hides query values (a callback token) and userinfo.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	c.Fragment = ""
+	q := c.Query()
+	for k := range q {
+		q[k] = []string{"REDACTED"}
+	}
+	c.RawQuery = q.Encode()
+	return c.String()
+}

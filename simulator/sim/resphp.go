@@ -1,0 +1,83 @@
+package sim
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// handleRes serves res.php: get, getbalance, reportgood, reportbad.
+func (s *Simulator) handleRes(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		errReplyf(ErrorBadParameters, "The request could not be parsed.").write(w, wantsJSON(r))
+		return
+	}
+	s.result(r).write(w, wantsJSON(r))
+}
+
+func (s *Simulator) result(r *http.Request) reply {
+	action := r.Form.Get("action")
+	s.countResCall(action)
+	key := r.Form.Get("key")
+	if rp, ok := s.checkKey(key); !ok {
+		return rp
+	}
+	id := r.Form.Get("id")
+	switch action {
+	case "get":
+		return s.get(key, id)
+	case "getbalance":
+		return bareOKReply(strconv.FormatFloat(s.cfg.Balance, 'f', 3, 64))
+	case "reportgood", "reportbad":
+		return s.report(key, id, action == "reportgood")
+	default:
+		return errReplyf(ErrorBadParameters, "Unknown action.")
+	}
+}
+
+func (s *Simulator) countResCall(action string) {
+	switch action {
+	case "get", "getbalance", "reportgood", "reportbad":
+	default:
+		action = "other" // keep the map bounded whatever clients send
+	}
+	s.mu.Lock()
+	s.stats.resCalls[action]++
+	s.mu.Unlock()
+}
+
+func (s *Simulator) get(key, id string) reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.lookup(key, id)
+	if t == nil {
+		return errReply(ErrorWrongCaptchaID)
+	}
+	t.resGets++
+	switch s.statusAt(t, time.Now()) {
+	case StatusSolving:
+		return errReply(CaptchaNotReady)
+	case StatusSolved:
+		return okReply(CodeFor(t.idStr))
+	case StatusUnsolvable:
+		return errReply(ErrorCaptchaUnsolvable)
+	default: // expired: the result is gone, as on the real service
+		return errReply(ErrorWrongCaptchaID)
+	}
+}
+
+func (s *Simulator) report(key, id string, good bool) reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.lookup(key, id)
+	if t == nil || s.statusAt(t, time.Now()) == StatusExpired {
+		return errReply(ErrorWrongCaptchaID)
+	}
+	if good {
+		t.reportsGood++
+	} else {
+		t.reportsBad++
+	}
+	return bareOKReply(ReportRecorded)
+}
