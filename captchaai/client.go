@@ -1,0 +1,311 @@
+// Package captchaai is an HTTP client for the CaptchaAI API, which speaks the
+// 2captcha-compatible in.php / res.php protocol.
+//
+// Every error it returns is a *Error carrying a Class that tells the caller
+// whether to retry, resubmit, keep polling or give up. The API key never
+// appears in any error.
+package captchaai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// DefaultBaseURL is the CaptchaAI API. Env CAPTCHAAI_BASE_URL overrides it
+// (read by the caller, not by this package).
+const DefaultBaseURL = "https://ocr.captchaai.com"
+
+const (
+	defaultTimeout = 30 * time.Second
+	// maxAnswerBytes bounds what we read from the provider. Real answers are
+	// a few KB at most (long reCAPTCHA tokens); anything bigger is not ours.
+	maxAnswerBytes = 1 << 20
+	// maxDrainBytes is how much of an unread body we discard to keep the
+	// connection reusable before giving up on it.
+	maxDrainBytes = 64 << 10
+	userAgent     = "captchaflow-captchaai/1"
+	// Provider-supplied codes and texts end up in logs and workflow history;
+	// a misbehaving provider must not be able to bloat them.
+	maxCodeLen      = 128
+	maxErrorTextLen = 512
+)
+
+// Operation names, used in Error.Op.
+const (
+	opSubmit     = "submit"
+	opGet        = "get"
+	opGetBalance = "getbalance"
+	opReportGood = "reportgood"
+	opReportBad  = "reportbad"
+)
+
+// Client talks to one provider with one API key. It is safe for concurrent use.
+type Client struct {
+	inURL   string
+	resURL  string
+	apiKey  string
+	timeout time.Duration
+	http    *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient replaces the client's own http.Client (nil keeps the default).
+func WithHTTPClient(h *http.Client) Option {
+	return func(c *Client) {
+		if h != nil {
+			c.http = h
+		}
+	}
+}
+
+// WithTimeout sets the per-request timeout (default 30s). Each request is also
+// bounded by the caller's context deadline. Non-positive values are ignored.
+func WithTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// New returns a client for baseURL (absolute http/https URL, optionally with a
+// path prefix) authenticated with apiKey.
+func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
+	if apiKey == "" {
+		return nil, errors.New("captchaai: API key is required")
+	}
+	base, err := parseBaseURL(baseURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		inURL:   base.JoinPath("in.php").String(),
+		resURL:  base.JoinPath("res.php").String(),
+		apiKey:  apiKey,
+		timeout: defaultTimeout,
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(c)
+		}
+	}
+	if c.http == nil {
+		c.http = newHTTPClient(c.timeout)
+	}
+	return c, nil
+}
+
+func parseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// The parse error echoes the input; keep it out in case it holds credentials.
+		return nil, errors.New("captchaai: base URL is not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("captchaai: base URL %q must be absolute http or https", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("captchaai: base URL %q has no host", u.Redacted())
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("captchaai: base URL %q must not have a query or fragment", stripURLSecrets(raw))
+	}
+	return u, nil
+}
+
+// newHTTPClient builds the client's own transport rather than sharing
+// http.DefaultTransport: many workflows poll concurrently, so keep plenty of
+// idle connections per host, and bound every phase so a stuck provider cannot
+// hold an activity slot forever.
+func newHTTPClient(timeout time.Duration) *http.Client {
+	transport := &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          128,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: transport, Timeout: timeout}
+}
+
+// Submit calls in.php with method, the caller's params as-is and pingback
+// (omitted if ""), and returns the provider task id. For method "post",
+// params["file"] is the base64 image and is uploaded as a multipart file;
+// other methods are sent as a urlencoded form. params must not contain the
+// client-owned fields key, method, json or pingback.
+func (c *Client) Submit(ctx context.Context, method string, params map[string]string, pingback string) (string, error) {
+	body, err := encodeSubmit(c.apiKey, method, params, pingback)
+	if err != nil {
+		return "", c.fail(opSubmit, ClassConfig, err)
+	}
+	ans, err := c.call(ctx, opSubmit, func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.inURL, bytes.NewReader(body.data))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", body.contentType)
+		return req, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if ans.Value == "" {
+		return "", c.fail(opSubmit, ClassTransient, fmt.Errorf("%w: success without a task id", errMalformed))
+	}
+	return ans.Value, nil
+}
+
+// Get calls res.php action=get. A task still being solved yields a *Error
+// with Class ClassNotReady.
+func (c *Client) Get(ctx context.Context, taskID string) (string, error) {
+	if taskID == "" {
+		return "", c.fail(opGet, ClassConfig, errors.New("task id is required"))
+	}
+	ans, err := c.res(ctx, opGet, url.Values{"action": {"get"}, "id": {taskID}})
+	if err != nil {
+		return "", err
+	}
+	if ans.Value == "" {
+		return "", c.fail(opGet, ClassTransient, fmt.Errorf("%w: success without a result", errMalformed))
+	}
+	return ans.Value, nil
+}
+
+// Balance calls res.php action=getbalance.
+func (c *Client) Balance(ctx context.Context) (float64, error) {
+	ans, err := c.res(ctx, opGetBalance, url.Values{"action": {"getbalance"}})
+	if err != nil {
+		return 0, err
+	}
+	balance, err := strconv.ParseFloat(ans.Value, 64)
+	if err != nil || math.IsNaN(balance) || math.IsInf(balance, 0) {
+		return 0, c.fail(opGetBalance, ClassTransient, fmt.Errorf("%w: balance %s is not a number", errMalformed, snippet([]byte(ans.Value))))
+	}
+	return balance, nil
+}
+
+// ReportGood tells the provider the answer for taskID was accepted.
+func (c *Client) ReportGood(ctx context.Context, taskID string) error {
+	return c.report(ctx, opReportGood, taskID)
+}
+
+// ReportBad tells the provider the answer for taskID was rejected.
+func (c *Client) ReportBad(ctx context.Context, taskID string) error {
+	return c.report(ctx, opReportBad, taskID)
+}
+
+func (c *Client) report(ctx context.Context, op, taskID string) error {
+	if taskID == "" {
+		return c.fail(op, ClassConfig, errors.New("task id is required"))
+	}
+	_, err := c.res(ctx, op, url.Values{"action": {op}, "id": {taskID}})
+	return err
+}
+
+// res performs a res.php GET. The protocol wants the key in the query, which
+// is why every error path goes through redactError.
+func (c *Client) res(ctx context.Context, op string, query url.Values) (answer, error) {
+	query.Set("key", c.apiKey)
+	query.Set("json", "1")
+	target := c.resURL + "?" + query.Encode()
+	return c.call(ctx, op, func(ctx context.Context) (*http.Request, error) {
+		return http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	})
+}
+
+// call runs one request under the per-request timeout and turns every
+// outcome into either a successful answer or a classified, redacted *Error.
+func (c *Client) call(ctx context.Context, op string, newRequest func(context.Context) (*http.Request, error)) (answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+
+	req, err := newRequest(ctx)
+	if err != nil {
+		return answer{}, c.fail(op, ClassConfig, fmt.Errorf("build request: %w", err))
+	}
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
+
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return answer{}, c.fail(op, ClassTransient, err)
+	}
+	defer closeBody(resp.Body)
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// The body of a failed status is a proxy/front-end page, not an
+		// answer; the status alone decides.
+		return answer{}, &Error{
+			Op:         op,
+			Class:      classifyStatus(resp.StatusCode),
+			HTTPStatus: resp.StatusCode,
+			Err:        errors.New(http.StatusText(resp.StatusCode)),
+		}
+	}
+
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	if err != nil {
+		return answer{}, c.fail(op, ClassTransient, fmt.Errorf("read answer: %w", err))
+	}
+	if len(body) > maxAnswerBytes {
+		return answer{}, c.fail(op, ClassTransient, fmt.Errorf("%w: answer larger than %d bytes", errMalformed, maxAnswerBytes))
+	}
+	ans, err := parseAnswer(body)
+	if err != nil {
+		return answer{}, c.fail(op, ClassTransient, err)
+	}
+	if !ans.OK {
+		var detail error
+		if ans.ErrorText != "" {
+			detail = errors.New(truncate(redactText(ans.ErrorText, c.apiKey), maxErrorTextLen))
+		}
+		return answer{}, &Error{
+			Op:    op,
+			Code:  truncate(redactText(ans.Code, c.apiKey), maxCodeLen),
+			Class: classifyCode(ans.Code),
+			Err:   detail,
+		}
+	}
+	return ans, nil
+}
+
+// fail wraps a non-provider failure with its redacted cause.
+func (c *Client) fail(op string, class Class, err error) *Error {
+	return &Error{Op: op, Class: class, Err: redactError(err, c.apiKey)}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// closeBody drains a bounded amount so the keep-alive connection can be reused.
+func closeBody(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrainBytes))
+	_ = body.Close()
+}
