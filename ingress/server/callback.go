@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/labstack/echo/v4"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/workflows"
+)
+
+type okBody struct {
+	Status string `json:"status"`
+}
+
+// The same body for every accepted callback: an untokened caller must not learn whether a task exists.
+var accepted = okBody{Status: "ok"}
+
+// handleTokenedCallback serves /callback/:workflow_id?t=TOKEN. The token proves the caller knows the callback
+// secret, so the signal is marked Authenticated.
+func (s *Server) handleTokenedCallback(c echo.Context) error {
+	info := callbackInfoOf(c)
+	workflowID, err := url.PathUnescape(c.Param("workflow_id"))
+	if err != nil {
+		return badRequest("workflow_id", "not a valid path segment")
+	}
+	if err := workflows.ValidateWorkflowID(workflowID); err != nil {
+		return badRequest("workflow_id", err.Error())
+	}
+	info.workflowID = workflowID
+	// The token is checked before the body is read: a forger gets nothing parsed.
+	if !callbackauth.Valid(c.QueryParam(callbackauth.TokenParam), workflowID, s.secrets...) {
+		return forbiddenError{}
+	}
+	id, code, err := callbackFields(c)
+	info.providerTaskID = id
+	if err != nil {
+		return err
+	}
+	info.outcome, err = s.signal(c.Request().Context(), workflowID, workflows.Callback{
+		ProviderTaskID: id,
+		Code:           code,
+		Authenticated:  true,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, accepted)
+}
+
+// signal delivers cb to the workflow and answers only once Temporal accepted it (or said there is no such running
+// workflow). Anything else is unavailable: the provider may retry and the workflow's poll recovers regardless.
+func (s *Server) signal(ctx context.Context, workflowID string, cb workflows.Callback) (outcome string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SignalTimeout)
+	defer cancel()
+	err = s.temporal.SignalWorkflow(ctx, workflowID, "", workflows.CallbackSignal, cb)
+	var notFound *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return outcomeSignalled, nil
+	case errors.As(err, &notFound):
+		// Completed, timed out or never existed: nothing is waiting for this result, so a retry cannot help.
+		return outcomeLateOrUnknown, nil
+	}
+	return "", unavailable(err)
+}

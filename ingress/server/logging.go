@@ -1,0 +1,114 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// callbackInfo is what the access log and the callbacks counter know about one callback. The handler fills it in
+// as it learns; it never holds the token or the query string.
+type callbackInfo struct {
+	route          string
+	workflowID     string
+	providerTaskID string
+	outcome        string // set by the handler on success; derived from the error otherwise
+}
+
+const callbackInfoKey = "captchaflow.callback"
+
+func callbackInfoOf(c echo.Context) *callbackInfo {
+	info, _ := c.Get(callbackInfoKey).(*callbackInfo)
+	if info == nil {
+		// Only reachable if a handler runs without observeCallback; keep it harmless.
+		info = &callbackInfo{}
+		c.Set(callbackInfoKey, info)
+	}
+	return info
+}
+
+// observeCallback wraps a callback route: it settles the outcome and counts it. It sits outside the body limit so
+// an oversized body counts as bad_request.
+func (s *Server) observeCallback(route string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			info := &callbackInfo{route: route}
+			c.Set(callbackInfoKey, info)
+			err := next(c)
+			if err != nil {
+				info.outcome = outcomeOf(err)
+			}
+			if info.outcome != "" {
+				s.metrics.callbacks.WithLabelValues(route, info.outcome).Inc()
+			}
+			return err
+		}
+	}
+}
+
+func outcomeOf(err error) string {
+	var (
+		forbid  forbiddenError
+		unavail *unavailableError
+	)
+	switch {
+	case errors.As(err, &forbid):
+		return outcomeForged
+	case errors.As(err, &unavail):
+		return outcomeUnavailable
+	}
+	if status := statusOf(err); status >= 400 && status < 500 {
+		return outcomeBadRequest
+	}
+	return "" // a bug (500): visible in requests_total and the log, not a callback outcome
+}
+
+// accessLog writes one line per request with safe fields only: the route pattern, never the URL or query (the
+// callback token is in it). Callbacks log at Info (Warn/Error when they fail); probes and scrapes at Debug.
+func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		status := c.Response().Status
+		if err != nil {
+			status = statusOf(err)
+		}
+		attrs := []slog.Attr{
+			slog.String("method", c.Request().Method),
+			slog.String("route", c.Path()),
+			slog.Int("status", status),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		}
+		level := slog.LevelDebug
+		msg := "request"
+		if info, ok := c.Get(callbackInfoKey).(*callbackInfo); ok {
+			msg = "callback"
+			level = slog.LevelInfo
+			attrs = append(attrs,
+				slog.String("callback_route", info.route),
+				slog.String("workflow_id", info.workflowID),
+				slog.String("provider_task_id", info.providerTaskID),
+				slog.String("outcome", info.outcome))
+		}
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+			level = max(level, levelForStatus(status))
+		}
+		s.log.LogAttrs(context.WithoutCancel(c.Request().Context()), level, msg, attrs...)
+		return err
+	}
+}
+
+func levelForStatus(status int) slog.Level {
+	switch {
+	case status == http.StatusServiceUnavailable:
+		return slog.LevelWarn // expected while Temporal is down; the workflow's poll recovers
+	case status >= 500:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
