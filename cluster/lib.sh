@@ -1,0 +1,103 @@
+# shellcheck shell=bash
+# Shared settings and helpers of cluster/up.sh and cluster/down.sh. Sourced, not run.
+#
+# Every port and path can be overridden from the environment; the defaults keep clear of the dev server
+# (7233/8233) and of a system PostgreSQL (5432). Everything listens on 127.0.0.1 only.
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CLUSTER_DIR="$REPO_ROOT/cluster"
+BIN_DIR="$REPO_ROOT/.bin"
+TOOLS_DIR="$REPO_ROOT/tools"
+
+# Runtime state (pid files, logs) lives here; PostgreSQL's data directory too, unless the postgres user cannot
+# reach it (see pg_data_dir).
+STATE_DIR=${CLUSTER_STATE_DIR:-$REPO_ROOT/.data/cluster}
+PG_VERSION=15
+PG_BIN=/usr/lib/postgresql/$PG_VERSION/bin
+PG_OS_USER=postgres
+
+export CLUSTER_PG_PORT=${CLUSTER_PG_PORT:-55432}
+export CLUSTER_FRONTEND_PORT=${CLUSTER_FRONTEND_PORT:-7333}
+export CLUSTER_FRONTEND_HTTP_PORT=${CLUSTER_FRONTEND_HTTP_PORT:-7343}
+export CLUSTER_HISTORY_PORT=${CLUSTER_HISTORY_PORT:-7334}
+export CLUSTER_MATCHING_PORT=${CLUSTER_MATCHING_PORT:-7335}
+export CLUSTER_WORKER_PORT=${CLUSTER_WORKER_PORT:-7339}
+export CLUSTER_FRONTEND_MEMBERSHIP_PORT=${CLUSTER_FRONTEND_MEMBERSHIP_PORT:-6333}
+export CLUSTER_HISTORY_MEMBERSHIP_PORT=${CLUSTER_HISTORY_MEMBERSHIP_PORT:-6334}
+export CLUSTER_MATCHING_MEMBERSHIP_PORT=${CLUSTER_MATCHING_MEMBERSHIP_PORT:-6335}
+export CLUSTER_WORKER_MEMBERSHIP_PORT=${CLUSTER_WORKER_MEMBERSHIP_PORT:-6339}
+export CLUSTER_METRICS_PORT=${CLUSTER_METRICS_PORT:-9333}
+export CLUSTER_DYNAMIC_CONFIG=${CLUSTER_DYNAMIC_CONFIG:-$CLUSTER_DIR/config/dynamicconfig.yaml}
+
+FRONTEND_ADDRESS=127.0.0.1:$CLUSTER_FRONTEND_PORT
+NAMESPACE=${CLUSTER_NAMESPACE:-default}
+# Search attributes the SolveCaptcha workflow upserts (workflows.SearchAttrTaskID / SearchAttrPhase).
+SEARCH_ATTRIBUTES=(CaptchaTaskId CaptchaPhase)
+
+SERVER_PID_FILE=$STATE_DIR/temporal-server.pid
+SERVER_LOG=$STATE_DIR/temporal-server.log
+PG_DATA_FILE=$STATE_DIR/pg-data-dir # remembers where PostgreSQL's data directory is
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() {
+	printf 'cluster: ERROR: %s\n' "$*" >&2
+	exit 1
+}
+
+# wait_until DESCRIPTION TIMEOUT_SECONDS COMMAND... polls COMMAND every half second until it succeeds, and fails
+# with DESCRIPTION once TIMEOUT_SECONDS have passed.
+wait_until() {
+	local what=$1 timeout=$2
+	shift 2
+	local deadline=$((SECONDS + timeout))
+	until "$@" >/dev/null 2>&1; do
+		if ((SECONDS >= deadline)); then
+			log "timed out after ${timeout}s waiting for $what"
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+# port_in_use PORT succeeds when something accepts TCP connections on 127.0.0.1:PORT.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# pid_alive PIDFILE NAME succeeds when PIDFILE names a live process whose command line contains NAME, so a pid
+# recycled by an unrelated process is never mistaken for ours.
+pid_alive() {
+	local pidfile=$1 name=$2 pid
+	[[ -s $pidfile ]] || return 1
+	pid=$(<"$pidfile")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	[[ -r /proc/$pid/cmdline ]] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$name"
+}
+
+as_postgres() { runuser -u "$PG_OS_USER" -- "$@"; }
+
+# pg_data_dir prints the PostgreSQL data directory: the one recorded by an earlier up, else .data/pg in the work
+# tree, else (when the postgres user cannot traverse the work tree's parents, as in a CI clone under a private
+# directory) a directory under /var/tmp keyed by the work tree's path.
+pg_data_dir() {
+	if [[ -s $PG_DATA_FILE ]]; then
+		cat "$PG_DATA_FILE"
+		return
+	fi
+	if [[ -n ${CLUSTER_PG_DATA:-} ]]; then
+		echo "$CLUSTER_PG_DATA"
+		return
+	fi
+	local in_tree=$REPO_ROOT/.data/pg
+	if as_postgres test -x "$REPO_ROOT" 2>/dev/null; then
+		echo "$in_tree"
+	else
+		echo "/var/tmp/captchaflow-cluster-$(printf '%s' "$REPO_ROOT" | cksum | cut -d' ' -f1)/pg"
+	fi
+}
+
+# pg_log_file DATA_DIR prints where PostgreSQL logs: beside its data directory, where the postgres user can write.
+pg_log_file() { echo "$(dirname "$1")/postgres.log"; }
+
+pg_ctl_status() { as_postgres "$PG_BIN/pg_ctl" status -D "$1"; }
+
+temporal_cli() { "$BIN_DIR/temporal" "$@" --address "$FRONTEND_ADDRESS"; }

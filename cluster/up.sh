@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Starts a real Temporal cluster on this machine without Docker: Debian's PostgreSQL 15 and the Temporal server
+# (v1.29.1, built from tools/go.mod) on 127.0.0.1, with the `default` namespace and captchaflow's search attributes.
+#
+#   cluster/up.sh            run in the foreground; Ctrl-C (or any exit) stops everything it started
+#   cluster/up.sh --detach   start, print the address and return; cluster/down.sh stops it
+#
+# Re-runnable: a second run reuses the data directory (the schema update is a no-op) and, when the cluster is
+# already up, just reports it. Ports and paths: see cluster/lib.sh.
+set -euo pipefail
+
+# shellcheck source=cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+usage() { sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+detach=false
+ready=false
+for arg in "$@"; do
+	case $arg in
+	--detach | -d) detach=true ;;
+	-h | --help)
+		usage
+		exit 0
+		;;
+	*)
+		usage >&2
+		die "unknown argument: $arg"
+		;;
+	esac
+done
+
+[[ $(id -u) == 0 ]] || die "run as root: PostgreSQL is started as the '$PG_OS_USER' system user via runuser"
+
+ensure_postgres_installed() {
+	[[ -x $PG_BIN/pg_ctl ]] && return
+	log "installing postgresql-$PG_VERSION (apt-get)"
+	if ! apt-get install -y --no-install-recommends "postgresql-$PG_VERSION" >"$STATE_DIR/apt.log" 2>&1; then
+		apt-get update >>"$STATE_DIR/apt.log" 2>&1 || die "apt-get update failed; see $STATE_DIR/apt.log"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "postgresql-$PG_VERSION" \
+			>>"$STATE_DIR/apt.log" 2>&1 || die "installing postgresql-$PG_VERSION failed; see $STATE_DIR/apt.log"
+	fi
+	[[ -x $PG_BIN/pg_ctl ]] || die "postgresql-$PG_VERSION installed but $PG_BIN/pg_ctl is missing"
+	id "$PG_OS_USER" >/dev/null 2>&1 || die "the package did not create the '$PG_OS_USER' user"
+}
+
+# build_tool OUTPUT PACKAGE builds PACKAGE from the tools module unless OUTPUT is newer than tools/go.sum (the
+# versions are pinned there, so nothing else can change the binary).
+build_tool() {
+	local out=$BIN_DIR/$1 pkg=$2
+	if [[ -x $out && $out -nt $TOOLS_DIR/go.sum ]]; then
+		return
+	fi
+	log "building $1 ($pkg)"
+	mkdir -p "$BIN_DIR"
+	(cd "$TOOLS_DIR" && go build -o "$out.tmp" "$pkg") || die "building $pkg failed"
+	mv -f "$out.tmp" "$out"
+}
+
+start_postgres() {
+	local data=$1
+	if pg_ctl_status "$data" >/dev/null 2>&1; then
+		log "PostgreSQL already running ($data)"
+		return
+	fi
+	port_in_use "$CLUSTER_PG_PORT" && die "127.0.0.1:$CLUSTER_PG_PORT is taken by another process; set CLUSTER_PG_PORT"
+	if [[ ! -s $data/PG_VERSION ]]; then
+		log "initialising PostgreSQL in $data"
+		mkdir -p "$data"
+		chown "$PG_OS_USER:" "$data"
+		chmod 700 "$data"
+		# The bootstrap superuser is `temporal`, the role the server and the SQL tool connect as. Trust auth is
+		# safe only because the server listens on loopback alone (below) and pg_hba allows nothing else.
+		as_postgres "$PG_BIN/initdb" -D "$data" -U temporal --auth=trust --encoding=UTF8 --locale=C.UTF-8 \
+			>"$STATE_DIR/initdb.log" 2>&1 || die "initdb failed; see $STATE_DIR/initdb.log"
+		printf '%s\n' '# Written by cluster/up.sh: loopback TCP only, trusted.' \
+			'host all all 127.0.0.1/32 trust' >"$data/pg_hba.conf"
+	fi
+	printf '%s\n' "$data" >"$PG_DATA_FILE"
+	local pg_log
+	pg_log=$(pg_log_file "$data")
+	touch "$pg_log" && chown "$PG_OS_USER:" "$pg_log"
+	log "starting PostgreSQL on 127.0.0.1:$CLUSTER_PG_PORT"
+	# No Unix socket: everything, psql included, goes through loopback TCP.
+	as_postgres "$PG_BIN/pg_ctl" start -D "$data" -l "$pg_log" -w -t 60 \
+		-o "-c listen_addresses=127.0.0.1 -c port=$CLUSTER_PG_PORT -c unix_socket_directories=''" >/dev/null ||
+		die "PostgreSQL did not start within 60s; see $pg_log"
+}
+
+psql_query() { "$PG_BIN/psql" -h 127.0.0.1 -p "$CLUSTER_PG_PORT" -U temporal -d postgres -tAq -v ON_ERROR_STOP=1 -c "$1"; }
+
+sql_tool() {
+	"$BIN_DIR/temporal-sql-tool" --plugin postgres12 --endpoint 127.0.0.1 --port "$CLUSTER_PG_PORT" --user temporal "$@"
+}
+
+migrate_database() {
+	local db=$1 schema=$2
+	if [[ $(psql_query "SELECT 1 FROM pg_database WHERE datname = '$db'") != 1 ]]; then
+		sql_tool --database "$db" create-database >>"$STATE_DIR/schema.log" 2>&1 ||
+			die "creating database $db failed; see $STATE_DIR/schema.log"
+	fi
+	# Both steps are no-ops on an up-to-date database.
+	{
+		sql_tool --database "$db" setup-schema -v 0.0 &&
+			sql_tool --database "$db" update-schema --schema-name "$schema"
+	} >>"$STATE_DIR/schema.log" 2>&1 || die "migrating $db failed; see $STATE_DIR/schema.log"
+}
+
+start_server() {
+	if pid_alive "$SERVER_PID_FILE" temporal-server; then
+		log "Temporal server already running (pid $(<"$SERVER_PID_FILE"))"
+		return
+	fi
+	local port
+	for port in "$CLUSTER_FRONTEND_PORT" "$CLUSTER_FRONTEND_HTTP_PORT" "$CLUSTER_HISTORY_PORT" "$CLUSTER_MATCHING_PORT" \
+		"$CLUSTER_WORKER_PORT" "$CLUSTER_FRONTEND_MEMBERSHIP_PORT" "$CLUSTER_HISTORY_MEMBERSHIP_PORT" \
+		"$CLUSTER_MATCHING_MEMBERSHIP_PORT" "$CLUSTER_WORKER_MEMBERSHIP_PORT" "$CLUSTER_METRICS_PORT"; do
+		port_in_use "$port" && die "127.0.0.1:$port is taken by another process; see the CLUSTER_*_PORT settings in cluster/lib.sh"
+	done
+	log "starting Temporal server (log: $SERVER_LOG)"
+	# setsid: the server gets its own process group, so a Ctrl-C meant for this script does not reach it before
+	# the trap stops it in order (server first, then PostgreSQL).
+	setsid "$BIN_DIR/temporal-server" --root "$CLUSTER_DIR" --config config --env development-postgres12 \
+		--allow-no-auth start >"$SERVER_LOG" 2>&1 </dev/null &
+	echo $! >"$SERVER_PID_FILE"
+}
+
+# wait_for_server polls the frontend's health, failing at once (with the log's tail) if the server dies.
+wait_for_server() {
+	local deadline=$((SECONDS + 90))
+	until timeout 5 "$BIN_DIR/temporal" operator cluster health --address "$FRONTEND_ADDRESS" >/dev/null 2>&1; do
+		if ! pid_alive "$SERVER_PID_FILE" temporal-server; then
+			log "Temporal server exited; last lines of $SERVER_LOG:"
+			tail -n 20 "$SERVER_LOG" >&2
+			exit 1
+		fi
+		((SECONDS < deadline)) || die "Temporal server not healthy on $FRONTEND_ADDRESS after 90s; see $SERVER_LOG"
+		sleep 0.5
+	done
+}
+
+register_namespace() {
+	if ! temporal_cli operator namespace describe --namespace "$NAMESPACE" >/dev/null 2>&1; then
+		log "registering namespace $NAMESPACE"
+		temporal_cli operator namespace create --namespace "$NAMESPACE" --retention 72h >/dev/null ||
+			die "creating namespace $NAMESPACE failed"
+	fi
+	# The frontend's namespace cache catches up within a second or so (dynamicconfig.yaml).
+	wait_until "namespace $NAMESPACE to become usable" 30 \
+		temporal_cli operator search-attribute list --namespace "$NAMESPACE" || die "namespace $NAMESPACE is not usable"
+	local existing name
+	existing=$(temporal_cli operator search-attribute list --namespace "$NAMESPACE" -o json)
+	for name in "${SEARCH_ATTRIBUTES[@]}"; do
+		if grep -q "\"$name\"" <<<"$existing"; then
+			continue
+		fi
+		log "registering search attribute $name (Keyword)"
+		temporal_cli operator search-attribute create --namespace "$NAMESPACE" --name "$name" --type Keyword >/dev/null ||
+			die "registering search attribute $name failed"
+	done
+}
+
+# cleanup stops everything on exit, except after a successful --detach start: a half-started cluster never stays
+# behind.
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	if $detach && $ready; then
+		exit "$status"
+	fi
+	log "stopping"
+	"$CLUSTER_DIR/down.sh" || status=1
+	exit "$status"
+}
+
+main() {
+	mkdir -p "$STATE_DIR"
+	local started=$SECONDS
+	ensure_postgres_installed
+	build_tool temporal-server go.temporal.io/server/cmd/server
+	build_tool temporal-sql-tool go.temporal.io/server/cmd/tools/sql
+	build_tool temporal github.com/temporalio/cli/cmd/temporal
+
+	# From here on, a failure or a signal tears down what was started.
+	trap cleanup EXIT INT TERM
+
+	local data
+	data=$(pg_data_dir)
+	start_postgres "$data"
+	migrate_database temporal postgresql/v12/temporal
+	migrate_database temporal_visibility postgresql/v12/visibility
+	start_server
+	wait_for_server
+	register_namespace
+	ready=true
+
+	log "up in $((SECONDS - started))s"
+	cat <<-EOF
+		Temporal frontend: $FRONTEND_ADDRESS (namespace $NAMESPACE)
+		PostgreSQL:        127.0.0.1:$CLUSTER_PG_PORT (user temporal, data $data)
+		Server metrics:    http://127.0.0.1:$CLUSTER_METRICS_PORT/metrics
+		Logs:              $STATE_DIR
+		Use it:            TEMPORAL_ADDRESS=$FRONTEND_ADDRESS go test ./...
+	EOF
+	if $detach; then
+		echo "Stop it with:      cluster/down.sh"
+		return
+	fi
+	echo "Press Ctrl-C to stop."
+	# Stay until the server exits on its own (then the trap tears PostgreSQL down) or a signal arrives.
+	while pid_alive "$SERVER_PID_FILE" temporal-server; do
+		sleep 1
+	done
+	log "Temporal server exited; last lines of $SERVER_LOG:"
+	tail -n 20 "$SERVER_LOG" >&2
+	exit 1
+}
+
+main
