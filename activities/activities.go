@@ -1,0 +1,34 @@
+// Package activities holds the side effects of SolveCaptcha: talking to the provider and delivering the result.
+// Everything secret (the provider key, the callback secret, the notify secret) lives here, in worker memory, and
+// is never passed through activity inputs or results, so it never reaches workflow history.
+package activities
+
+import (
+	"context"
+	"net/http"
+)
+
+// Provider is the part of the CaptchaAI client the activities use; *captchaai.Client satisfies it.
+type Provider interface {
+	Submit(ctx context.Context, method string, params map[string]string, pingback string) (string, error)
+	Get(ctx context.Context, taskID string) (string, error)
+}
+
+// Activities are registered on the worker as one struct so that they share the provider client and secrets.
+type Activities struct {
+	Provider Provider
+	// CallbackBaseURL is the ingress's public base; CallbackSecret signs the per-workflow callback URL.
+	CallbackBaseURL string
+	CallbackSecret  string
+	// NotifySecret signs deliveries to notify_url (Standard Webhooks).
+	NotifySecret string
+	// HTTP posts deliveries; it must have a timeout.
+	HTTP *http.Client
+}
+
+// Activity names as registered (method names); the workflow refers to them through method values.
+const (
+	SubmitName  = "Submit"
+	PollName    = "Poll"
+	DeliverName = "Deliver"
+)

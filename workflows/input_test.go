@@ -1,0 +1,69 @@
+package workflows
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func decode(t *testing.T, js string) Input {
+	t.Helper()
+	var in Input
+	require.NoError(t, json.Unmarshal([]byte(js), &in), "decoding never fails; Validate reports")
+	return in.WithDefaults()
+}
+
+func TestInputDefaultsAndPlainObjectDecoding(t *testing.T) {
+	in := decode(t, `{"method":"userrecaptcha","params":{"googlekey":"k","pageurl":"https://e.com","invisible":1,"enterprise":true,"min_score":0.3}}`)
+	require.NoError(t, in.Validate())
+	assert.Equal(t, "1", in.Params["invisible"])
+	assert.Equal(t, "true", in.Params["enterprise"])
+	assert.Equal(t, "0.3", in.Params["min_score"])
+	assert.Equal(t, 120, in.CallbackTimeoutSeconds)
+	assert.Equal(t, 5, in.PollIntervalSeconds)
+	assert.Equal(t, 600, in.DeadlineSeconds)
+	assert.Equal(t, 2, in.MaxSubmits)
+	assert.Equal(t, 86400, in.DeliveryTimeoutSeconds)
+}
+
+func TestInputErrorsNameTheField(t *testing.T) {
+	cases := map[string]string{
+		`{"params":{"a":"b"}}`:                                                        "method: required",
+		`{"method":"Bad Method!","params":{"a":"b"}}`:                                 "method:",
+		`{"method":"userrecaptcha"}`:                                                  "params: required",
+		`{"method":"userrecaptcha","params":{"pageurl":"https://e.com"}}`:             "params.googlekey: required",
+		`{"method":"userrecaptcha","params":{"googlekey":"k","pageurl":"not a url"}}`: "params.pageurl:",
+		`{"method":"hcaptcha","params":{"pageurl":"https://e.com"}}`:                  "params.sitekey",
+		`{"method":"base64","params":{}}`:                                             "params.body",
+		`{"method":"custom","params":{"key":"sneaky"}}`:                               "params.key: set by captchaflow",
+		`{"method":"custom","params":{"pingback":"http://evil"}}`:                     "params.pingback",
+		`{"method":"custom","params":{"a":{"nested":1}}}`:                             "params.a: must be a string, number or boolean",
+		`{"method":"custom","params":["a"]}`:                                          "params",
+		`{"method":"custom","params":{"a":"b"},"callback_timeout_seconds":"120"}`:     "callback_timeout_seconds: must be an integer",
+		`{"method":"custom","params":{"a":"b"},"callback_timeout_seconds":-1}`:        "callback_timeout_seconds: -1 is out of range",
+		`{"method":"custom","params":{"a":"b"},"poll_interval_seconds":999999}`:       "poll_interval_seconds",
+		`{"method":"custom","params":{"a":"b"},"max_submits":11}`:                     "max_submits",
+		`{"method":"custom","params":{"a":"b"},"deadline_seconds":1e12}`:              "deadline_seconds",
+		`{"method":"custom","params":{"a":"b"},"notify_url":"ftp://x"}`:               "notify_url:",
+		`{"method":"custom","params":{"a":"b"},"delivery_timeout_seconds":99999999}`:  "delivery_timeout_seconds",
+		`"just a string"`: "not a JSON object",
+	}
+	for js, want := range cases {
+		err := decode(t, js).Validate()
+		if assert.Error(t, err, js) {
+			assert.Contains(t, err.Error(), want, js)
+		}
+	}
+}
+
+func TestValidateWorkflowID(t *testing.T) {
+	for _, ok := range []string{"a", "task-1", "order:42.v2_x", strings.Repeat("x", 200)} {
+		assert.NoError(t, ValidateWorkflowID(ok), ok)
+	}
+	for _, bad := range []string{"", "has space", "slash/x", "q?x", strings.Repeat("x", 201), "é"} {
+		assert.Error(t, ValidateWorkflowID(bad), bad)
+	}
+}

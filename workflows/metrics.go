@@ -1,0 +1,43 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// Domain metrics the workflow emits. They go through workflow.GetMetricsHandler, which stays silent during
+// replay, so a replayed history does not count twice.
+const (
+	MetricTasksFinished       = "captchaflow_tasks_finished_total"
+	MetricFallbackPollsStarts = "captchaflow_fallback_polls_started_total"
+	MetricResubmits           = "captchaflow_resubmits_total"
+	MetricResultLatency       = "captchaflow_result_latency_seconds"
+)
+
+// Outcomes of MetricTasksFinished.
+const (
+	OutcomeCallback         = "callback"
+	OutcomePoll             = "poll"
+	OutcomeUnsolvable       = "unsolvable"
+	OutcomeDeadlineExceeded = "deadline_exceeded"
+	OutcomeInvalidInput     = "invalid_input"
+	OutcomeDeliveryFailed   = "delivery_failed"
+	OutcomeError            = "error"
+)
+
+func countFinished(ctx workflow.Context, outcome string) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter(MetricTasksFinished).Inc(1)
+}
+
+func countFallbackPoll(ctx workflow.Context) {
+	workflow.GetMetricsHandler(ctx).Counter(MetricFallbackPollsStarts).Inc(1)
+}
+
+func countResubmit(ctx workflow.Context) {
+	workflow.GetMetricsHandler(ctx).Counter(MetricResubmits).Inc(1)
+}
+
+func recordResultLatency(ctx workflow.Context, d time.Duration) {
+	workflow.GetMetricsHandler(ctx).Timer(MetricResultLatency).Record(d)
+}

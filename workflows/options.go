@@ -1,0 +1,75 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/captchaflow/captchaflow/activities"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Activity timeouts. A provider request is bounded by the worker's own client timeout (30 s by default); these
+// leave room for it and let Temporal notice a dead worker quickly.
+const (
+	providerStartToClose = 45 * time.Second
+	deliverStartToClose  = 30 * time.Second
+	confirmAttempts      = 3
+)
+
+// submitOptions retry transient provider trouble (no free slot, 5xx, network) with backoff until the deadline.
+func submitOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    min(providerStartToClose, remaining),
+		ScheduleToCloseTimeout: remaining,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: activities.NonRetryableProviderErrors,
+		},
+	})
+}
+
+// pollOptions make the retry policy the polling loop: one res.php request per attempt, NotReady retried every
+// interval (coefficient 1), so however many polls it takes the history holds one scheduled/started/completed trio.
+func pollOptions(ctx workflow.Context, interval, remaining time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    min(providerStartToClose, remaining),
+		ScheduleToCloseTimeout: remaining,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        interval,
+			BackoffCoefficient:     1,
+			MaximumInterval:        interval,
+			NonRetryableErrorTypes: activities.NonRetryableProviderErrors,
+		},
+	})
+}
+
+// confirmOptions check an unauthenticated callback with a few quick res.php looks; NotReady means the hint was
+// wrong (or early) and is not retried.
+func confirmOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    min(providerStartToClose, remaining),
+		ScheduleToCloseTimeout: remaining,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumAttempts:        confirmAttempts,
+			NonRetryableErrorTypes: append([]string{activities.ErrNotReady}, activities.NonRetryableProviderErrors...),
+		},
+	})
+}
+
+// deliverOptions retry a failing notify_url with exponential backoff for up to the delivery timeout: this durable
+// retry replaces a dead-letter queue, and the pending activity shows in the Web UI with its last error.
+func deliverOptions(ctx workflow.Context, timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    deliverStartToClose,
+		ScheduleToCloseTimeout: timeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+		},
+	})
+}
