@@ -1,0 +1,76 @@
+# captchaflow — the two commands are `make run` (the local stack and a demo batch) and `make test` (everything CI
+# runs). `make help` lists the rest.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+BIN := $(CURDIR)/.bin
+# The e2e tests and the devstack launcher find the Temporal CLI here.
+export TEMPORAL_CLI ?= $(BIN)/temporal
+
+# Extra flags for the run command, e.g. make run ARGS="-tasks 10 -exit".
+ARGS ?=
+UNIT_TIMEOUT ?= 15m
+E2E_TIMEOUT ?= 40m
+
+# Every package but the end-to-end tests, which need the built stack and run on their own.
+unit_packages = $$($(GO) list ./... | grep -v -E '/tests(/|$$)')
+
+.PHONY: help run test vet workflowcheck test-unit test-e2e test-deploy tools bench cluster cluster-down \
+	test-cluster record-histories clean
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+run: tools ## start the local stack, run a demo batch, keep it up for the Web UI (ARGS="-tasks 10 -exit")
+	$(GO) build -o $(BIN)/run ./devstack/cmd/run
+	$(BIN)/run $(ARGS)
+
+test: vet workflowcheck test-unit test-e2e test-deploy ## everything CI runs: vet, workflowcheck, unit, e2e + replay, deploy checks
+
+vet: ## go vet every package
+	$(GO) vet ./...
+
+workflowcheck: ## check workflow code for non-determinism
+	$(GO) tool workflowcheck ./...
+
+test-unit: tools ## unit tests (every package but ./tests; includes the Temporal dev-server launcher test)
+	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $(unit_packages)
+
+test-e2e: tools ## end-to-end, chaos and replay tests against the real stack
+	@if [[ -d tests ]]; then \
+		$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./tests/...; \
+	else \
+		echo "test-e2e: no ./tests directory yet, nothing to run"; \
+	fi
+
+test-deploy: ## checks of the deployment files (deploy/check.sh)
+	@if [[ -x deploy/check.sh ]]; then \
+		deploy/check.sh; \
+	else \
+		echo "test-deploy: no deploy/check.sh yet, nothing to run"; \
+	fi
+
+tools: ## build the pinned Temporal CLI into .bin/ (~6 min the first time, then cached)
+	tools/build.sh
+
+bench: tools ## run the benchmark
+	$(GO) run ./bench
+
+cluster: ## start a local Temporal cluster on PostgreSQL (no Docker), detached
+	cluster/up.sh --detach
+
+cluster-down: ## stop the local cluster
+	cluster/down.sh
+
+test-cluster: ## smoke-test the local cluster (up, namespace, search attributes, visibility, down)
+	cluster/smoke.sh
+
+record-histories: tools ## re-record the replay test histories in tests/
+	RECORD_HISTORIES=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./tests/ -run Record
+
+clean: ## remove the local stack's data (.data) and built binaries, except the slow-to-build Temporal ones
+	rm -rf .data
+	if [[ -d $(BIN) ]]; then find $(BIN) -mindepth 1 -maxdepth 1 ! -name 'temporal*' -exec rm -rf {} +; fi
