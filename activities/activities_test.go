@@ -1,0 +1,177 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/captchaai"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// fakeProvider records what the activities ask of the provider.
+type fakeProvider struct {
+	mu        sync.Mutex
+	pingbacks []string
+	submitErr error
+	getCode   string
+	getErr    error
+}
+
+func (f *fakeProvider) Submit(_ context.Context, _ string, _ map[string]string, pingback string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pingbacks = append(f.pingbacks, pingback)
+	return "7300000001", f.submitErr
+}
+
+func (f *fakeProvider) Get(context.Context, string) (string, error) { return f.getCode, f.getErr }
+
+type ActivitiesSuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env      *testsuite.TestActivityEnvironment
+	provider *fakeProvider
+	acts     *Activities
+}
+
+func TestActivities(t *testing.T) { suite.Run(t, new(ActivitiesSuite)) }
+
+func (s *ActivitiesSuite) SetupTest() {
+	s.env = s.NewTestActivityEnvironment()
+	s.provider = &fakeProvider{getCode: "CODE"}
+	s.acts = &Activities{
+		Provider:        s.provider,
+		CallbackBaseURL: "https://cb.example.com/hooks",
+		CallbackSecret:  "callback-secret-value",
+		NotifySecret:    "notify-secret-value",
+		HTTP:            &http.Client{Timeout: 2 * time.Second},
+	}
+	s.env.RegisterActivity(s.acts)
+}
+
+func (s *ActivitiesSuite) TestSubmitGivesProviderTheTokenedCallbackURL() {
+	v, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{"a": "b"}})
+	s.Require().NoError(err)
+	var res SubmitResult
+	s.Require().NoError(v.Get(&res))
+	s.Equal("7300000001", res.ProviderTaskID)
+
+	s.Require().Len(s.provider.pingbacks, 1)
+	u, err := url.Parse(s.provider.pingbacks[0])
+	s.Require().NoError(err)
+	s.Equal("/hooks/callback/default-test-workflow-id", u.Path)
+	s.True(callbackauth.Valid(u.Query().Get("t"), "default-test-workflow-id", "callback-secret-value"))
+}
+
+func (s *ActivitiesSuite) TestProviderErrorsBecomeTypedApplicationErrors() {
+	cases := []struct {
+		err       error
+		wantType  string
+		retryable bool
+	}{
+		{&captchaai.Error{Op: "submit", Code: "ERROR_WRONG_USER_KEY", Class: captchaai.ClassConfig}, ErrProviderConfig, false},
+		{&captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient}, ErrProviderTransient, true},
+		{&captchaai.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: captchaai.ClassResubmit}, ErrResubmit, false},
+		{&captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady}, ErrNotReady, true},
+		{&captchaai.Error{Op: "get", Code: "ERROR_SOMETHING_NEW", Class: captchaai.ClassUnknown}, ErrProviderUnknown, false},
+		{context.DeadlineExceeded, ErrProviderTransient, true},
+	}
+	for _, c := range cases {
+		s.provider.getErr = c.err
+		_, err := s.env.ExecuteActivity(s.acts.Poll, PollRequest{ProviderTaskID: "1"})
+		var appErr *temporal.ApplicationError
+		s.Require().True(errors.As(err, &appErr), "%v", err)
+		s.Equal(c.wantType, appErr.Type(), c.err.Error())
+		s.Equal(!c.retryable, appErr.NonRetryable(), c.err.Error())
+	}
+}
+
+func (s *ActivitiesSuite) TestSubmitWithoutCallbackSecretIsAWorkerConfigError() {
+	s.acts.CallbackSecret = ""
+	_, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "x", Params: map[string]string{}})
+	var appErr *temporal.ApplicationError
+	s.Require().True(errors.As(err, &appErr))
+	s.Equal(ErrWorkerConfig, appErr.Type())
+	s.Empty(s.provider.pingbacks)
+}
+
+// receiver is a notify_url that verifies Standard Webhooks signatures.
+func (s *ActivitiesSuite) receiver(status int, verify *standardwebhooks.Webhook) (*httptest.Server, *[]http.Header) {
+	var seen []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.NoError(verify.Verify(body, r.Header), "signature must verify")
+		s.Equal("application/json", r.Header.Get("Content-Type"))
+		seen = append(seen, r.Header.Clone())
+		w.WriteHeader(status)
+	}))
+	s.T().Cleanup(srv.Close)
+	return srv, &seen
+}
+
+func (s *ActivitiesSuite) TestDeliverSignsPerStandardWebhooks() {
+	wh, _ := standardwebhooks.NewWebhookRaw([]byte("notify-secret-value"))
+	srv, seen := s.receiver(http.StatusNoContent, wh)
+	body := json.RawMessage(`{"task_id":"default-test-workflow-id","code":"C"}`)
+	_, err := s.env.ExecuteActivity(s.acts.Deliver, DeliverRequest{NotifyURL: srv.URL, Body: body})
+	s.Require().NoError(err)
+	s.Require().Len(*seen, 1)
+	s.Equal("default-test-workflow-id", (*seen)[0].Get("webhook-id"))
+	s.True(strings.HasPrefix((*seen)[0].Get("webhook-signature"), "v1,"))
+}
+
+func (s *ActivitiesSuite) TestDeliverWithWhsecSecret() {
+	s.acts.NotifySecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	wh, err := standardwebhooks.NewWebhook(s.acts.NotifySecret)
+	s.Require().NoError(err)
+	srv, _ := s.receiver(http.StatusOK, wh)
+	_, err = s.env.ExecuteActivity(s.acts.Deliver, DeliverRequest{NotifyURL: srv.URL, Body: json.RawMessage(`{}`)})
+	s.NoError(err)
+}
+
+func (s *ActivitiesSuite) TestDeliverNon2xxIsRetryable() {
+	wh, _ := standardwebhooks.NewWebhookRaw([]byte("notify-secret-value"))
+	srv, _ := s.receiver(http.StatusServiceUnavailable, wh)
+	_, err := s.env.ExecuteActivity(s.acts.Deliver, DeliverRequest{NotifyURL: srv.URL, Body: json.RawMessage(`{}`)})
+	var appErr *temporal.ApplicationError
+	s.Require().True(errors.As(err, &appErr))
+	s.Equal(ErrDeliveryRejected, appErr.Type())
+	s.False(appErr.NonRetryable())
+	s.Contains(appErr.Error(), "503")
+}
+
+func (s *ActivitiesSuite) TestDeliverWithoutNotifySecretIsRetryableAndSaysWhy() {
+	s.acts.NotifySecret = ""
+	_, err := s.env.ExecuteActivity(s.acts.Deliver, DeliverRequest{NotifyURL: "http://127.0.0.1:1", Body: json.RawMessage(`{}`)})
+	var appErr *temporal.ApplicationError
+	s.Require().True(errors.As(err, &appErr))
+	s.Equal(ErrWorkerConfig, appErr.Type())
+	s.False(appErr.NonRetryable(), "fixing the config must let the delivery go through")
+	s.Contains(appErr.Error(), "NOTIFY_SECRET")
+}
+
+func TestRequestTypesCarryNoSecrets(t *testing.T) {
+	// Activity inputs and results are written to workflow history; none may have a field for a secret.
+	for _, v := range []any{SubmitRequest{}, SubmitResult{}, PollRequest{}, PollResult{}, DeliverRequest{}} {
+		js, err := json.Marshal(v)
+		require.NoError(t, err)
+		for _, word := range []string{"key", "secret", "token", "pingback"} {
+			assert.NotContains(t, strings.ToLower(string(js)), word)
+		}
+	}
+}

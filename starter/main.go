@@ -1,0 +1,135 @@
+// Command starter starts one SolveCaptcha task and, with --wait, prints its result as JSON.
+//
+//	go run ./starter --id demo-1 --method userrecaptcha --param googlekey=6Le... --param pageurl=https://example.com --wait
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/workflows"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/temporal"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// params collects repeated --param k=v flags.
+type params map[string]string
+
+func (p params) String() string { return fmt.Sprint(map[string]string(p)) }
+func (p params) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	p[k] = val
+	return nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	p := params{}
+	id := fs.String("id", "", "task ID, used as the workflow ID (required)")
+	method := fs.String("method", "", "provider method, e.g. userrecaptcha, hcaptcha, turnstile, base64 (required)")
+	fs.Var(p, "param", "in.php parameter key=value (repeatable)")
+	callbackTimeout := fs.Duration("callback-timeout", 0, "wait this long for the callback before polling (default 120s)")
+	pollInterval := fs.Duration("poll-interval", 0, "res.php poll interval (default 5s)")
+	deadline := fs.Duration("deadline", 0, "give up after this long (default 10m)")
+	maxSubmits := fs.Int("max-submits", 0, "submissions allowed for unsolvable answers (default 2)")
+	notifyURL := fs.String("notify-url", "", "POST the result here (Standard Webhooks signed)")
+	taskQueue := fs.String("task-queue", envOr("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue")
+	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
+	timeout := fs.Duration("timeout", 0, "with --wait, stop waiting after this long (0 = until the workflow ends)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *id == "" || *method == "" {
+		fmt.Fprintln(stderr, "starter: --id and --method are required")
+		fs.Usage()
+		return 2
+	}
+	in := workflows.Input{
+		Method:                 *method,
+		Params:                 workflows.Params(p),
+		CallbackTimeoutSeconds: wholeSeconds(*callbackTimeout),
+		PollIntervalSeconds:    wholeSeconds(*pollInterval),
+		DeadlineSeconds:        wholeSeconds(*deadline),
+		MaxSubmits:             *maxSubmits,
+		NotifyURL:              *notifyURL,
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		fmt.Fprintln(stderr, "starter: temporal client configuration:", err)
+		return 2
+	}
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "starter: connecting to Temporal at %s: %v\n", opts.HostPort, err)
+		return 1
+	}
+	defer c.Close()
+
+	run, err := captchaflow.Start(ctx, c, *id, in, captchaflow.StartOptions{TaskQueue: *taskQueue})
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return 1
+	}
+	if !*wait {
+		fmt.Fprintf(stdout, "started workflow %s (run %s)\n", run.GetID(), run.GetRunID())
+		return 0
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	var res workflows.Result
+	if err := run.Get(ctx, &res); err != nil {
+		fmt.Fprintln(stderr, "starter:", describe(err))
+		return 1
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(res)
+	return 0
+}
+
+// describe puts the typed failure reason first, so scripts can grep it.
+func describe(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return fmt.Sprintf("%s: %s", appErr.Type(), appErr.Message())
+	}
+	return err.Error()
+}
+
+func wholeSeconds(d time.Duration) int {
+	if d <= 0 {
+		return 0
+	}
+	return int((d + time.Second - 1) / time.Second)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,118 @@
+// Command worker runs SolveCaptcha workflows and their activities on the captcha-solve task queue.
+//
+// Configuration is environment only (see internal/config); Temporal's connection comes from TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE and friends (go.temporal.io/sdk/contrib/envconfig).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/workflows"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	if err := run(logger); err != nil {
+		logger.Error("worker stopped", "error", err)
+		var cfgErr configError
+		if errors.As(err, &cfgErr) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// configError marks problems an operator must fix before the worker can start.
+type configError struct{ error }
+
+func run(logger *slog.Logger) error {
+	cfg, err := config.LoadWorker()
+	if err != nil {
+		return configError{err}
+	}
+	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout))
+	if err != nil {
+		return configError{fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	metrics, err := newMetrics(logger)
+	if err != nil {
+		return err
+	}
+	defer metrics.Close()
+
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return configError{fmt.Errorf("temporal client configuration: %w", err)}
+	}
+	opts.Logger = sdklog.NewStructuredLogger(logger)
+	opts.MetricsHandler = metrics.Handler()
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
+	}
+	defer c.Close()
+	if err := checkSearchAttributes(ctx, c, opts.Namespace); err != nil {
+		return configError{err}
+	}
+
+	w := worker.New(c, cfg.TaskQueue, worker.Options{
+		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
+		WorkerStopTimeout:                      cfg.ShutdownTimeout,
+	})
+	if cfg.StickyCacheSize > 0 {
+		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
+	}
+	w.RegisterWorkflowWithOptions(workflows.SolveCaptcha, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	w.RegisterActivity(&activities.Activities{
+		Provider:        provider,
+		CallbackBaseURL: cfg.CallbackBaseURL,
+		CallbackSecret:  cfg.CallbackSecret.Reveal(),
+		NotifySecret:    cfg.NotifySecret.Reveal(),
+		HTTP:            &http.Client{Timeout: cfg.DeliveryRequestTimeout},
+	})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("starting worker: %w", err)
+	}
+	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+
+	if cfg.MetricsAddr != "" {
+		addr, err := metrics.Serve(cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
+		}
+		logger.Info("metrics listening", "addr", addr)
+	}
+	logger.Info("worker ready", "task_queue", cfg.TaskQueue, "namespace", opts.Namespace,
+		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "callback_base_url", cfg.CallbackBaseURL)
+	<-ctx.Done()
+	logger.Info("shutting down")
+	return nil
+}
+
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("LOG_LEVEL"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}

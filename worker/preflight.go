@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/captchaflow/captchaflow/workflows"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// checkSearchAttributes refuses to start when the namespace lacks the workflow's search attributes: the workflow
+// would otherwise fail its upserts on every task, visible only as stuck workflow tasks.
+func checkSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("listing search attributes of namespace %q: %w", namespace, err)
+	}
+	var missing []string
+	for _, name := range []string{workflows.SearchAttrTaskID, workflows.SearchAttrPhase} {
+		if t, ok := resp.GetCustomAttributes()[name]; !ok || t != enums.INDEXED_VALUE_TYPE_KEYWORD {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	var how []string
+	for _, name := range missing {
+		how = append(how, fmt.Sprintf("temporal operator search-attribute create --namespace %s --name %s --type Keyword", namespace, name))
+	}
+	return fmt.Errorf("namespace %q lacks the Keyword search attribute(s) %s; register them with:\n  %s",
+		namespace, strings.Join(missing, ", "), strings.Join(how, "\n  "))
+}
