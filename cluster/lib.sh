@@ -27,11 +27,11 @@ export CLUSTER_HISTORY_MEMBERSHIP_PORT=${CLUSTER_HISTORY_MEMBERSHIP_PORT:-6334}
 export CLUSTER_MATCHING_MEMBERSHIP_PORT=${CLUSTER_MATCHING_MEMBERSHIP_PORT:-6335}
 export CLUSTER_WORKER_MEMBERSHIP_PORT=${CLUSTER_WORKER_MEMBERSHIP_PORT:-6339}
 export CLUSTER_METRICS_PORT=${CLUSTER_METRICS_PORT:-9333}
-export CLUSTER_DYNAMIC_CONFIG=${CLUSTER_DYNAMIC_CONFIG:-$CLUSTER_DIR/config/dynamicconfig.yaml}
+export CLUSTER_DYNAMIC_CONFIG=${CLUSTER_DYNAMIC_CONFIG:-$REPO_ROOT/deploy/temporal/dynamicconfig.yaml}
 
 FRONTEND_ADDRESS=127.0.0.1:$CLUSTER_FRONTEND_PORT
 NAMESPACE=${CLUSTER_NAMESPACE:-default}
-# Search attributes the SolveCaptcha workflow upserts (workflows.SearchAttrTaskID / SearchAttrPhase).
+# Search attributes the SolveCaptcha workflow upserts (registered by deploy/temporal/register-namespace.sh).
 SEARCH_ATTRIBUTES=(CaptchaTaskId CaptchaPhase)
 
 SERVER_PID_FILE=$STATE_DIR/temporal-server.pid

@@ -81,29 +81,23 @@ start_postgres() {
 	pg_log=$(pg_log_file "$data")
 	touch "$pg_log" && chown "$PG_OS_USER:" "$pg_log"
 	log "starting PostgreSQL on 127.0.0.1:$CLUSTER_PG_PORT"
-	# No Unix socket: everything, psql included, goes through loopback TCP.
+	# No Unix socket: every client goes through loopback TCP.
 	as_postgres "$PG_BIN/pg_ctl" start -D "$data" -l "$pg_log" -w -t 60 \
 		-o "-c listen_addresses=127.0.0.1 -c port=$CLUSTER_PG_PORT -c unix_socket_directories=''" >/dev/null ||
 		die "PostgreSQL did not start within 60s; see $pg_log"
 }
 
-psql_query() { "$PG_BIN/psql" -h 127.0.0.1 -p "$CLUSTER_PG_PORT" -U temporal -d postgres -tAq -v ON_ERROR_STOP=1 -c "$1"; }
-
-sql_tool() {
-	"$BIN_DIR/temporal-sql-tool" --plugin postgres12 --endpoint 127.0.0.1 --port "$CLUSTER_PG_PORT" --user temporal "$@"
+# The schema and namespace steps are the same scripts docker-compose.yml's one-shot jobs run, with the tools from
+# .bin instead of the admin-tools image.
+migrate_databases() {
+	SQL_PLUGIN=postgres12 SQL_HOST=127.0.0.1 SQL_PORT=$CLUSTER_PG_PORT SQL_USER=temporal PATH="$BIN_DIR:$PATH" \
+		"$REPO_ROOT/deploy/temporal/setup-schema.sh" >>"$STATE_DIR/schema.log" 2>&1 ||
+		die "migrating the databases failed; see $STATE_DIR/schema.log"
 }
 
-migrate_database() {
-	local db=$1 schema=$2
-	if [[ $(psql_query "SELECT 1 FROM pg_database WHERE datname = '$db'") != 1 ]]; then
-		sql_tool --database "$db" create-database >>"$STATE_DIR/schema.log" 2>&1 ||
-			die "creating database $db failed; see $STATE_DIR/schema.log"
-	fi
-	# Both steps are no-ops on an up-to-date database.
-	{
-		sql_tool --database "$db" setup-schema -v 0.0 &&
-			sql_tool --database "$db" update-schema --schema-name "$schema"
-	} >>"$STATE_DIR/schema.log" 2>&1 || die "migrating $db failed; see $STATE_DIR/schema.log"
+register_namespace() {
+	TEMPORAL_ADDRESS=$FRONTEND_ADDRESS NAMESPACE=$NAMESPACE WAIT_SECONDS=30 PATH="$BIN_DIR:$PATH" \
+		"$REPO_ROOT/deploy/temporal/register-namespace.sh" || die "registering namespace $NAMESPACE failed"
 }
 
 start_server() {
@@ -139,27 +133,6 @@ wait_for_server() {
 	done
 }
 
-register_namespace() {
-	if ! temporal_cli operator namespace describe --namespace "$NAMESPACE" >/dev/null 2>&1; then
-		log "registering namespace $NAMESPACE"
-		temporal_cli operator namespace create --namespace "$NAMESPACE" --retention 72h >/dev/null ||
-			die "creating namespace $NAMESPACE failed"
-	fi
-	# The frontend's namespace cache catches up within a second or so (dynamicconfig.yaml).
-	wait_until "namespace $NAMESPACE to become usable" 30 \
-		temporal_cli operator search-attribute list --namespace "$NAMESPACE" || die "namespace $NAMESPACE is not usable"
-	local existing name
-	existing=$(temporal_cli operator search-attribute list --namespace "$NAMESPACE" -o json)
-	for name in "${SEARCH_ATTRIBUTES[@]}"; do
-		if grep -q "\"$name\"" <<<"$existing"; then
-			continue
-		fi
-		log "registering search attribute $name (Keyword)"
-		temporal_cli operator search-attribute create --namespace "$NAMESPACE" --name "$name" --type Keyword >/dev/null ||
-			die "registering search attribute $name failed"
-	done
-}
-
 # cleanup stops everything on exit, except after a successful --detach start: a half-started cluster never stays
 # behind.
 cleanup() {
@@ -187,8 +160,7 @@ main() {
 	local data
 	data=$(pg_data_dir)
 	start_postgres "$data"
-	migrate_database temporal postgresql/v12/temporal
-	migrate_database temporal_visibility postgresql/v12/visibility
+	migrate_databases
 	start_server
 	wait_for_server
 	register_namespace
