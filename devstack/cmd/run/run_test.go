@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaflow/captchaflow/devstack"
+)
+
+// syncBuffer is an io.Writer safe for the run command's goroutines and the test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	sb strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sb.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sb.String()
+}
+
+// TestRunSmoke is `make run ARGS="-exit -tasks 10"` on free ports: the whole stack, a demo batch with every kind
+// of injected trouble, and a summary that must say lost 0 with every task solved.
+func TestRunSmoke(t *testing.T) {
+	cli, err := devstack.TemporalCLIPath()
+	require.NoError(t, err)
+	if _, err := os.Stat(cli); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Temporal CLI missing at %s in CI (tools/build.sh should have built it): %v", cli, err)
+		}
+		t.Skipf("Temporal CLI not built at %s; run `make tools` to run the smoke test", cli)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dataDir := t.TempDir()
+	var out syncBuffer
+	code := run(ctx, []string{
+		"-exit", "-tasks", "10", "-timeout", "3m", "-data", dataDir,
+		"-port", "0", "-ui-port", "0", "-ingress-port", "0", "-simulator-port", "0", "-metrics-port", "0",
+	}, &out)
+	text := out.String()
+	t.Log("\n" + text)
+	if code != 0 {
+		for _, name := range []string{"worker", "ingress", "simulator", "temporal"} {
+			t.Logf("--- %s.log ---\n%s", name, devstack.TailFile(filepath.Join(dataDir, "logs", name+".log"), 40))
+		}
+	}
+	require.Equal(t, 0, code, "the run command must succeed")
+
+	assert.Contains(t, text, "stack ready in")
+	assert.Regexp(t, regexp.MustCompile(`lost\s+0 \(of 10 tasks the provider solved`), text)
+	assert.Regexp(t, regexp.MustCompile(`failed\s+0\n`), text)
+	assert.Regexp(t, regexp.MustCompile(`delivered\s+10 `), text)
+	assert.Contains(t, text, "stopped; nothing is left running")
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/captchaflow/captchaflow/devstack/downstream"
+)
+
+// summary is everything the closing report shows.
+type summary struct {
+	Elapsed    time.Duration
+	Total      tally
+	ByScenario map[string]tally
+	Failures   []string
+	Receiver   downstream.Stats
+	// Audit is nil when it could not be made (no simulator, or its task list was unreachable).
+	Audit      *audit
+	AuditError string
+}
+
+// ok is true when nothing was lost — the number the demo exists to show — and every task finished. An audit
+// that could not be made means "lost: unknown", which is not zero.
+func (s summary) ok() bool {
+	return s.Audit != nil && len(s.Audit.Lost) == 0 && s.Total.Running == 0 && s.Total.NotStarted == 0
+}
+
+func writeSummary(w io.Writer, s summary) {
+	fmt.Fprintf(w, "\ncaptchaflow demo: %d tasks in %s\n\n", s.Total.Total, s.Elapsed.Round(time.Second))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  trouble injected\ttasks\tvia callback\tvia poll\tresubmitted\tfailed\t")
+	for _, name := range scenarioOrder() {
+		c, ok := s.ByScenario[name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t\n", name, c.Total, c.Callback, c.Poll, c.Resubmitted, c.Failed)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  solved via callback  %d\n", s.Total.Callback)
+	fmt.Fprintf(w, "  solved via poll      %d\n", s.Total.Poll)
+	fmt.Fprintf(w, "  resubmitted          %d\n", s.Total.Resubmitted)
+	fmt.Fprintf(w, "  failed               %d\n", s.Total.Failed)
+	if s.Total.Running > 0 {
+		fmt.Fprintf(w, "  still running        %d (the demo's time ran out)\n", s.Total.Running)
+	}
+	if s.Total.NotStarted > 0 {
+		fmt.Fprintf(w, "  not started          %d\n", s.Total.NotStarted)
+	}
+	fmt.Fprintf(w, "  delivered            %d (signature verified; %d duplicate deliveries answered and ignored)\n",
+		s.Receiver.Accepted, s.Receiver.Duplicates)
+	if s.Receiver.Rejected > 0 || s.Receiver.Conflicts > 0 {
+		fmt.Fprintf(w, "  REJECTED deliveries  %d bad signature, %d with a conflicting code\n", s.Receiver.Rejected, s.Receiver.Conflicts)
+	}
+	switch {
+	case s.Audit == nil:
+		fmt.Fprintf(w, "  lost                 unknown: %s\n", s.AuditError)
+	case len(s.Audit.Lost) == 0:
+		fmt.Fprintf(w, "  lost                 0 (of %d tasks the provider solved, every code reached the receiver)\n", s.Audit.Solved)
+	default:
+		fmt.Fprintf(w, "  LOST                 %d of %d tasks the provider solved: %s\n",
+			len(s.Audit.Lost), s.Audit.Solved, strings.Join(s.Audit.Lost, ", "))
+	}
+	for _, f := range s.Failures {
+		fmt.Fprintf(w, "    failed: %s\n", f)
+	}
+}
