@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"mime"
 	"net/http"
 	"regexp"
@@ -52,9 +51,8 @@ func parseForm(r *http.Request) error {
 		return nil
 	}
 	// The body limit surfaces as a read error while parsing; keep it a 413.
-	var httpErr *echo.HTTPError
-	if errors.As(err, &httpErr) {
-		return httpErr
+	if tooLarge := asBodyTooLarge(err); tooLarge != nil {
+		return tooLarge
 	}
 	return badRequest("form", "the query string or form body cannot be parsed")
 }

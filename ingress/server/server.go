@@ -46,6 +46,7 @@ type Server struct {
 	// previous one.
 	secrets       []string
 	lookupBackoff time.Duration
+	bodyLimit     int64
 	draining      atomic.Bool
 
 	mu       sync.Mutex
@@ -80,6 +81,7 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		secrets:       []string{cfg.CallbackSecret.Reveal(), cfg.CallbackSecretPrevious.Reveal()},
 		lookupBackoff: lookupFirstBackoff,
 	}
+	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated above
 	s.echo = s.routes(httpMetrics, reg)
 	s.http = &http.Server{
 		Handler:           s.echo,
@@ -100,8 +102,8 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 	if cfg.CallbackSecret.Reveal() == "" {
 		problems = append(problems, "CALLBACK_SECRET is empty")
 	}
-	if _, err := bytes.Parse(cfg.BodyLimit); err != nil {
-		problems = append(problems, fmt.Sprintf("INGRESS_BODY_LIMIT %q is not a size like 64K", cfg.BodyLimit))
+	if limit, err := bytes.Parse(cfg.BodyLimit); err != nil || limit <= 0 {
+		problems = append(problems, fmt.Sprintf("INGRESS_BODY_LIMIT %q is not a positive size like 64K", cfg.BodyLimit))
 	}
 	for _, d := range []struct {
 		env string
@@ -132,12 +134,15 @@ func (s *Server) routes(httpMetrics echo.MiddlewareFunc, reg *prometheus.Registr
 	}))
 
 	callbackPath := strings.TrimSuffix(callbackauth.CallbackPath, "/")
-	bodyLimit := middleware.BodyLimit(s.cfg.BodyLimit)
+	limit := bodyLimit(s.bodyLimit)
 	methods := []string{http.MethodGet, http.MethodPost}
 	e.Match(methods, callbackauth.CallbackPath+":workflow_id", s.handleTokenedCallback,
-		s.observeCallback(routeTokened), bodyLimit)
+		s.observeCallback(routeTokened), limit)
+	// An empty workflow ID gets a 400 naming it rather than a bare 404.
+	e.Match(methods, callbackauth.CallbackPath, s.handleTokenedCallback,
+		s.observeCallback(routeTokened), limit)
 	e.Match(methods, callbackPath, s.handleUntokenedCallback,
-		s.observeCallback(routeUntokened), bodyLimit)
+		s.observeCallback(routeUntokened), limit)
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)

@@ -1,0 +1,208 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/workflows"
+)
+
+const (
+	testSecret         = "current-secret-0123456789abcdef"
+	testPreviousSecret = "previous-secret-fedcba9876543210"
+	testWorkflowID     = "task-42.a_b:c"
+)
+
+func testConfig() config.Ingress {
+	return config.Ingress{
+		Addr:              "127.0.0.1:0",
+		CallbackSecret:    testSecret,
+		SignalTimeout:     200 * time.Millisecond,
+		ReadHeaderTimeout: 2 * time.Second,
+		ReadTimeout:       2 * time.Second,
+		WriteTimeout:      2 * time.Second,
+		IdleTimeout:       2 * time.Second,
+		ShutdownTimeout:   5 * time.Second,
+		BodyLimit:         "1K",
+		LookupTimeout:     300 * time.Millisecond,
+	}
+}
+
+// sentSignal is one SignalWorkflow call the fake received.
+type sentSignal struct {
+	WorkflowID, RunID, Name string
+	Callback                workflows.Callback
+}
+
+// fakeTemporal records calls; its behaviour is set per test through the func fields.
+type fakeTemporal struct {
+	mu      sync.Mutex
+	signals []sentSignal
+	queries []string
+
+	signalFn func(ctx context.Context) error
+	listFn   func(ctx context.Context, call int) (*workflowservice.ListWorkflowExecutionsResponse, error)
+	healthFn func(ctx context.Context) error
+}
+
+func (f *fakeTemporal) SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error {
+	cb, _ := arg.(workflows.Callback)
+	f.mu.Lock()
+	f.signals = append(f.signals, sentSignal{WorkflowID: workflowID, RunID: runID, Name: signalName, Callback: cb})
+	fn := f.signalFn
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(ctx)
+	}
+	return nil
+}
+
+func (f *fakeTemporal) ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	f.mu.Lock()
+	f.queries = append(f.queries, req.GetQuery())
+	call := len(f.queries)
+	fn := f.listFn
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, call)
+	}
+	return &workflowservice.ListWorkflowExecutionsResponse{}, nil
+}
+
+func (f *fakeTemporal) CheckHealth(ctx context.Context, _ *client.CheckHealthRequest) (*client.CheckHealthResponse, error) {
+	if f.healthFn != nil {
+		if err := f.healthFn(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &client.CheckHealthResponse{}, nil
+}
+
+func (f *fakeTemporal) sent() []sentSignal {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sentSignal(nil), f.signals...)
+}
+
+func (f *fakeTemporal) listQueries() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.queries...)
+}
+
+// blockUntilDone is a Temporal call that never answers: only the caller's deadline ends it.
+func blockUntilDone(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+type testEnv struct {
+	srv  *Server
+	fake *fakeTemporal
+	reg  *prometheus.Registry
+	logs *syncBuffer
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newTestEnv(t testing.TB, mutate ...func(*config.Ingress)) *testEnv {
+	t.Helper()
+	cfg := testConfig()
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	env := &testEnv{fake: &fakeTemporal{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	log := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := New(cfg, env.fake, log, env.reg)
+	require.NoError(t, err)
+	srv.lookupBackoff = 5 * time.Millisecond
+	env.srv = srv
+	return env
+}
+
+// do sends a request through the handler. contentType "" sends no body.
+func (e *testEnv) do(t testing.TB, method, target string, body io.Reader, contentType string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, target, body)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	rec := httptest.NewRecorder()
+	e.srv.Handler().ServeHTTP(rec, req)
+	return rec
+}
+
+func (e *testEnv) get(t testing.TB, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	return e.do(t, http.MethodGet, target, nil, "")
+}
+
+func (e *testEnv) callbacks(route, outcome string) float64 {
+	return testutil.ToFloat64(e.srv.metrics.callbacks.WithLabelValues(route, outcome))
+}
+
+func tokenedURL(workflowID, secret string, query url.Values) string {
+	if query == nil {
+		query = url.Values{}
+	}
+	if secret != "" {
+		query.Set(callbackauth.TokenParam, callbackauth.Token(secret, workflowID))
+	}
+	return callbackauth.CallbackPath + url.PathEscape(workflowID) + "?" + query.Encode()
+}
+
+func multipartBody(t testing.TB, fields map[string]string) (io.Reader, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for k, v := range fields {
+		require.NoError(t, w.WriteField(k, v))
+	}
+	require.NoError(t, w.Close())
+	return &buf, w.FormDataContentType()
+}
+
+func formBody(fields url.Values) io.Reader { return strings.NewReader(fields.Encode()) }
+
+// requireError asserts a JSON error response with status that mentions want.
+func requireError(t testing.TB, rec *httptest.ResponseRecorder, status int, want string) {
+	t.Helper()
+	require.Equal(t, status, rec.Code, rec.Body.String())
+	require.Equal(t, "application/json", strings.Split(rec.Header().Get("Content-Type"), ";")[0])
+	require.Contains(t, rec.Body.String(), `"error":`)
+	require.Contains(t, rec.Body.String(), want)
+}
