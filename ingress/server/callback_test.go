@@ -247,6 +247,8 @@ func TestPanicInTemporalClientIsA500NotACrash(t *testing.T) {
 	rec := e.get(t, tokenedURL(testWorkflowID, testSecret, url.Values{"id": {"9"}, "code": {"x"}}))
 	requireError(t, rec, http.StatusInternalServerError, "Internal Server Error")
 	assert.NotContains(t, rec.Body.String(), "fake client bug")
+	assert.Contains(t, e.logs.String(), "fake client bug", "the panic is logged for the operator")
+	assert.Contains(t, e.srv.metricsText(t), `code="500"`)
 	// The server keeps serving.
 	e.fake.signalFn = nil
 	require.Equal(t, http.StatusOK, e.get(t, tokenedURL(testWorkflowID, testSecret, url.Values{"id": {"9"}, "code": {"x"}})).Code)
@@ -257,4 +259,13 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	requireError(t, e.get(t, "/nope"), http.StatusNotFound, "Not Found")
 	requireError(t, e.do(t, http.MethodDelete, tokenedURL(testWorkflowID, testSecret, nil), nil, ""),
 		http.StatusMethodNotAllowed, "Method Not Allowed")
+}
+
+func TestCallbackBodyAtTheLimitIsAccepted(t *testing.T) {
+	e := newTestEnv(t) // 1K limit
+	body := "id=9&code=" + strings.Repeat("c", 1024-len("id=9&code="))
+	require.Len(t, body, 1024)
+	rec := e.do(t, http.MethodPost, tokenedURL(testWorkflowID, testSecret, nil), io.MultiReader(strings.NewReader(body)),
+		"application/x-www-form-urlencoded")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 }

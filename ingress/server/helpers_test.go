@@ -206,3 +206,12 @@ func requireError(t testing.TB, rec *httptest.ResponseRecorder, status int, want
 	require.Contains(t, rec.Body.String(), `"error":`)
 	require.Contains(t, rec.Body.String(), want)
 }
+
+// metricsText is the /metrics exposition.
+func (s *Server) metricsText(t testing.TB) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	return rec.Body.String()
+}

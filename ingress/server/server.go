@@ -130,7 +130,13 @@ func (s *Server) routes(httpMetrics echo.MiddlewareFunc, reg *prometheus.Registr
 	e.HTTPErrorHandler = s.handleError
 	// Order: the access log and the metrics see the final status of everything, including recovered panics.
 	e.Use(s.accessLog, httpMetrics, middleware.RecoverWithConfig(middleware.RecoverConfig{
-		DisablePrintStack: true, // the panic message reaches the access log as the error
+		// Return the panic as an error so the access log and metrics see it and handleError answers it.
+		DisableErrorHandler: true,
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			s.log.Error("panic while serving", slog.String("route", c.Path()),
+				slog.String("error", err.Error()), slog.String("stack", string(stack)))
+			return err
+		},
 	}))
 
 	callbackPath := strings.TrimSuffix(callbackauth.CallbackPath, "/")
