@@ -262,10 +262,13 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 }
 
 func TestCallbackBodyAtTheLimitIsAccepted(t *testing.T) {
-	e := newTestEnv(t) // 1K limit
-	body := "id=9&code=" + strings.Repeat("c", 1024-len("id=9&code="))
-	require.Len(t, body, 1024)
-	rec := e.do(t, http.MethodPost, tokenedURL(testWorkflowID, testSecret, nil), io.MultiReader(strings.NewReader(body)),
-		"application/x-www-form-urlencoded")
-	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	e := newTestEnv(t)
+	require.Equal(t, int64(1000), e.srv.bodyLimit, `Echo's size syntax: "1K" is 1000 bytes`)
+	prefix := "id=9&code="
+	for size, status := range map[int]int{1000: http.StatusOK, 1001: http.StatusRequestEntityTooLarge} {
+		body := prefix + strings.Repeat("c", size-len(prefix))
+		rec := e.do(t, http.MethodPost, tokenedURL(testWorkflowID, testSecret, nil),
+			io.MultiReader(strings.NewReader(body)), "application/x-www-form-urlencoded")
+		require.Equal(t, status, rec.Code, "body of %d bytes: %s", size, rec.Body.String())
+	}
 }
