@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/workflows"
 )
 
@@ -106,12 +107,9 @@ func planBatch(n int, runID, notifyURL string) []demoTask {
 	return tasks
 }
 
-// startTask starts one SolveCaptcha workflow the way any caller would.
+// startTask starts one SolveCaptcha workflow the way any Go caller would.
 func startTask(ctx context.Context, c client.Client, task demoTask) (client.WorkflowRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        task.ID,
-		TaskQueue: workflows.DefaultTaskQueue,
-	}, workflows.WorkflowType, task.Input)
+	return captchaflow.Start(ctx, c, task.ID, task.Input)
 }

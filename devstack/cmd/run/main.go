@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/captchaflow/captchaflow/devstack"
 	"github.com/captchaflow/captchaflow/devstack/downstream"
 )
@@ -33,6 +35,9 @@ func main() {
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout))
 }
+
+// startConcurrency bounds workflow starts in flight.
+const startConcurrency = 8
 
 type settings struct {
 	tasks         int
@@ -177,14 +182,21 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	defer stopWatching()
 	start := time.Now()
 	track := newTracker(tasks)
+	// Start in parallel, as a busy caller would; each start is one round trip to Temporal's SQLite.
+	starts := errgroup.Group{}
+	starts.SetLimit(startConcurrency)
 	for _, task := range tasks {
-		run, err := startTask(watchCtx, c, task)
-		if err != nil {
-			track.startFailed(task, err)
-			continue
-		}
-		track.watch(watchCtx, task, run)
+		starts.Go(func() error {
+			run, err := startTask(watchCtx, c, task)
+			if err != nil {
+				track.startFailed(task, err)
+				return nil
+			}
+			track.watch(watchCtx, task, run)
+			return nil
+		})
 	}
+	_ = starts.Wait() // every start records its own error
 	showProgress(watchCtx, track, start, s.progressEvery, out)
 	stopWatching()
 	track.wg.Wait()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -46,6 +47,14 @@ func TestRunSmoke(t *testing.T) {
 		t.Skipf("Temporal CLI not built at %s; run `make tools` to run the smoke test", cli)
 	}
 
+	// Known secrets (run reads them from the environment), so the logs can be searched for them below.
+	const callbackSecret = "smoke-callback-secret-0123456789abcdef"
+	const notifySecret = "smoke-notify-secret-0123456789abcdef"
+	t.Setenv("CALLBACK_SECRET", callbackSecret)
+	t.Setenv("NOTIFY_SECRET", notifySecret)
+	t.Setenv("CAPTCHAAI_API_KEY", "") // the simulator, not the real provider
+	t.Setenv("CAPTCHAAI_BASE_URL", "")
+
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	dataDir := t.TempDir()
@@ -68,4 +77,19 @@ func TestRunSmoke(t *testing.T) {
 	assert.Regexp(t, regexp.MustCompile(`failed\s+0\n`), text)
 	assert.Regexp(t, regexp.MustCompile(`delivered\s+10 `), text)
 	assert.Contains(t, text, "stopped; nothing is left running")
+
+	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
+	require.NoError(t, err)
+	require.Len(t, logs, 4)
+	for _, path := range append(logs, "") {
+		content := text
+		if path != "" {
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			content = string(b)
+		}
+		for _, secret := range []string{callbackSecret, notifySecret} {
+			assert.NotContains(t, content, secret, "a secret leaked into %s", cmp.Or(path, "the run's output"))
+		}
+	}
 }

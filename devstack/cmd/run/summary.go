@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/captchaflow/captchaflow/devstack/downstream"
@@ -31,16 +30,13 @@ func (s summary) ok() bool {
 func writeSummary(w io.Writer, s summary) {
 	fmt.Fprintf(w, "\ncaptchaflow demo: %d tasks in %s\n\n", s.Total.Total, s.Elapsed.Round(time.Second))
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  trouble injected\ttasks\tvia callback\tvia poll\tresubmitted\tfailed\t")
+	const row = "  %-24s %5v %13v %9v %12v %7v\n"
+	fmt.Fprintf(w, row, "trouble injected", "tasks", "via callback", "via poll", "resubmitted", "failed")
 	for _, name := range scenarioOrder() {
-		c, ok := s.ByScenario[name]
-		if !ok {
-			continue
+		if c, ok := s.ByScenario[name]; ok {
+			fmt.Fprintf(w, row, name, c.Total, c.Callback, c.Poll, c.Resubmitted, c.Failed)
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t\n", name, c.Total, c.Callback, c.Poll, c.Resubmitted, c.Failed)
 	}
-	tw.Flush()
 
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  solved via callback  %d\n", s.Total.Callback)
