@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the settings here are used by the scripts that source this file
 # Shared settings and helpers of cluster/up.sh and cluster/down.sh. Sourced, not run.
 #
 # Every port and path can be overridden from the environment; the defaults keep clear of the dev server

@@ -34,6 +34,7 @@ log "up took $((SECONDS - started))s"
 check "namespace $NAMESPACE exists" temporal_cli operator namespace describe --namespace "$NAMESPACE" -o json
 attrs=$(temporal_cli operator search-attribute list --namespace "$NAMESPACE" -o json)
 for name in "${SEARCH_ATTRIBUTES[@]}"; do
+	# shellcheck disable=SC2016 # $n is jq's variable
 	check "search attribute $name is a Keyword" \
 		jq -e --arg n "$name" '.customAttributes[$n] == "INDEXED_VALUE_TYPE_KEYWORD"' <<<"$attrs"
 done

@@ -35,9 +35,10 @@ done
 ensure_postgres_installed() {
 	[[ -x $PG_BIN/pg_ctl ]] && return
 	log "installing postgresql-$PG_VERSION (apt-get)"
+	export DEBIAN_FRONTEND=noninteractive
 	if ! apt-get install -y --no-install-recommends "postgresql-$PG_VERSION" >"$STATE_DIR/apt.log" 2>&1; then
 		apt-get update >>"$STATE_DIR/apt.log" 2>&1 || die "apt-get update failed; see $STATE_DIR/apt.log"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "postgresql-$PG_VERSION" \
+		apt-get install -y --no-install-recommends "postgresql-$PG_VERSION" \
 			>>"$STATE_DIR/apt.log" 2>&1 || die "installing postgresql-$PG_VERSION failed; see $STATE_DIR/apt.log"
 	fi
 	[[ -x $PG_BIN/pg_ctl ]] || die "postgresql-$PG_VERSION installed but $PG_BIN/pg_ctl is missing"

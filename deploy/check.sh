@@ -24,11 +24,11 @@ ensure_promtool() {
 	export DEBIAN_FRONTEND=noninteractive
 	if ! apt-get install -y --no-install-recommends prometheus >"$out" 2>&1; then
 		# A fresh machine may have no package lists yet.
-		apt-get update >>"$out" 2>&1 && apt-get install -y --no-install-recommends prometheus >>"$out" 2>&1 || {
+		if ! { apt-get update && apt-get install -y --no-install-recommends prometheus; } >>"$out" 2>&1; then
 			tail -n 20 "$out" >&2
 			log "installing prometheus failed"
 			exit 1
-		}
+		fi
 	fi
 	rm -f "$out"
 }
