@@ -134,6 +134,15 @@ func checkCompose(t *testing.T, p *types.Project) []string {
 			}
 			if _, err := os.Stat(v.Source); err != nil {
 				fail("service %s mounts %s, which does not exist", name, v.Source)
+				continue
+			}
+			// A script the service runs from the mount must be in the mounted directory.
+			for _, arg := range slices.Concat(svc.Entrypoint, svc.Command) {
+				if rel, ok := strings.CutPrefix(arg, v.Target+"/"); ok {
+					if _, err := os.Stat(filepath.Join(v.Source, rel)); err != nil {
+						fail("service %s runs %s, but %s has no %s", name, arg, v.Source, rel)
+					}
+				}
 			}
 		}
 		for dep, d := range svc.DependsOn {
@@ -365,6 +374,7 @@ func TestComposeChecksCatchBrokenFiles(t *testing.T) {
 		{"simulator always on", "    profiles: [simulator]\n", ""},
 		{"simulator key differs", "SIM_API_KEYS: ${CAPTCHAAI_API_KEY:?set CAPTCHAAI_API_KEY}", "SIM_API_KEYS: other0key0000000000000000000000000"},
 		{"mounted scripts missing", "./deploy/temporal:/etc/captchaflow:ro", "./deploy/nowhere:/etc/captchaflow:ro"},
+		{"script renamed", `"/etc/captchaflow/setup-schema.sh"`, `"/etc/captchaflow/setup_schema.sh"`},
 		{"health check on the wrong port", "http://127.0.0.1:8080/readyz", "http://127.0.0.1:8081/readyz"},
 		{"not YAML", "services:\n", "services: [\n"},
 	}

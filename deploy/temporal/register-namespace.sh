@@ -1,28 +1,30 @@
-#!/usr/bin/env bash
+#!/bin/sh
 # Waits (bounded) for the Temporal frontend, then registers the namespace and the search attributes the
 # SolveCaptcha workflow upserts (workflows.SearchAttrTaskID, workflows.SearchAttrPhase), each only if missing.
 # Safe to re-run.
 #
-# Used by docker-compose.yml's temporal-namespace job (temporalio/admin-tools) and by cluster/up.sh.
-# Needs the `temporal` CLI on PATH. Settings: TEMPORAL_ADDRESS (read by the CLI), NAMESPACE (default),
-# NAMESPACE_RETENTION (72h), WAIT_SECONDS (60).
-set -euo pipefail
+# Used by docker-compose.yml's temporal-namespace job (temporalio/admin-tools) and by cluster/up.sh. POSIX sh:
+# the admin-tools image is not guaranteed to have bash. Needs the `temporal` CLI on PATH.
+# Settings: TEMPORAL_ADDRESS (read by the CLI), NAMESPACE (default), NAMESPACE_RETENTION (72h),
+# WAIT_SECONDS (60).
+set -eu
 
 : "${TEMPORAL_ADDRESS:?set TEMPORAL_ADDRESS}"
 export TEMPORAL_ADDRESS
 namespace=${NAMESPACE:-default}
 retention=${NAMESPACE_RETENTION:-72h}
 wait_seconds=${WAIT_SECONDS:-60}
-search_attributes=(CaptchaTaskId CaptchaPhase)
+search_attributes="CaptchaTaskId CaptchaPhase"
 
 log() { printf 'register-namespace: %s\n' "$*" >&2; }
 
 # until_ok WHAT COMMAND... retries COMMAND every half second for at most WAIT_SECONDS.
 until_ok() {
-	local what=$1 deadline=$((SECONDS + wait_seconds))
+	what=$1
 	shift
+	deadline=$(($(date +%s) + wait_seconds))
 	until "$@" >/dev/null 2>&1; do
-		if ((SECONDS >= deadline)); then
+		if [ "$(date +%s)" -ge "$deadline" ]; then
 			log "gave up after ${wait_seconds}s waiting for $what"
 			"$@" >&2 || true # show why
 			exit 1
@@ -41,11 +43,11 @@ fi
 # A new namespace reaches the frontend's cache after a moment.
 until_ok "namespace $namespace to be usable" temporal operator search-attribute list --namespace "$namespace"
 existing=$(temporal operator search-attribute list --namespace "$namespace" -o json)
-for name in "${search_attributes[@]}"; do
-	if grep -q "\"$name\"" <<<"$existing"; then
-		continue
-	fi
+for name in $search_attributes; do
+	case $existing in
+	*"\"$name\""*) continue ;;
+	esac
 	log "registering search attribute $name (Keyword)"
 	temporal operator search-attribute create --namespace "$namespace" --name "$name" --type Keyword >/dev/null
 done
-log "namespace $namespace is ready with ${search_attributes[*]}"
+log "namespace $namespace is ready with $search_attributes"
