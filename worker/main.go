@@ -63,6 +63,9 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return configError{fmt.Errorf("temporal client configuration: %w", err)}
 	}
+	if opts.Namespace == "" {
+		opts.Namespace = client.DefaultNamespace
+	}
 	opts.Logger = sdklog.NewStructuredLogger(logger)
 	opts.MetricsHandler = metrics.Handler()
 	c, err := client.DialContext(ctx, opts)
