@@ -1,6 +1,3 @@
-// Package devstack starts captchaflow's local stack (Temporal dev server, provider simulator, worker, ingress) as
-// real processes, for `make run` and for the end-to-end tests. Every process it starts runs in its own process
-// group and is stopped by the caller (t.Cleanup, a signal handler), so nothing is left running.
 package devstack
 
 import (
