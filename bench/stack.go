@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/captchaflow/captchaflow/devstack"
+)
+
+// stack is the captchaflow stack under test: Temporal (a dev server we start, or an external one), and the
+// simulator, worker and ingress processes.
+type stack interface {
+	TemporalAddress() string
+	Namespace() string
+	SimulatorURL() string
+	WorkerMetricsURL() string
+	// RestartWorker stops the worker gracefully and starts it again (a clean heap for the memory phase).
+	RestartWorker(ctx context.Context) error
+	Stop() error
+	// Server describes the Temporal server for the report.
+	Server() string
+}
+
+// stackConfig is what both kinds of stack need.
+type stackConfig struct {
+	RunDir          string
+	DataDir         string // the dev server's SQLite file; empty: RunDir
+	TemporalAddress string // empty: start a dev server
+	Namespace       string
+	TaskQueue       string
+	DynamicConfig   map[string]string // dev server only
+	SimulatorEnv    map[string]string
+	WorkerEnv       map[string]string
+	IngressEnv      map[string]string
+	Logf            func(string, ...any)
+}
+
+func startStack(ctx context.Context, cfg stackConfig) (stack, error) {
+	if cfg.TemporalAddress == "" {
+		return startDevStack(ctx, cfg)
+	}
+	return startExternalStack(ctx, cfg)
+}
+
+// devStack is devstack.Stack: the dev server on a fresh SQLite file in the run directory.
+type devStack struct{ s *devstack.Stack }
+
+func startDevStack(ctx context.Context, cfg stackConfig) (stack, error) {
+	s, err := devstack.Start(ctx, devstack.Options{
+		RunDir:                cfg.RunDir,
+		DataDir:               cfg.DataDir,
+		TemporalHeadless:      true,
+		TemporalDynamicConfig: cfg.DynamicConfig,
+		SimulatorEnv:          cfg.SimulatorEnv,
+		WorkerEnv:             cfg.WorkerEnv,
+		IngressEnv:            cfg.IngressEnv,
+		Logf:                  cfg.Logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return devStack{s}, nil
+}
+
+func (d devStack) TemporalAddress() string  { return d.s.Temporal.Address() }
+func (d devStack) Namespace() string        { return devstack.DefaultNamespace }
+func (d devStack) SimulatorURL() string     { return d.s.SimulatorURL() }
+func (d devStack) WorkerMetricsURL() string { return d.s.WorkerMetricsURL() }
+func (d devStack) Stop() error              { return d.s.Stop() }
+func (d devStack) Server() string           { return "Temporal dev server (SQLite), " + d.s.Temporal.Address() }
+func (d devStack) RestartWorker(ctx context.Context) error {
+	if err := d.s.Worker().Stop(); err != nil {
+		return fmt.Errorf("stopping the worker: %w", err)
+	}
+	return d.s.StartWorker(ctx)
+}
+
+// externalStack runs the simulator, worker and ingress against a Temporal server someone else runs (the
+// PostgreSQL-backed cluster). It sets the same environment devstack does.
+type externalStack struct {
+	cfg                                stackConfig
+	simPort, metricsPort, ingressPort  int
+	simulator, worker, ingress         *devstack.Process
+	providerKey, callbackSecret, notif string
+}
+
+func startExternalStack(ctx context.Context, cfg stackConfig) (_ stack, err error) {
+	root, err := devstack.ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	bins, err := devstack.BuildBinaries(ctx, filepath.Join(root, ".bin"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logf("built binaries in %s", time.Since(started).Round(time.Millisecond))
+	check, closeCheck, err := devstack.TemporalReady(cfg.TemporalAddress, cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	defer closeCheck()
+	if err := devstack.WaitReady(ctx, "temporal at "+cfg.TemporalAddress, 30*time.Second, check, nil); err != nil {
+		return nil, err
+	}
+
+	e := &externalStack{cfg: cfg, providerKey: randomHex(16), callbackSecret: randomHex(32)}
+	nb := make([]byte, 32)
+	_, _ = rand.Read(nb)
+	e.notif = "whsec_" + base64.StdEncoding.EncodeToString(nb)
+	for _, p := range []*int{&e.simPort, &e.metricsPort, &e.ingressPort} {
+		if *p, err = devstack.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.Stop())
+		}
+	}()
+	simEnv := map[string]string{"SIM_ADDR": loopback(e.simPort), "SIM_API_KEYS": e.providerKey}
+	if e.simulator, err = e.start(ctx, "simulator", bins.Simulator, simEnv, cfg.SimulatorEnv, e.SimulatorURL()+"/healthz"); err != nil {
+		return nil, err
+	}
+	workerEnv := map[string]string{
+		"CAPTCHAAI_API_KEY":   e.providerKey,
+		"CAPTCHAAI_BASE_URL":  e.SimulatorURL(),
+		"CALLBACK_BASE_URL":   "http://" + loopback(e.ingressPort),
+		"CALLBACK_SECRET":     e.callbackSecret,
+		"NOTIFY_SECRET":       e.notif,
+		"TASK_QUEUE":          cfg.TaskQueue,
+		"WORKER_METRICS_ADDR": loopback(e.metricsPort),
+		"TEMPORAL_ADDRESS":    cfg.TemporalAddress,
+		"TEMPORAL_NAMESPACE":  cfg.Namespace,
+	}
+	if e.worker, err = e.start(ctx, "worker", bins.Worker, workerEnv, cfg.WorkerEnv, e.WorkerMetricsURL()+"/healthz"); err != nil {
+		return nil, err
+	}
+	ingressEnv := map[string]string{
+		"INGRESS_ADDR":       loopback(e.ingressPort),
+		"CALLBACK_SECRET":    e.callbackSecret,
+		"TEMPORAL_ADDRESS":   cfg.TemporalAddress,
+		"TEMPORAL_NAMESPACE": cfg.Namespace,
+	}
+	if e.ingress, err = e.start(ctx, "ingress", bins.Ingress, ingressEnv, cfg.IngressEnv, "http://"+loopback(e.ingressPort)+"/readyz"); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *externalStack) start(ctx context.Context, name, bin string, env, overrides map[string]string, readyURL string) (*devstack.Process, error) {
+	started := time.Now()
+	p, err := devstack.StartProcess(devstack.ProcessSpec{
+		Name:    name,
+		Path:    bin,
+		Env:     devstack.MergeEnv(env, overrides),
+		LogPath: filepath.Join(e.cfg.RunDir, name+".log"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := devstack.WaitReady(ctx, name, 30*time.Second, devstack.HTTPOK(readyURL), p); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	e.cfg.Logf("%s ready in %s", name, time.Since(started).Round(time.Millisecond))
+	return p, nil
+}
+
+func (e *externalStack) TemporalAddress() string  { return e.cfg.TemporalAddress }
+func (e *externalStack) Namespace() string        { return e.cfg.Namespace }
+func (e *externalStack) SimulatorURL() string     { return "http://" + loopback(e.simPort) }
+func (e *externalStack) WorkerMetricsURL() string { return "http://" + loopback(e.metricsPort) }
+func (e *externalStack) Server() string           { return "external Temporal at " + e.cfg.TemporalAddress }
+
+func (e *externalStack) RestartWorker(ctx context.Context) error {
+	if err := e.worker.Stop(); err != nil {
+		return fmt.Errorf("stopping the worker: %w", err)
+	}
+	if err := e.worker.Restart(); err != nil {
+		return err
+	}
+	return devstack.WaitReady(ctx, "worker", 30*time.Second, devstack.HTTPOK(e.WorkerMetricsURL()+"/healthz"), e.worker)
+}
+
+func (e *externalStack) Stop() error {
+	var errs []error
+	for _, p := range []*devstack.Process{e.ingress, e.worker, e.simulator} {
+		if p != nil {
+			errs = append(errs, p.Stop())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
