@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/workflows"
 )
 
@@ -73,7 +75,7 @@ type Stack struct {
 	opts        Options
 	bins        Binaries
 	useSim      bool
-	providerURL string
+	providerURL string // what the worker calls: the simulator, the given base URL or the real provider
 
 	Temporal *Temporal
 
@@ -95,7 +97,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		s.opts.ProviderAPIKey = newProviderKey()
 		s.providerURL = "http://" + loopback(opts.SimulatorPort)
 	} else {
-		s.providerURL = opts.ProviderBaseURL // empty: the worker's default, the real provider
+		s.providerURL = cmp.Or(opts.ProviderBaseURL, config.DefaultProviderBaseURL)
 	}
 	defer func() {
 		if err != nil {
@@ -209,6 +211,7 @@ func (s *Stack) StartSimulator(ctx context.Context) error {
 func (s *Stack) StartWorker(ctx context.Context) error {
 	env := map[string]string{
 		"CAPTCHAAI_API_KEY":   s.opts.ProviderAPIKey,
+		"CAPTCHAAI_BASE_URL":  s.providerURL,
 		"CALLBACK_BASE_URL":   s.opts.CallbackBaseURL,
 		"CALLBACK_SECRET":     s.opts.CallbackSecret,
 		"NOTIFY_SECRET":       s.opts.NotifySecret,
@@ -216,9 +219,6 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 		"WORKER_METRICS_ADDR": loopback(s.opts.WorkerMetricsPort),
 		"TEMPORAL_ADDRESS":    s.Temporal.Address(),
 		"TEMPORAL_NAMESPACE":  DefaultNamespace,
-	}
-	if s.providerURL != "" {
-		env["CAPTCHAAI_BASE_URL"] = s.providerURL
 	}
 	return s.startComponent(ctx, &s.worker, "worker", s.bins.Worker, env, s.opts.WorkerEnv, s.WorkerMetricsURL()+"/healthz")
 }
@@ -301,6 +301,9 @@ func (s *Stack) UsesSimulator() bool { return s.useSim }
 
 // SimulatorURL is the simulator's base URL (also the worker's provider URL when UsesSimulator).
 func (s *Stack) SimulatorURL() string { return "http://" + loopback(s.opts.SimulatorPort) }
+
+// ProviderURL is the provider base URL the worker uses.
+func (s *Stack) ProviderURL() string { return s.providerURL }
 
 // IngressURL is the ingress's base URL.
 func (s *Stack) IngressURL() string { return "http://" + loopback(s.opts.IngressPort) }
