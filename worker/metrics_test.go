@@ -1,0 +1,44 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMetricsExportsDomainCountersInPrometheusFormat(t *testing.T) {
+	m, err := newMetrics(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	addr, err := m.Serve("127.0.0.1:0")
+	require.NoError(t, err)
+
+	m.Handler().WithTags(map[string]string{"outcome": "poll"}).Counter("captchaflow_tasks_finished_total").Inc(2)
+	m.Handler().Timer("captchaflow_result_latency_seconds").Record(1500 * time.Millisecond)
+
+	// tally reports on an interval; scrape until the series shows up (bounded).
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, `captchaflow_tasks_finished_total{outcome="poll"} 2`)
+	}, 5*time.Second, 50*time.Millisecond)
+	assert.Contains(t, body, "captchaflow_result_latency_seconds_bucket")
+	assert.Contains(t, body, "go_goroutines")
+
+	resp, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
