@@ -1,0 +1,168 @@
+package tests
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/devstack"
+	"github.com/captchaflow/captchaflow/workflows"
+)
+
+// testdataDir holds histories recorded from a real server by TestRecordHistories (RECORD_HISTORIES=1).
+const testdataDir = "testdata"
+
+// minRecordedHistories keeps the replay test from passing on an empty directory.
+const minRecordedHistories = 6
+
+func newReplayer() worker.WorkflowReplayer {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(workflows.SolveCaptcha, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	return r
+}
+
+func recordedHistoryFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(testdataDir, "*.json"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), minRecordedHistories,
+		"expected recorded histories in tests/%s; record them with `make record-histories`", testdataDir)
+	return files
+}
+
+// TestReplayRecordedHistories replays every recorded history against the current workflow code. It needs no
+// server: a change to SolveCaptcha that would break workflows already running in production (a new or reordered
+// command, a changed timer) fails here with a non-determinism error naming the event.
+func TestReplayRecordedHistories(t *testing.T) {
+	replayer := newReplayer()
+	for _, file := range recordedHistoryFiles(t) {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".json"), func(t *testing.T) {
+			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(devstack.QuietSDKLogger(), file))
+		})
+	}
+}
+
+// recordedWorkflowID finds the workflow IDs in a recorded history (the delivery body carries task_id).
+var recordedWorkflowID = regexp.MustCompile(`e2e-[a-z0-9-]+-[0-9a-z]+-\d{3}`)
+
+// secretsIn names every secret (or callback token derived from one) that text contains.
+func secretsIn(text string) []string {
+	var found []string
+	for name, secret := range map[string]string{
+		"the provider API key": providerKey,
+		"the callback secret":  callbackSecret,
+		"the notify secret":    notifySecret,
+	} {
+		if strings.Contains(text, secret) {
+			found = append(found, name)
+		}
+	}
+	for _, id := range recordedWorkflowID.FindAllString(text, -1) {
+		if strings.Contains(text, callbackauth.Token(callbackSecret, id)) {
+			found = append(found, "the callback token of "+id)
+		}
+	}
+	return found
+}
+
+// historyText is everything a recorded history says: the JSON itself and, decoded, every base64 string in it
+// (protojson writes payloads — inputs, results, signals, failures' details — as base64, where a plain search
+// would never find a secret), recursively for JSON found inside.
+func historyText(raw []byte) string {
+	var b strings.Builder
+	b.Write(raw)
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, e := range x {
+				walk(e, depth)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e, depth)
+			}
+		case string:
+			dec, err := base64.StdEncoding.DecodeString(x)
+			if err != nil || len(dec) == 0 {
+				return
+			}
+			b.WriteString("\n")
+			b.Write(dec)
+			var inner any
+			if depth < 4 && json.Unmarshal(dec, &inner) == nil {
+				walk(inner, depth+1)
+			}
+		}
+	}
+	var doc any
+	if json.Unmarshal(raw, &doc) == nil {
+		walk(doc, 0)
+	}
+	return b.String()
+}
+
+// TestRecordedHistoriesHoldNoSecrets: the histories were recorded with fixed, distinctive secrets; none of them,
+// and no callback token made from them, may appear in workflow history (which Temporal stores, replicates and
+// shows in the Web UI) — not even inside a payload.
+func TestRecordedHistoriesHoldNoSecrets(t *testing.T) {
+	// The scanner itself must be able to fail, also on a secret hidden in a base64 payload.
+	payload, _ := json.Marshal(map[string]string{"pingback": "http://x/callback/e2e-sample-abc-001?t=" +
+		callbackauth.Token(callbackSecret, "e2e-sample-abc-001"), "key": providerKey})
+	sample, _ := json.Marshal(map[string]any{"events": []any{map[string]any{"data": base64.StdEncoding.EncodeToString(payload)}}})
+	require.ElementsMatch(t, []string{"the provider API key", "the callback token of e2e-sample-abc-001"},
+		secretsIn(historyText(sample)))
+
+	for _, file := range recordedHistoryFiles(t) {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		text := historyText(b)
+		// Proof that the payloads were decoded and searched: the input's pageurl and the delivered body's task_id.
+		require.Contains(t, text, `"pageurl"`, "%s: payloads not decoded", file)
+		require.Contains(t, text, `"task_id"`, "%s: the delivery body not decoded", file)
+		assert.NotEmpty(t, recordedWorkflowID.FindAllString(text, -1), "%s: no workflow ID found, so no token was checked", file)
+		assert.Empty(t, secretsIn(text), "%s leaks secrets", file)
+		assert.NotContains(t, text, "?t=", "%s: a tokened callback URL", file)
+	}
+}
+
+// replayLive fetches the given workflows' histories from the server and replays them, so each scenario also
+// proves the code replays what it has just produced (including crash and restart histories).
+func replayLive(t *testing.T, s *stack, ids ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	replayer := newReplayer()
+	for _, id := range ids {
+		h, err := s.history(ctx, id)
+		require.NoError(t, err, id)
+		require.NoError(t, replayer.ReplayWorkflowHistory(devstack.QuietSDKLogger(), h), "replaying %s", id)
+	}
+}
+
+// histories fetches several histories.
+func histories(t *testing.T, s *stack, ids []string) map[string]*historypb.History {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := map[string]*historypb.History{}
+	for _, id := range ids {
+		h, err := s.history(ctx, id)
+		require.NoError(t, err, id)
+		out[id] = h
+	}
+	return out
+}
