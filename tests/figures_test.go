@@ -16,15 +16,15 @@ const figuresDir = "out"
 
 // figures are one scenario's numbers.
 type figures struct {
-	Scenario        string  `json:"scenario"`
-	Temporal        string  `json:"temporal"`
-	Tasks           int     `json:"tasks"`
-	Delivered       int     `json:"delivered"`
-	ViaCallback     int     `json:"via_callback"`
-	ViaPoll         int     `json:"via_poll"`
-	Submissions     int     `json:"provider_submissions"`
-	PingbacksSent   int     `json:"pingbacks_sent"`
-	PingbacksFailed int     `json:"pingbacks_failed"`
+	Scenario        string `json:"scenario"`
+	Temporal        string `json:"temporal"`
+	Tasks           int    `json:"tasks"`
+	Delivered       int    `json:"delivered"`
+	ViaCallback     int    `json:"via_callback"`
+	ViaPoll         int    `json:"via_poll"`
+	Submissions     int    `json:"provider_submissions"`
+	PingbacksSent   int    `json:"pingbacks_sent"`
+	PingbacksFailed int    `json:"pingbacks_failed"`
 	// RepeatsAfterKill are activity attempts a worker SIGKILL lost after their side effect (at-least-once).
 	RepeatsAfterKill int      `json:"repeats_after_kill"`
 	WallSeconds      float64  `json:"wall_seconds"`
@@ -68,10 +68,10 @@ func writeFigures() error {
 		total += f.WallSeconds
 	}
 	doc := struct {
-		GeneratedAt      time.Time `json:"generated_at"`
-		ElapsedSeconds   float64   `json:"elapsed_seconds"`
-		ScenarioSeconds  float64   `json:"scenario_seconds"`
-		Scenarios        []figures `json:"scenarios"`
+		GeneratedAt     time.Time `json:"generated_at"`
+		ElapsedSeconds  float64   `json:"elapsed_seconds"`
+		ScenarioSeconds float64   `json:"scenario_seconds"`
+		Scenarios       []figures `json:"scenarios"`
 	}{time.Now().UTC(), time.Since(runStarted).Seconds(), total, allFigures}
 	js, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {

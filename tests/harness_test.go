@@ -244,11 +244,11 @@ func (s *stack) startWorker(ctx context.Context) error {
 
 func ingressEnv(port int, temporalAddr, namespace string, signalTimeout time.Duration) map[string]string {
 	return map[string]string{
-		"INGRESS_ADDR":                loopback(port),
-		"CALLBACK_SECRET":             callbackSecret,
-		"TEMPORAL_ADDRESS":            temporalAddr,
-		"TEMPORAL_NAMESPACE":          namespace,
-		"INGRESS_SIGNAL_TIMEOUT":      signalTimeout.String(),
+		"INGRESS_ADDR":           loopback(port),
+		"CALLBACK_SECRET":        callbackSecret,
+		"TEMPORAL_ADDRESS":       temporalAddr,
+		"TEMPORAL_NAMESPACE":     namespace,
+		"INGRESS_SIGNAL_TIMEOUT": signalTimeout.String(),
 		// Longer than the simulator's pingback timeout, so a stalled callback is the provider's timeout to see.
 		"INGRESS_READ_HEADER_TIMEOUT": "5s",
 		"INGRESS_LOOKUP_TIMEOUT":      "3s",

@@ -638,9 +638,9 @@ func metricSum(text, name string, want map[string]string) (sum float64, found bo
 }
 
 type metricWant struct {
-	url    string
-	name   string
-	labels map[string]string
+	url     string
+	name    string
+	labels  map[string]string
 	atLeast float64
 }
 
