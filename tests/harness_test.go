@@ -55,7 +55,7 @@ const (
 const (
 	envExternalAddress   = "E2E_TEMPORAL_ADDRESS"     // run against this Temporal frontend instead of a dev server
 	envExternalNamespace = "E2E_TEMPORAL_NAMESPACE"   // its namespace (default "default")
-	envExternalRestart   = "E2E_TEMPORAL_RESTART_CMD" // shell command that restarts it (scenario 4)
+	envExternalRestart   = "E2E_TEMPORAL_RESTART_CMD" // shell command (run in the module root) that restarts it (scenario 4)
 	envKeepLogs          = "E2E_KEEP_LOGS"            // keep the run directory even when every test passed
 )
 
@@ -203,11 +203,14 @@ func (s *stack) notifyURL() string        { return s.down.URL() + "/hooks/captch
 
 func (s *stack) startSimulator(ctx context.Context) (err error) {
 	s.sim, err = s.startProcess(ctx, "simulator", s.bins.Simulator, map[string]string{
-		"SIM_ADDR":             loopback(s.simPort),
-		"SIM_API_KEYS":         providerKey,
-		"SIM_SOLVE_MIN":        simSolveMin.String(),
-		"SIM_SOLVE_MAX":        simSolveMax.String(),
-		"SIM_SEED":             strconv.Itoa(simSeed),
+		"SIM_ADDR":      loopback(s.simPort),
+		"SIM_API_KEYS":  providerKey,
+		"SIM_SOLVE_MIN": simSolveMin.String(),
+		"SIM_SOLVE_MAX": simSolveMax.String(),
+		"SIM_SEED":      strconv.Itoa(simSeed),
+		// Provider task IDs unique across runs (10 digits, like CaptchaAI's), so that a search by CaptchaTaskId on
+		// an external server that keeps earlier runs' workflows finds only this run's.
+		"SIM_TASK_ID_BASE":     strconv.FormatInt(7_000_000_000+(time.Now().Unix()%200_000)*10_000, 10),
 		"SIM_LATE_DELAY":       simLateDelay.String(),
 		"SIM_DUP_GAP":          "50ms",
 		"SIM_HANG_FOR":         simHangFor.String(),
@@ -323,7 +326,7 @@ func (s *stack) restartIngress(ctx context.Context) error {
 
 // restartTemporal stops Temporal and starts it again on the same state (the dev server's SQLite file, or whatever
 // E2E_TEMPORAL_RESTART_CMD restarts), then waits until it serves the namespace.
-func (s *stack) restartTemporal(ctx context.Context) error {
+func (s *stack) restartTemporal(ctx context.Context) (err error) {
 	if s.temporal != nil {
 		return s.temporal.Restart(ctx)
 	}
@@ -333,6 +336,10 @@ func (s *stack) restartTemporal(ctx context.Context) error {
 	cmdCtx, cancel := context.WithTimeout(ctx, externalRestartReady)
 	defer cancel()
 	cmd := exec.CommandContext(cmdCtx, "sh", "-c", s.restartCmd)
+	// Relative paths in the command (cluster/up.sh) are relative to the module root, not to tests/.
+	if cmd.Dir, err = devstack.ModuleRoot(); err != nil {
+		return err
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s failed: %w\n%s", envExternalRestart, err, out)
