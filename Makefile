@@ -36,8 +36,9 @@ vet: ## go vet every package
 workflowcheck: ## check workflow code for non-determinism
 	$(GO) tool workflowcheck ./...
 
-test-unit: tools ## unit tests (every package but ./tests; includes the Temporal dev-server launcher test)
+test-unit: tools ## unit tests (every package but ./tests, whose server-free history replay runs here too; includes the Temporal dev-server launcher test)
 	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $(unit_packages)
+	$(GO) test -count=1 -run 'TestReplayRecordedHistories|TestRecordedHistoriesHoldNoSecrets' ./tests/
 
 test-e2e: tools ## end-to-end, chaos and replay tests against the real stack
 	@if [[ -d tests ]]; then \
