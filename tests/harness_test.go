@@ -41,7 +41,7 @@ const (
 
 	simSolveMin        = 100 * time.Millisecond
 	simSolveMax        = 500 * time.Millisecond
-	simLateDelay       = 4 * time.Second // longer than the callback timeout: the poll wins, then the pingback comes
+	simLateDelay       = 6 * time.Second // well past the callback timeout: the poll wins and the task is done, then the pingback comes
 	simPingbackTimeout = 3 * time.Second
 	simHangFor         = 3 * time.Second
 	simSeed            = 20240611
