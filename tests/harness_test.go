@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -364,15 +363,6 @@ func addToxic(p *toxiproxy.Proxy, toxicJSON string) (remove func(), err error) {
 		return nil, fmt.Errorf("toxic %s on %s: %w", toxicJSON, p.Name, err)
 	}
 	return func() { _ = p.Toxics.RemoveToxic(context.Background(), w.Name) }, nil
-}
-
-// downstreamDown makes notify_url refuse connections. The receiver's Down closes its listener twice (itself and
-// through http.Server.Close), which can report net.ErrClosed although the listener is closed as asked.
-func (s *stack) downstreamDown() error {
-	if err := s.down.Down(); err != nil && !errors.Is(err, net.ErrClosed) {
-		return err
-	}
-	return nil
 }
 
 // resetChaos restores every fault the harness controls, so one scenario's leftovers cannot leak into the next.

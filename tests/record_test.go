@@ -63,7 +63,7 @@ func TestRecordHistories(t *testing.T) {
 	// A delivery retried while the receiver refuses connections (alone, since the receiver is shared).
 	sd := newScenario(t, s, "rec-delivery")
 	delivery := sd.add(1, taskSpec{Kind: "delivery-retried"})[0]
-	require.NoError(t, s.downstreamDown())
+	require.NoError(t, s.down.Down())
 	sd.start(ctx)
 	sd.waitStates(ctx, []string{delivery.ID}, "delivery retried", time.Minute, deliveryRetried(2))
 	require.NoError(t, s.down.Up())

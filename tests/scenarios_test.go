@@ -294,7 +294,7 @@ func TestE2E_DownstreamOutage(t *testing.T) {
 	ctx := context.Background()
 	sc := newScenario(t, s, "downstream-down")
 	sc.add(8, taskSpec{Kind: "notify_url down"})
-	require.NoError(t, s.downstreamDown())
+	require.NoError(t, s.down.Down())
 	down := time.Now()
 	sc.start(ctx)
 	states := sc.waitStates(ctx, sc.ids(), "deliveries failing and retried", time.Minute, deliveryRetried(3))
@@ -413,7 +413,7 @@ func TestE2E_MixedBatch(t *testing.T) {
 	require.NoError(t, s.simRules(ctx, sc.rules()))
 
 	// notify_url refuses connections from the start until 30 tasks are retrying their delivery (at most 20 s).
-	require.NoError(t, s.downstreamDown())
+	require.NoError(t, s.down.Down())
 	downstreamBack := make(chan string, 1)
 	go func() {
 		downSince := time.Now()

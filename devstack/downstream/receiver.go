@@ -125,7 +125,11 @@ func (r *Receiver) Down() error {
 	// Close the listener ourselves too: Serve may not have registered it with the server yet, and then
 	// server.Close would leave it accepting.
 	_ = listener.Close()
-	return server.Close()
+	// server.Close closes the same listener again when Serve had registered it; that second close is expected.
+	if err := server.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 // Up reopens the listener on the same address after Down.
