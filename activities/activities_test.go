@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 )
@@ -174,4 +176,27 @@ func TestRequestTypesCarryNoSecrets(t *testing.T) {
 			assert.NotContains(t, strings.ToLower(string(js)), word)
 		}
 	}
+}
+
+func (s *ActivitiesSuite) TestKeepAliveHeartbeatsUntilStopped() {
+	env := s.NewTestActivityEnvironment()
+	beats := make(chan struct{}, 64)
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats <- struct{}{} })
+	env.RegisterActivityWithOptions(func(ctx context.Context) (int, error) {
+		stop := keepAliveEvery(ctx, 10*time.Millisecond)
+		select { // a request that is still open after several intervals
+		case <-beats:
+		case <-time.After(5 * time.Second):
+			return 0, errors.New("no heartbeat while the request was in flight")
+		}
+		stop()
+		n := len(beats)
+		time.Sleep(50 * time.Millisecond) // five intervals: long enough for a stray tick to show
+		return len(beats) - n, nil
+	}, activity.RegisterOptions{Name: "Slow"})
+	v, err := env.ExecuteActivity("Slow")
+	s.Require().NoError(err)
+	var after int
+	s.Require().NoError(v.Get(&after))
+	s.LessOrEqual(after, 1, "at most a tick already under way when stop was called")
 }

@@ -58,6 +58,7 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookTimestamp, fmt.Sprint(now.Unix()))
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookSignature, signature)
+	defer keepAlive(ctx)()
 	resp, err := a.HTTP.Do(httpReq)
 	if err != nil {
 		return temporal.NewApplicationError("delivering to notify_url: "+err.Error(), ErrDeliveryRejected)

@@ -26,6 +26,7 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	if err != nil {
 		return SubmitResult{}, temporal.NewApplicationError("building the callback URL: "+err.Error(), ErrWorkerConfig)
 	}
+	defer keepAlive(ctx)()
 	id, err := a.Provider.Submit(ctx, req.Method, req.Params, pingback)
 	if err != nil {
 		return SubmitResult{}, providerError(err)
@@ -48,6 +49,7 @@ type PollResult struct {
 // the caller's retry policy (not a loop in here) spaces the requests: the polling phase then costs a constant
 // number of history events however long it lasts.
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
+	defer keepAlive(ctx)()
 	code, err := a.Provider.Get(ctx, req.ProviderTaskID)
 	if err != nil {
 		return PollResult{}, providerError(err)

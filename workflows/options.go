@@ -13,6 +13,8 @@ import (
 const (
 	providerStartToClose = 45 * time.Second
 	deliverStartToClose  = 30 * time.Second
+	// heartbeatTimeout detects a dead worker during a slow request (the activities heartbeat while they wait).
+	heartbeatTimeout = 10 * time.Second
 	confirmAttempts      = 3
 )
 
@@ -20,6 +22,7 @@ const (
 func submitOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    min(providerStartToClose, remaining),
+		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: remaining,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
@@ -35,6 +38,7 @@ func submitOptions(ctx workflow.Context, remaining time.Duration) workflow.Conte
 func pollOptions(ctx workflow.Context, interval, remaining time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    min(providerStartToClose, remaining),
+		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: remaining,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        interval,
@@ -50,6 +54,7 @@ func pollOptions(ctx workflow.Context, interval, remaining time.Duration) workfl
 func confirmOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    min(providerStartToClose, remaining),
+		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: remaining,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
@@ -65,6 +70,7 @@ func confirmOptions(ctx workflow.Context, remaining time.Duration) workflow.Cont
 func deliverOptions(ctx workflow.Context, timeout time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    deliverStartToClose,
+		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: timeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
