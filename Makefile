@@ -18,7 +18,7 @@ E2E_TIMEOUT ?= 40m
 # Every package but the end-to-end tests, which need the built stack and run on their own.
 unit_packages = $$($(GO) list ./... | grep -v -E '/tests(/|$$)')
 
-.PHONY: help run test vet workflowcheck test-unit test-e2e test-deploy tools bench cluster cluster-down \
+.PHONY: help run test vet workflowcheck test-unit test-e2e test-e2e-cluster test-deploy tools bench cluster cluster-down \
 	test-cluster record-histories clean
 
 help: ## list the targets
@@ -28,7 +28,7 @@ run: tools ## start the local stack, run a demo batch, keep it up for the Web UI
 	$(GO) build -o $(BIN)/run ./devstack/cmd/run
 	$(BIN)/run $(ARGS)
 
-test: vet workflowcheck test-unit test-e2e test-deploy ## everything CI runs: vet, workflowcheck, unit, e2e + replay, deploy checks
+test: vet workflowcheck test-unit test-e2e test-e2e-cluster test-deploy ## everything CI runs: vet, workflowcheck, unit, e2e + replay (dev server and PostgreSQL cluster), deploy checks
 
 vet: ## go vet every package
 	$(GO) vet ./...
@@ -46,6 +46,13 @@ test-e2e: tools ## end-to-end, chaos and replay tests against the real stack
 	else \
 		echo "test-e2e: no ./tests directory yet, nothing to run"; \
 	fi
+
+test-e2e-cluster: tools ## the core e2e scenarios (happy path, worker killed, server restarted) on the PostgreSQL-backed cluster
+	cluster/up.sh --detach
+	trap 'cluster/down.sh' EXIT; \
+	E2E_TEMPORAL_ADDRESS=127.0.0.1:$${CLUSTER_FRONTEND_PORT:-7333} \
+	E2E_TEMPORAL_RESTART_CMD='cluster/down.sh && cluster/up.sh --detach' \
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./tests/ -run Core
 
 test-deploy: ## checks of the deployment files (deploy/check.sh)
 	@if [[ -x deploy/check.sh ]]; then \
