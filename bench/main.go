@@ -58,7 +58,7 @@ type config struct {
 	parkedC          int
 	parkedDelay      time.Duration
 	timeout          time.Duration
-	waitTimeout      time.Duration
+	waitBudget       time.Duration
 }
 
 var allPhases = []string{"throughput", "parked", "poll", "recovery", "waiting"}
@@ -87,10 +87,10 @@ func parseFlags(args []string) (config, error) {
 	var cs, waiting, phases, polls string
 	dyn := kvFlag{}
 	wenv := kvFlag{}
-	fs.IntVar(&cfg.n, "n", 1000, "measured tasks per side (ours, twin) and concurrency")
+	fs.IntVar(&cfg.n, "n", 600, "measured tasks per side (ours, twin) and concurrency")
 	fs.StringVar(&cs, "c", "20,100", "concurrencies: tasks in flight at once, comma list")
-	fs.IntVar(&cfg.rounds, "rounds", 2, "alternate twin and ours this many times per concurrency (N split evenly), so that drift hits both")
-	fs.IntVar(&cfg.warmup, "warmup", 100, "unmeasured tasks per side before each concurrency")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "alternate twin and ours this many times per concurrency (N split evenly), so that drift hits both")
+	fs.IntVar(&cfg.warmup, "warmup", 50, "unmeasured tasks per side before each concurrency")
 	fs.StringVar(&cfg.temporalAddress, "temporal-address", "", "an external Temporal frontend (e.g. the PostgreSQL cluster, 127.0.0.1:7333); empty starts a dev server")
 	fs.StringVar(&cfg.namespace, "namespace", "default", "namespace on the external server")
 	fs.StringVar(&waiting, "waiting", "1000,10000", "waiting-task levels for the worker memory phase, ascending, comma list")
@@ -107,7 +107,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.dbDir, "temporal-db-dir", "", `where the dev server's SQLite file goes: "" = a fresh directory on /dev/shm (tmpfs) when there is one, "disk" = the run directory`)
 	fs.StringVar(&cfg.copyPlot, "copy-plot", "", "also copy latency.svg here (e.g. docs/bench-latency.svg for the README)")
 	fs.DurationVar(&cfg.timeout, "timeout", 25*time.Minute, "bound on the whole run")
-	fs.DurationVar(&cfg.waitTimeout, "waiting-timeout", 6*time.Minute, "bound on reaching each waiting level")
+	fs.DurationVar(&cfg.waitBudget, "waiting-budget", 5*time.Minute, "time budget of the memory phase; a level not reached within it is measured where it got to and extrapolated")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -185,6 +185,7 @@ type bench struct {
 	twinQueue string
 	res       *Results
 	samples   []latencySamples
+	pids      func() map[string]int
 }
 
 func run(ctx context.Context, cfg config) (err error) {
@@ -264,6 +265,11 @@ func run(ctx context.Context, cfg config) (err error) {
 		}
 	}()
 	b.sim = newSimClient(b.st.SimulatorURL())
+	b.pids = func() map[string]int {
+		m := b.st.PIDs()
+		m["bench"] = os.Getpid()
+		return m
+	}
 
 	dial := func() (client.Client, error) {
 		return client.DialContext(ctx, client.Options{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -181,20 +182,28 @@ func (b *bench) waitingMemory(ctx context.Context) (*WaitingResult, error) {
 	if b.cfg.temporalAddress != "" {
 		defer b.terminateWaiting()
 	}
+	phaseDeadline := time.Now().Add(b.cfg.waitBudget)
 	started := 0
 	for _, level := range b.cfg.waiting {
 		ws := WaitingSize{Tasks: level}
 		t0 := time.Now()
-		runs := drive(ctx, ids(prefix, started, level), b.cfg.startConcurrency, func(ctx context.Context, id string) error {
+		// Starts stop at the phase's deadline; the level is then measured where it got to.
+		startCtx, cancelStarts := context.WithDeadline(ctx, phaseDeadline)
+		runs := drive(startCtx, ids(prefix, started, level), b.cfg.startConcurrency, func(ctx context.Context, id string) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
 			_, err := captchaflow.Start(ctx, b.c, id, in, captchaflow.StartOptions{TaskQueue: b.taskQueue})
 			return err
 		})
+		cancelStarts()
 		ws.Failed, _ = failures(runs)
 		started = level
-		log.Printf("memory: %d tasks started in %.0fs; waiting until they all wait for their callback", level, time.Since(t0).Seconds())
-		deadline := time.Now().Add(b.cfg.waitTimeout)
+		want := started - totalFailed(wr.Sizes) - ws.Failed
+		log.Printf("memory: %d tasks started in %.0fs (%d not started); waiting until they all wait for their callback",
+			level-ws.Failed, time.Since(t0).Seconds(), ws.Failed)
 		lastLog := time.Now()
 		for {
 			n, err := b.count(ctx, query)
@@ -202,7 +211,7 @@ func (b *bench) waitingMemory(ctx context.Context) (*WaitingResult, error) {
 				log.Printf("memory: counting waiting tasks: %v", err)
 			}
 			ws.Reached = n
-			if n >= level-ws.Failed || time.Now().After(deadline) {
+			if n >= want || time.Now().After(phaseDeadline) {
 				break
 			}
 			if time.Since(lastLog) > 15*time.Second {
@@ -214,9 +223,9 @@ func (b *bench) waitingMemory(ctx context.Context) (*WaitingResult, error) {
 			}
 		}
 		ws.StartSeconds = round2(time.Since(t0).Seconds())
-		ws.StartRate = round2(float64(ws.Reached) / ws.StartSeconds)
+		ws.StartRate = round2(float64(ws.Reached-prevReached(wr.Sizes)) / ws.StartSeconds)
 		if ws.Reached < level {
-			log.Printf("memory: only %d of %d tasks waiting after %s", ws.Reached, level, b.cfg.waitTimeout)
+			log.Printf("memory: %d of %d tasks waiting when the phase's budget (-waiting-budget %s) ran out", ws.Reached, level, b.cfg.waitBudget)
 		}
 		// Let the last workflow tasks and GC settle before reading.
 		if err := sleep(ctx, 5*time.Second); err != nil {
@@ -227,9 +236,48 @@ func (b *bench) waitingMemory(ctx context.Context) (*WaitingResult, error) {
 		}
 		log.Printf("memory: %d waiting: worker RSS %.0f MiB, heap in use %.0f MiB, %0.f goroutines (%.0f tasks/s to park)",
 			ws.Reached, ws.Memory.RSSMiB, ws.Memory.HeapInuseMiB, ws.Memory.Goroutines, ws.StartRate)
+		if ws.Reached < level {
+			ws.Extrapolated = extrapolate(wr.Baseline, wr.Sizes, ws)
+		}
 		wr.Sizes = append(wr.Sizes, ws)
+		if time.Now().After(phaseDeadline) {
+			break
+		}
 	}
 	return wr, nil
+}
+
+func totalFailed(sizes []WaitingSize) int {
+	n := 0
+	for _, s := range sizes {
+		n += s.Failed
+	}
+	return n
+}
+
+func prevReached(sizes []WaitingSize) int {
+	if len(sizes) == 0 {
+		return 0
+	}
+	return sizes[len(sizes)-1].Reached
+}
+
+// extrapolate estimates the memory at ws.Tasks waiting tasks from the last two measured points (the level
+// before, or the idle worker), assuming the cost per waiting task stays what it was between them.
+func extrapolate(baseline MemorySample, before []WaitingSize, ws WaitingSize) *MemorySample {
+	from, fromN := baseline, 0
+	if len(before) > 0 {
+		from, fromN = before[len(before)-1].Memory, before[len(before)-1].Reached
+	}
+	if ws.Reached <= fromN {
+		return nil
+	}
+	k := float64(ws.Tasks-ws.Reached) / float64(ws.Reached-fromN)
+	return &MemorySample{
+		RSSMiB:       round2(ws.Memory.RSSMiB + k*(ws.Memory.RSSMiB-from.RSSMiB)),
+		HeapInuseMiB: round2(ws.Memory.HeapInuseMiB + k*(ws.Memory.HeapInuseMiB-from.HeapInuseMiB)),
+		Goroutines:   math.Round(ws.Memory.Goroutines + k*(ws.Memory.Goroutines-from.Goroutines)),
+	}
 }
 
 func (b *bench) memory(ctx context.Context) (MemorySample, error) {

@@ -118,14 +118,19 @@ func evaluateTargets(r *Results) []Target {
 	if w := r.Waiting; w != nil && len(w.Sizes) > 0 {
 		last := w.Sizes[len(w.Sizes)-1]
 		t := Target{
-			Name:     fmt.Sprintf("worker RSS with %d tasks waiting", waitingTargetTasks),
-			Want:     fmt.Sprintf("≤ %d MiB", maxWaitingRSSMiB),
-			Got:      fmt.Sprintf("%.0f MiB with %d waiting", last.Memory.RSSMiB, last.Reached),
-			Measured: last.Tasks >= waitingTargetTasks && last.Reached >= last.Tasks-last.Failed,
+			Name: fmt.Sprintf("worker RSS with %s tasks waiting", thousands(waitingTargetTasks)),
+			Want: fmt.Sprintf("≤ %d MiB", maxWaitingRSSMiB),
+			Got:  fmt.Sprintf("%.0f MiB with %s waiting", last.Memory.RSSMiB, thousands(last.Reached)),
+			// 2 % short of the level (a few starts still in flight when counted) still measures it.
+			Measured: last.Tasks >= waitingTargetTasks && float64(last.Reached) >= 0.98*waitingTargetTasks,
 		}
 		t.Met = t.Measured && last.Memory.RSSMiB <= maxWaitingRSSMiB
 		if !t.Measured {
-			t.Got += " (the 10 000 level was not reached; not evaluated)"
+			if e := last.Extrapolated; e != nil && last.Tasks >= waitingTargetTasks {
+				t.Got += fmt.Sprintf("; ~%.0f MiB extrapolated to %s (not measured)", e.RSSMiB, thousands(last.Tasks))
+			} else {
+				t.Got += " (the 10 000 level was not run; not evaluated)"
+			}
 		}
 		ts = append(ts, t)
 	}
@@ -170,6 +175,7 @@ func renderMarkdown(r *Results) string {
 		p("| **%s** throughput, tasks/s | **%s** | %s | **%.2f** |\n", c, num(o.TasksPerSec), num(t.TasksPerSec), tr.ThroughputRatio)
 		p("| %s start → result p50 / p95 / p99, ms | %s | %s | %.2f (p99) |\n", c, dist3(o.StartToResult), dist3(t.StartToResult), tr.StartP99Ratio)
 		p("| %s callback → result p50 / p95 / p99, ms (twin: signal → result) | %s | %s | **%.2f** (p99) |\n", c, dist3(o.CallbackToResult), dist3(t.CallbackToResult), tr.CallbackP99Ratio)
+		p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend, cpuRow(o.CPUms), cpuRow(t.CPUms), ratio(cpuTotal(o.CPUms), cpuTotal(t.CPUms)))
 		p("| %s history events per task (min–max, mean; sampled) | %s | %s | |\n", c, histRange(o.HistoryEvents), histRange(t.HistoryEvents))
 		p("| %s share of tasks that started the callback timer | %s | %s | |\n", c, timerShare(o.HistoryEvents), timerShare(t.HistoryEvents))
 		if o.Failed+t.Failed+o.Missing+t.Missing > 0 {
@@ -201,6 +207,10 @@ func renderMarkdown(r *Results) string {
 		for _, s := range w.Sizes {
 			p("| worker RSS / Go heap in use, %s tasks waiting for their callback, MiB | %.0f / %.0f | | |\n",
 				thousands(s.Reached), s.Memory.RSSMiB, s.Memory.HeapInuseMiB)
+			if e := s.Extrapolated; e != nil {
+				p("| worker RSS / Go heap in use, %s tasks waiting, MiB — *extrapolated*, the time budget ran out at %s | ~%.0f / ~%.0f | | |\n",
+					thousands(s.Tasks), thousands(s.Reached), e.RSSMiB, e.HeapInuseMiB)
+			}
 		}
 		if len(w.Sizes) > 0 {
 			var rates []string
@@ -240,6 +250,34 @@ func histRange(h HistoryStats) string {
 		return "—"
 	}
 	return fmt.Sprintf("%d–%d (%.1f)", h.Min, h.Max, h.Mean)
+}
+
+// cpuOrder is the order of cpuRow's figures.
+var cpuOrder = []string{"temporal", "worker", "ingress", "simulator", "bench"}
+
+const cpuLegend = "Temporal + worker + ingress + simulator + bench process (twin: its worker runs in the bench process)"
+
+func cpuRow(m map[string]float64) string {
+	if len(m) == 0 {
+		return "—"
+	}
+	var parts []string
+	for _, k := range cpuOrder {
+		if v, ok := m[k]; ok {
+			parts = append(parts, num(v))
+		} else {
+			parts = append(parts, "·")
+		}
+	}
+	return strings.Join(parts, " + ")
+}
+
+func cpuTotal(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
 }
 
 func timerShare(h HistoryStats) string {

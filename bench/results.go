@@ -60,6 +60,9 @@ type SideResult struct {
 	// Missing counts tasks without a callback time (no pingback/signal recorded).
 	Missing       int          `json:"missing_callback_times,omitempty"`
 	HistoryEvents HistoryStats `json:"history_events"`
+	// CPUms is the CPU time per task of each process while this side ran (ms): temporal (dev server only),
+	// worker, ingress, simulator, and bench (the driver; for the twin also its worker and signaller).
+	CPUms map[string]float64 `json:"cpu_ms_per_task"`
 	// Provider requests (captchaflow only).
 	InPHPPerTask  float64 `json:"in_php_per_task,omitempty"`
 	ResPHPPerTask float64 `json:"res_php_per_task,omitempty"`
@@ -123,6 +126,9 @@ type WaitingSize struct {
 	StartRate    float64      `json:"starts_per_second"`
 	Failed       int          `json:"failed_starts"`
 	Memory       MemorySample `json:"memory"`
+	// Extrapolated is set when the phase's time budget ran out before the level was reached: the memory at
+	// Tasks, estimated linearly from the last two measured points.
+	Extrapolated *MemorySample `json:"extrapolated,omitempty"`
 }
 
 // MemorySample is scraped from the worker's /metrics.

@@ -27,6 +27,8 @@ type stack interface {
 	Stop() error
 	// Server describes the Temporal server for the report.
 	Server() string
+	// PIDs are the processes of the stack, by name (for CPU accounting).
+	PIDs() map[string]int
 }
 
 // stackConfig is what both kinds of stack need.
@@ -76,6 +78,15 @@ func (d devStack) SimulatorURL() string     { return d.s.SimulatorURL() }
 func (d devStack) WorkerMetricsURL() string { return d.s.WorkerMetricsURL() }
 func (d devStack) Stop() error              { return d.s.Stop() }
 func (d devStack) Server() string           { return "Temporal dev server (SQLite), " + d.s.Temporal.Address() }
+func (d devStack) PIDs() map[string]int {
+	return map[string]int{
+		"temporal":  d.s.Temporal.Process().PID(),
+		"worker":    d.s.Worker().PID(),
+		"ingress":   d.s.Ingress().PID(),
+		"simulator": d.s.Simulator().PID(),
+	}
+}
+
 func (d devStack) RestartWorker(ctx context.Context) error {
 	if err := d.s.Worker().Stop(); err != nil {
 		return fmt.Errorf("stopping the worker: %w", err)
@@ -180,6 +191,10 @@ func (e *externalStack) Namespace() string        { return e.cfg.Namespace }
 func (e *externalStack) SimulatorURL() string     { return "http://" + loopback(e.simPort) }
 func (e *externalStack) WorkerMetricsURL() string { return "http://" + loopback(e.metricsPort) }
 func (e *externalStack) Server() string           { return "external Temporal at " + e.cfg.TemporalAddress }
+
+func (e *externalStack) PIDs() map[string]int {
+	return map[string]int{"worker": e.worker.PID(), "ingress": e.ingress.PID(), "simulator": e.simulator.PID()}
+}
 
 func (e *externalStack) RestartWorker(ctx context.Context) error {
 	if err := e.worker.Stop(); err != nil {

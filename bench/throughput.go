@@ -108,16 +108,18 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 	var oursRuns, twinRuns []taskRun
 	var oursSecs, twinSecs float64
 	var oursRes sync.Map
+	oursCPU, twinCPU := newCPUMeter(b.pids), newCPUMeter(b.pids)
 	per := sc.N / sc.Rounds
 	for r := range sc.Rounds {
 		from, to := r*per, (r+1)*per
 		if r == sc.Rounds-1 {
 			to = sc.N
 		}
-		tr := drive(ctx, ids(prefix+"twin-", from, to), sc.C, b.runTwin(sc.TwinInput, nil))
+		var tr, or []taskRun
+		twinCPU.measure(func() { tr = drive(ctx, ids(prefix+"twin-", from, to), sc.C, b.runTwin(sc.TwinInput, nil)) })
 		twinSecs += span(tr).Seconds()
 		twinRuns = append(twinRuns, tr...)
-		or := drive(ctx, ids(prefix+"ours-", from, to), sc.C, b.runOurs(sc.OursInput, &oursRes))
+		oursCPU.measure(func() { or = drive(ctx, ids(prefix+"ours-", from, to), sc.C, b.runOurs(sc.OursInput, &oursRes)) })
 		oursSecs += span(or).Seconds()
 		oursRuns = append(oursRuns, or...)
 		log.Printf("%s round %d/%d: twin %.1f tasks/s, ours %.1f tasks/s", sc.label(), r+1, sc.Rounds,
@@ -149,6 +151,7 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 		at, outcome, ok := firstPingback(ts[len(ts)-1])
 		return at, ok && outcome == sim.OutcomeSucceeded
 	})
+	tr.Ours.CPUms, tr.Twin.CPUms = oursCPU.perTask(len(oursRuns)), twinCPU.perTask(len(twinRuns))
 	var inPHP, resPHP int64
 	for _, r := range oursRuns {
 		ts := tasks[r.ID]
