@@ -53,7 +53,15 @@ func recordFigures(t *testing.T, f figures) {
 	}
 }
 
-// writeFigures writes out/e2e-figures.json and out/e2e-figures.md (nothing when no scenario ran).
+// figuresBase names the figures files after the server kind, so a cluster run does not overwrite the dev server's.
+func figuresBase() string {
+	if os.Getenv(envExternalAddress) != "" {
+		return "e2e-figures-external"
+	}
+	return "e2e-figures"
+}
+
+// writeFigures writes out/e2e-figures[-external].json and .md (nothing when no scenario ran).
 func writeFigures() error {
 	figuresMu.Lock()
 	defer figuresMu.Unlock()
@@ -77,7 +85,7 @@ func writeFigures() error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(figuresDir, "e2e-figures.json"), append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(figuresDir, figuresBase()+".json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
 	var md strings.Builder
@@ -95,5 +103,5 @@ func writeFigures() error {
 		}
 	}
 	md.WriteString("\n")
-	return os.WriteFile(filepath.Join(figuresDir, "e2e-figures.md"), []byte(md.String()), 0o644)
+	return os.WriteFile(filepath.Join(figuresDir, figuresBase()+".md"), []byte(md.String()), 0o644)
 }
