@@ -380,8 +380,10 @@ func (b *bench) write() error {
 	}
 	if len(b.samples) > 0 {
 		plotPath := filepath.Join(b.cfg.out, "latency.svg")
-		if err := writePlot(plotPath, b.samples, b.res.Server); err != nil {
-			return fmt.Errorf("plot: %w", err)
+		for _, path := range []string{plotPath, filepath.Join(b.cfg.out, "latency.png")} {
+			if err := writePlot(path, b.samples, b.res.Server); err != nil {
+				return fmt.Errorf("plot: %w", err)
+			}
 		}
 		if b.cfg.copyPlot != "" {
 			svg, err := os.ReadFile(plotPath)
@@ -394,7 +396,7 @@ func (b *bench) write() error {
 		}
 	}
 	fmt.Print("\n" + md)
-	log.Printf("wrote %s/results.{json,md} and latency.svg in %.0fs", b.cfg.out, b.res.DurationSeconds)
+	log.Printf("wrote %s/results.{json,md} and latency.{svg,png} in %.0fs", b.cfg.out, b.res.DurationSeconds)
 	return nil
 }
 

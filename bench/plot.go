@@ -2,14 +2,19 @@ package main
 
 import (
 	"image/color"
+	"io"
+	"math"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
@@ -36,7 +41,15 @@ func writePlot(path string, samples []latencySamples, server string) error {
 	const colW, rowH = 5.2 * vg.Inch, 3.4 * vg.Inch
 	header := 0.4 * vg.Inch
 	w, h := 2*colW, vg.Length(len(rows))*rowH+header
-	canvas := vgsvg.New(w, h)
+	var canvas interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	if strings.HasSuffix(path, ".png") {
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110), vgimg.UseBackgroundColor(color.White))}
+	} else {
+		canvas = vgsvg.New(w, h)
+	}
 	dc := draw.New(canvas)
 	dc.FillText(draw.TextStyle{
 		Color:   color.Black,
@@ -69,7 +82,7 @@ func cdfPlot(title string, ours, twin []float64, twinLabel string) (*plot.Plot, 
 	p.X.Label.Text = "latency, ms (log scale)"
 	p.Y.Label.Text = "share of tasks ≤ x"
 	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker = ticks125{}
 	p.Y.Min, p.Y.Max = 0, 1
 	p.Legend.Top = false
 	p.Legend.Left = false
@@ -112,4 +125,19 @@ func ecdf(xs []float64) plotter.XYs {
 		pts = append(pts, plotter.XY{X: x, Y: float64(i) / n}, plotter.XY{X: x, Y: float64(i+1) / n})
 	}
 	return pts
+}
+
+// ticks125 labels a log axis at 1, 2 and 5 times the powers of ten in its range.
+type ticks125 struct{}
+
+func (ticks125) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for p := math.Pow(10, math.Floor(math.Log10(lo))); p <= hi; p *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * p; v >= lo && v <= hi {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+			}
+		}
+	}
+	return ts
 }
