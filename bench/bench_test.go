@@ -64,7 +64,7 @@ func TestReportAndPlot(t *testing.T) {
 		}},
 		PollPath: []PollPathResult{{Polls: 1, Via: "poll", HistoryEvents: 24, InPHP: 1, ResPHP: 1, ResPHPBound: 1}},
 		Recovery: &RecoveryResult{Tasks: 3, CallbackTimeoutSeconds: 1, PollIntervalSeconds: 1, DropToResult: Dist{Count: 3, Max: 1500}},
-		Waiting: &WaitingResult{Sizes: []WaitingSize{{Tasks: 10000, Reached: 10000, Memory: MemorySample{RSSMiB: 250}}}},
+		Waiting:  &WaitingResult{Sizes: []WaitingSize{{Tasks: 10000, Reached: 10000, Memory: MemorySample{RSSMiB: 250}}}},
 	}
 	r.Targets = evaluateTargets(r)
 	for _, tg := range r.Targets {
