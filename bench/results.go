@@ -60,6 +60,8 @@ type SideResult struct {
 	// Missing counts tasks without a callback time (no pingback/signal recorded).
 	Missing       int          `json:"missing_callback_times,omitempty"`
 	HistoryEvents HistoryStats `json:"history_events"`
+	// Slowest are the tasks with the longest callback → result, with their history timelines.
+	Slowest []SlowTask `json:"slowest_callback_to_result,omitempty"`
 	// CPUms is the CPU time per task of each process while this side ran (ms): temporal (dev server only),
 	// worker, ingress, simulator, and bench (the driver; for the twin also its worker and signaller).
 	CPUms map[string]float64 `json:"cpu_ms_per_task"`
@@ -69,6 +71,14 @@ type SideResult struct {
 	// InPHPMismatch counts tasks whose in.php requests differ from the submissions the workflow reported.
 	InPHPMismatch int `json:"in_php_mismatch,omitempty"`
 	ViaCallback   int `json:"via_callback,omitempty"`
+}
+
+// SlowTask is one of the slowest tasks; Timeline is relative to its callback (signal) being sent.
+type SlowTask struct {
+	WorkflowID       string   `json:"workflow_id"`
+	CallbackToResult float64  `json:"callback_to_result_ms"`
+	StartToResult    float64  `json:"start_to_result_ms"`
+	Timeline         []string `json:"timeline"`
 }
 
 // HistoryStats summarises the history lengths of a sample of tasks.

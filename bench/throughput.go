@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,20 +139,23 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 	tr.Twin, samples.TwinStart, samples.TwinCallback = summarizeSide(twinRuns, twinSecs, func(r taskRun) (time.Time, bool) {
 		return b.twinActs.SignalSentAt(r.ID)
 	})
-	b.twinActs.Forget()
+	defer b.twinActs.Forget()
 
 	// Ours: pingback times and provider requests from the simulator.
 	tasks, err := b.sim.tasksByWorkflow(ctx, prefix+"ours-")
 	if err != nil {
 		return tr, fmt.Errorf("reading the simulator's tasks: %w", err)
 	}
-	tr.Ours, samples.OursStart, samples.OursCallback = summarizeSide(oursRuns, oursSecs, func(r taskRun) (time.Time, bool) {
-		ts := tasks[r.ID]
+	oursCallbackAt := func(id string) (time.Time, bool) {
+		ts := tasks[id]
 		if len(ts) == 0 {
 			return time.Time{}, false
 		}
 		at, outcome, ok := firstPingback(ts[len(ts)-1])
 		return at, ok && outcome == sim.OutcomeSucceeded
+	}
+	tr.Ours, samples.OursStart, samples.OursCallback = summarizeSide(oursRuns, oursSecs, func(r taskRun) (time.Time, bool) {
+		return oursCallbackAt(r.ID)
 	})
 	tr.Ours.CPUms, tr.Twin.CPUms = oursCPU.perTask(len(oursRuns)), twinCPU.perTask(len(twinRuns))
 	var inPHP, resPHP int64
@@ -174,6 +180,8 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 	tr.Ours.InPHPPerTask = round3(float64(inPHP) / float64(len(oursRuns)))
 	tr.Ours.ResPHPPerTask = round3(float64(resPHP) / float64(len(oursRuns)))
 
+	tr.Ours.Slowest = b.slowest(ctx, oursRuns, oursCallbackAt)
+	tr.Twin.Slowest = b.slowest(ctx, twinRuns, b.twinActs.SignalSentAt)
 	tr.Ours.HistoryEvents = b.historyStats(ctx, sampleIDs(oursRuns, historySample))
 	tr.Twin.HistoryEvents = b.historyStats(ctx, sampleIDs(twinRuns, historySample))
 
@@ -217,6 +225,43 @@ func summarizeSide(runs []taskRun, secs float64, callbackAt func(taskRun) (time.
 	s.StartToResult = summarize(start)
 	s.CallbackToResult = summarize(cb)
 	return s, start, cb
+}
+
+// slowestShown is how many of the slowest callback → result tasks per side get their timeline in the results.
+const slowestShown = 3
+
+// slowest lists the tasks with the longest callback → result, each with its history as offsets from the
+// callback, so a tail can be explained (which step waited).
+func (b *bench) slowest(ctx context.Context, runs []taskRun, callbackAt func(string) (time.Time, bool)) []SlowTask {
+	type cand struct {
+		r  taskRun
+		at time.Time
+	}
+	var cs []cand
+	for _, r := range runs {
+		if r.Err != nil {
+			continue
+		}
+		if at, ok := callbackAt(r.ID); ok {
+			cs = append(cs, cand{r, at})
+		}
+	}
+	slices.SortFunc(cs, func(x, y cand) int { return cmp.Compare(y.r.End.Sub(y.at), x.r.End.Sub(x.at)) })
+	var out []SlowTask
+	for _, c := range cs[:min(slowestShown, len(cs))] {
+		st := SlowTask{WorkflowID: c.r.ID, CallbackToResult: round2(ms(c.r.End.Sub(c.at))), StartToResult: round2(ms(c.r.End.Sub(c.r.Start)))}
+		events, err := b.history(ctx, c.r.ID)
+		if err != nil {
+			continue
+		}
+		st.Timeline = append(st.Timeline, fmt.Sprintf("%+.0f ms start request sent", ms(c.r.Start.Sub(c.at))))
+		for _, e := range events {
+			st.Timeline = append(st.Timeline, fmt.Sprintf("%+.0f ms %s", ms(e.At.Sub(c.at)), strings.TrimPrefix(e.Type.String(), "EVENT_TYPE_")))
+		}
+		st.Timeline = append(st.Timeline, fmt.Sprintf("%+.0f ms result in the caller's hands", ms(c.r.End.Sub(c.at))))
+		out = append(out, st)
+	}
+	return out
 }
 
 func sampleIDs(runs []taskRun, n int) []string {
