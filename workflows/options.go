@@ -15,53 +15,49 @@ const (
 	deliverStartToClose  = 30 * time.Second
 	// heartbeatTimeout detects a dead worker during a slow request (the activities heartbeat while they wait).
 	heartbeatTimeout = 10 * time.Second
-	confirmAttempts      = 3
+	confirmAttempts  = 3
 )
 
-// submitOptions retry transient provider trouble (no free slot, 5xx, network) with backoff until the deadline.
-func submitOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
+// providerOptions bound one provider activity (submit, poll, confirm) by the task's remaining deadline; retry is
+// what tells them apart.
+func providerOptions(ctx workflow.Context, remaining time.Duration, retry *temporal.RetryPolicy) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    min(providerStartToClose, remaining),
 		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: remaining,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			NonRetryableErrorTypes: activities.NonRetryableProviderErrors,
-		},
+		RetryPolicy:            retry,
+	})
+}
+
+// submitOptions retry transient provider trouble (no free slot, 5xx, network) with backoff until the deadline.
+func submitOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
+	return providerOptions(ctx, remaining, &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        30 * time.Second,
+		NonRetryableErrorTypes: activities.NonRetryableProviderErrors,
 	})
 }
 
 // pollOptions make the retry policy the polling loop: one res.php request per attempt, NotReady retried every
 // interval (coefficient 1), so however many polls it takes the history holds one scheduled/started/completed trio.
 func pollOptions(ctx workflow.Context, interval, remaining time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    min(providerStartToClose, remaining),
-		HeartbeatTimeout:       heartbeatTimeout,
-		ScheduleToCloseTimeout: remaining,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        interval,
-			BackoffCoefficient:     1,
-			MaximumInterval:        interval,
-			NonRetryableErrorTypes: activities.NonRetryableProviderErrors,
-		},
+	return providerOptions(ctx, remaining, &temporal.RetryPolicy{
+		InitialInterval:        interval,
+		BackoffCoefficient:     1,
+		MaximumInterval:        interval,
+		NonRetryableErrorTypes: activities.NonRetryableProviderErrors,
 	})
 }
 
 // confirmOptions check an unauthenticated callback with a few quick res.php looks; NotReady means the hint was
 // wrong (or early) and is not retried.
 func confirmOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    min(providerStartToClose, remaining),
-		HeartbeatTimeout:       heartbeatTimeout,
-		ScheduleToCloseTimeout: remaining,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumAttempts:        confirmAttempts,
-			NonRetryableErrorTypes: append([]string{activities.ErrNotReady}, activities.NonRetryableProviderErrors...),
-		},
+	return providerOptions(ctx, remaining, &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumAttempts:        confirmAttempts,
+		NonRetryableErrorTypes: append([]string{activities.ErrNotReady}, activities.NonRetryableProviderErrors...),
 	})
 }
 
