@@ -53,6 +53,7 @@ type config struct {
 	recoveryTasks    int
 	polls            []int
 	copyPlot         string
+	serverPIDs       map[string]string
 	dbDir            string
 	parkedN          int
 	parkedC          int
@@ -99,6 +100,7 @@ func parseFlags(args []string) (config, error) {
 	var cs, waiting, phases, polls string
 	dyn := kvFlag{}
 	wenv := kvFlag{}
+	spids := kvFlag{}
 	fs.IntVar(&cfg.n, "n", 600, "measured tasks per side (ours, twin) and concurrency")
 	fs.StringVar(&cs, "c", "20,100", "concurrencies: tasks in flight at once, comma list")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "alternate twin and ours this many times per concurrency (N split evenly), so that drift hits both")
@@ -110,6 +112,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.out, "out", "bench/out", "output directory (results.json, results.md, latency.svg, run logs)")
 	fs.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run: "+strings.Join(allPhases, ","))
 	fs.Var(dyn, "dynamic-config", "dev server dynamic config KEY=JSON, repeatable (a lever, e.g. system.enableActivityEagerExecution=true)")
+	fs.Var(spids, "server-pid", "NAME=PIDFILE of an external server's process, repeatable: its CPU (with its descendants') is counted as NAME (bench/cluster.sh passes temporal and postgres)")
 	fs.Var(wenv, "worker-env", "worker environment KEY=VALUE, repeatable (a lever, e.g. WORKER_STICKY_CACHE_SIZE=2000)")
 	fs.IntVar(&cfg.parkedN, "parked-n", 200, "tasks per side whose callback comes -parked-delay after the submit, to a workflow waiting on its timer")
 	fs.IntVar(&cfg.parkedC, "parked-c", 20, "concurrency of the parked runs")
@@ -160,7 +163,7 @@ func parseFlags(args []string) (config, error) {
 			}
 		}
 	}
-	cfg.dynamicConfig, cfg.workerEnv = dyn, wenv
+	cfg.dynamicConfig, cfg.workerEnv, cfg.serverPIDs = dyn, wenv, spids
 	return cfg, nil
 }
 
@@ -205,6 +208,7 @@ type bench struct {
 	res       *Results
 	samples   []latencySamples
 	pids      func() map[string]int
+	pidTrees  map[string]bool
 }
 
 func run(ctx context.Context, cfg config) (err error) {
@@ -255,7 +259,11 @@ func run(ctx context.Context, cfg config) (err error) {
 		}
 		b.res.TemporalDB = filepath.Join(dataDir, "temporal.db")
 	}
-	log.Printf("run %s: logs in %s, Temporal data in %s", runID, runDir, dataDir)
+	if cfg.temporalAddress == "" {
+		log.Printf("run %s: logs in %s, Temporal data in %s", runID, runDir, dataDir)
+	} else {
+		log.Printf("run %s: logs in %s, Temporal at %s", runID, runDir, cfg.temporalAddress)
+	}
 
 	started := time.Now()
 	workerEnv := map[string]string{"TASK_QUEUE": b.taskQueue}
@@ -284,9 +292,17 @@ func run(ctx context.Context, cfg config) (err error) {
 		}
 	}()
 	b.sim = newSimClient(b.st.SimulatorURL())
+	b.pidTrees = map[string]bool{}
 	b.pids = func() map[string]int {
 		m := b.st.PIDs()
 		m["bench"] = os.Getpid()
+		// An external server's processes, named on the command line (e.g. by bench/cluster.sh).
+		for name, pidFile := range cfg.serverPIDs {
+			if pid, err := readPIDFile(pidFile); err == nil {
+				m[name] = pid
+				b.pidTrees[name] = true
+			}
+		}
 		return m
 	}
 
@@ -417,6 +433,16 @@ func (b *bench) write() error {
 	fmt.Print("\n" + md)
 	log.Printf("wrote %s/results.{json,md} and latency.{svg,png} in %.0fs", b.cfg.out, b.res.DurationSeconds)
 	return nil
+}
+
+// readPIDFile reads a pid file's first line (PostgreSQL's postmaster.pid has more).
+func readPIDFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strconv.Atoi(strings.TrimSpace(line))
 }
 
 func gitCommit() string {

@@ -175,7 +175,7 @@ func renderMarkdown(r *Results) string {
 		p("| **%s** throughput, tasks/s | **%s** | %s | **%.2f** |\n", c, num(o.TasksPerSec), num(t.TasksPerSec), tr.ThroughputRatio)
 		p("| %s start → result p50 / p95 / p99, ms | %s | %s | %.2f (p99) |\n", c, dist3(o.StartToResult), dist3(t.StartToResult), tr.StartP99Ratio)
 		p("| %s callback → result p50 / p95 / p99, ms (twin: signal → result) | %s | %s | **%.2f** (p99) |\n", c, dist3(o.CallbackToResult), dist3(t.CallbackToResult), tr.CallbackP99Ratio)
-		p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend, cpuRow(o.CPUms), cpuRow(t.CPUms), ratio(cpuTotal(o.CPUms), cpuTotal(t.CPUms)))
+		p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend(r.Throughput), cpuRow(o.CPUms, o.CPUms), cpuRow(t.CPUms, o.CPUms), ratio(cpuTotal(o.CPUms), cpuTotal(t.CPUms)))
 		p("| %s history events per task (min–max, mean; sampled) | %s | %s | |\n", c, histRange(o.HistoryEvents), histRange(t.HistoryEvents))
 		p("| %s share of tasks that started the callback timer | %s | %s | |\n", c, timerShare(o.HistoryEvents), timerShare(t.HistoryEvents))
 		if o.Failed+t.Failed+o.Missing+t.Missing > 0 {
@@ -253,16 +253,32 @@ func histRange(h HistoryStats) string {
 }
 
 // cpuOrder is the order of cpuRow's figures.
-var cpuOrder = []string{"temporal", "worker", "ingress", "simulator", "bench"}
+var cpuOrder = []string{"temporal", "postgres", "worker", "ingress", "simulator", "bench"}
 
-const cpuLegend = "Temporal + worker + ingress + simulator + bench process (twin: its worker runs in the bench process)"
+func cpuLegend(rs []ThroughputResult) string {
+	names := map[string]string{"temporal": "Temporal", "postgres": "PostgreSQL", "worker": "worker", "ingress": "ingress",
+		"simulator": "simulator", "bench": "bench process (twin: its worker runs there)"}
+	var parts []string
+	for _, k := range cpuOrder {
+		for _, r := range rs {
+			if _, ok := r.Ours.CPUms[k]; ok {
+				parts = append(parts, names[k])
+				break
+			}
+		}
+	}
+	return strings.Join(parts, " + ")
+}
 
-func cpuRow(m map[string]float64) string {
+func cpuRow(m, keys map[string]float64) string {
 	if len(m) == 0 {
 		return "—"
 	}
 	var parts []string
 	for _, k := range cpuOrder {
+		if _, shown := keys[k]; !shown {
+			continue
+		}
 		if v, ok := m[k]; ok {
 			parts = append(parts, num(v))
 		} else {

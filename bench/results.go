@@ -61,7 +61,8 @@ type SideResult struct {
 	Missing       int          `json:"missing_callback_times,omitempty"`
 	HistoryEvents HistoryStats `json:"history_events"`
 	// Slowest are the tasks with the longest callback → result, with their history timelines.
-	Slowest []SlowTask `json:"slowest_callback_to_result,omitempty"`
+	Slowest      []SlowTask `json:"slowest_callback_to_result,omitempty"`
+	SlowestStart []SlowTask `json:"slowest_start_to_result,omitempty"`
 	// CPUms is the CPU time per task of each process while this side ran (ms): temporal (dev server only),
 	// worker, ingress, simulator, and bench (the driver; for the twin also its worker and signaller).
 	CPUms map[string]float64 `json:"cpu_ms_per_task"`
@@ -73,7 +74,8 @@ type SideResult struct {
 	ViaCallback   int `json:"via_callback,omitempty"`
 }
 
-// SlowTask is one of the slowest tasks; Timeline is relative to its callback (signal) being sent.
+// SlowTask is one of the slowest tasks; Timeline is relative to its callback (signal) being sent, or to its
+// start request when it has no callback time.
 type SlowTask struct {
 	WorkflowID       string   `json:"workflow_id"`
 	CallbackToResult float64  `json:"callback_to_result_ms"`

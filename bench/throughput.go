@@ -111,7 +111,7 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 	var oursRuns, twinRuns []taskRun
 	var oursSecs, twinSecs float64
 	var oursRes sync.Map
-	oursCPU, twinCPU := newCPUMeter(b.pids), newCPUMeter(b.pids)
+	oursCPU, twinCPU := newCPUMeter(b.pids, b.pidTrees), newCPUMeter(b.pids, b.pidTrees)
 	per := sc.N / sc.Rounds
 	for r := range sc.Rounds {
 		from, to := r*per, (r+1)*per
@@ -180,8 +180,10 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 	tr.Ours.InPHPPerTask = round3(float64(inPHP) / float64(len(oursRuns)))
 	tr.Ours.ResPHPPerTask = round3(float64(resPHP) / float64(len(oursRuns)))
 
-	tr.Ours.Slowest = b.slowest(ctx, oursRuns, oursCallbackAt)
-	tr.Twin.Slowest = b.slowest(ctx, twinRuns, b.twinActs.SignalSentAt)
+	tr.Ours.Slowest = b.slowest(ctx, oursRuns, oursCallbackAt, false)
+	tr.Twin.Slowest = b.slowest(ctx, twinRuns, b.twinActs.SignalSentAt, false)
+	tr.Ours.SlowestStart = b.slowest(ctx, oursRuns, oursCallbackAt, true)
+	tr.Twin.SlowestStart = b.slowest(ctx, twinRuns, b.twinActs.SignalSentAt, true)
 	tr.Ours.HistoryEvents = b.historyStats(ctx, sampleIDs(oursRuns, historySample))
 	tr.Twin.HistoryEvents = b.historyStats(ctx, sampleIDs(twinRuns, historySample))
 
@@ -230,9 +232,9 @@ func summarizeSide(runs []taskRun, secs float64, callbackAt func(taskRun) (time.
 // slowestShown is how many of the slowest callback → result tasks per side get their timeline in the results.
 const slowestShown = 3
 
-// slowest lists the tasks with the longest callback → result, each with its history as offsets from the
-// callback, so a tail can be explained (which step waited).
-func (b *bench) slowest(ctx context.Context, runs []taskRun, callbackAt func(string) (time.Time, bool)) []SlowTask {
+// slowest lists the tasks with the longest callback → result (or start → result), each with its history as
+// offsets from the callback, so a tail can be explained (which step waited).
+func (b *bench) slowest(ctx context.Context, runs []taskRun, callbackAt func(string) (time.Time, bool), byStart bool) []SlowTask {
 	type cand struct {
 		r  taskRun
 		at time.Time
@@ -242,18 +244,33 @@ func (b *bench) slowest(ctx context.Context, runs []taskRun, callbackAt func(str
 		if r.Err != nil {
 			continue
 		}
-		if at, ok := callbackAt(r.ID); ok {
-			cs = append(cs, cand{r, at})
+		at, ok := callbackAt(r.ID)
+		if !ok && !byStart {
+			continue
 		}
+		cs = append(cs, cand{r, at})
 	}
-	slices.SortFunc(cs, func(x, y cand) int { return cmp.Compare(y.r.End.Sub(y.at), x.r.End.Sub(x.at)) })
+	slices.SortFunc(cs, func(x, y cand) int {
+		if byStart {
+			return cmp.Compare(y.r.End.Sub(y.r.Start), x.r.End.Sub(x.r.Start))
+		}
+		return cmp.Compare(y.r.End.Sub(y.at), x.r.End.Sub(x.at))
+	})
 	var out []SlowTask
 	for _, c := range cs[:min(slowestShown, len(cs))] {
-		st := SlowTask{WorkflowID: c.r.ID, CallbackToResult: round2(ms(c.r.End.Sub(c.at))), StartToResult: round2(ms(c.r.End.Sub(c.r.Start)))}
+		origin := c.at
+		if origin.IsZero() { // no callback: offsets from the start request
+			origin = c.r.Start
+		}
+		st := SlowTask{WorkflowID: c.r.ID, StartToResult: round2(ms(c.r.End.Sub(c.r.Start)))}
+		if !c.at.IsZero() {
+			st.CallbackToResult = round2(ms(c.r.End.Sub(c.at)))
+		}
 		events, err := b.history(ctx, c.r.ID)
 		if err != nil {
 			continue
 		}
+		c.at = origin
 		st.Timeline = append(st.Timeline, fmt.Sprintf("%+.0f ms start request sent", ms(c.r.Start.Sub(c.at))))
 		for _, e := range events {
 			st.Timeline = append(st.Timeline, fmt.Sprintf("%+.0f ms %s", ms(e.At.Sub(c.at)), strings.TrimPrefix(e.Type.String(), "EVENT_TYPE_")))
