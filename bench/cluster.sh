@@ -42,4 +42,5 @@ trap 'cluster/down.sh' EXIT
 cluster/up.sh --detach
 # The server's and PostgreSQL's CPU per task is counted too (PostgreSQL with its backends).
 go run ./bench -temporal-address "127.0.0.1:$CLUSTER_FRONTEND_PORT" -out bench/out/cluster \
+	-label "PostgreSQL-backed Temporal cluster (cluster/up.sh, $(basename "${CLUSTER_DYNAMIC_CONFIG:-deploy dynamic config}"))" \
 	-server-pid "temporal=$CLUSTER_STATE_DIR/temporal-server.pid" -server-pid "postgres=$CLUSTER_PG_DATA/postmaster.pid" "$@"

@@ -53,6 +53,8 @@ type config struct {
 	recoveryTasks    int
 	polls            []int
 	copyPlot         string
+	label            string
+	replot           bool
 	serverPIDs       map[string]string
 	dbDir            string
 	parkedN          int
@@ -88,6 +90,13 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
+	if cfg.replot {
+		if err := replot(cfg.out, cfg.copyPlot); err != nil {
+			log.Printf("FAILED: %v", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, cfg); err != nil {
 		log.Printf("FAILED: %v", err)
 		os.Exit(1)
@@ -120,6 +129,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.recoveryTasks, "recovery-tasks", 20, "tasks whose pingback is dropped, for the recovery time")
 	fs.StringVar(&polls, "polls", "1,10,100", "poll-path tasks: res.php requests each should need, comma list")
 	fs.StringVar(&cfg.dbDir, "temporal-db-dir", "", `where the dev server's SQLite file goes: "" = a fresh directory on /dev/shm (tmpfs) when there is one, "disk" = the run directory`)
+	fs.StringVar(&cfg.label, "label", "", "what the server is, for the table's and the plot's title (default: dev server, or the external address)")
+	fs.BoolVar(&cfg.replot, "replot", false, "only redraw the plot of the run in -out (from its samples.json)")
 	fs.StringVar(&cfg.copyPlot, "copy-plot", "", "also copy latency.svg here (e.g. docs/bench-latency.svg for the README)")
 	fs.DurationVar(&cfg.timeout, "timeout", 25*time.Minute, "bound on the whole run")
 	fs.DurationVar(&cfg.waitBudget, "waiting-budget", 5*time.Minute, "time budget of the memory phase; a level not reached within it is measured where it got to and extrapolated")
@@ -285,6 +296,13 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	b.res.StackStartSecs = round2(time.Since(started).Seconds())
 	b.res.Server = b.st.Server()
+	b.res.Label = cfg.label
+	if b.res.Label == "" {
+		b.res.Label = b.res.Server
+		if cfg.temporalAddress == "" {
+			b.res.Label = "Temporal dev server (SQLite)"
+		}
+	}
 	defer func() {
 		log.Print("stopping the stack")
 		if stopErr := b.st.Stop(); stopErr != nil {
@@ -414,20 +432,15 @@ func (b *bench) write() error {
 		return err
 	}
 	if len(b.samples) > 0 {
-		plotPath := filepath.Join(b.cfg.out, "latency.svg")
-		for _, path := range []string{plotPath, filepath.Join(b.cfg.out, "latency.png")} {
-			if err := writePlot(path, b.samples, b.res.Server); err != nil {
-				return fmt.Errorf("plot: %w", err)
-			}
+		raw, err := json.Marshal(b.samples)
+		if err != nil {
+			return err
 		}
-		if b.cfg.copyPlot != "" {
-			svg, err := os.ReadFile(plotPath)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(b.cfg.copyPlot, svg, 0o644); err != nil {
-				return err
-			}
+		if err := os.WriteFile(filepath.Join(b.cfg.out, "samples.json"), raw, 0o644); err != nil {
+			return err
+		}
+		if err := plotFiles(b.cfg.out, b.samples, b.res.Label, b.cfg.copyPlot); err != nil {
+			return err
 		}
 	}
 	fmt.Print("\n" + md)
@@ -443,6 +456,40 @@ func readPIDFile(path string) (int, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	return strconv.Atoi(strings.TrimSpace(line))
+}
+
+// plotFiles writes latency.svg and latency.png to dir, and copies the SVG to copyTo if set.
+func plotFiles(dir string, samples []latencySamples, label, copyTo string) error {
+	svgPath := filepath.Join(dir, "latency.svg")
+	for _, path := range []string{svgPath, filepath.Join(dir, "latency.png")} {
+		if err := writePlot(path, samples, label); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+	}
+	if copyTo == "" {
+		return nil
+	}
+	svg, err := os.ReadFile(svgPath)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(copyTo, svg, 0o644)
+}
+
+// replot redraws the plot of an earlier run from its samples.json and results.json.
+func replot(dir, copyTo string) error {
+	var samples []latencySamples
+	var res Results
+	for name, v := range map[string]any{"samples.json": &samples, "results.json": &res} {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return plotFiles(dir, samples, res.Label, copyTo)
 }
 
 func gitCommit() string {

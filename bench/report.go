@@ -158,10 +158,12 @@ func pollLabels(ps []PollPathResult) string {
 func renderMarkdown(r *Results) string {
 	var b strings.Builder
 	p := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
-	p("### captchaflow benchmark — %s\n\n", r.Server)
+	p("### captchaflow benchmark — %s\n\n", r.Label)
+	p("Server: %s", r.Server)
 	if r.TemporalDB != "" {
-		p("SQLite file: `%s`\n\n", r.TemporalDB)
+		p(", SQLite file `%s`", r.TemporalDB)
 	}
+	p("\n\n")
 	p("%s · commit %s · %s · %d CPUs · load average %s → %s · N = %d per side and concurrency (%d rounds alternating twin and ours, %d warm-up tasks each) · run took %.0f s (stack start %.0f s)\n\n",
 		r.StartedAt.Format("2006-01-02 15:04 UTC"), r.GitCommit, r.GoVersion, r.CPUs, r.LoadAvgStart, r.LoadAvgEnd,
 		r.N, r.Rounds, r.Warmup, r.DurationSeconds, r.StackStartSecs)

@@ -7,6 +7,7 @@ type Results struct {
 	StartedAt       time.Time         `json:"started_at"`
 	DurationSeconds float64           `json:"duration_seconds"`
 	Server          string            `json:"server"`
+	Label           string            `json:"label"`
 	TemporalDB      string            `json:"temporal_db,omitempty"`
 	GitCommit       string            `json:"git_commit"`
 	GoVersion       string            `json:"go_version"`
