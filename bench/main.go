@@ -130,7 +130,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&polls, "polls", "1,10,100", "poll-path tasks: res.php requests each should need, comma list")
 	fs.StringVar(&cfg.dbDir, "temporal-db-dir", "", `where the dev server's SQLite file goes: "" = a fresh directory on /dev/shm (tmpfs) when there is one, "disk" = the run directory`)
 	fs.StringVar(&cfg.label, "label", "", "what the server is, for the table's and the plot's title (default: dev server, or the external address)")
-	fs.BoolVar(&cfg.replot, "replot", false, "only redraw the plot of the run in -out (from its samples.json)")
+	fs.BoolVar(&cfg.replot, "replot", false, "only redraw the plot and results.md of the run in -out (from its samples.json and results.json)")
 	fs.StringVar(&cfg.copyPlot, "copy-plot", "", "also copy latency.svg here (e.g. docs/bench-latency.svg for the README)")
 	fs.DurationVar(&cfg.timeout, "timeout", 25*time.Minute, "bound on the whole run")
 	fs.DurationVar(&cfg.waitBudget, "waiting-budget", 5*time.Minute, "time budget of the memory phase; a level not reached within it is measured where it got to and extrapolated")
@@ -476,7 +476,7 @@ func plotFiles(dir string, samples []latencySamples, label, copyTo string) error
 	return os.WriteFile(copyTo, svg, 0o644)
 }
 
-// replot redraws the plot of an earlier run from its samples.json and results.json.
+// replot redraws the plot and the Markdown of an earlier run from its samples.json and results.json.
 func replot(dir, copyTo string) error {
 	var samples []latencySamples
 	var res Results
@@ -489,6 +489,12 @@ func replot(dir, copyTo string) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
+	res.Targets = evaluateTargets(&res)
+	md := renderMarkdown(&res)
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Print(md)
 	return plotFiles(dir, samples, res.Label, copyTo)
 }
 

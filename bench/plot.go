@@ -131,19 +131,17 @@ func ecdf(xs []float64) plotter.XYs {
 type ticks125 struct{}
 
 func (ticks125) Ticks(lo, hi float64) []plot.Tick {
-	// A narrow range (e.g. 2 000–3 000 ms) gets every multiple instead.
-	for _, ms := range [][]float64{{1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}} {
-		var ts []plot.Tick
-		for p := math.Pow(10, math.Floor(math.Log10(lo))); p <= hi; p *= 10 {
-			for _, m := range ms {
-				if v := m * p; v >= lo && v <= hi {
-					ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
-				}
+	var ts []plot.Tick
+	for p := math.Pow(10, math.Floor(math.Log10(lo))); p <= hi; p *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * p; v >= lo && v <= hi {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
 			}
 		}
-		if len(ts) >= 3 || len(ms) > 3 {
-			return ts
-		}
 	}
-	return nil
+	if len(ts) >= 2 {
+		return ts
+	}
+	// A range narrower than that (e.g. 2 100–3 100 ms) gets linear ticks.
+	return plot.DefaultTicks{}.Ticks(lo, hi)
 }

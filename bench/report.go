@@ -125,7 +125,11 @@ func evaluateTargets(r *Results) []Target {
 			Measured: last.Tasks >= waitingTargetTasks && float64(last.Reached) >= 0.98*waitingTargetTasks,
 		}
 		t.Met = t.Measured && last.Memory.RSSMiB <= maxWaitingRSSMiB
-		if !t.Measured {
+		if !t.Measured && last.Tasks >= waitingTargetTasks && last.Memory.RSSMiB > maxWaitingRSSMiB {
+			// Above the bound with fewer tasks already: missed, whatever the rest would add.
+			t.Measured = true
+			t.Got += " — over the bound before reaching 10 000"
+		} else if !t.Measured {
 			if e := last.Extrapolated; e != nil && last.Tasks >= waitingTargetTasks {
 				t.Got += fmt.Sprintf("; ~%.0f MiB extrapolated to %s (not measured)", e.RSSMiB, thousands(last.Tasks))
 			} else {
