@@ -77,14 +77,16 @@ func run(logger *slog.Logger) error {
 		return configError{err}
 	}
 
+	// The sticky cache is created by the first worker.New: size it before. It bounds memory: each cached workflow
+	// costs ~50 KB, and an evicted one is replayed from its short history when its callback arrives.
+	if cfg.StickyCacheSize > 0 {
+		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
+	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	if cfg.StickyCacheSize > 0 {
-		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
-	}
 	w.RegisterWorkflowWithOptions(workflows.SolveCaptcha, workflow.RegisterOptions{Name: workflows.WorkflowType})
 	w.RegisterActivity(&activities.Activities{
 		Provider:        provider,
