@@ -1,7 +1,3 @@
-// Package captchaflow lets Go services start SolveCaptcha workflows without repeating its names and options.
-//
-//	run, err := captchaflow.Start(ctx, c, "order-42-login", workflows.Input{Method: "turnstile", Params: ...})
-//	res, err := captchaflow.Solve(ctx, c, "order-42-login", in) // start (or join) and wait
 package captchaflow
 
 import (
@@ -9,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/captchaflow/captchaflow/workflows"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -17,7 +12,7 @@ import (
 
 // StartOptions adjust Start; the zero value is right for most callers.
 type StartOptions struct {
-	// TaskQueue defaults to workflows.DefaultTaskQueue.
+	// TaskQueue defaults to DefaultTaskQueue.
 	TaskQueue string
 }
 
@@ -25,8 +20,8 @@ type StartOptions struct {
 // ID: a repeated start never creates a second provider task. Once the task has completed its ID cannot be started
 // again (a solved task is never paid for twice); after a failure it can. The input is checked here first, so a
 // bad one is refused before anything is started.
-func Start(ctx context.Context, c client.Client, taskID string, in workflows.Input, opts ...StartOptions) (client.WorkflowRun, error) {
-	if err := workflows.ValidateWorkflowID(taskID); err != nil {
+func Start(ctx context.Context, c client.Client, taskID string, in Input, opts ...StartOptions) (client.WorkflowRun, error) {
+	if err := ValidateWorkflowID(taskID); err != nil {
 		return nil, err
 	}
 	if err := in.WithDefaults().Validate(); err != nil {
@@ -37,7 +32,7 @@ func Start(ctx context.Context, c client.Client, taskID string, in workflows.Inp
 		o = opts[0]
 	}
 	if o.TaskQueue == "" {
-		o.TaskQueue = workflows.DefaultTaskQueue
+		o.TaskQueue = DefaultTaskQueue
 	}
 	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       taskID,
@@ -45,24 +40,24 @@ func Start(ctx context.Context, c client.Client, taskID string, in workflows.Inp
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrPhase).ValueSet(string(workflows.PhaseSubmitting))),
+			PhaseKey.ValueSet(string(PhaseSubmitting))),
 		StaticSummary: Summary(in),
-	}, workflows.WorkflowType, in)
+	}, WorkflowType, in)
 }
 
 // Solve starts (or joins) the task and waits for its result.
-func Solve(ctx context.Context, c client.Client, taskID string, in workflows.Input, opts ...StartOptions) (workflows.Result, error) {
+func Solve(ctx context.Context, c client.Client, taskID string, in Input, opts ...StartOptions) (Result, error) {
 	run, err := Start(ctx, c, taskID, in, opts...)
 	if err != nil {
-		return workflows.Result{}, err
+		return Result{}, err
 	}
-	var res workflows.Result
+	var res Result
 	err = run.Get(ctx, &res)
 	return res, err
 }
 
 // Summary is the one-line description the Web UI lists: the method and the host of the page, nothing secret.
-func Summary(in workflows.Input) string {
+func Summary(in Input) string {
 	s := in.Method
 	if u, err := url.Parse(in.Params["pageurl"]); err == nil && u.Host != "" {
 		s += " · " + u.Host

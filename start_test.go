@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/captchaflow/captchaflow/workflows"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -13,15 +12,15 @@ import (
 	"go.temporal.io/sdk/mocks"
 )
 
-func validInput() workflows.Input {
-	return workflows.Input{Method: "turnstile", Params: workflows.Params{"sitekey": "0x4AAA", "pageurl": "https://shop.example.com/checkout"}}
+func validInput() Input {
+	return Input{Method: "turnstile", Params: Params{"sitekey": "0x4AAA", "pageurl": "https://shop.example.com/checkout"}}
 }
 
 func TestStartUsesContractOptions(t *testing.T) {
 	c := &mocks.Client{}
 	run := &mocks.WorkflowRun{}
 	var got client.StartWorkflowOptions
-	c.On("ExecuteWorkflow", mock.Anything, mock.Anything, workflows.WorkflowType, validInput()).
+	c.On("ExecuteWorkflow", mock.Anything, mock.Anything, WorkflowType, validInput()).
 		Run(func(args mock.Arguments) { got = args.Get(1).(client.StartWorkflowOptions) }).
 		Return(run, nil).Once()
 
@@ -29,7 +28,7 @@ func TestStartUsesContractOptions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, run, r)
 	assert.Equal(t, "order-42", got.ID)
-	assert.Equal(t, workflows.DefaultTaskQueue, got.TaskQueue)
+	assert.Equal(t, DefaultTaskQueue, got.TaskQueue)
 	assert.Equal(t, enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, got.WorkflowIDConflictPolicy)
 	assert.Equal(t, enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY, got.WorkflowIDReusePolicy)
 	assert.Equal(t, "turnstile · shop.example.com", got.StaticSummary)

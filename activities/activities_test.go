@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/captchaai"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,6 +21,10 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/captchaai"
 )
 
 // fakeProvider records what the activities ask of the provider.
@@ -86,12 +88,12 @@ func (s *ActivitiesSuite) TestProviderErrorsBecomeTypedApplicationErrors() {
 		wantType  string
 		retryable bool
 	}{
-		{&captchaai.Error{Op: "submit", Code: "ERROR_WRONG_USER_KEY", Class: captchaai.ClassConfig}, ErrProviderConfig, false},
-		{&captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient}, ErrProviderTransient, true},
-		{&captchaai.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: captchaai.ClassResubmit}, ErrResubmit, false},
-		{&captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady}, ErrNotReady, true},
-		{&captchaai.Error{Op: "get", Code: "ERROR_SOMETHING_NEW", Class: captchaai.ClassUnknown}, ErrProviderUnknown, false},
-		{context.DeadlineExceeded, ErrProviderTransient, true},
+		{&captchaai.Error{Op: "submit", Code: "ERROR_WRONG_USER_KEY", Class: captchaai.ClassConfig}, captchaflow.FailureProviderConfig, false},
+		{&captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient}, FailureProviderTransient, true},
+		{&captchaai.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: captchaai.ClassResubmit}, FailureResubmit, false},
+		{&captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady}, FailureNotReady, true},
+		{&captchaai.Error{Op: "get", Code: "ERROR_SOMETHING_NEW", Class: captchaai.ClassUnknown}, captchaflow.FailureProviderUnknown, false},
+		{context.DeadlineExceeded, FailureProviderTransient, true},
 	}
 	for _, c := range cases {
 		s.provider.getErr = c.err
@@ -108,7 +110,7 @@ func (s *ActivitiesSuite) TestSubmitWithoutCallbackSecretIsAWorkerConfigError() 
 	_, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "x", Params: map[string]string{}})
 	var appErr *temporal.ApplicationError
 	s.Require().True(errors.As(err, &appErr))
-	s.Equal(ErrWorkerConfig, appErr.Type())
+	s.Equal(FailureWorkerConfig, appErr.Type())
 	s.Empty(s.provider.pingbacks)
 }
 
@@ -152,7 +154,7 @@ func (s *ActivitiesSuite) TestDeliverNon2xxIsRetryable() {
 	_, err := s.env.ExecuteActivity(s.acts.Deliver, DeliverRequest{NotifyURL: srv.URL, Body: json.RawMessage(`{}`)})
 	var appErr *temporal.ApplicationError
 	s.Require().True(errors.As(err, &appErr))
-	s.Equal(ErrDeliveryRejected, appErr.Type())
+	s.Equal(FailureDeliveryRejected, appErr.Type())
 	s.False(appErr.NonRetryable())
 	s.Contains(appErr.Error(), "503")
 }
@@ -162,7 +164,7 @@ func (s *ActivitiesSuite) TestDeliverWithoutNotifySecretIsRetryableAndSaysWhy() 
 	_, err := s.env.ExecuteActivity(s.acts.Deliver, DeliverRequest{NotifyURL: "http://127.0.0.1:1", Body: json.RawMessage(`{}`)})
 	var appErr *temporal.ApplicationError
 	s.Require().True(errors.As(err, &appErr))
-	s.Equal(ErrWorkerConfig, appErr.Type())
+	s.Equal(FailureWorkerConfig, appErr.Type())
 	s.False(appErr.NonRetryable(), "fixing the config must let the delivery go through")
 	s.Contains(appErr.Error(), "NOTIFY_SECRET")
 }

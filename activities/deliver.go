@@ -42,17 +42,17 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
 func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	signer, err := a.signer()
 	if err != nil {
-		return temporal.NewApplicationError(err.Error(), ErrWorkerConfig)
+		return temporal.NewApplicationError(err.Error(), FailureWorkerConfig)
 	}
 	msgID := activity.GetInfo(ctx).WorkflowExecution.ID
 	now := time.Now()
 	signature, err := signer.Sign(msgID, now, req.Body)
 	if err != nil {
-		return temporal.NewApplicationError("signing delivery: "+err.Error(), ErrWorkerConfig)
+		return temporal.NewApplicationError("signing delivery: "+err.Error(), FailureWorkerConfig)
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("notify_url: "+err.Error(), ErrWorkerConfig, nil)
+		return temporal.NewNonRetryableApplicationError("notify_url: "+err.Error(), FailureWorkerConfig, nil)
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)
@@ -61,14 +61,14 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	defer keepAlive(ctx)()
 	resp, err := a.HTTP.Do(httpReq)
 	if err != nil {
-		return temporal.NewApplicationError("delivering to notify_url: "+err.Error(), ErrDeliveryRejected)
+		return temporal.NewApplicationError("delivering to notify_url: "+err.Error(), FailureDeliveryRejected)
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return temporal.NewApplicationError(
 			fmt.Sprintf("notify_url answered %d: %s", resp.StatusCode, strings.TrimSpace(string(snippet))),
-			ErrDeliveryRejected)
+			FailureDeliveryRejected)
 	}
 	return nil
 }

@@ -3,31 +3,30 @@ package activities
 import (
 	"errors"
 
-	"github.com/captchaflow/captchaflow/captchaai"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/captchaai"
 )
 
-// Application error types the activities raise; the workflow and retry policies branch on them.
+// Application error types the activities raise besides the contract's FailureProviderConfig and
+// FailureProviderUnknown; the workflow and retry policies branch on them, callers never see them.
 const (
-	// ErrProviderConfig: the provider refused the request for a reason retrying cannot fix (key, parameters).
-	ErrProviderConfig = "ProviderConfig"
-	// ErrProviderTransient: a busy provider, network trouble or a 5xx; retried with backoff.
-	ErrProviderTransient = "ProviderTransient"
-	// ErrResubmit: the provider gave up on this task (unsolvable); a new submission may succeed.
-	ErrResubmit = "ProviderResubmit"
-	// ErrNotReady: the task is still being solved; the poll's retry policy spaces the next look.
-	ErrNotReady = "NotReady"
-	// ErrProviderUnknown: an answer we do not know; not retried, the code is in the message.
-	ErrProviderUnknown = "ProviderUnknown"
-	// ErrWorkerConfig: the worker itself is misconfigured (e.g. no NOTIFY_SECRET). Retried, so that fixing the
+	// FailureProviderTransient: a busy provider, network trouble or a 5xx; retried with backoff.
+	FailureProviderTransient = "ProviderTransient"
+	// FailureResubmit: the provider gave up on this task (unsolvable); a new submission may succeed.
+	FailureResubmit = "ProviderResubmit"
+	// FailureNotReady: the task is still being solved; the poll's retry policy spaces the next look.
+	FailureNotReady = "NotReady"
+	// FailureWorkerConfig: the worker itself is misconfigured (e.g. no NOTIFY_SECRET). Retried, so that fixing the
 	// configuration and restarting the worker lets the task carry on instead of losing it.
-	ErrWorkerConfig = "WorkerConfig"
-	// ErrDeliveryRejected: notify_url answered with a non-2xx status; retried.
-	ErrDeliveryRejected = "DeliveryRejected"
+	FailureWorkerConfig = "WorkerConfig"
+	// FailureDeliveryRejected: notify_url answered with a non-2xx status; retried.
+	FailureDeliveryRejected = "DeliveryRejected"
 )
 
 // NonRetryableProviderErrors are the provider error types no retry policy should retry.
-var NonRetryableProviderErrors = []string{ErrProviderConfig, ErrProviderUnknown, ErrResubmit}
+var NonRetryableProviderErrors = []string{captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, FailureResubmit}
 
 // providerError turns a captchaai error into a typed Temporal application error. The client has already removed
 // the API key from the message.
@@ -43,14 +42,14 @@ func providerError(err error) error {
 	msg := err.Error()
 	switch captchaai.ClassOf(err) {
 	case captchaai.ClassNotReady:
-		return temporal.NewApplicationError(msg, ErrNotReady, code)
+		return temporal.NewApplicationError(msg, FailureNotReady, code)
 	case captchaai.ClassResubmit:
-		return temporal.NewNonRetryableApplicationError(msg, ErrResubmit, nil, code)
+		return temporal.NewNonRetryableApplicationError(msg, FailureResubmit, nil, code)
 	case captchaai.ClassConfig:
-		return temporal.NewNonRetryableApplicationError(msg, ErrProviderConfig, nil, code)
+		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderConfig, nil, code)
 	case captchaai.ClassUnknown:
-		return temporal.NewNonRetryableApplicationError(msg, ErrProviderUnknown, nil, code)
+		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderUnknown, nil, code)
 	default:
-		return temporal.NewApplicationError(msg, ErrProviderTransient, code)
+		return temporal.NewApplicationError(msg, FailureProviderTransient, code)
 	}
 }

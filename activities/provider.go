@@ -3,9 +3,10 @@ package activities
 import (
 	"context"
 
-	"github.com/captchaflow/captchaflow/callbackauth"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/captchaflow/captchaflow/callbackauth"
 )
 
 // SubmitRequest is the input of Submit. It holds no secret: the pingback URL and its token are built here.
@@ -24,7 +25,7 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
 	pingback, err := callbackauth.URL(a.CallbackBaseURL, workflowID, a.CallbackSecret)
 	if err != nil {
-		return SubmitResult{}, temporal.NewApplicationError("building the callback URL: "+err.Error(), ErrWorkerConfig)
+		return SubmitResult{}, temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
 	}
 	defer keepAlive(ctx)()
 	id, err := a.Provider.Submit(ctx, req.Method, req.Params, pingback)

@@ -32,9 +32,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/bench/twin"
 	"github.com/captchaflow/captchaflow/devstack"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 type config struct {
@@ -376,7 +376,7 @@ func run(ctx context.Context, cfg config) (err error) {
 			scenarios = append(scenarios, scenario{
 				Name: scenarioInstant, N: cfg.n, C: c, Warmup: cfg.warmup, Rounds: cfg.rounds,
 				OursInput:   solveInput(nil),
-				TwinInput:   twin.Input{CallbackTimeoutSeconds: workflows.DefaultCallbackTimeoutSeconds},
+				TwinInput:   twin.Input{CallbackTimeoutSeconds: captchaflow.DefaultCallbackTimeoutSeconds},
 				Description: "solved at once: the pingback usually arrives before the workflow has processed in.php's answer",
 			})
 		}
@@ -386,7 +386,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		scenarios = append(scenarios, scenario{
 			Name: scenarioParked, N: cfg.parkedN, C: cfg.parkedC, Rounds: cfg.rounds,
 			OursInput: solveInput(map[string]string{"sim_solve_ms": strconv.Itoa(delay)}),
-			TwinInput: twin.Input{CallbackTimeoutSeconds: workflows.DefaultCallbackTimeoutSeconds, SignalDelayMS: delay},
+			TwinInput: twin.Input{CallbackTimeoutSeconds: captchaflow.DefaultCallbackTimeoutSeconds, SignalDelayMS: delay},
 			Description: fmt.Sprintf("solved after %s: the pingback reaches a workflow parked on its callback timer (the real-world case)",
 				cfg.parkedDelay),
 		})

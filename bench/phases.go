@@ -16,7 +16,6 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/simulator/sim"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // The poll path and recovery use short, whole-second timeouts so that they fit in the run.
@@ -26,7 +25,7 @@ const (
 )
 
 // droppedInput is a task whose pingback the simulator drops, solved after solveMS.
-func droppedInput(solveMS int) workflows.Input {
+func droppedInput(solveMS int) captchaflow.Input {
 	in := solveInput(map[string]string{"sim_fault": "drop_pingback", "sim_solve_ms": strconv.Itoa(solveMS)})
 	in.CallbackTimeoutSeconds = pollCallbackTimeout
 	in.PollIntervalSeconds = pollInterval
@@ -178,7 +177,7 @@ func (b *bench) waitingMemory(ctx context.Context) (*WaitingResult, error) {
 	in.DeadlineSeconds = 3 * 60 * 60
 	prefix := fmt.Sprintf("bench-%s-waiting-", b.runID)
 	query := fmt.Sprintf("TaskQueue = %q AND %s = %q AND ExecutionStatus = \"Running\"",
-		b.taskQueue, workflows.SearchAttrPhase, workflows.PhaseAwaitingCallback)
+		b.taskQueue, captchaflow.PhaseKey.GetName(), captchaflow.PhaseAwaitingCallback)
 	if b.cfg.temporalAddress != "" {
 		defer b.terminateWaiting()
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/bench/twin"
 	"github.com/captchaflow/captchaflow/simulator/sim"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 const (
@@ -35,16 +34,16 @@ type latencySamples struct {
 }
 
 // solveInput is a task the simulator solves at once (its SIM_SOLVE_* are 0) with the default timeouts.
-func solveInput(extra map[string]string) workflows.Input {
-	params := workflows.Params{"sitekey": "0x4AAAAAAABench", "pageurl": "https://bench.example/login"}
+func solveInput(extra map[string]string) captchaflow.Input {
+	params := captchaflow.Params{"sitekey": "0x4AAAAAAABench", "pageurl": "https://bench.example/login"}
 	for k, v := range extra {
 		params[k] = v
 	}
-	return workflows.Input{Method: "turnstile", Params: params}
+	return captchaflow.Input{Method: "turnstile", Params: params}
 }
 
 // runOurs starts SolveCaptcha for id and waits for its result.
-func (b *bench) runOurs(in workflows.Input, results *sync.Map) func(ctx context.Context, id string) error {
+func (b *bench) runOurs(in captchaflow.Input, results *sync.Map) func(ctx context.Context, id string) error {
 	return func(ctx context.Context, id string) error {
 		ctx, cancel := context.WithTimeout(ctx, taskTimeout)
 		defer cancel()
@@ -83,7 +82,7 @@ type scenario struct {
 	N, C        int
 	Warmup      int
 	Rounds      int
-	OursInput   workflows.Input
+	OursInput   captchaflow.Input
 	TwinInput   twin.Input
 	Description string
 }
@@ -169,11 +168,11 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 		if !ok {
 			continue
 		}
-		res := v.(workflows.Result)
+		res := v.(captchaflow.Result)
 		if res.Submits != len(ts) {
 			tr.Ours.InPHPMismatch++
 		}
-		if res.Via == workflows.ViaCallback {
+		if res.Via == captchaflow.ViaCallback {
 			tr.Ours.ViaCallback++
 		}
 	}

@@ -12,8 +12,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/internal/config"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // defaultComponentReadyTimeout bounds the wait for the simulator, worker and ingress (they start in well under a
@@ -215,7 +215,7 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 		"CALLBACK_BASE_URL":   s.opts.CallbackBaseURL,
 		"CALLBACK_SECRET":     s.opts.CallbackSecret,
 		"NOTIFY_SECRET":       s.opts.NotifySecret,
-		"TASK_QUEUE":          workflows.DefaultTaskQueue,
+		"TASK_QUEUE":          captchaflow.DefaultTaskQueue,
 		"WORKER_METRICS_ADDR": loopback(s.opts.WorkerMetricsPort),
 		"TEMPORAL_ADDRESS":    s.Temporal.Address(),
 		"TEMPORAL_NAMESPACE":  DefaultNamespace,

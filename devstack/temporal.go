@@ -13,7 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/captchaflow/captchaflow/workflows"
+	"github.com/captchaflow/captchaflow"
 )
 
 // DefaultNamespace is the namespace the dev server always creates.
@@ -54,12 +54,6 @@ type Temporal struct {
 var defaultDynamicConfig = map[string]string{
 	"matching.numTaskqueueReadPartitions":  "1",
 	"matching.numTaskqueueWritePartitions": "1",
-}
-
-// searchAttributes are registered on every start (the workflow upserts them; the ingress queries one).
-var searchAttributes = map[string]string{
-	workflows.SearchAttrTaskID: "Keyword",
-	workflows.SearchAttrPhase:  "Keyword",
 }
 
 // StartTemporal starts the dev server and waits until it is healthy and serves the default namespace.
@@ -115,8 +109,9 @@ func temporalArgs(opts TemporalOptions) []string {
 	if opts.Headless {
 		args = append(args, "--headless")
 	}
-	for _, name := range slices.Sorted(maps.Keys(searchAttributes)) {
-		args = append(args, "--search-attribute", name+"="+searchAttributes[name])
+	// Registered on every start: the workflow upserts them, the ingress queries one.
+	for _, key := range captchaflow.SearchAttributeKeys {
+		args = append(args, "--search-attribute", key.GetName()+"=Keyword")
 	}
 	dynamic := maps.Clone(defaultDynamicConfig)
 	maps.Copy(dynamic, opts.DynamicConfig)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaflow/captchaflow/workflows"
+	"github.com/captchaflow/captchaflow"
 )
 
 // temporalCLIForTest returns the CLI, skipping the test when it has not been built, except in CI, where a
@@ -59,13 +59,13 @@ func TestTemporalDevServerStartsRegistersSearchAttributesAndSurvivesRestart(t *t
 
 	attrs, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: DefaultNamespace})
 	require.NoError(t, err)
-	for _, name := range []string{workflows.SearchAttrTaskID, workflows.SearchAttrPhase} {
+	for _, name := range []string{captchaflow.TaskIDKey.GetName(), captchaflow.PhaseKey.GetName()} {
 		assert.Equal(t, enumspb.INDEXED_VALUE_TYPE_KEYWORD, attrs.GetCustomAttributes()[name], "search attribute %s", name)
 	}
 
 	// A started workflow (no worker needed) must still be there after a restart on the same SQLite file.
 	const id = "devstack-restart-probe"
-	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "devstack-test-no-worker"}, workflows.WorkflowType)
+	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "devstack-test-no-worker"}, captchaflow.WorkflowType)
 	require.NoError(t, err)
 	oldPID := temporal.Process().PID()
 

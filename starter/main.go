@@ -15,11 +15,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/workflows"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 func main() {
@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	deadline := fs.Duration("deadline", 0, "give up after this long (default 10m)")
 	maxSubmits := fs.Int("max-submits", 0, "submissions allowed for unsolvable answers (default 2)")
 	notifyURL := fs.String("notify-url", "", "POST the result here (Standard Webhooks signed)")
-	taskQueue := fs.String("task-queue", envOr("TASK_QUEUE", workflows.DefaultTaskQueue), "task queue")
+	taskQueue := fs.String("task-queue", envOr("TASK_QUEUE", captchaflow.DefaultTaskQueue), "task queue")
 	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
 	timeout := fs.Duration("timeout", 0, "with --wait, stop waiting after this long (0 = until the workflow ends)")
 	if err := fs.Parse(args); err != nil {
@@ -62,9 +62,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	in := workflows.Input{
+	in := captchaflow.Input{
 		Method:                 *method,
-		Params:                 workflows.Params(p),
+		Params:                 captchaflow.Params(p),
 		CallbackTimeoutSeconds: wholeSeconds(*callbackTimeout),
 		PollIntervalSeconds:    wholeSeconds(*pollInterval),
 		DeadlineSeconds:        wholeSeconds(*deadline),
@@ -100,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	var res workflows.Result
+	var res captchaflow.Result
 	if err := run.Get(ctx, &res); err != nil {
 		fmt.Fprintln(stderr, "starter:", describe(err))
 		return 1

@@ -18,9 +18,9 @@ import (
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/devstack"
 	"github.com/captchaflow/captchaflow/devstack/downstream"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // Fixed, distinctive test secrets. The recorded histories in testdata/ are scanned for them
@@ -229,7 +229,7 @@ func (s *stack) workerEnv() map[string]string {
 		"NOTIFY_SECRET":          notifySecret,
 		"NOTIFY_REQUEST_TIMEOUT": "2s",
 		"SHUTDOWN_TIMEOUT":       "3s",
-		"TASK_QUEUE":             workflows.DefaultTaskQueue,
+		"TASK_QUEUE":             captchaflow.DefaultTaskQueue,
 		"WORKER_METRICS_ADDR":    loopback(s.workerMetricsPort),
 		"TEMPORAL_ADDRESS":       s.temporalAddr,
 		"TEMPORAL_NAMESPACE":     s.namespace,

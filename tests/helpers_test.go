@@ -27,7 +27,6 @@ import (
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/simulator/sim"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 const callbackPathPrefix = "/callback/"
@@ -45,7 +44,7 @@ type taskSpec struct {
 	// Submits is the number of intended submissions (0 means 1).
 	Submits int
 	// Via is the expected path of the result; empty accepts either.
-	Via workflows.Via
+	Via captchaflow.Via
 }
 
 func (sp taskSpec) submits() int { return max(sp.Submits, 1) }
@@ -54,7 +53,7 @@ func (sp taskSpec) submits() int { return max(sp.Submits, 1) }
 type taskRun struct {
 	taskSpec
 	ID     string
-	Result workflows.Result
+	Result captchaflow.Result
 	Err    error
 }
 
@@ -118,8 +117,8 @@ func (sc *scenario) idPattern() *regexp.Regexp {
 	return regexp.MustCompile(regexp.QuoteMeta(sc.prefix) + `\d{3}`)
 }
 
-func (s *stack) input(spec taskSpec) workflows.Input {
-	params := workflows.Params{"googlekey": "6Le-e2e-site-key", "pageurl": "https://shop.example.test/login"}
+func (s *stack) input(spec taskSpec) captchaflow.Input {
+	params := captchaflow.Params{"googlekey": "6Le-e2e-site-key", "pageurl": "https://shop.example.test/login"}
 	if spec.SolveMS > 0 {
 		params["sim_solve_ms"] = strconv.Itoa(spec.SolveMS)
 	}
@@ -127,7 +126,7 @@ func (s *stack) input(spec taskSpec) workflows.Input {
 	if cb == 0 {
 		cb = callbackTimeoutSeconds
 	}
-	return workflows.Input{
+	return captchaflow.Input{
 		Method:                 "userrecaptcha",
 		Params:                 params,
 		CallbackTimeoutSeconds: cb,
@@ -206,8 +205,8 @@ func (sc *scenario) await(ctx context.Context, timeout time.Duration) {
 }
 
 // awaitResult waits for the workflow's result, riding out transient errors (a restarting server) until ctx ends.
-func (s *stack) awaitResult(ctx context.Context, id string) (workflows.Result, error) {
-	var res workflows.Result
+func (s *stack) awaitResult(ctx context.Context, id string) (captchaflow.Result, error) {
+	var res captchaflow.Result
 	backoff := 100 * time.Millisecond
 	for {
 		err := s.c.GetWorkflow(ctx, id, "").Get(ctx, &res)
@@ -264,10 +263,10 @@ func (s *stack) state(ctx context.Context, id string) (wfState, error) {
 	st := wfState{Status: info.GetStatus(), Pending: resp.GetPendingActivities()}
 	fields := info.GetSearchAttributes().GetIndexedFields()
 	dc := converter.GetDefaultDataConverter()
-	if p := fields[workflows.SearchAttrPhase]; p != nil {
+	if p := fields[captchaflow.PhaseKey.GetName()]; p != nil {
 		_ = dc.FromPayload(p, &st.Phase)
 	}
-	if p := fields[workflows.SearchAttrTaskID]; p != nil {
+	if p := fields[captchaflow.TaskIDKey.GetName()]; p != nil {
 		_ = dc.FromPayload(p, &st.ProviderTaskID)
 	}
 	return st, nil
@@ -277,7 +276,7 @@ func (s *stack) state(ctx context.Context, id string) (wfState, error) {
 // crash now cannot lose an activity attempt.
 func awaitingQuietly(st wfState) bool {
 	return st.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING &&
-		st.Phase == string(workflows.PhaseAwaitingCallback) && len(st.Pending) == 0
+		st.Phase == string(captchaflow.PhaseAwaitingCallback) && len(st.Pending) == 0
 }
 
 // waitStates polls Temporal until cond holds for every task in ids, and returns their last states.
@@ -493,15 +492,15 @@ func activityAttempts(h *historypb.History) map[string]int32 {
 }
 
 // signals are the callbacks the workflow received, in order.
-func signals(t *testing.T, h *historypb.History) []workflows.Callback {
-	var out []workflows.Callback
+func signals(t *testing.T, h *historypb.History) []captchaflow.Callback {
+	var out []captchaflow.Callback
 	dc := converter.GetDefaultDataConverter()
 	for _, ev := range h.GetEvents() {
 		a := ev.GetWorkflowExecutionSignaledEventAttributes()
-		if a == nil || a.GetSignalName() != workflows.CallbackSignal {
+		if a == nil || a.GetSignalName() != captchaflow.CallbackSignal {
 			continue
 		}
-		var cb workflows.Callback
+		var cb captchaflow.Callback
 		require.NoError(t, dc.FromPayloads(a.GetInput(), &cb))
 		out = append(out, cb)
 	}
@@ -534,9 +533,9 @@ func (sc *scenario) verify(ctx context.Context) figures {
 			assert.Equal(t, tr.Via, res.Via, "%s: result path", label)
 		}
 		switch res.Via {
-		case workflows.ViaCallback:
+		case captchaflow.ViaCallback:
 			f.ViaCallback++
-		case workflows.ViaPoll:
+		case captchaflow.ViaPoll:
 			f.ViaPoll++
 		}
 

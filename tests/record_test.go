@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/simulator/sim"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // envRecord switches TestRecordHistories to writing testdata/*.json.
@@ -36,14 +36,14 @@ func TestRecordHistories(t *testing.T) {
 	ctx := context.Background()
 
 	sc := newScenario(t, s, "rec")
-	callback := sc.add(1, taskSpec{Kind: "callback-path", Via: workflows.ViaCallback})[0]
-	poll := sc.add(1, taskSpec{Kind: "poll-path", Faults: "drop_pingback", Via: workflows.ViaPoll})[0]
-	resubmit := sc.add(1, taskSpec{Kind: "resubmit-after-unsolvable", Faults: "unsolvable=1", Submits: 2, Via: workflows.ViaCallback})[0]
-	submitRetried := sc.add(1, taskSpec{Kind: "submit-retried", Faults: "fail_submit=2", Via: workflows.ViaCallback})[0]
+	callback := sc.add(1, taskSpec{Kind: "callback-path", Via: captchaflow.ViaCallback})[0]
+	poll := sc.add(1, taskSpec{Kind: "poll-path", Faults: "drop_pingback", Via: captchaflow.ViaPoll})[0]
+	resubmit := sc.add(1, taskSpec{Kind: "resubmit-after-unsolvable", Faults: "unsolvable=1", Submits: 2, Via: captchaflow.ViaCallback})[0]
+	submitRetried := sc.add(1, taskSpec{Kind: "submit-retried", Faults: "fail_submit=2", Via: captchaflow.ViaCallback})[0]
 	stale := sc.add(1, taskSpec{Kind: "duplicate-and-stale-signals", Faults: "duplicate_pingback", SolveMS: 1500,
-		CallbackTimeout: 10, Via: workflows.ViaCallback})[0]
+		CallbackTimeout: 10, Via: captchaflow.ViaCallback})[0]
 	unauth := sc.add(1, taskSpec{Kind: "unauthenticated-confirmed", Faults: "drop_pingback", SolveMS: 100,
-		CallbackTimeout: 15, Via: workflows.ViaCallback})[0]
+		CallbackTimeout: 15, Via: captchaflow.ViaCallback})[0]
 	sc.start(ctx)
 
 	// A stale callback (another submission's provider id) before the real one and its duplicate.

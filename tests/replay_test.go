@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/devstack"
@@ -30,7 +29,7 @@ const minRecordedHistories = 6
 
 func newReplayer() worker.WorkflowReplayer {
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(workflows.SolveCaptcha, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	workflows.RegisterWorkflow(r)
 	return r
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/simulator/sim"
@@ -31,13 +32,13 @@ func TestE2E_Core_HappyPath(t *testing.T) {
 	s := requireStack(t)
 	ctx := context.Background()
 	sc := newScenario(t, s, "happy")
-	sc.add(10, taskSpec{Kind: "no fault", Via: workflows.ViaCallback})
+	sc.add(10, taskSpec{Kind: "no fault", Via: captchaflow.ViaCallback})
 	sc.start(ctx)
 	sc.await(ctx, scenarioTimeout)
 	sc.verify(ctx)
 
 	tr := sc.tasks[0]
-	query := fmt.Sprintf("%s = '%s'", workflows.SearchAttrTaskID, tr.Result.ProviderTaskID)
+	query := fmt.Sprintf("%s = '%s'", captchaflow.TaskIDKey.GetName(), tr.Result.ProviderTaskID)
 	eventually(t, "ListWorkflow "+query, 20*time.Second, 200*time.Millisecond, func() string {
 		resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
 		if err != nil {
@@ -64,7 +65,7 @@ func TestE2E_NaiveFailureModes(t *testing.T) {
 
 	t.Run("IngressDown", func(t *testing.T) {
 		sc := newScenario(t, s, "ingress-down")
-		trs := sc.add(n, taskSpec{Kind: "ingress down", Via: workflows.ViaPoll})
+		trs := sc.add(n, taskSpec{Kind: "ingress down", Via: captchaflow.ViaPoll})
 		s.front.Stop()
 		sc.note("callback proxy disabled: every pingback gets connection refused")
 		sc.start(ctx)
@@ -78,7 +79,7 @@ func TestE2E_NaiveFailureModes(t *testing.T) {
 
 	t.Run("Ingress5xx", func(t *testing.T) {
 		sc := newScenario(t, s, "ingress-5xx")
-		trs := sc.add(n, taskSpec{Kind: "ingress answers 503", Via: workflows.ViaPoll})
+		trs := sc.add(n, taskSpec{Kind: "ingress answers 503", Via: captchaflow.ViaPoll})
 		require.NoError(t, s.startIngressB(ctx))
 		require.NoError(t, s.setFrontUpstream(loopback(s.ingressBPort)))
 		sc.note("callbacks routed to a second real ingress whose Temporal is unreachable: it answers 503")
@@ -93,7 +94,7 @@ func TestE2E_NaiveFailureModes(t *testing.T) {
 
 	t.Run("HangingConnection", func(t *testing.T) {
 		sc := newScenario(t, s, "ingress-hangs")
-		trs := sc.add(n, taskSpec{Kind: "connection hangs", Via: workflows.ViaPoll})
+		trs := sc.add(n, taskSpec{Kind: "connection hangs", Via: captchaflow.ViaPoll})
 		remove, err := addToxic(s.front, `{"name":"hang","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`)
 		require.NoError(t, err)
 		defer remove()
@@ -111,7 +112,7 @@ func TestE2E_NaiveFailureModes(t *testing.T) {
 
 	t.Run("HandlerCrashAfterAccept", func(t *testing.T) {
 		sc := newScenario(t, s, "ingress-crash")
-		trs := sc.add(n, taskSpec{Kind: "ingress killed mid-signal", Via: workflows.ViaPoll})
+		trs := sc.add(n, taskSpec{Kind: "ingress killed mid-signal", Via: captchaflow.ViaPoll})
 		// The signals leave the ingress but never reach Temporal: a tap on the ingress→Temporal leg swallows them
 		// and tells which workflows' callbacks the ingress has accepted and is signalling.
 		tap, toxic := newTap("crash-"+s.runID, sc.idPattern(), true)
@@ -146,12 +147,12 @@ func TestE2E_CallbackAnomalies(t *testing.T) {
 	s := requireStack(t)
 	ctx := context.Background()
 	sc := newScenario(t, s, "anomalies")
-	dup := sc.add(3, taskSpec{Kind: "duplicate pingback", Faults: "duplicate_pingback", Via: workflows.ViaCallback})
-	late := sc.add(3, taskSpec{Kind: "late pingback", Faults: "late_pingback", Via: workflows.ViaPoll})
-	wrong := sc.add(2, taskSpec{Kind: "wrong provider id", Faults: "drop_pingback", CallbackTimeout: 5, Via: workflows.ViaPoll})
-	forged := sc.add(2, taskSpec{Kind: "forged token", Faults: "drop_pingback", CallbackTimeout: 5, Via: workflows.ViaPoll})
-	uForged := sc.add(2, taskSpec{Kind: "untokened, forged code", Faults: "drop_pingback", SolveMS: 100, CallbackTimeout: 15, Via: workflows.ViaCallback})
-	uReal := sc.add(2, taskSpec{Kind: "untokened, real code", Faults: "drop_pingback", SolveMS: 100, CallbackTimeout: 15, Via: workflows.ViaCallback})
+	dup := sc.add(3, taskSpec{Kind: "duplicate pingback", Faults: "duplicate_pingback", Via: captchaflow.ViaCallback})
+	late := sc.add(3, taskSpec{Kind: "late pingback", Faults: "late_pingback", Via: captchaflow.ViaPoll})
+	wrong := sc.add(2, taskSpec{Kind: "wrong provider id", Faults: "drop_pingback", CallbackTimeout: 5, Via: captchaflow.ViaPoll})
+	forged := sc.add(2, taskSpec{Kind: "forged token", Faults: "drop_pingback", CallbackTimeout: 5, Via: captchaflow.ViaPoll})
+	uForged := sc.add(2, taskSpec{Kind: "untokened, forged code", Faults: "drop_pingback", SolveMS: 100, CallbackTimeout: 15, Via: captchaflow.ViaCallback})
+	uReal := sc.add(2, taskSpec{Kind: "untokened, real code", Faults: "drop_pingback", SolveMS: 100, CallbackTimeout: 15, Via: captchaflow.ViaCallback})
 
 	wants := anomalyMetrics(s)
 	before, err := metricsSnapshot(ctx, wants)
@@ -386,10 +387,10 @@ func TestE2E_MixedBatch(t *testing.T) {
 		spec   taskSpec
 	}{
 		{30, taskSpec{Kind: "no fault"}},
-		{14, taskSpec{Kind: "dropped pingback", Faults: "drop_pingback", Via: workflows.ViaPoll}},
+		{14, taskSpec{Kind: "dropped pingback", Faults: "drop_pingback", Via: captchaflow.ViaPoll}},
 		{14, taskSpec{Kind: "duplicate pingback", Faults: "duplicate_pingback"}},
 		{10, taskSpec{Kind: "late pingback", Faults: "late_pingback"}},
-		{10, taskSpec{Kind: "hung pingback", Faults: "hang_pingback", Via: workflows.ViaPoll}},
+		{10, taskSpec{Kind: "hung pingback", Faults: "hang_pingback", Via: captchaflow.ViaPoll}},
 		{12, taskSpec{Kind: "unsolvable once", Faults: "unsolvable=1", Submits: 2}},
 		{10, taskSpec{Kind: "in.php refused twice", Faults: "fail_submit=2"}},
 	}
@@ -420,7 +421,7 @@ func TestE2E_MixedBatch(t *testing.T) {
 		var retrying int64
 		for time.Since(downSince) < 20*time.Second {
 			resp, err := s.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-				Query: fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", workflows.SearchAttrPhase, workflows.PhaseDelivering),
+				Query: fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", captchaflow.PhaseKey.GetName(), captchaflow.PhaseDelivering),
 			})
 			if err == nil && resp.GetCount() >= 30 {
 				retrying = resp.GetCount()

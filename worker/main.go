@@ -14,15 +14,15 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/captchaai"
-	"github.com/captchaflow/captchaflow/internal/config"
-	"github.com/captchaflow/captchaflow/workflows"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/workflows"
 )
 
 func main() {
@@ -87,8 +87,7 @@ func run(logger *slog.Logger) error {
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	w.RegisterWorkflowWithOptions(workflows.SolveCaptcha, workflow.RegisterOptions{Name: workflows.WorkflowType})
-	w.RegisterActivity(&activities.Activities{
+	workflows.Register(w, &activities.Activities{
 		Provider:        provider,
 		CallbackBaseURL: cfg.CallbackBaseURL,
 		CallbackSecret:  cfg.CallbackSecret.Reveal(),

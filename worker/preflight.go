@@ -6,10 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/captchaflow/captchaflow/workflows"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 // checkSearchAttributes refuses to start when the namespace lacks the workflow's search attributes: the workflow
@@ -22,7 +23,8 @@ func checkSearchAttributes(ctx context.Context, c client.Client, namespace strin
 		return fmt.Errorf("listing search attributes of namespace %q: %w", namespace, err)
 	}
 	var missing []string
-	for _, name := range []string{workflows.SearchAttrTaskID, workflows.SearchAttrPhase} {
+	for _, key := range captchaflow.SearchAttributeKeys {
+		name := key.GetName()
 		if t, ok := resp.GetCustomAttributes()[name]; !ok || t != enums.INDEXED_VALUE_TYPE_KEYWORD {
 			missing = append(missing, name)
 		}

@@ -3,6 +3,8 @@ package workflows
 import (
 	"time"
 
+	"github.com/captchaflow/captchaflow"
+
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -25,6 +27,15 @@ const (
 	OutcomeDeliveryFailed   = "delivery_failed"
 	OutcomeError            = "error"
 )
+
+// successOutcome names a solved task's outcome by how its code arrived. The outcome values are metric labels and
+// the Via values are contract, so the mapping is written out rather than assumed from equal spellings.
+func successOutcome(via captchaflow.Via) string {
+	if via == captchaflow.ViaPoll {
+		return OutcomePoll
+	}
+	return OutcomeCallback
+}
 
 func countFinished(ctx workflow.Context, outcome string) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter(MetricTasksFinished).Inc(1)

@@ -3,9 +3,10 @@ package workflows
 import (
 	"time"
 
-	"github.com/captchaflow/captchaflow/activities"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow/activities"
 )
 
 // Activity timeouts. A provider request is bounded by the worker's own client timeout (30 s by default); these
@@ -57,7 +58,7 @@ func confirmOptions(ctx workflow.Context, remaining time.Duration) workflow.Cont
 		InitialInterval:        time.Second,
 		BackoffCoefficient:     2,
 		MaximumAttempts:        confirmAttempts,
-		NonRetryableErrorTypes: append([]string{activities.ErrNotReady}, activities.NonRetryableProviderErrors...),
+		NonRetryableErrorTypes: append([]string{activities.FailureNotReady}, activities.NonRetryableProviderErrors...),
 	})
 }
 

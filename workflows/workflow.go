@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/captchaflow/captchaflow/activities"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
 )
 
 // acts is only used for its method values: workflow.ExecuteActivity takes the activity's name and signature
@@ -22,15 +24,15 @@ var errResubmit = errors.New("provider gave up on the submission")
 // SolveCaptcha submits one CAPTCHA task to the provider and returns its solution: from the provider's callback
 // when it arrives in time, else from polling res.php, whichever comes first. Unsolvable answers are resubmitted up
 // to max_submits; the result is delivered to notify_url if set.
-func SolveCaptcha(ctx workflow.Context, in Input) (Result, error) {
+func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
 	s := &solver{
 		in:        in.WithDefaults(),
-		status:    Status{Phase: PhaseSubmitting},
-		callbacks: workflow.GetSignalChannel(ctx, CallbackSignal),
+		status:    captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
+		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
 		logger:    workflow.GetLogger(ctx),
 	}
 	if err := s.setup(ctx); err != nil {
-		return Result{}, err
+		return captchaflow.Result{}, err
 	}
 	res, err := s.run(ctx)
 	s.drainCallbacks(ctx)
@@ -38,31 +40,36 @@ func SolveCaptcha(ctx workflow.Context, in Input) (Result, error) {
 }
 
 type solver struct {
-	in        Input
-	status    Status
-	deadline  time.Time
-	callbacks workflow.ReceiveChannel
-	logger    log.Logger
+	in     captchaflow.Input
+	status captchaflow.Status
+	// deadlineAt is when deadline_seconds runs out, fixed once the input is valid.
+	deadlineAt time.Time
+	callbacks  workflow.ReceiveChannel
+	logger     log.Logger
 	// cancelTimer stops the current submission's callback timer when more work follows, so that it does not fire
 	// into a later phase.
 	cancelTimer workflow.CancelFunc
 }
 
+// setup registers the status query before anything can block, so it answers from the first workflow task on.
 func (s *solver) setup(ctx workflow.Context) error {
-	return workflow.SetQueryHandler(ctx, StatusQuery, func() (Status, error) { return s.status, nil })
+	return workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, func() (captchaflow.Status, error) { return s.status, nil })
 }
 
-func (s *solver) run(ctx workflow.Context) (Result, error) {
+// run validates the input, then submits and awaits until a submission yields a code (resubmitting while the
+// provider answers unsolvable, up to max_submits), and delivers the code to notify_url when one is set. Every
+// way out goes through fail or ends in PhaseDone, so the metrics and the status query always see the outcome.
+func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 	// Validate iterates a map only to sort its keys and parses URLs; both are pure.
 	//workflowcheck:ignore
 	if err := s.in.Validate(); err != nil {
-		return Result{}, s.fail(ctx, OutcomeInvalidInput,
-			temporal.NewNonRetryableApplicationError("invalid input: "+err.Error(), ErrInvalidInput, nil))
+		return captchaflow.Result{}, s.fail(ctx, OutcomeInvalidInput,
+			temporal.NewNonRetryableApplicationError("invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil))
 	}
-	s.deadline = workflow.Now(ctx).Add(s.in.deadline())
-	s.setPhase(ctx, PhaseSubmitting, false)
+	s.deadlineAt = workflow.Now(ctx).Add(s.in.SolveBudget())
+	s.setPhase(ctx, captchaflow.PhaseSubmitting)
 
-	var res Result
+	var res captchaflow.Result
 	for {
 		var err error
 		res, err = s.attempt(ctx)
@@ -70,12 +77,12 @@ func (s *solver) run(ctx workflow.Context) (Result, error) {
 			break
 		}
 		if !errors.Is(err, errResubmit) {
-			return Result{}, s.fail(ctx, outcomeOf(err), err)
+			return captchaflow.Result{}, s.fail(ctx, failureOutcome(err), err)
 		}
 		if s.status.Submits >= s.in.MaxSubmits {
-			return Result{}, s.fail(ctx, OutcomeUnsolvable, temporal.NewNonRetryableApplicationError(
+			return captchaflow.Result{}, s.fail(ctx, OutcomeUnsolvable, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("the provider could not solve the task in %d submission(s)", s.status.Submits),
-				ErrUnsolvable, nil))
+				captchaflow.FailureUnsolvable, nil))
 		}
 		s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits)
 		s.cancelTimer()
@@ -86,37 +93,37 @@ func (s *solver) run(ctx workflow.Context) (Result, error) {
 	if s.in.NotifyURL != "" {
 		s.cancelTimer()
 		if err := s.deliver(ctx, res); err != nil {
-			return Result{}, s.fail(ctx, OutcomeDeliveryFailed, err)
+			return captchaflow.Result{}, s.fail(ctx, OutcomeDeliveryFailed, err)
 		}
 	}
-	s.setPhase(ctx, PhaseDone, false)
-	countFinished(ctx, string(res.Via))
+	s.setPhase(ctx, captchaflow.PhaseDone)
+	countFinished(ctx, successOutcome(res.Via))
 	return res, nil
 }
 
 // attempt makes one submission and waits for its result.
-func (s *solver) attempt(ctx workflow.Context) (Result, error) {
-	s.setPhase(ctx, PhaseSubmitting, false)
+func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
+	s.setPhase(ctx, captchaflow.PhaseSubmitting)
 	remaining := s.remaining(ctx)
 	if remaining <= 0 {
-		return Result{}, deadlineExceeded(s.in.DeadlineSeconds)
+		return captchaflow.Result{}, deadlineExceeded(s.in.DeadlineSeconds)
 	}
 	var sub activities.SubmitResult
 	err := workflow.ExecuteActivity(submitOptions(ctx, remaining), acts.Submit,
 		activities.SubmitRequest{Method: s.in.Method, Params: s.in.Params}).Get(ctx, &sub)
 	if err != nil {
-		return Result{}, s.classify(err)
+		return captchaflow.Result{}, s.classify(err)
 	}
 	s.status.ProviderTaskID = sub.ProviderTaskID
 	s.status.Submits++
 	s.status.SubmittedAt = workflow.Now(ctx)
-	s.setPhase(ctx, PhaseAwaitingCallback, true)
+	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
 
 	code, via, err := s.await(ctx)
 	if err != nil {
-		return Result{}, err
+		return captchaflow.Result{}, err
 	}
-	return Result{
+	return captchaflow.Result{
 		ProviderTaskID: s.status.ProviderTaskID,
 		Code:           code,
 		Via:            via,
@@ -128,23 +135,23 @@ func (s *solver) attempt(ctx workflow.Context) (Result, error) {
 
 // await waits for the current submission's code: the callback while the timer runs, then the callback or the
 // poll, whichever comes first.
-func (s *solver) await(ctx workflow.Context) (code string, via Via, err error) {
-	w := &waiter{solver: s, ctx: ctx}
+func (s *solver) await(ctx workflow.Context) (code string, via captchaflow.Via, err error) {
+	w := &waiter{s: s, ctx: ctx}
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	s.cancelTimer = cancelTimer
 
 	// A callback can overtake in.php's answer; if it is already here, no timer is needed at all.
-	var cb Callback
+	var cb captchaflow.Callback
 	for w.code == "" && w.err == nil && s.callbacks.ReceiveAsync(&cb) {
 		w.onCallback(cb)
 	}
 	if w.code == "" && w.err == nil {
-		w.timer = workflow.NewTimer(timerCtx, min(s.in.callbackTimeout(), s.remaining(ctx)))
+		w.timer = workflow.NewTimer(timerCtx, min(s.in.CallbackTimeout(), s.remaining(ctx)))
 	}
 	for w.code == "" && w.err == nil {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(s.callbacks, func(c workflow.ReceiveChannel, _ bool) {
-			var cb Callback
+			var cb captchaflow.Callback
 			// ReceiveAsync, not Receive: a corrupt payload is dropped by the SDK and must not block the loop.
 			if c.ReceiveAsync(&cb) {
 				w.onCallback(cb)
@@ -166,9 +173,10 @@ func (s *solver) await(ctx workflow.Context) (code string, via Via, err error) {
 	return w.code, w.via, w.err
 }
 
-// waiter is the state of one await.
+// waiter is the state of one await: the futures it selects on and, once known, the code or the error. It reads
+// the solver (input, status, logger) through s and never changes it.
 type waiter struct {
-	*solver
+	s          *solver
 	ctx        workflow.Context
 	timer      workflow.Future
 	poll       workflow.Future
@@ -176,71 +184,79 @@ type waiter struct {
 	confirm    workflow.Future
 
 	code string
-	via  Via
+	via  captchaflow.Via
 	err  error
 }
 
-func (w *waiter) onCallback(cb Callback) {
+// onCallback takes an authenticated callback's code for the current submission; an unauthenticated one only
+// triggers a res.php confirmation, and anything stale, empty or arriving while res.php is asked is logged and
+// dropped.
+func (w *waiter) onCallback(cb captchaflow.Callback) {
 	switch {
-	case cb.ProviderTaskID != w.status.ProviderTaskID:
-		w.logger.Warn("ignoring callback for another provider task (stale or forged)",
-			"CallbackProviderTaskID", cb.ProviderTaskID, "ProviderTaskID", w.status.ProviderTaskID)
+	case cb.ProviderTaskID != w.s.status.ProviderTaskID:
+		w.s.logger.Warn("ignoring callback for another provider task (stale or forged)",
+			"CallbackProviderTaskID", cb.ProviderTaskID, "ProviderTaskID", w.s.status.ProviderTaskID)
 	case cb.Code == "":
-		w.logger.Warn("ignoring callback without a code", "ProviderTaskID", cb.ProviderTaskID)
+		w.s.logger.Warn("ignoring callback without a code", "ProviderTaskID", cb.ProviderTaskID)
 	case cb.Authenticated:
-		w.code, w.via = cb.Code, ViaCallback
+		w.code, w.via = cb.Code, captchaflow.ViaCallback
 	case w.poll != nil || w.confirm != nil:
 		// Already asking res.php; the answer will come from there.
-		w.logger.Info("unauthenticated callback while res.php is being asked; ignored", "ProviderTaskID", cb.ProviderTaskID)
+		w.s.logger.Info("unauthenticated callback while res.php is being asked; ignored", "ProviderTaskID", cb.ProviderTaskID)
 	default:
 		// Nothing authenticates this callback, so its code is never used: res.php is asked instead.
-		w.logger.Info("unauthenticated callback; confirming with res.php", "ProviderTaskID", cb.ProviderTaskID)
-		w.confirm = workflow.ExecuteActivity(confirmOptions(w.ctx, w.remaining(w.ctx)), acts.Poll,
-			activities.PollRequest{ProviderTaskID: w.status.ProviderTaskID})
+		w.s.logger.Info("unauthenticated callback; confirming with res.php", "ProviderTaskID", cb.ProviderTaskID)
+		w.confirm = workflow.ExecuteActivity(confirmOptions(w.ctx, w.s.remaining(w.ctx)), acts.Poll,
+			activities.PollRequest{ProviderTaskID: w.s.status.ProviderTaskID})
 	}
 }
 
+// onTimer switches to polling when the callback timeout fires: the provider's pingback was lost, late or never
+// sent, and the one Poll activity's retry policy now asks res.php every poll interval until the deadline.
 func (w *waiter) onTimer(f workflow.Future) {
 	if err := f.Get(w.ctx, nil); err != nil {
 		w.err = err // only cancellation of the workflow itself gets here
 		return
 	}
-	if w.remaining(w.ctx) <= 0 {
-		w.err = deadlineExceeded(w.in.DeadlineSeconds)
+	if w.s.remaining(w.ctx) <= 0 {
+		w.err = deadlineExceeded(w.s.in.DeadlineSeconds)
 		return
 	}
-	w.logger.Info("no callback in time; polling res.php", "ProviderTaskID", w.status.ProviderTaskID)
-	w.setPhase(w.ctx, PhasePolling, true)
+	w.s.logger.Info("no callback in time; polling res.php", "ProviderTaskID", w.s.status.ProviderTaskID)
+	w.s.setPhaseSearchable(w.ctx, captchaflow.PhasePolling)
 	countFallbackPoll(w.ctx)
 	var pollCtx workflow.Context
 	pollCtx, w.cancelPoll = workflow.WithCancel(w.ctx)
-	w.poll = workflow.ExecuteActivity(pollOptions(pollCtx, w.in.pollInterval(), w.remaining(w.ctx)), acts.Poll,
-		activities.PollRequest{ProviderTaskID: w.status.ProviderTaskID})
+	w.poll = workflow.ExecuteActivity(pollOptions(pollCtx, w.s.in.PollInterval(), w.s.remaining(w.ctx)), acts.Poll,
+		activities.PollRequest{ProviderTaskID: w.s.status.ProviderTaskID})
 }
 
+// onPoll ends the wait with the polled code, or with the poll's classified failure (deadline, resubmit, config).
 func (w *waiter) onPoll(f workflow.Future) {
 	var r activities.PollResult
 	if err := f.Get(w.ctx, &r); err != nil {
-		w.err = w.classify(err)
+		w.err = w.s.classify(err)
 		return
 	}
-	w.code, w.via = r.Code, ViaPoll
+	w.code, w.via = r.Code, captchaflow.ViaPoll
 }
 
+// onConfirm settles an unauthenticated callback: res.php's code wins, "unsolvable" means resubmit, and any other
+// failure means the hint was wrong or early, so the wait goes on (the timer or poll still runs).
 func (w *waiter) onConfirm(f workflow.Future) {
 	w.confirm = nil
 	var r activities.PollResult
 	err := f.Get(w.ctx, &r)
 	if err == nil {
-		w.code, w.via = r.Code, ViaCallback
+		w.code, w.via = r.Code, captchaflow.ViaCallback
 		return
 	}
-	if classified := w.classify(err); errors.Is(classified, errResubmit) {
+	if classified := w.s.classify(err); errors.Is(classified, errResubmit) {
 		w.err = classified
 		return
 	}
-	w.logger.Warn("unauthenticated callback not confirmed by res.php; still waiting",
-		"ProviderTaskID", w.status.ProviderTaskID, "Error", err)
+	w.s.logger.Warn("unauthenticated callback not confirmed by res.php; still waiting",
+		"ProviderTaskID", w.s.status.ProviderTaskID, "Error", err)
 }
 
 // classify maps a failed provider activity to what the workflow does next.
@@ -249,7 +265,7 @@ func (s *solver) classify(err error) error {
 		return deadlineExceeded(s.in.DeadlineSeconds)
 	}
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == activities.ErrResubmit {
+	if errors.As(err, &appErr) && appErr.Type() == activities.FailureResubmit {
 		return fmt.Errorf("%w: %s", errResubmit, appErr.Message())
 	}
 	return err
@@ -264,27 +280,27 @@ func retryBudgetSpent(err error) bool {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
-		case activities.ErrNotReady, activities.ErrProviderTransient:
+		case activities.FailureNotReady, activities.FailureProviderTransient:
 			return true
 		}
 	}
 	return false
 }
 
-func (s *solver) deliver(ctx workflow.Context, res Result) error {
-	s.setPhase(ctx, PhaseDelivering, true)
+func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
+	s.setPhaseSearchable(ctx, captchaflow.PhaseDelivering)
 	// Marshalling a struct is deterministic; workflowcheck cannot see through encoding/json's type cache.
 	//workflowcheck:ignore
 	body, err := json.Marshal(notification{TaskID: workflow.GetInfo(ctx).WorkflowExecution.ID, Result: res})
 	if err != nil {
 		return err
 	}
-	err = workflow.ExecuteActivity(deliverOptions(ctx, s.in.deliveryTimeout()), acts.Deliver,
+	err = workflow.ExecuteActivity(deliverOptions(ctx, s.in.DeliveryTimeout()), acts.Deliver,
 		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body}).Get(ctx, nil)
 	if err != nil {
 		// The result stays in the failure's details (and in history): a failed delivery never loses it.
 		return temporal.NewNonRetryableApplicationError("delivering the result to notify_url failed: "+err.Error(),
-			ErrDeliveryFailed, err, res)
+			captchaflow.FailureDeliveryFailed, err, res)
 	}
 	return nil
 }
@@ -292,35 +308,38 @@ func (s *solver) deliver(ctx workflow.Context, res Result) error {
 // notification is the body POSTed to notify_url.
 type notification struct {
 	TaskID string `json:"task_id"`
-	Result
+	captchaflow.Result
 }
 
 func (s *solver) remaining(ctx workflow.Context) time.Duration {
-	return s.deadline.Sub(workflow.Now(ctx))
+	return s.deadlineAt.Sub(workflow.Now(ctx))
 }
 
-// setPhase records the phase for the status query and the Web UI. Upserting the CaptchaPhase search attribute
-// costs one history event, so it happens only where an operator would search for it.
-func (s *solver) setPhase(ctx workflow.Context, phase Phase, upsert bool) {
+// setPhase records the phase for the status query and the Web UI's current details; it adds no history event.
+func (s *solver) setPhase(ctx workflow.Context, phase captchaflow.Phase) {
 	s.status.Phase = phase
 	details := fmt.Sprintf("**phase:** %s", phase)
 	if s.status.ProviderTaskID != "" {
 		details += fmt.Sprintf(" · provider task %s · submission %d/%d", s.status.ProviderTaskID, s.status.Submits, s.in.MaxSubmits)
 	}
 	workflow.SetCurrentDetails(ctx, details)
-	if !upsert {
-		return
-	}
+}
+
+// setPhaseSearchable is setPhase plus an upsert of CaptchaPhase and CaptchaTaskId. The upsert costs one history
+// event, so it is used only for the phases an operator searches for (and the untokened route looks up by).
+func (s *solver) setPhaseSearchable(ctx workflow.Context, phase captchaflow.Phase) {
+	s.setPhase(ctx, phase)
 	err := workflow.UpsertTypedSearchAttributes(ctx,
-		temporal.NewSearchAttributeKeyKeyword(SearchAttrTaskID).ValueSet(s.status.ProviderTaskID),
-		temporal.NewSearchAttributeKeyKeyword(SearchAttrPhase).ValueSet(string(phase)))
+		captchaflow.TaskIDKey.ValueSet(s.status.ProviderTaskID),
+		captchaflow.PhaseKey.ValueSet(string(phase)))
 	if err != nil {
 		s.logger.Warn("could not upsert search attributes", "Error", err)
 	}
 }
 
+// fail records a terminal failure once (phase, outcome metric, log) and returns err for the workflow to return.
 func (s *solver) fail(ctx workflow.Context, outcome string, err error) error {
-	s.setPhase(ctx, PhaseFailed, false)
+	s.setPhase(ctx, captchaflow.PhaseFailed)
 	countFinished(ctx, outcome)
 	s.logger.Warn("task failed", "Outcome", outcome, "Error", err)
 	return err
@@ -329,7 +348,7 @@ func (s *solver) fail(ctx workflow.Context, outcome string, err error) error {
 // drainCallbacks consumes duplicate and late callbacks so that completing is not held up by them; they change
 // nothing.
 func (s *solver) drainCallbacks(ctx workflow.Context) {
-	var cb Callback
+	var cb captchaflow.Callback
 	for s.callbacks.ReceiveAsync(&cb) {
 		s.logger.Info("duplicate or late callback ignored", "CallbackProviderTaskID", cb.ProviderTaskID)
 	}
@@ -337,7 +356,7 @@ func (s *solver) drainCallbacks(ctx workflow.Context) {
 
 func deadlineExceeded(seconds int) error {
 	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("no result within deadline_seconds=%d", seconds), ErrDeadlineExceeded, nil)
+		fmt.Sprintf("no result within deadline_seconds=%d", seconds), captchaflow.FailureDeadlineExceeded, nil)
 }
 
 func isTimeout(err error) bool {
@@ -345,13 +364,14 @@ func isTimeout(err error) bool {
 	return errors.As(err, &timeoutErr)
 }
 
-func outcomeOf(err error) string {
+// failureOutcome is the tasks-finished outcome for a failure that is not classified at its source.
+func failureOutcome(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
-		case ErrDeadlineExceeded:
+		case captchaflow.FailureDeadlineExceeded:
 			return OutcomeDeadlineExceeded
-		case ErrUnsolvable:
+		case captchaflow.FailureUnsolvable:
 			return OutcomeUnsolvable
 		}
 	}

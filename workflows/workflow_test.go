@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/captchaflow/captchaflow/activities"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
 )
 
 type SolveCaptchaSuite struct {
@@ -23,21 +25,20 @@ func TestSolveCaptcha(t *testing.T) { suite.Run(t, new(SolveCaptchaSuite)) }
 
 func (s *SolveCaptchaSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
-	s.env.RegisterWorkflow(SolveCaptcha)
-	s.env.RegisterActivity(&activities.Activities{})
+	Register(s.env, &activities.Activities{})
 }
 
 func (s *SolveCaptchaSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
 
-func recaptcha() Input {
-	return Input{Method: "userrecaptcha", Params: Params{"googlekey": "6Le-key", "pageurl": "https://example.com/login"}}
+func recaptcha() captchaflow.Input {
+	return captchaflow.Input{Method: "userrecaptcha", Params: captchaflow.Params{"googlekey": "6Le-key", "pageurl": "https://example.com/login"}}
 }
 
 func notReady() error {
-	return temporal.NewApplicationError("CAPCHA_NOT_READY", activities.ErrNotReady)
+	return temporal.NewApplicationError("CAPCHA_NOT_READY", activities.FailureNotReady)
 }
 func unsolvable() error {
-	return temporal.NewNonRetryableApplicationError("ERROR_CAPTCHA_UNSOLVABLE", activities.ErrResubmit, nil)
+	return temporal.NewNonRetryableApplicationError("ERROR_CAPTCHA_UNSOLVABLE", activities.FailureResubmit, nil)
 }
 
 func (s *SolveCaptchaSuite) expectSubmit(ids ...string) {
@@ -48,14 +49,14 @@ func (s *SolveCaptchaSuite) expectSubmit(ids ...string) {
 	}
 }
 
-func (s *SolveCaptchaSuite) signalAt(d time.Duration, cb Callback) {
-	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(CallbackSignal, cb) }, d)
+func (s *SolveCaptchaSuite) signalAt(d time.Duration, cb captchaflow.Callback) {
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(captchaflow.CallbackSignal, cb) }, d)
 }
 
-func (s *SolveCaptchaSuite) result() Result {
+func (s *SolveCaptchaSuite) result() captchaflow.Result {
 	s.Require().True(s.env.IsWorkflowCompleted())
 	s.Require().NoError(s.env.GetWorkflowError())
-	var r Result
+	var r captchaflow.Result
 	s.Require().NoError(s.env.GetWorkflowResult(&r))
 	return r
 }
@@ -71,12 +72,12 @@ func (s *SolveCaptchaSuite) failureType() string {
 
 func (s *SolveCaptchaSuite) TestCallbackBeforeTimer() {
 	s.expectSubmit("111")
-	s.signalAt(10*time.Second, Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
 	s.Equal("CODE-111", r.Code)
-	s.Equal(ViaCallback, r.Via)
+	s.Equal(captchaflow.ViaCallback, r.Via)
 	s.Equal(1, r.Submits)
 	s.Equal("111", r.ProviderTaskID)
 	s.Equal(10*time.Second, r.ReceivedAt.Sub(r.SubmittedAt))
@@ -86,7 +87,7 @@ func (s *SolveCaptchaSuite) TestCallbackBeforeTimer() {
 func (s *SolveCaptchaSuite) TestCallbackThatOvertookSubmitNeedsNoTimer() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).
 		Run(func(mock.Arguments) {
-			s.env.SignalWorkflow(CallbackSignal, Callback{ProviderTaskID: "111", Code: "FAST", Authenticated: true})
+			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "FAST", Authenticated: true})
 		}).
 		Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
@@ -106,7 +107,7 @@ func (s *SolveCaptchaSuite) TestNoCallbackFallsBackToPolling() {
 
 	r := s.result()
 	s.Equal("POLLED", r.Code)
-	s.Equal(ViaPoll, r.Via)
+	s.Equal(captchaflow.ViaPoll, r.Via)
 	// Timer (30 s), then attempts at +0, +5, +10 s: retries spaced by the poll interval.
 	s.Equal(40*time.Second, r.ReceivedAt.Sub(r.SubmittedAt))
 }
@@ -114,21 +115,21 @@ func (s *SolveCaptchaSuite) TestNoCallbackFallsBackToPolling() {
 func (s *SolveCaptchaSuite) TestCallbackDuringPollingWinsAndCancelsPoll() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(activities.PollResult{}, notReady())
-	s.signalAt(137*time.Second, Callback{ProviderTaskID: "111", Code: "LATE-CB", Authenticated: true})
+	s.signalAt(137*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "LATE-CB", Authenticated: true})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
 	s.Equal("LATE-CB", r.Code)
-	s.Equal(ViaCallback, r.Via)
+	s.Equal(captchaflow.ViaCallback, r.Via)
 	s.Equal(137*time.Second, r.ReceivedAt.Sub(r.SubmittedAt))
 }
 
 func (s *SolveCaptchaSuite) TestStaleAndDuplicateCallbacksAreIgnored() {
 	s.expectSubmit("111")
-	s.signalAt(5*time.Second, Callback{ProviderTaskID: "999", Code: "FORGED", Authenticated: true})
-	s.signalAt(6*time.Second, Callback{ProviderTaskID: "111", Code: "", Authenticated: true})
-	s.signalAt(10*time.Second, Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true})
-	s.signalAt(10*time.Second, Callback{ProviderTaskID: "111", Code: "DUPLICATE", Authenticated: true})
+	s.signalAt(5*time.Second, captchaflow.Callback{ProviderTaskID: "999", Code: "FORGED", Authenticated: true})
+	s.signalAt(6*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "DUPLICATE", Authenticated: true})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -139,8 +140,8 @@ func (s *SolveCaptchaSuite) TestStaleAndDuplicateCallbacksAreIgnored() {
 func (s *SolveCaptchaSuite) TestUnsolvableIsResubmitted() {
 	s.expectSubmit("111", "222")
 	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).Return(activities.PollResult{}, unsolvable()).Once()
-	s.signalAt(200*time.Second, Callback{ProviderTaskID: "111", Code: "STALE", Authenticated: true})
-	s.signalAt(210*time.Second, Callback{ProviderTaskID: "222", Code: "SECOND", Authenticated: true})
+	s.signalAt(200*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "STALE", Authenticated: true})
+	s.signalAt(210*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "SECOND", Authenticated: true})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -157,7 +158,7 @@ func (s *SolveCaptchaSuite) TestResubmitsExhausted() {
 	in.MaxSubmits = 3
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 
-	s.Equal(ErrUnsolvable, s.failureType())
+	s.Equal(captchaflow.FailureUnsolvable, s.failureType())
 	s.env.AssertNumberOfCalls(s.T(), activities.SubmitName, 3)
 }
 
@@ -166,7 +167,7 @@ func (s *SolveCaptchaSuite) TestDeadlineWhileAwaitingCallback() {
 	in := recaptcha()
 	in.DeadlineSeconds = 60
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
-	s.Equal(ErrDeadlineExceeded, s.failureType())
+	s.Equal(captchaflow.FailureDeadlineExceeded, s.failureType())
 	s.env.AssertActivityNotCalled(s.T(), activities.PollName, mock.Anything, mock.Anything)
 }
 
@@ -176,22 +177,22 @@ func (s *SolveCaptchaSuite) TestDeadlineWhilePolling() {
 	in := recaptcha()
 	in.DeadlineSeconds = 150
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
-	s.Equal(ErrDeadlineExceeded, s.failureType())
+	s.Equal(captchaflow.FailureDeadlineExceeded, s.failureType())
 }
 
 func (s *SolveCaptchaSuite) TestProviderConfigErrorFailsFast() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{},
-		temporal.NewNonRetryableApplicationError("ERROR_WRONG_USER_KEY", activities.ErrProviderConfig, nil)).Once()
+		temporal.NewNonRetryableApplicationError("ERROR_WRONG_USER_KEY", captchaflow.FailureProviderConfig, nil)).Once()
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
-	s.Equal(activities.ErrProviderConfig, s.failureType())
+	s.Equal(captchaflow.FailureProviderConfig, s.failureType())
 	s.env.AssertNumberOfCalls(s.T(), activities.SubmitName, 1)
 }
 
 func (s *SolveCaptchaSuite) TestTransientSubmitErrorIsRetried() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{},
-		temporal.NewApplicationError("ERROR_NO_SLOT_AVAILABLE", activities.ErrProviderTransient)).Times(2)
+		temporal.NewApplicationError("ERROR_NO_SLOT_AVAILABLE", activities.FailureProviderTransient)).Times(2)
 	s.expectSubmit("111")
-	s.signalAt(30*time.Second, Callback{ProviderTaskID: "111", Code: "OK", Authenticated: true})
+	s.signalAt(30*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "OK", Authenticated: true})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.Equal("OK", s.result().Code)
 	s.Equal(1, s.result().Submits, "a retried in.php request is still one submission")
@@ -201,7 +202,7 @@ func (s *SolveCaptchaSuite) TestInvalidInputFailsBeforeSubmitting() {
 	in := recaptcha()
 	delete(in.Params, "pageurl")
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
-	s.Equal(ErrInvalidInput, s.failureType())
+	s.Equal(captchaflow.FailureInvalidInput, s.failureType())
 	s.Contains(s.env.GetWorkflowError().Error(), "params.pageurl")
 	s.env.AssertActivityNotCalled(s.T(), activities.SubmitName, mock.Anything, mock.Anything)
 }
@@ -210,13 +211,13 @@ func (s *SolveCaptchaSuite) TestDeliverFailingThenSucceeding() {
 	s.expectSubmit("111")
 	var bodies []json.RawMessage
 	s.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(
-		temporal.NewApplicationError("notify_url answered 503", activities.ErrDeliveryRejected)).Once()
+		temporal.NewApplicationError("notify_url answered 503", activities.FailureDeliveryRejected)).Once()
 	s.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
 		req := args.Get(1).(activities.DeliverRequest)
 		s.Equal("https://downstream.example/hook", req.NotifyURL)
 		bodies = append(bodies, req.Body)
 	}).Return(nil).Once()
-	s.signalAt(10*time.Second, Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
 	in := recaptcha()
 	in.NotifyURL = "https://downstream.example/hook"
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
@@ -234,17 +235,17 @@ func (s *SolveCaptchaSuite) TestDeliverFailingThenSucceeding() {
 func (s *SolveCaptchaSuite) TestDeliveryGivingUpKeepsResultInFailure() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(
-		temporal.NewApplicationError("connection refused", activities.ErrDeliveryRejected))
-	s.signalAt(time.Second, Callback{ProviderTaskID: "111", Code: "KEEP-ME", Authenticated: true})
+		temporal.NewApplicationError("connection refused", activities.FailureDeliveryRejected))
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "KEEP-ME", Authenticated: true})
 	in := recaptcha()
 	in.NotifyURL = "https://downstream.example/hook"
 	in.DeliveryTimeoutSeconds = 600
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 
-	s.Equal(ErrDeliveryFailed, s.failureType())
+	s.Equal(captchaflow.FailureDeliveryFailed, s.failureType())
 	var appErr *temporal.ApplicationError
 	s.Require().True(errors.As(s.env.GetWorkflowError(), &appErr))
-	var kept Result
+	var kept captchaflow.Result
 	s.Require().NoError(appErr.Details(&kept))
 	s.Equal("KEEP-ME", kept.Code)
 }
@@ -253,20 +254,20 @@ func (s *SolveCaptchaSuite) TestUnauthenticatedCallbackIsConfirmedWithResPHP() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).
 		Return(activities.PollResult{Code: "FROM-RES-PHP"}, nil).Once()
-	s.signalAt(10*time.Second, Callback{ProviderTaskID: "111", Code: "FROM-CALLER", Authenticated: false})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "FROM-CALLER", Authenticated: false})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
 	s.Equal("FROM-RES-PHP", r.Code, "an unauthenticated code is never used")
-	s.Equal(ViaCallback, r.Via)
+	s.Equal(captchaflow.ViaCallback, r.Via)
 	s.env.AssertNumberOfCalls(s.T(), activities.PollName, 1)
 }
 
 func (s *SolveCaptchaSuite) TestForgedUnauthenticatedCallbackChangesNothing() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(activities.PollResult{}, notReady()).Once()
-	s.signalAt(10*time.Second, Callback{ProviderTaskID: "111", Code: "FORGED", Authenticated: false})
-	s.signalAt(20*time.Second, Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "FORGED", Authenticated: false})
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -277,34 +278,34 @@ func (s *SolveCaptchaSuite) TestForgedUnauthenticatedCallbackChangesNothing() {
 func (s *SolveCaptchaSuite) TestStatusQueryFollowsPhases() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(activities.PollResult{}, notReady())
-	query := func() Status {
-		v, err := s.env.QueryWorkflow(StatusQuery)
+	query := func() captchaflow.Status {
+		v, err := s.env.QueryWorkflow(captchaflow.StatusQuery)
 		s.Require().NoError(err)
-		var st Status
+		var st captchaflow.Status
 		s.Require().NoError(v.Get(&st))
 		return st
 	}
-	var seen []Status
+	var seen []captchaflow.Status
 	s.env.RegisterDelayedCallback(func() { seen = append(seen, query()) }, 10*time.Second)
 	s.env.RegisterDelayedCallback(func() { seen = append(seen, query()) }, 130*time.Second)
-	s.signalAt(140*time.Second, Callback{ProviderTaskID: "111", Code: "C", Authenticated: true})
+	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "C", Authenticated: true})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.result()
 
 	s.Require().Len(seen, 2)
-	s.Equal(PhaseAwaitingCallback, seen[0].Phase)
+	s.Equal(captchaflow.PhaseAwaitingCallback, seen[0].Phase)
 	s.Equal("111", seen[0].ProviderTaskID)
 	s.Equal(1, seen[0].Submits)
 	s.False(seen[0].SubmittedAt.IsZero())
-	s.Equal(PhasePolling, seen[1].Phase)
-	s.Equal(PhaseDone, query().Phase)
+	s.Equal(captchaflow.PhasePolling, seen[1].Phase)
+	s.Equal(captchaflow.PhaseDone, query().Phase)
 }
 
 func (s *SolveCaptchaSuite) TestSubmitRetriedUntilDeadline() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{},
-		temporal.NewApplicationError("ERROR_NO_SLOT_AVAILABLE", activities.ErrProviderTransient))
+		temporal.NewApplicationError("ERROR_NO_SLOT_AVAILABLE", activities.FailureProviderTransient))
 	in := recaptcha()
 	in.DeadlineSeconds = 90
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
-	s.Equal(ErrDeadlineExceeded, s.failureType())
+	s.Equal(captchaflow.FailureDeadlineExceeded, s.failureType())
 }

@@ -16,7 +16,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/captchaflow/captchaflow/workflows"
+	"github.com/captchaflow/captchaflow"
 )
 
 // maxBodyBytes caps one delivery; a Result is a few hundred bytes.
@@ -25,7 +25,7 @@ const maxBodyBytes = 1 << 20
 // Payload is the body captchaflow posts: the workflow's Result and the caller's task ID.
 type Payload struct {
 	TaskID string `json:"task_id"`
-	workflows.Result
+	captchaflow.Result
 }
 
 // Delivery is one accepted, signature-verified webhook-id.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaflow/captchaflow/workflows"
+	"github.com/captchaflow/captchaflow"
 )
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
@@ -41,8 +41,8 @@ func post(t *testing.T, url, id string, key []byte, ts time.Time, body []byte) *
 
 func resultBody(t *testing.T, taskID, code string) []byte {
 	t.Helper()
-	body, err := json.Marshal(Payload{TaskID: taskID, Result: workflows.Result{
-		ProviderTaskID: "7300000001", Code: code, Via: workflows.ViaCallback, Submits: 1,
+	body, err := json.Marshal(Payload{TaskID: taskID, Result: captchaflow.Result{
+		ProviderTaskID: "7300000001", Code: code, Via: captchaflow.ViaCallback, Submits: 1,
 	}})
 	require.NoError(t, err)
 	return body
@@ -70,7 +70,7 @@ func TestAcceptsValidSignatureAndCountsDuplicates(t *testing.T) {
 	assert.Equal(t, 2, d.Count)
 	assert.Equal(t, "task-1", d.Payload.TaskID)
 	assert.Equal(t, "CODE-1", d.Payload.Code)
-	assert.Equal(t, workflows.ViaCallback, d.Payload.Via)
+	assert.Equal(t, captchaflow.ViaCallback, d.Payload.Via)
 }
 
 func TestDuplicateWithDifferentCodeIsAConflict(t *testing.T) {

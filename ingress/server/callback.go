@@ -9,8 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 type okBody struct {
@@ -28,7 +28,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	if err != nil {
 		return badRequest("workflow_id", "not a valid path segment")
 	}
-	if err := workflows.ValidateWorkflowID(workflowID); err != nil {
+	if err := captchaflow.ValidateWorkflowID(workflowID); err != nil {
 		return badRequest("workflow_id", err.Error())
 	}
 	info.workflowID = workflowID
@@ -41,7 +41,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	info.outcome, err = s.signal(c.Request().Context(), workflowID, workflows.Callback{
+	info.outcome, err = s.signal(c.Request().Context(), workflowID, captchaflow.Callback{
 		ProviderTaskID: id,
 		Code:           code,
 		Authenticated:  true,
@@ -54,10 +54,10 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 
 // signal delivers cb to the workflow and answers only once Temporal accepted it (or said there is no such running
 // workflow). Anything else is unavailable: the provider may retry and the workflow's poll recovers regardless.
-func (s *Server) signal(ctx context.Context, workflowID string, cb workflows.Callback) (outcome string, err error) {
+func (s *Server) signal(ctx context.Context, workflowID string, cb captchaflow.Callback) (outcome string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SignalTimeout)
 	defer cancel()
-	err = s.temporal.SignalWorkflow(ctx, workflowID, "", workflows.CallbackSignal, cb)
+	err = s.temporal.SignalWorkflow(ctx, workflowID, "", captchaflow.CallbackSignal, cb)
 	var notFound *serviceerror.NotFound
 	switch {
 	case err == nil:

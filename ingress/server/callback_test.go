@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/internal/config"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 func TestTokenedCallbackSignalsWorkflow(t *testing.T) {
@@ -45,8 +45,8 @@ func TestTokenedCallbackSignalsWorkflow(t *testing.T) {
 			require.Equal(t, []sentSignal{{
 				WorkflowID: testWorkflowID,
 				RunID:      "",
-				Name:       workflows.CallbackSignal,
-				Callback:   workflows.Callback{ProviderTaskID: "73491", Code: "03AGdBq24PBCbwiDRaS_MJ7Z", Authenticated: true},
+				Name:       captchaflow.CallbackSignal,
+				Callback:   captchaflow.Callback{ProviderTaskID: "73491", Code: "03AGdBq24PBCbwiDRaS_MJ7Z", Authenticated: true},
 			}}, e.fake.sent())
 			assert.Equal(t, 1.0, e.callbacks(routeTokened, outcomeSignalled))
 		})
@@ -60,7 +60,7 @@ func TestTokenedCallbackBodyFieldsWinOverQuery(t *testing.T) {
 		"application/x-www-form-urlencoded")
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Len(t, e.fake.sent(), 1)
-	assert.Equal(t, workflows.Callback{ProviderTaskID: "2", Code: "from-body", Authenticated: true}, e.fake.sent()[0].Callback)
+	assert.Equal(t, captchaflow.Callback{ProviderTaskID: "2", Code: "from-body", Authenticated: true}, e.fake.sent()[0].Callback)
 }
 
 func TestTokenedCallbackAcceptsPercentEncodedWorkflowID(t *testing.T) {

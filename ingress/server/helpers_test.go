@@ -20,9 +20,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/internal/config"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 const (
@@ -49,7 +49,7 @@ func testConfig() config.Ingress {
 // sentSignal is one SignalWorkflow call the fake received.
 type sentSignal struct {
 	WorkflowID, RunID, Name string
-	Callback                workflows.Callback
+	Callback                captchaflow.Callback
 }
 
 // fakeTemporal records calls; its behaviour is set per test through the func fields.
@@ -64,7 +64,7 @@ type fakeTemporal struct {
 }
 
 func (f *fakeTemporal) SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error {
-	cb, _ := arg.(workflows.Callback)
+	cb, _ := arg.(captchaflow.Callback)
 	f.mu.Lock()
 	f.signals = append(f.signals, sentSignal{WorkflowID: workflowID, RunID: runID, Name: signalName, Callback: cb})
 	fn := f.signalFn

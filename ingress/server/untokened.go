@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/captchaflow/captchaflow/workflows"
+	"github.com/captchaflow/captchaflow"
 )
 
 // Lookup retry spacing; visibility usually catches up within a few hundred milliseconds.
@@ -41,7 +41,7 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 		return unavailable(err)
 	}
 	info.workflowID = workflowID
-	info.outcome, err = s.signal(c.Request().Context(), workflowID, workflows.Callback{
+	info.outcome, err = s.signal(c.Request().Context(), workflowID, captchaflow.Callback{
 		ProviderTaskID: id,
 		Code:           code,
 		Authenticated:  false,
@@ -55,7 +55,7 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 // lookupQuery finds the running workflow whose current submission has providerTaskID. providerTaskID must already
 // match providerTaskIDPattern, which admits no quote.
 func lookupQuery(providerTaskID string) string {
-	return fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", workflows.SearchAttrTaskID, providerTaskID)
+	return fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", captchaflow.TaskIDKey.GetName(), providerTaskID)
 }
 
 // lookupWorkflow resolves providerTaskID to a workflow ID. Visibility is eventually consistent and the callback can

@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/internal/config"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 func found(workflowID string) *workflowservice.ListWorkflowExecutionsResponse {
@@ -41,8 +41,8 @@ func TestUntokenedCallbackResolvesAndSignalsUnauthenticated(t *testing.T) {
 			assert.Equal(t, []string{"CaptchaTaskId = '73491' AND ExecutionStatus = 'Running'"}, e.fake.listQueries())
 			assert.Equal(t, []sentSignal{{
 				WorkflowID: "task-7",
-				Name:       workflows.CallbackSignal,
-				Callback:   workflows.Callback{ProviderTaskID: "73491", Code: "abc", Authenticated: false},
+				Name:       captchaflow.CallbackSignal,
+				Callback:   captchaflow.Callback{ProviderTaskID: "73491", Code: "abc", Authenticated: false},
 			}}, e.fake.sent())
 			assert.Equal(t, 1.0, e.callbacks(routeUntokened, outcomeSignalled))
 		})

@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // scenario is one kind of trouble the demo asks the simulator to cause (through the per-task sim_fault
@@ -72,7 +71,7 @@ var demoSimulatorEnv = map[string]string{
 type demoTask struct {
 	ID       string
 	Scenario scenario
-	Input    workflows.Input
+	Input    captchaflow.Input
 }
 
 // planBatch builds n tasks with IDs unique to this run (Temporal keeps earlier runs' workflows in .data).
@@ -80,7 +79,7 @@ func planBatch(n int, runID, notifyURL string) []demoTask {
 	tasks := make([]demoTask, n)
 	for i := range tasks {
 		sc := scenarioCycle[i%len(scenarioCycle)]
-		params := workflows.Params{
+		params := captchaflow.Params{
 			"googlekey": "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI",
 			"pageurl":   "https://shop.example/checkout",
 			// A spread of solve times that does not depend on the simulator's random draw.
@@ -92,7 +91,7 @@ func planBatch(n int, runID, notifyURL string) []demoTask {
 		tasks[i] = demoTask{
 			ID:       fmt.Sprintf("demo-%s-%03d", runID, i+1),
 			Scenario: sc,
-			Input: workflows.Input{
+			Input: captchaflow.Input{
 				Method:                 "userrecaptcha",
 				Params:                 params,
 				CallbackTimeoutSeconds: demoCallbackTimeoutSeconds,

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/devstack/downstream"
 	"github.com/captchaflow/captchaflow/simulator/sim"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 func TestPlanBatchCoversEveryScenarioWithValidInputs(t *testing.T) {
@@ -25,7 +25,7 @@ func TestPlanBatchCoversEveryScenarioWithValidInputs(t *testing.T) {
 	seenIDs := map[string]bool{}
 	seenScenarios := map[string]bool{}
 	for _, task := range tasks {
-		assert.NoError(t, workflows.ValidateWorkflowID(task.ID))
+		assert.NoError(t, captchaflow.ValidateWorkflowID(task.ID))
 		assert.False(t, seenIDs[task.ID], "duplicate ID %s", task.ID)
 		seenIDs[task.ID] = true
 		seenScenarios[task.Scenario.Name] = true
@@ -55,11 +55,11 @@ func TestLateAndHangingPingbacksOutlastTheCallbackWait(t *testing.T) {
 
 func TestTallyCountsEachStateOnce(t *testing.T) {
 	var c tally
-	c.add(nil, false)                                                                        // running
-	c.add(nil, true)                                                                         // not started
-	c.add(&outcome{Result: workflows.Result{Via: workflows.ViaCallback, Submits: 1}}, false) // callback
-	c.add(&outcome{Result: workflows.Result{Via: workflows.ViaPoll, Submits: 2}}, false)     // poll, resubmitted
-	c.add(&outcome{FailReason: workflows.ErrUnsolvable}, false)                              // failed
+	c.add(nil, false)                                                                            // running
+	c.add(nil, true)                                                                             // not started
+	c.add(&outcome{Result: captchaflow.Result{Via: captchaflow.ViaCallback, Submits: 1}}, false) // callback
+	c.add(&outcome{Result: captchaflow.Result{Via: captchaflow.ViaPoll, Submits: 2}}, false)     // poll, resubmitted
+	c.add(&outcome{FailReason: captchaflow.FailureUnsolvable}, false)                            // failed
 	assert.Equal(t, tally{Total: 5, Running: 1, NotStarted: 1, Callback: 1, Poll: 1, Resubmitted: 1, Failed: 1}, c)
 	assert.Equal(t, 3, c.finished())
 	assert.Equal(t, "   12s  running   1 | done   2 (callback 1, poll 1) | failed 1", progressLine(12, c))

@@ -9,12 +9,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/captchaflow/captchaflow/workflows"
+	"github.com/captchaflow/captchaflow"
 )
 
 // outcome is how one demo task ended; nil in the tracker while it runs.
 type outcome struct {
-	Result workflows.Result
+	Result captchaflow.Result
 	// FailReason is the failure's type (e.g. Unsolvable) or message; empty on success.
 	FailReason string
 }
@@ -37,7 +37,7 @@ func (t *tracker) watch(ctx context.Context, task demoTask, run client.WorkflowR
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
-		var res workflows.Result
+		var res captchaflow.Result
 		err := run.Get(ctx, &res)
 		if ctx.Err() != nil {
 			return // stopped watching; the task's end is unknown, not a failure
@@ -97,7 +97,7 @@ func (c *tally) add(o *outcome, notStarted bool) {
 		c.Running++
 	case o.FailReason != "":
 		c.Failed++
-	case o.Result.Via == workflows.ViaCallback:
+	case o.Result.Via == captchaflow.ViaCallback:
 		c.Callback++
 	default:
 		c.Poll++

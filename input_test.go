@@ -1,4 +1,4 @@
-package workflows
+package captchaflow
 
 import (
 	"encoding/json"

@@ -1,9 +1,17 @@
-// Package workflows holds the SolveCaptcha workflow and its external contract: the names and JSON shapes that
-// other services (in any language), the ingress and our black-box tests depend on. Changing any of them is a
-// breaking change for every caller.
-package workflows
+// Package captchaflow is SolveCaptcha's contract and the Go way to start it: the names and JSON shapes that other
+// services (in any language), the ingress and our black-box tests depend on, and Start/Solve for Go callers. It
+// imports nothing else of captchaflow, so a caller links the contract and the Temporal client, never the workflow,
+// the activities or the provider client. Changing any name or shape here is a breaking change for every caller.
+//
+//	run, err := captchaflow.Start(ctx, c, "order-42-login", captchaflow.Input{Method: "turnstile", Params: ...})
+//	res, err := captchaflow.Solve(ctx, c, "order-42-login", in) // start (or join) and wait
+package captchaflow
 
-import "time"
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+)
 
 const (
 	// WorkflowType is the registered name of the workflow.
@@ -17,20 +25,26 @@ const (
 )
 
 // Search attributes the workflow upserts; both must be registered as Keyword on the namespace.
-const (
-	// SearchAttrTaskID is the provider's task ID of the current submission, so a bare callback (id and code only)
-	// can be routed to its workflow and an operator can find a task by the ID the provider shows.
-	SearchAttrTaskID = "CaptchaTaskId"
-	// SearchAttrPhase is the workflow's current Phase while it runs.
-	SearchAttrPhase = "CaptchaPhase"
+var (
+	// TaskIDKey is the provider's task ID of the current submission, so a bare callback (id and code only) can be
+	// routed to its workflow and an operator can find a task by the ID the provider shows.
+	TaskIDKey = temporal.NewSearchAttributeKeyKeyword("CaptchaTaskId")
+	// PhaseKey is the workflow's current Phase while it runs.
+	PhaseKey = temporal.NewSearchAttributeKeyKeyword("CaptchaPhase")
+	// SearchAttributeKeys are all of them, for registering and checking them on a namespace.
+	SearchAttributeKeys = []temporal.SearchAttributeKeyKeyword{TaskIDKey, PhaseKey}
 )
 
-// Typed failure reasons (temporal.ApplicationError types) a caller can branch on.
+// Failure types: the temporal.ApplicationError types a failed SolveCaptcha carries, for callers to branch on.
 const (
-	ErrInvalidInput     = "InvalidInput"     // the input names the field; nothing was submitted
-	ErrUnsolvable       = "Unsolvable"       // every submission came back unsolvable
-	ErrDeadlineExceeded = "DeadlineExceeded" // no result within deadline_seconds
-	ErrDeliveryFailed   = "DeliveryFailed"   // the result could not be delivered to notify_url in time; details hold it
+	FailureInvalidInput     = "InvalidInput"     // the input names the field; nothing was submitted
+	FailureUnsolvable       = "Unsolvable"       // every submission came back unsolvable
+	FailureDeadlineExceeded = "DeadlineExceeded" // no result within deadline_seconds
+	FailureDeliveryFailed   = "DeliveryFailed"   // the result could not be delivered to notify_url in time; details hold it
+	// FailureProviderConfig: the provider refused the request for a reason retrying cannot fix (key, parameters).
+	FailureProviderConfig = "ProviderConfig"
+	// FailureProviderUnknown: an answer captchaflow does not know; not retried, the provider's code is in the message.
+	FailureProviderUnknown = "ProviderUnknown"
 )
 
 // Phase is where a task is in its life.

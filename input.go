@@ -1,4 +1,4 @@
-package workflows
+package captchaflow
 
 import (
 	"bytes"
@@ -131,21 +131,14 @@ var workflowIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
 // ValidateWorkflowID reports whether id can be a SolveCaptcha workflow ID (the caller's task ID).
 func ValidateWorkflowID(id string) error {
 	if !workflowIDPattern.MatchString(id) {
-		return fmt.Errorf("workflow ID %q: must be 1-200 characters of A-Z a-z 0-9 . _ : -", truncate(id, 60))
+		return fmt.Errorf("workflow ID %.60q: must be 1-200 characters of A-Z a-z 0-9 . _ : -", id)
 	}
 	return nil
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-// requiredParams are the fields each known method cannot do without (the provider would refuse the task anyway,
-// after we paid a round trip and possibly a retry budget).
-var requiredParams = map[string][]string{
+// RequiredParams are the in.php fields each known method cannot do without (the provider would refuse the task
+// anyway, after we paid a round trip and possibly a retry budget). The simulator refuses the same.
+var RequiredParams = map[string][]string{
 	"userrecaptcha": {"googlekey", "pageurl"},
 	"hcaptcha":      {"sitekey", "pageurl"},
 	"turnstile":     {"sitekey", "pageurl"},
@@ -156,9 +149,9 @@ var requiredParams = map[string][]string{
 	"post":          {"file"},
 }
 
-// reservedParams are set by captchaflow itself. "key" in particular must never be passed in: it would put the
-// provider key into workflow history.
-var reservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
+// ReservedParams are in.php / res.php fields captchaflow sets itself. "key" in particular must never be passed in:
+// it would put the provider key into workflow history.
+var ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
 
 var methodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 
@@ -191,7 +184,7 @@ func (in Input) Validate() error {
 	case in.Method == "":
 		return errors.New("method: required")
 	case !methodPattern.MatchString(in.Method):
-		return fmt.Errorf("method: %q is not a provider method name", truncate(in.Method, 40))
+		return fmt.Errorf("method: %.40q is not a provider method name", in.Method)
 	case in.Params == nil:
 		return errors.New("params: required (an object of in.php parameters)")
 	}
@@ -201,11 +194,11 @@ func (in Input) Validate() error {
 	}
 	sort.Strings(keys) // report problems in a stable order
 	for _, k := range keys {
-		if slices.Contains(reservedParams, strings.ToLower(k)) {
+		if slices.Contains(ReservedParams, strings.ToLower(k)) {
 			return fmt.Errorf("params.%s: set by captchaflow, must not be passed", k)
 		}
 	}
-	for _, k := range requiredParams[in.Method] {
+	for _, k := range RequiredParams[in.Method] {
 		if strings.TrimSpace(in.Params[k]) == "" {
 			return fmt.Errorf("params.%s: required for method %s", k, in.Method)
 		}
@@ -248,15 +241,22 @@ func checkRange(field string, v, lo, hi int) error {
 func checkHTTPURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute http(s) URL", truncate(s, 80))
+		return fmt.Errorf("%.80q is not an absolute http(s) URL", s)
 	}
 	return nil
 }
 
-func (in Input) callbackTimeout() time.Duration { return seconds(in.CallbackTimeoutSeconds) }
-func (in Input) pollInterval() time.Duration    { return seconds(in.PollIntervalSeconds) }
-func (in Input) deadline() time.Duration        { return seconds(in.DeadlineSeconds) }
-func (in Input) deliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }
+// CallbackTimeout is callback_timeout_seconds as a duration.
+func (in Input) CallbackTimeout() time.Duration { return seconds(in.CallbackTimeoutSeconds) }
+
+// PollInterval is poll_interval_seconds as a duration.
+func (in Input) PollInterval() time.Duration { return seconds(in.PollIntervalSeconds) }
+
+// SolveBudget is deadline_seconds as a duration: how long submitting, waiting and polling may take in all.
+func (in Input) SolveBudget() time.Duration { return seconds(in.DeadlineSeconds) }
+
+// DeliveryTimeout is delivery_timeout_seconds as a duration.
+func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }
 
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
