@@ -21,10 +21,6 @@ import (
 	"unicode/utf8"
 )
 
-// DefaultBaseURL is the CaptchaAI API. Env CAPTCHAAI_BASE_URL overrides it
-// (read by the caller, not by this package).
-const DefaultBaseURL = "https://ocr.captchaai.com"
-
 const (
 	defaultTimeout = 30 * time.Second
 	// maxAnswerBytes bounds what we read from the provider. Real answers are

@@ -16,7 +16,7 @@ import (
 )
 
 func TestNewValidates(t *testing.T) {
-	_, err := New(DefaultBaseURL, testKey)
+	_, err := New("https://ocr.captchaai.com", testKey)
 	require.NoError(t, err)
 
 	for _, base := range []string{"", "ocr.captchaai.com", "ftp://x", "http://", "https://h/?key=" + testKey, "https://h/#frag", "::bad::"} {
@@ -24,7 +24,7 @@ func TestNewValidates(t *testing.T) {
 		require.Error(t, err, base)
 		assert.NotContains(t, err.Error(), testKey)
 	}
-	_, err = New(DefaultBaseURL, "")
+	_, err = New("https://ocr.captchaai.com", "")
 	require.Error(t, err)
 }
 

@@ -5,21 +5,18 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // methodPost is the in.php method that uploads the image as a multipart file.
 const methodPost = "post"
-
-// reservedParams are in.php fields the client sets itself. Letting caller
-// params override them would silently change the account, the answer format
-// or where the provider calls back, so they are rejected instead.
-var reservedParams = []string{"key", "method", "json", "pingback"}
 
 // submitBody is an encoded in.php request body.
 type submitBody struct {
@@ -33,17 +30,16 @@ func encodeSubmit(apiKey, method string, params map[string]string, pingback stri
 	if strings.TrimSpace(method) == "" {
 		return submitBody{}, errors.New("method is required")
 	}
-	for _, name := range reservedParams {
+	fields := url.Values{"key": {apiKey}, "method": {method}, "json": {"1"}, "pingback": {pingback}}
+	// A param may not override a field the client sets: that would silently change the account, the answer
+	// format or where the provider calls back. The set is derived from fields, so it cannot drift from it.
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if _, ok := params[name]; ok {
 			return submitBody{}, fmt.Errorf("param %q is set by the client and must not be passed", name)
 		}
 	}
-	fields := url.Values{}
-	fields.Set("key", apiKey)
-	fields.Set("method", method)
-	fields.Set("json", "1")
-	if pingback != "" {
-		fields.Set("pingback", pingback)
+	if pingback == "" {
+		fields.Del("pingback")
 	}
 	if method == methodPost {
 		return encodeMultipart(fields, params)

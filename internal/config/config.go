@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 // DefaultProviderBaseURL is CaptchaAI's API host.
@@ -16,13 +18,13 @@ const DefaultProviderBaseURL = "https://ocr.captchaai.com"
 // Worker is the worker's configuration.
 type Worker struct {
 	ProviderAPIKey  Secret `env:"CAPTCHAAI_API_KEY,required,notEmpty,unset"`
-	ProviderBaseURL string `env:"CAPTCHAAI_BASE_URL" envDefault:"https://ocr.captchaai.com"`
+	ProviderBaseURL string `env:"CAPTCHAAI_BASE_URL"` // default DefaultProviderBaseURL
 	// CallbackBaseURL is the public base of the ingress; the provider calls CallbackBaseURL/callback/<id>?t=….
 	CallbackBaseURL string `env:"CALLBACK_BASE_URL,required,notEmpty"`
 	CallbackSecret  Secret `env:"CALLBACK_SECRET,required,notEmpty,unset"`
 	// NotifySecret signs deliveries to notify_url; a task with notify_url fails to deliver while it is unset.
 	NotifySecret Secret `env:"NOTIFY_SECRET,unset"`
-	TaskQueue    string `env:"TASK_QUEUE" envDefault:"captcha-solve"`
+	TaskQueue    string `env:"TASK_QUEUE"` // default captchaflow.DefaultTaskQueue
 	// MetricsAddr serves Prometheus metrics on /metrics; empty disables it.
 	MetricsAddr string `env:"WORKER_METRICS_ADDR" envDefault:"127.0.0.1:9091"`
 	// ProviderTimeout bounds one in.php/res.php request.
@@ -56,14 +58,17 @@ type Ingress struct {
 	LookupTimeout time.Duration `env:"INGRESS_LOOKUP_TIMEOUT" envDefault:"3s"`
 }
 
-// LoadWorker reads Worker from the environment.
-func LoadWorker() (Worker, error) { return load[Worker]("worker") }
+// LoadWorker reads Worker from the environment. The defaults declared elsewhere are set before parsing (a struct
+// tag cannot name a constant); a variable that is set overrides them.
+func LoadWorker() (Worker, error) {
+	return load("worker", Worker{ProviderBaseURL: DefaultProviderBaseURL, TaskQueue: captchaflow.DefaultTaskQueue})
+}
 
 // LoadIngress reads Ingress from the environment.
-func LoadIngress() (Ingress, error) { return load[Ingress]("ingress") }
+func LoadIngress() (Ingress, error) { return load("ingress", Ingress{}) }
 
-func load[T any](who string) (T, error) {
-	cfg, err := env.ParseAs[T]()
+func load[T any](who string, cfg T) (T, error) {
+	err := env.Parse(&cfg)
 	if err != nil {
 		// env's messages name the variable and never include a secret's value (secrets are plain strings, so
 		// they cannot fail to parse).

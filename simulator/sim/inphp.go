@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 const (
@@ -85,38 +87,37 @@ func (s *Simulator) checkKey(key string) (reply, bool) {
 	return reply{}, true
 }
 
-// checkMethodParams checks the method and the parameters it requires.
+// checkMethodParams checks the method and the parameters it requires: the image methods by their upload, the
+// others by captchaflow.RequiredParams, the same table the workflow validates its input with.
 func checkMethodParams(r *http.Request, method string) (reply, bool) {
-	require := func(param, code string) (reply, bool) {
-		if strings.TrimSpace(r.Form.Get(param)) == "" {
-			return errReplyf(code, param+" is required for method="+method+"."), false
-		}
-		return reply{}, true
-	}
-	requireAll := func(checks ...[2]string) (reply, bool) {
-		for _, c := range checks {
-			if rp, ok := require(c[0], c[1]); !ok {
-				return rp, false
-			}
-		}
-		return reply{}, true
-	}
 	switch method {
-	case "userrecaptcha":
-		return requireAll([2]string{"googlekey", ErrorGoogleKey}, [2]string{"pageurl", ErrorPageURL})
-	case "hcaptcha", "turnstile":
-		return requireAll([2]string{"sitekey", ErrorBadParameters}, [2]string{"pageurl", ErrorPageURL})
-	case "geetest":
-		return requireAll([2]string{"gt", ErrorBadParameters}, [2]string{"challenge", ErrorBadParameters}, [2]string{"pageurl", ErrorPageURL})
-	case "funcaptcha":
-		return requireAll([2]string{"publickey", ErrorBadParameters}, [2]string{"pageurl", ErrorPageURL})
 	case "base64":
 		return checkBase64Image(r.Form.Get("body"))
 	case "post":
 		return checkFileImage(r)
-	default:
+	}
+	required, known := captchaflow.RequiredParams[method]
+	if !known {
 		return errReply(ErrorNoSuchMethod), false
 	}
+	for _, param := range required {
+		if strings.TrimSpace(r.Form.Get(param)) == "" {
+			return errReplyf(missingParamError(param), param+" is required for method="+method+"."), false
+		}
+	}
+	return reply{}, true
+}
+
+// missingParamError is the code a provider answers for a missing required field: reCAPTCHA's key and the page
+// URL have codes of their own, the rest are bad parameters.
+func missingParamError(param string) string {
+	switch param {
+	case "googlekey":
+		return ErrorGoogleKey
+	case "pageurl":
+		return ErrorPageURL
+	}
+	return ErrorBadParameters
 }
 
 func checkBase64Image(body string) (reply, bool) {

@@ -58,6 +58,7 @@ func TestInPHPAcceptsEveryTransportInBothFormats(t *testing.T) {
 		{"method": {"turnstile"}, "sitekey": {"s"}, "pageurl": {"https://e.com"}},
 		{"method": {"geetest"}, "gt": {"g"}, "challenge": {"c"}, "pageurl": {"https://e.com"}},
 		{"method": {"funcaptcha"}, "publickey": {"p"}, "pageurl": {"https://e.com"}},
+		{"method": {"geetest_v4"}, "captcha_id": {"c"}, "pageurl": {"https://e.com"}},
 	} {
 		p.Set("key", testKey)
 		body := h.call("/in.php", p)
