@@ -65,7 +65,7 @@ func TestInPHPAcceptsEveryTransportInBothFormats(t *testing.T) {
 		_, ok := cutOK(body)
 		assert.True(t, ok, "method %s: %q", p.Get("method"), body)
 	}
-	assert.EqualValues(t, 8, h.stats().Submissions.Accepted)
+	assert.EqualValues(t, 9, h.stats().Submissions.Accepted)
 }
 
 func TestInPHPRejectsBadKeysMethodsAndParams(t *testing.T) {
