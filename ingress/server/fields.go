@@ -40,6 +40,7 @@ func callbackFields(c echo.Context) (id, code string, err error) {
 	return id, code, nil
 }
 
+// parseForm reads the query and form (multipart or urlencoded) so an oversized body stays a 413, not a 400.
 func parseForm(r *http.Request) error {
 	var err error
 	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mediaType == echo.MIMEMultipartForm {

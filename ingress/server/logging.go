@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -21,6 +20,7 @@ type callbackInfo struct {
 
 const callbackInfoKey = "captchaflow.callback"
 
+// callbackInfoOf is the handler's way to fill in what the access log and the counter report about its callback.
 func callbackInfoOf(c echo.Context) *callbackInfo {
 	info, _ := c.Get(callbackInfoKey).(*callbackInfo)
 	if info == nil {
@@ -40,7 +40,7 @@ func (s *Server) observeCallback(route string) echo.MiddlewareFunc {
 			c.Set(callbackInfoKey, info)
 			err := next(c)
 			if err != nil {
-				info.outcome = outcomeOf(err)
+				info.outcome = resolveError(err).outcome
 			}
 			if info.outcome != "" {
 				s.metrics.callbacks.WithLabelValues(route, info.outcome).Inc()
@@ -48,23 +48,6 @@ func (s *Server) observeCallback(route string) echo.MiddlewareFunc {
 			return err
 		}
 	}
-}
-
-func outcomeOf(err error) string {
-	var (
-		forbid  forbiddenError
-		unavail *unavailableError
-	)
-	switch {
-	case errors.As(err, &forbid):
-		return outcomeForged
-	case errors.As(err, &unavail):
-		return outcomeUnavailable
-	}
-	if status := statusOf(err); status >= 400 && status < 500 {
-		return outcomeBadRequest
-	}
-	return "" // a bug (500): visible in requests_total and the log, not a callback outcome
 }
 
 // accessLog writes one line per request with safe fields only: the route pattern, never the URL or query (the
@@ -75,7 +58,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		err := next(c)
 		status := c.Response().Status
 		if err != nil {
-			status = statusOf(err)
+			status = resolveError(err).status
 		}
 		attrs := []slog.Attr{
 			slog.String("method", c.Request().Method),
@@ -103,6 +86,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// levelForStatus keeps a Temporal outage (503) at Warn so Error stays for bugs.
 func levelForStatus(status int) slog.Level {
 	switch {
 	case status == http.StatusServiceUnavailable:

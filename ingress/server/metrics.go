@@ -66,7 +66,7 @@ func httpMetricsMiddleware(reg prometheus.Registerer) (echo.MiddlewareFunc, erro
 		},
 		StatusCodeResolver: func(c echo.Context, err error) int {
 			if err != nil {
-				return statusOf(err)
+				return resolveError(err).status
 			}
 			return c.Response().Status
 		},

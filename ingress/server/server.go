@@ -94,6 +94,7 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 	return s, nil
 }
 
+// validate reports every configuration problem at once, so a bad deployment is fixed in one round.
 func validate(cfg config.Ingress, tc TemporalClient) error {
 	var problems []string
 	if tc == nil {
@@ -123,6 +124,7 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 	return nil
 }
 
+// routes builds the Echo instance; the middleware order decides what the access log and the metrics see.
 func (s *Server) routes(httpMetrics echo.MiddlewareFunc, reg *prometheus.Registry) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
