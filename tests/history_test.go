@@ -1,0 +1,75 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/captchaflow/captchaflow"
+)
+
+func (s *stack) history(ctx context.Context, id string) (*historypb.History, error) {
+	iter := s.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			return nil, err
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h, nil
+}
+
+// lostAttempts counts, per activity type, the attempts a worker crash lost: for each activity whose recorded
+// start is a retry after a timeout, attempt-1 earlier attempts may have done their side effect.
+func lostAttempts(h *historypb.History) map[string]int {
+	types := map[int64]string{}
+	lost := map[string]int{}
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			types[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 &&
+			a.GetLastFailure().GetTimeoutFailureInfo() != nil {
+			lost[types[a.GetScheduledEventId()]] += int(a.GetAttempt()) - 1
+		}
+	}
+	return lost
+}
+
+// activityAttempts is the highest recorded attempt of each activity type.
+func activityAttempts(h *historypb.History) map[string]int32 {
+	types := map[int64]string{}
+	out := map[string]int32{}
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			types[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			name := types[a.GetScheduledEventId()]
+			out[name] = max(out[name], a.GetAttempt())
+		}
+	}
+	return out
+}
+
+// signals are the callbacks the workflow received, in order.
+func signals(t *testing.T, h *historypb.History) []captchaflow.Callback {
+	var out []captchaflow.Callback
+	dc := converter.GetDefaultDataConverter()
+	for _, ev := range h.GetEvents() {
+		a := ev.GetWorkflowExecutionSignaledEventAttributes()
+		if a == nil || a.GetSignalName() != captchaflow.CallbackSignal {
+			continue
+		}
+		var cb captchaflow.Callback
+		require.NoError(t, dc.FromPayloads(a.GetInput(), &cb))
+		out = append(out, cb)
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/simulator/sim"
+)
+
+// verify checks the invariants every scenario must keep, then records its figures:
+//   - every task completed with the code the provider produced for its final submission;
+//   - the downstream got exactly one accepted, signed delivery per task (webhook-id = workflow ID), with that code;
+//   - the provider saw exactly the intended submissions per task (no duplicate submission);
+//   - nothing is lost: every workflow the provider saw a submission for is one of ours and was delivered.
+func (sc *scenario) verify(ctx context.Context) figures {
+	t := sc.t
+	t.Helper()
+	sc.simTasks = sc.simTasksByWorkflow(ctx)
+	f := figures{Scenario: sc.name, Tasks: len(sc.tasks), Temporal: "dev server"}
+	if sc.s.external() {
+		f.Temporal = "external " + sc.s.temporalAddr
+	}
+	for _, tr := range sc.tasks {
+		res := tr.Result
+		label := fmt.Sprintf("%s (%s)", tr.ID, tr.Kind)
+		if !assert.NoError(t, tr.Err, label) {
+			continue
+		}
+		assert.Equal(t, sim.CodeFor(res.ProviderTaskID), res.Code, "%s: wrong code", label)
+		if tr.Via != "" {
+			assert.Equal(t, tr.Via, res.Via, "%s: result path", label)
+		}
+		switch res.Via {
+		case captchaflow.ViaCallback:
+			f.ViaCallback++
+		case captchaflow.ViaPoll:
+			f.ViaPoll++
+		}
+
+		lost := map[string]int{}
+		if sc.allowCrashRepeats {
+			h, err := sc.s.history(ctx, tr.ID)
+			require.NoError(t, err)
+			lost = lostAttempts(h)
+			f.RepeatsAfterKill += lost[activities.SubmitName] + lost[activities.DeliverName]
+		}
+		// A Submit attempt lost with a killed worker may have been the one the provider called unsolvable; its
+		// retry is then the (solvable) second submission and the workflow counts one fewer.
+		assert.LessOrEqual(t, res.Submits, tr.submits(), "%s: submissions the workflow made", label)
+		assert.GreaterOrEqual(t, res.Submits, tr.submits()-lost[activities.SubmitName], "%s: submissions the workflow made", label)
+		provider := sc.simTasks[tr.ID]
+		f.Submissions += len(provider)
+		assert.GreaterOrEqual(t, len(provider), tr.submits(), "%s: provider submissions", label)
+		assert.LessOrEqual(t, len(provider), tr.submits()+lost[activities.SubmitName],
+			"%s: provider submissions (at most %d repeated by a lost Submit attempt)", label, lost[activities.SubmitName])
+		if len(provider) > 0 {
+			final := provider[len(provider)-1]
+			assert.Equal(t, final.ID, res.ProviderTaskID, "%s: the result must come from the last submission", label)
+			if lost[activities.SubmitName] == 0 {
+				for _, earlier := range provider[:len(provider)-1] {
+					assert.Equal(t, sim.StatusUnsolvable, earlier.Status, "%s: a resubmission must follow an unsolvable answer", label)
+				}
+			}
+		}
+		for _, pt := range provider {
+			for _, p := range pt.Pingbacks {
+				f.PingbacksSent++
+				if p.Outcome != sim.OutcomeSucceeded {
+					f.PingbacksFailed++
+				}
+			}
+		}
+
+		d, ok := sc.s.down.Delivery(tr.ID)
+		if !assert.True(t, ok, "%s: nothing delivered to notify_url", label) {
+			continue
+		}
+		assert.Equal(t, tr.ID, d.WebhookID)
+		assert.Equal(t, tr.ID, d.Payload.TaskID, "%s: task_id in the delivered body", label)
+		assert.Equal(t, res.Code, d.Payload.Code, "%s: delivered code", label)
+		assert.Equal(t, res.ProviderTaskID, d.Payload.ProviderTaskID, "%s: delivered provider task", label)
+		assert.GreaterOrEqual(t, d.Count, 1)
+		assert.LessOrEqual(t, d.Count, 1+lost[activities.DeliverName],
+			"%s: accepted deliveries (at most %d repeated by a lost Deliver attempt)", label, lost[activities.DeliverName])
+		f.Delivered++
+	}
+	for id := range sc.simTasks {
+		assert.Contains(t, sc.byID, id, "the provider saw a submission for a workflow this scenario did not start")
+	}
+	assert.Zero(t, sc.s.down.Stats().Conflicts, "a webhook-id was delivered twice with different codes")
+	f.WallSeconds = sc.ended.Sub(sc.started).Seconds()
+	f.Notes = sc.notes
+	recordFigures(t, f)
+	return f
+}
+
+// note adds a line to the scenario's figures (what the chaos did).
+func (sc *scenario) note(format string, args ...any) {
+	sc.notes = append(sc.notes, fmt.Sprintf(format, args...))
+	sc.t.Logf(format, args...)
+}
