@@ -25,7 +25,7 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 run: tools ## start the local stack, run a demo batch, keep it up for the Web UI (ARGS="-tasks 10 -exit")
-	$(GO) build -o $(BIN)/run ./devstack/cmd/run
+	$(GO) build -o $(BIN)/run ./run
 	$(BIN)/run $(ARGS)
 
 test: vet workflowcheck test-unit test-e2e test-e2e-cluster test-deploy ## everything CI runs: vet, workflowcheck, unit, e2e + replay (dev server and PostgreSQL cluster), deploy checks
