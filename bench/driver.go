@@ -110,12 +110,6 @@ func (s *simClient) tasksByWorkflow(ctx context.Context, prefix string) (map[str
 	return out, nil
 }
 
-func (s *simClient) stats(ctx context.Context) (sim.Stats, error) {
-	var st sim.Stats
-	err := s.get(ctx, "/_sim/stats", &st)
-	return st, err
-}
-
 func (s *simClient) get(ctx context.Context, path string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
 	if err != nil {

@@ -98,7 +98,7 @@ func loadComposeProfiles(path string, env map[string]string, profiles []string) 
 	if err != nil {
 		return nil, err
 	}
-	return cli.ProjectFromOptions(context.Background(), opts)
+	return opts.LoadProject(context.Background())
 }
 
 // checkCompose returns every way the project disagrees with the binaries and the intended topology.

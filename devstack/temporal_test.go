@@ -71,9 +71,9 @@ func TestTemporalDevServerStartsRegistersSearchAttributesAndSurvivesRestart(t *t
 
 	require.NoError(t, temporal.Restart(ctx))
 	assert.NotEqual(t, oldPID, temporal.Process().PID())
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := c.DescribeWorkflow(ctx, id, "")
 	require.NoError(t, err, "the workflow must survive the restart")
-	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.GetWorkflowExecutionInfo().GetStatus())
+	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.RawResponse.GetWorkflowExecutionInfo().GetStatus())
 
 	require.NoError(t, temporal.Stop())
 	assert.False(t, temporal.Process().Running())

@@ -25,13 +25,14 @@ type wfState struct {
 	Pending        []*workflowpb.PendingActivityInfo
 }
 
-// state asks Temporal (DescribeWorkflowExecution) for the status, the pending activities and the phase and
+// state asks Temporal (DescribeWorkflow) for the status, the pending activities and the phase and
 // provider-task-ID search attributes.
 func (s *stack) state(ctx context.Context, id string) (wfState, error) {
-	resp, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := s.c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return wfState{}, err
 	}
+	resp := desc.RawResponse
 	info := resp.GetWorkflowExecutionInfo()
 	st := wfState{Status: info.GetStatus(), Pending: resp.GetPendingActivities()}
 	fields := info.GetSearchAttributes().GetIndexedFields()
