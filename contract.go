@@ -24,6 +24,10 @@ const (
 	StatusQuery = "status"
 )
 
+// MaxCodeBytes bounds a solved code anywhere it enters captchaflow (a callback on any route, a res.php answer): a
+// real token is a few KiB, and a bigger one is refused rather than stored in workflow history.
+const MaxCodeBytes = 16 << 10
+
 // Search attributes the workflow upserts; both must be registered as Keyword on the namespace.
 var (
 	// TaskIDKey is the provider's task ID of the current submission, so a bare callback (id and code only) can be
