@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/captchaflow/captchaflow"
+	workerconfig "github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/simulator/sim"
 )
 
@@ -155,7 +156,7 @@ func ceilDiv(a, b int) int {
 // level and reads the worker's memory. The worker is restarted first so the figures do not carry the heap of the
 // throughput runs.
 func (b *bench) waitingMemory(ctx context.Context) (*WaitingResult, error) {
-	wr := &WaitingResult{StickyCacheSize: "SDK default (10000)"}
+	wr := &WaitingResult{StickyCacheSize: fmt.Sprintf("worker default (%d)", workerconfig.DefaultStickyCacheSize)}
 	if v, ok := b.cfg.workerEnv["WORKER_STICKY_CACHE_SIZE"]; ok {
 		wr.StickyCacheSize = v
 	}

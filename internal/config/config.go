@@ -15,6 +15,10 @@ import (
 // DefaultProviderBaseURL is CaptchaAI's API host.
 const DefaultProviderBaseURL = "https://ocr.captchaai.com"
 
+// DefaultStickyCacheSize caps the workflows a worker keeps in memory: ~50 KB each, so about 100 MiB (the SDK's
+// own default of 10 000 took ~490 MiB). An evicted workflow is replayed from its short history when needed.
+const DefaultStickyCacheSize = 2000
+
 // Worker is the worker's configuration.
 type Worker struct {
 	ProviderAPIKey  Secret `env:"CAPTCHAAI_API_KEY,required,notEmpty,unset"`
@@ -36,7 +40,7 @@ type Worker struct {
 	MaxConcurrentActivities    int `env:"WORKER_MAX_CONCURRENT_ACTIVITIES" envDefault:"0"`
 	MaxConcurrentWorkflowTasks int `env:"WORKER_MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"0"`
 	// StickyCacheSize caps the workflows kept in memory (the SDK default of 10 000 took ~490 MiB).
-	StickyCacheSize int `env:"WORKER_STICKY_CACHE_SIZE" envDefault:"2000"`
+	StickyCacheSize int `env:"WORKER_STICKY_CACHE_SIZE"` // default DefaultStickyCacheSize
 }
 
 // Ingress is the ingress's configuration.
@@ -61,7 +65,11 @@ type Ingress struct {
 // LoadWorker reads Worker from the environment. The defaults declared elsewhere are set before parsing (a struct
 // tag cannot name a constant); a variable that is set overrides them.
 func LoadWorker() (Worker, error) {
-	return load("worker", Worker{ProviderBaseURL: DefaultProviderBaseURL, TaskQueue: captchaflow.DefaultTaskQueue})
+	return load("worker", Worker{
+		ProviderBaseURL: DefaultProviderBaseURL,
+		TaskQueue:       captchaflow.DefaultTaskQueue,
+		StickyCacheSize: DefaultStickyCacheSize,
+	})
 }
 
 // LoadIngress reads Ingress from the environment.
