@@ -1,6 +1,6 @@
 #!/bin/sh
 # Waits (bounded) for the Temporal frontend, then registers the namespace and the search attributes the
-# SolveCaptcha workflow upserts (workflows.SearchAttrTaskID, workflows.SearchAttrPhase), each only if missing.
+# SolveCaptcha workflow upserts (captchaflow.TaskIDKey, captchaflow.PhaseKey), each only if missing.
 # Safe to re-run.
 #
 # Used by docker-compose.yml's temporal-namespace job (temporalio/admin-tools) and by cluster/up.sh. POSIX sh:
