@@ -13,12 +13,15 @@ export TEMPORAL_CLI ?= $(BIN)/temporal
 # Extra flags for the run command, e.g. make run ARGS="-tasks 10 -exit".
 ARGS ?=
 UNIT_TIMEOUT ?= 15m
+# Time per fuzz target: make fuzz runs each for FUZZTIME, make test for TEST_FUZZTIME.
+FUZZTIME ?= 2m
+TEST_FUZZTIME ?= 4s
 E2E_TIMEOUT ?= 40m
 
 # Every package but the end-to-end tests, which need the built stack and run on their own.
 unit_packages = $$($(GO) list ./... | grep -v -E '/tests(/|$$)')
 
-.PHONY: help run test vet lint workflowcheck test-unit test-e2e test-e2e-cluster test-deploy tools bench cluster cluster-down \
+.PHONY: help run test vet lint fuzz test-fuzz workflowcheck test-unit test-e2e test-e2e-cluster test-deploy tools bench cluster cluster-down \
 	test-cluster record-histories clean
 
 help: ## list the targets
@@ -28,7 +31,7 @@ run: tools ## start the local stack, run a demo batch, keep it up for the Web UI
 	$(GO) build -o $(BIN)/run ./run
 	$(BIN)/run $(ARGS)
 
-test: vet lint workflowcheck test-unit test-e2e test-e2e-cluster test-deploy ## everything CI runs: vet, staticcheck, workflowcheck, unit, e2e + replay (dev server and PostgreSQL cluster), deploy checks
+test: vet lint workflowcheck test-unit test-fuzz test-e2e test-e2e-cluster test-deploy ## everything CI runs: vet, staticcheck, workflowcheck, unit, e2e + replay (dev server and PostgreSQL cluster), deploy checks
 
 vet: ## go vet every package
 	$(GO) vet ./...
@@ -42,6 +45,17 @@ workflowcheck: ## check workflow code for non-determinism
 test-unit: tools ## unit tests (every package but ./tests, whose server-free history replay runs here too; includes the Temporal dev-server launcher test)
 	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $(unit_packages)
 	$(GO) test -count=1 -run 'TestReplayRecordedHistories|TestRecordedHistoriesHoldNoSecrets' ./tests/
+
+fuzz: ## run every Go fuzz target (func Fuzz… in a tracked _test.go) for FUZZTIME each; new crashers land in testdata/fuzz
+	@targets=$$(git ls-files '*_test.go' | { xargs grep -H -o '^func Fuzz[A-Za-z0-9_]*' || true; } | sed 's/:func / /'); \
+	if [[ -z "$$targets" ]]; then echo "fuzz: no fuzz targets"; exit 1; fi; \
+	while read -r file name; do \
+		echo "fuzz: $$name ($$(dirname $$file), $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$file) || exit 1; \
+	done <<< "$$targets"
+
+test-fuzz: ## every fuzz target for a short bounded time (TEST_FUZZTIME each); its seed corpus also runs in test-unit
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 test-e2e: tools ## end-to-end, chaos and replay tests against the real stack
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./tests/...
