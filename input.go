@@ -105,9 +105,16 @@ func (p *Params) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return &json.UnmarshalTypeError{Value: "non-object", Type: mapType, Field: "params"}
 	}
+	// The map is walked in sorted key order so that, of several bad values, the error always names the smallest
+	// key: this decoding re-runs whenever the workflow replays, and its InvalidInput message must not change.
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	out := make(Params, len(raw))
-	for k, v := range raw {
-		v = bytes.TrimSpace(v)
+	for _, k := range keys {
+		v := bytes.TrimSpace(raw[k])
 		switch {
 		case len(v) > 0 && v[0] == '"':
 			var s string

@@ -67,3 +67,15 @@ func TestValidateWorkflowID(t *testing.T) {
 		assert.Error(t, ValidateWorkflowID(bad), bad)
 	}
 }
+
+// TestInputErrorNamesTheSmallestBadParamEveryTime: the input is decoded again on every replay, so of several bad
+// params the InvalidInput message must always name the same one (the smallest key), never the map's random first.
+func TestInputErrorNamesTheSmallestBadParamEveryTime(t *testing.T) {
+	js := `{"method":"custom","params":{"zeta":{"a":1},"mu":[1],"beta":null,"alpha":"ok","gamma":{"x":2},` +
+		`"delta":[],"epsilon":{},"eta":[2],"theta":null,"iota":{"y":3}}}`
+	for range 200 {
+		err := decode(t, js).Validate()
+		require.Error(t, err)
+		require.Equal(t, "params.beta: must be a string, number or boolean", err.Error())
+	}
+}
