@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -60,7 +61,30 @@ type Ingress struct {
 	// LookupTimeout bounds the search-attribute lookup of an untokened callback (visibility is eventually
 	// consistent, so it is retried within this bound).
 	LookupTimeout time.Duration `env:"INGRESS_LOOKUP_TIMEOUT" envDefault:"3s"`
+	// MetricsAddr serves /metrics on a listener of its own, never on the public callback one; set but empty
+	// disables it. LoadIngress applies the default, DefaultIngressMetricsAddr, itself: the env library treats a
+	// set-but-empty variable as unset (a tag default would win), and here empty must mean "off".
+	MetricsAddr string `env:"INGRESS_METRICS_ADDR"`
+	// TrustedProxies are CIDRs of reverse proxies whose X-Forwarded-For names the client, for the per-IP limit;
+	// empty trusts no header: the TCP peer is the client.
+	TrustedProxies []string `env:"INGRESS_TRUSTED_PROXIES"`
+	// UntokenedRate and UntokenedRatePerIP cap untokened callbacks per second, in all and per client IP (a burst
+	// of twice the rate); past either the answer is 429 with Retry-After.
+	UntokenedRate      float64 `env:"INGRESS_UNTOKENED_RATE" envDefault:"50"`
+	UntokenedRatePerIP float64 `env:"INGRESS_UNTOKENED_RATE_PER_IP" envDefault:"10"`
+	// UntokenedQueue and UntokenedWorkers size the background lookup and signal of accepted untokened callbacks;
+	// a callback that finds the queue full is answered 503.
+	UntokenedQueue   int `env:"INGRESS_UNTOKENED_QUEUE" envDefault:"512"`
+	UntokenedWorkers int `env:"INGRESS_UNTOKENED_WORKERS" envDefault:"8"`
+	// CallbackBurst and CallbackRefill budget the signals one workflow (tokened route) or one provider task ID
+	// (untokened route) receives: CallbackBurst at once, then one per CallbackRefill. Callbacks past the budget,
+	// and exact repeats, are answered 200 without a signal; the workflow's fallback poll still gets the result.
+	CallbackBurst  int           `env:"INGRESS_CALLBACK_BURST" envDefault:"4"`
+	CallbackRefill time.Duration `env:"INGRESS_CALLBACK_REFILL" envDefault:"30s"`
 }
+
+// DefaultIngressMetricsAddr is where the ingress serves /metrics unless INGRESS_METRICS_ADDR says otherwise.
+const DefaultIngressMetricsAddr = "127.0.0.1:9092"
 
 // LoadWorker reads Worker from the environment. The defaults declared elsewhere are set before parsing (a struct
 // tag cannot name a constant); a variable that is set overrides them.
@@ -72,8 +96,17 @@ func LoadWorker() (Worker, error) {
 	})
 }
 
-// LoadIngress reads Ingress from the environment.
-func LoadIngress() (Ingress, error) { return load("ingress", Ingress{}) }
+// LoadIngress reads Ingress from the environment. INGRESS_METRICS_ADDR is defaulted here, since only an unset
+// variable gets the default and a set-but-empty one disables the metrics listener.
+func LoadIngress() (Ingress, error) {
+	cfg, err := load("ingress", Ingress{})
+	if _, set := os.LookupEnv(ingressMetricsAddrEnv); !set {
+		cfg.MetricsAddr = DefaultIngressMetricsAddr
+	}
+	return cfg, err
+}
+
+const ingressMetricsAddrEnv = "INGRESS_METRICS_ADDR"
 
 func load[T any](who string, cfg T) (T, error) {
 	err := env.Parse(&cfg)

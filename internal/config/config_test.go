@@ -53,3 +53,26 @@ func TestIngressDefaultsAndRequiredSecret(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:8080", cfg.Addr)
 	assert.Equal(t, "s", cfg.CallbackSecret.Reveal())
 }
+
+func TestIngressMetricsAddrDefaultsAndEmptyDisables(t *testing.T) {
+	t.Setenv("CALLBACK_SECRET", "s")
+	cfg, err := LoadIngress()
+	require.NoError(t, err)
+	assert.Equal(t, DefaultIngressMetricsAddr, cfg.MetricsAddr)
+	assert.Equal(t, 4, cfg.CallbackBurst)
+	assert.Equal(t, 50.0, cfg.UntokenedRate)
+
+	t.Setenv("CALLBACK_SECRET", "s") // read once and unset (the `unset` tag)
+	t.Setenv("INGRESS_METRICS_ADDR", "")
+	cfg, err = LoadIngress()
+	require.NoError(t, err)
+	assert.Empty(t, cfg.MetricsAddr, "set but empty disables the metrics listener")
+
+	t.Setenv("INGRESS_METRICS_ADDR", "0.0.0.0:9300")
+	t.Setenv("INGRESS_TRUSTED_PROXIES", "10.0.0.0/8,192.168.1.1/32")
+	t.Setenv("CALLBACK_SECRET", "s")
+	cfg, err = LoadIngress()
+	require.NoError(t, err)
+	assert.Equal(t, "0.0.0.0:9300", cfg.MetricsAddr)
+	assert.Equal(t, []string{"10.0.0.0/8", "192.168.1.1/32"}, cfg.TrustedProxies)
+}
