@@ -6,6 +6,8 @@ package activities
 import (
 	"context"
 	"net/http"
+	"sync"
+	"time"
 )
 
 // Provider is the part of the CaptchaAI client the activities use; *captchaai.Client satisfies it.
@@ -22,9 +24,18 @@ type Activities struct {
 	CallbackSecret  string
 	// NotifySecret signs deliveries to notify_url (Standard Webhooks).
 	NotifySecret string
-	// HTTP posts deliveries; it must have a timeout.
-	HTTP *http.Client
+	// DeliveryTimeout bounds one POST to notify_url (default DefaultDeliveryTimeout).
+	DeliveryTimeout time.Duration
+	// NotifyAllowPrivate lets deliveries reach loopback and private-network addresses (local development, the
+	// demo); by default only public addresses are delivered to. See NewDeliveryClient.
+	NotifyAllowPrivate bool
+
+	httpOnce   sync.Once
+	httpClient *http.Client
 }
+
+// DefaultDeliveryTimeout bounds one POST to notify_url when Activities.DeliveryTimeout is zero.
+const DefaultDeliveryTimeout = 15 * time.Second
 
 // Activity names as registered (method names); the workflow refers to them through method values.
 const (

@@ -63,7 +63,10 @@ func (s *ActivitiesSuite) SetupTest() {
 		CallbackBaseURL: "https://cb.example.com/hooks",
 		CallbackSecret:  "callback-secret-value",
 		NotifySecret:    "notify-secret-value",
-		HTTP:            &http.Client{Timeout: 2 * time.Second},
+		DeliveryTimeout: 2 * time.Second,
+		// The receivers below are httptest servers on 127.0.0.1; the tests of the default (public targets only)
+		// turn this off again.
+		NotifyAllowPrivate: true,
 	}
 	s.env.RegisterActivity(s.acts)
 }
@@ -135,7 +138,7 @@ func (s *ActivitiesSuite) TestDeliverSignsPerStandardWebhooks() {
 	_, err := s.env.ExecuteActivity(s.acts.Deliver, DeliverRequest{NotifyURL: srv.URL, Body: body})
 	s.Require().NoError(err)
 	s.Require().Len(*seen, 1)
-	s.Equal("default-test-workflow-id", (*seen)[0].Get("webhook-id"))
+	s.Equal("default-test-workflow-id.default-test-run-id", (*seen)[0].Get("webhook-id"))
 	s.True(strings.HasPrefix((*seen)[0].Get("webhook-signature"), "v1,"))
 }
 

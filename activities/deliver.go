@@ -2,8 +2,11 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,9 +29,11 @@ const (
 	MetricDeliveries = "captchaflow_deliveries_total"
 )
 
-// Deliver POSTs the result to notify_url, signed per the Standard Webhooks spec with webhook-id = workflow ID, so
-// the receiver can drop duplicates. Every failure is retryable: the activity's retry policy is the dead-letter
-// queue, and it stays visible (and resettable) in the Web UI while the receiver is down.
+// Deliver POSTs the result to notify_url, signed per the Standard Webhooks spec with webhook-id = DeliveryID (one
+// per result: the same on every retry of this delivery, different for another run of the workflow), so the
+// receiver can drop duplicates. Failures are retryable — the activity's retry policy is the dead-letter queue, and
+// it stays visible (and resettable) in the Web UI while the receiver is down — except a notify_url the worker will
+// never connect to (FailureDeliveryForbidden): retrying it for delivery_timeout_seconds could not succeed.
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
 	err := a.deliver(ctx, req)
 	result := "ok"
@@ -39,12 +44,23 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
 	return err
 }
 
+// DeliveryID is the webhook-id of the delivery of one workflow run's result: "<workflow ID>.<run ID>". Retries of
+// the delivery (activity attempts, a worker restart) keep it, so a receiver deduplicates them; another run under
+// the same workflow ID (a failed task started again, a reset) delivers a new result under a new ID, so the receiver
+// does not drop it as a duplicate. The run ID is a UUID (36 characters), so the workflow ID is everything before
+// the last 37 characters even though workflow IDs may contain dots.
+func DeliveryID(workflowID, runID string) string { return workflowID + "." + runID }
+
 func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
+	if err := checkNotifyURL(req.NotifyURL); err != nil {
+		return forbidden(err)
+	}
 	signer, err := a.signer()
 	if err != nil {
 		return temporal.NewApplicationError(err.Error(), FailureWorkerConfig)
 	}
-	msgID := activity.GetInfo(ctx).WorkflowExecution.ID
+	exec := activity.GetInfo(ctx).WorkflowExecution
+	msgID := DeliveryID(exec.ID, exec.RunID)
 	now := time.Now()
 	signature, err := signer.Sign(msgID, now, req.Body)
 	if err != nil {
@@ -52,39 +68,87 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("notify_url: "+err.Error(), FailureWorkerConfig, nil)
+		return forbidden(fmt.Errorf("%w: %s", ErrForbiddenTarget, describeDeliveryError(err)))
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookTimestamp, fmt.Sprint(now.Unix()))
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookSignature, signature)
 	defer keepAlive(ctx)()
-	resp, err := a.HTTP.Do(httpReq)
+	resp, err := a.client().Do(httpReq)
 	if err != nil {
-		return temporal.NewApplicationError("delivering to notify_url: "+err.Error(), FailureDeliveryRejected)
+		if errors.Is(err, ErrForbiddenTarget) {
+			return forbidden(err)
+		}
+		return temporal.NewApplicationError("delivering to notify_url: "+describeDeliveryError(err), FailureDeliveryRejected)
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return temporal.NewApplicationError(
-			fmt.Sprintf("notify_url answered %d: %s", resp.StatusCode, strings.TrimSpace(string(snippet))),
-			FailureDeliveryRejected)
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("notify_url answered %d", resp.StatusCode)
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		msg += " (redirects are not followed)"
+	}
+	if snippet := excerpt(readExcerpt(resp.Body)); snippet != "" {
+		msg += ": " + snippet
+	}
+	return temporal.NewApplicationError(msg, FailureDeliveryRejected)
 }
 
-// signer keys the HMAC with NOTIFY_SECRET: a "whsec_" secret is base64 as the spec's libraries issue them, any
-// other value is used as raw bytes.
+// readExcerpt reads just enough of an error answer for excerpt.
+func readExcerpt(body io.Reader) []byte {
+	b, _ := io.ReadAll(io.LimitReader(body, 4*maxExcerpt))
+	return b
+}
+
+// forbidden is the non-retryable failure of a notify_url the worker refuses: the message names notify_url and why.
+func forbidden(err error) error {
+	return temporal.NewNonRetryableApplicationError(
+		"notify_url refused: "+describeDeliveryError(err)+
+			" (only public http(s) addresses are delivered to; NOTIFY_ALLOW_PRIVATE=true on the worker allows private ones)",
+		FailureDeliveryForbidden, nil)
+}
+
+// client is the delivery client, built once from DeliveryTimeout and NotifyAllowPrivate: there is no way to hand
+// the activities a client without the target check.
+func (a *Activities) client() *http.Client {
+	a.httpOnce.Do(func() {
+		a.httpClient = NewDeliveryClient(cmp.Or(a.DeliveryTimeout, DefaultDeliveryTimeout), a.NotifyAllowPrivate)
+	})
+	return a.httpClient
+}
+
+// signer keys the HMAC with NOTIFY_SECRET (see notifySigner).
 func (a *Activities) signer() (*standardwebhooks.Webhook, error) {
 	if a.NotifySecret == "" {
 		return nil, fmt.Errorf("NOTIFY_SECRET is not set on the worker; set it and restart the worker to deliver")
 	}
-	if strings.HasPrefix(a.NotifySecret, "whsec_") {
-		wh, err := standardwebhooks.NewWebhook(a.NotifySecret)
-		if err != nil {
-			return nil, fmt.Errorf("NOTIFY_SECRET starts with whsec_ but is not valid base64")
-		}
-		return wh, nil
+	return notifySigner(a.NotifySecret)
+}
+
+// CheckNotifySecret reports whether a NOTIFY_SECRET can sign deliveries, so the worker refuses to start on one
+// that cannot instead of failing every delivery later. The error names the variable, never the value.
+func CheckNotifySecret(secret string) error {
+	if secret == "" {
+		return nil // allowed: deliveries wait (retrying, visible) until it is set
 	}
-	return standardwebhooks.NewWebhookRaw([]byte(a.NotifySecret))
+	_, err := notifySigner(secret)
+	return err
+}
+
+// notifySigner keys the HMAC with the secret: a "whsec_" secret is base64 (standard alphabet, padded) as the
+// spec's libraries issue and decode them, any other value is used as raw bytes.
+func notifySigner(secret string) (*standardwebhooks.Webhook, error) {
+	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		key, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return nil, fmt.Errorf("NOTIFY_SECRET starts with whsec_ but the rest is not valid base64")
+		}
+		if len(key) == 0 {
+			return nil, fmt.Errorf("NOTIFY_SECRET starts with whsec_ but holds no key")
+		}
+		return standardwebhooks.NewWebhookRaw(key)
+	}
+	return standardwebhooks.NewWebhookRaw([]byte(secret))
 }

@@ -220,6 +220,9 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 		"TEMPORAL_ADDRESS":    s.Temporal.Address(),
 		"TEMPORAL_NAMESPACE":  DefaultNamespace,
 	}
+	// The webhook receivers of the demo and the tests (devstack/downstream) listen on 127.0.0.1, an address the
+	// worker only delivers to when told so.
+	env["NOTIFY_ALLOW_PRIVATE"] = "true"
 	return s.startComponent(ctx, &s.worker, "worker", s.bins.Worker, env, s.opts.WorkerEnv, s.WorkerMetricsURL()+"/healthz")
 }
 

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -88,11 +87,12 @@ func run(logger *slog.Logger) error {
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
 	workflows.Register(w, &activities.Activities{
-		Provider:        provider,
-		CallbackBaseURL: cfg.CallbackBaseURL,
-		CallbackSecret:  cfg.CallbackSecret.Reveal(),
-		NotifySecret:    cfg.NotifySecret.Reveal(),
-		HTTP:            &http.Client{Timeout: cfg.DeliveryRequestTimeout},
+		Provider:           provider,
+		CallbackBaseURL:    cfg.CallbackBaseURL,
+		CallbackSecret:     cfg.CallbackSecret.Reveal(),
+		NotifySecret:       cfg.NotifySecret.Reveal(),
+		DeliveryTimeout:    cfg.DeliveryRequestTimeout,
+		NotifyAllowPrivate: cfg.NotifyAllowPrivate,
 	})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)

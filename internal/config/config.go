@@ -37,6 +37,9 @@ type Worker struct {
 	// DeliveryTimeout bounds one POST to notify_url.
 	DeliveryRequestTimeout time.Duration `env:"NOTIFY_REQUEST_TIMEOUT" envDefault:"15s"`
 	ShutdownTimeout        time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// NotifyAllowPrivate lets deliveries reach loopback and private-network notify_url addresses (local
+	// development, the demo). Off: only public addresses; link-local (cloud metadata) is refused either way.
+	NotifyAllowPrivate bool `env:"NOTIFY_ALLOW_PRIVATE" envDefault:"false"`
 	// Worker tuning; zero keeps the SDK default.
 	MaxConcurrentActivities    int `env:"WORKER_MAX_CONCURRENT_ACTIVITIES" envDefault:"0"`
 	MaxConcurrentWorkflowTasks int `env:"WORKER_MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"0"`
