@@ -131,3 +131,27 @@ func (m *cpuMeter) perTask(tasks int) map[string]float64 {
 	}
 	return out
 }
+
+// processPIDs names the processes whose CPU is counted: the stack's, this one's, and an external server's.
+func (b *bench) processPIDs() map[string]int {
+	m := b.st.PIDs()
+	m["bench"] = os.Getpid()
+	// An external server's processes, named on the command line (e.g. by bench/cluster.sh).
+	for name, pidFile := range b.cfg.serverPIDs {
+		if pid, err := readPIDFile(pidFile); err == nil {
+			m[name] = pid
+			b.pidTrees[name] = true
+		}
+	}
+	return m
+}
+
+// readPIDFile reads a pid file's first line (PostgreSQL's postmaster.pid has more).
+func readPIDFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strconv.Atoi(strings.TrimSpace(line))
+}

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"go.temporal.io/sdk/client"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/bench/twin"
 )
 
 // taskRun is one task as the driver saw it: from just before the start request to the result in hand.
@@ -84,99 +81,48 @@ func ids(prefix string, from, to int) []string {
 	return out
 }
 
-// simClient reads the provider simulator's control API.
-type simClient struct {
-	base string
-	http *http.Client
-}
+// taskTimeout bounds one task in the throughput runs; the callback timer (120 s) fails a lost one first.
+const taskTimeout = 3 * time.Minute
 
-func newSimClient(base string) *simClient {
-	return &simClient{base: base, http: &http.Client{Timeout: 60 * time.Second}}
-}
-
-// tasksByWorkflow lists the simulator's tasks whose pingback goes to a workflow whose ID starts with prefix,
-// grouped by workflow ID (one entry per submission).
-func (s *simClient) tasksByWorkflow(ctx context.Context, prefix string) (map[string][]sim.Task, error) {
-	var list sim.TaskList
-	q := url.Values{"pingback_path_prefix": {"/callback/" + prefix}}
-	if err := s.get(ctx, "/_sim/tasks?"+q.Encode(), &list); err != nil {
-		return nil, err
+// solveInput is a task the simulator solves at once (its SIM_SOLVE_* are 0) with the default timeouts.
+func solveInput(extra map[string]string) captchaflow.Input {
+	params := captchaflow.Params{"sitekey": "0x4AAAAAAABench", "pageurl": "https://bench.example/login"}
+	for k, v := range extra {
+		params[k] = v
 	}
-	out := map[string][]sim.Task{}
-	for _, t := range list.Tasks {
-		wf := strings.TrimPrefix(t.PingbackPath, "/callback/")
-		out[wf] = append(out[wf], t)
-	}
-	return out, nil
+	return captchaflow.Input{Method: "turnstile", Params: params}
 }
 
-func (s *simClient) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-	if err != nil {
+// runOurs starts SolveCaptcha for id and waits for its result.
+func (b *bench) runOurs(in captchaflow.Input, results *sync.Map) func(ctx context.Context, id string) error {
+	return func(ctx context.Context, id string) error {
+		ctx, cancel := context.WithTimeout(ctx, taskTimeout)
+		defer cancel()
+		res, err := captchaflow.Solve(ctx, b.c, id, in, captchaflow.StartOptions{TaskQueue: b.taskQueue})
+		if err == nil && results != nil {
+			results.Store(id, res)
+		}
 		return err
 	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// firstPingback is when the provider sent the task's first pingback (or dropped it, for drop_pingback).
-func firstPingback(t sim.Task) (time.Time, sim.PingbackOutcome, bool) {
-	for _, p := range t.Pingbacks {
-		if p.Kind == sim.PingbackFirst {
-			return p.At, p.Outcome, true
+// runTwin starts the twin for id and waits for its result.
+func (b *bench) runTwin(in twin.Input, results *sync.Map) func(ctx context.Context, id string) error {
+	return func(ctx context.Context, id string) error {
+		ctx, cancel := context.WithTimeout(ctx, taskTimeout)
+		defer cancel()
+		run, err := b.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: b.twinQueue},
+			twin.WorkflowType, in)
+		if err != nil {
+			return err
 		}
-	}
-	return time.Time{}, "", false
-}
-
-// scrapeMetrics reads the named gauges (unlabelled samples) from a Prometheus text endpoint.
-func scrapeMetrics(ctx context.Context, metricsURL string, names ...string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d", metricsURL, resp.StatusCode)
-	}
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
+		var res twin.Result
+		if err := run.Get(ctx, &res); err != nil {
+			return err
 		}
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || !want[name] {
-			continue
+		if results != nil {
+			results.Store(id, res)
 		}
-		if f, err := strconv.ParseFloat(strings.Fields(value)[0], 64); err == nil {
-			out[name] = f
-		}
+		return nil
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	for _, n := range names {
-		if _, ok := out[n]; !ok {
-			return out, fmt.Errorf("%s has no %s", metricsURL, n)
-		}
-	}
-	return out, nil
 }

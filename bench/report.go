@@ -7,227 +7,116 @@ import (
 	"strings"
 )
 
-// Target thresholds from the issue (measured and reported, not asserted).
-const (
-	minThroughputRatio   = 0.8
-	maxCallbackP99Ratio  = 1.5
-	maxCallbackPathEvent = 16
-	maxWaitingRSSMiB     = 300
-	waitingTargetTasks   = 10000
-)
-
-func evaluateTargets(r *Results) []Target {
-	var ts []Target
-	for _, tr := range r.Throughput {
-		if tr.Scenario != scenarioInstant {
-			continue // its pace is set by the solve delay
-		}
-		ts = append(ts, Target{
-			Name:     fmt.Sprintf("throughput at C = %d", tr.Concurrency),
-			Want:     fmt.Sprintf("≥ %.1f × twin", minThroughputRatio),
-			Got:      fmt.Sprintf("%.2f × (%.1f vs %.1f tasks/s)", tr.ThroughputRatio, tr.Ours.TasksPerSec, tr.Twin.TasksPerSec),
-			Met:      tr.ThroughputRatio >= minThroughputRatio && tr.Ours.Failed == 0,
-			Measured: true,
-		})
-	}
-	for _, tr := range r.Throughput {
-		ts = append(ts, Target{
-			Name:     fmt.Sprintf("callback→result p99, %s", label(tr)),
-			Want:     fmt.Sprintf("≤ %.1f × twin signal→result p99", maxCallbackP99Ratio),
-			Got:      fmt.Sprintf("%.2f × (%s vs %s ms)", tr.CallbackP99Ratio, num(tr.Ours.CallbackToResult.P99), num(tr.Twin.CallbackToResult.P99)),
-			Met:      tr.CallbackP99Ratio <= maxCallbackP99Ratio,
-			Measured: true,
-		})
-	}
-	if len(r.Throughput) > 0 {
-		maxEv, sampled := 0, 0
-		for _, tr := range r.Throughput {
-			maxEv = max(maxEv, tr.Ours.HistoryEvents.Max)
-			sampled += tr.Ours.HistoryEvents.Sampled
-		}
-		ts = append(ts, Target{
-			Name:     "history events, callback path",
-			Want:     fmt.Sprintf("≤ %d", maxCallbackPathEvent),
-			Got:      fmt.Sprintf("max %d (%d tasks sampled)", maxEv, sampled),
-			Met:      sampled > 0 && maxEv <= maxCallbackPathEvent,
-			Measured: sampled > 0,
-		})
-	}
-	if len(r.PollPath) > 0 {
-		var counts []string
-		same, ok := true, true
-		for _, p := range r.PollPath {
-			counts = append(counts, strconv.Itoa(p.HistoryEvents))
-			ok = ok && p.Err == "" && p.Via == "poll"
-			same = same && p.HistoryEvents == r.PollPath[0].HistoryEvents
-		}
-		ts = append(ts, Target{
-			Name:     "history events, poll path " + pollLabels(r.PollPath),
-			Want:     "the same for every poll count",
-			Got:      strings.Join(counts, " / "),
-			Met:      ok && same,
-			Measured: true,
-		})
-	}
-	{
-		mismatch, measured := 0, false
-		var got []string
-		for _, tr := range r.Throughput {
-			measured = true
-			mismatch += tr.Ours.InPHPMismatch
-			got = append(got, fmt.Sprintf("%.3f/task at %s", tr.Ours.InPHPPerTask, label(tr)))
-			if tr.Ours.InPHPPerTask != 1 {
-				mismatch++
-			}
-		}
-		for _, p := range r.PollPath {
-			measured = true
-			if p.InPHP != 1 {
-				mismatch++
-			}
-		}
-		if len(r.PollPath) > 0 {
-			got = append(got, "1 per poll-path task")
-		}
-		if mismatch > 0 {
-			got = append(got, fmt.Sprintf("%d mismatches", mismatch))
-		}
-		ts = append(ts, Target{
-			Name:     "in.php requests",
-			Want:     "exactly one per submission",
-			Got:      strings.Join(got, ", "),
-			Met:      measured && mismatch == 0,
-			Measured: measured,
-		})
-	}
-	if len(r.PollPath) > 0 {
-		var got []string
-		ok := true
-		for _, p := range r.PollPath {
-			got = append(got, fmt.Sprintf("%d (bound %d)", p.ResPHP, p.ResPHPBound))
-			ok = ok && p.Err == "" && p.ResPHP <= int64(p.ResPHPBound)
-		}
-		ts = append(ts, Target{
-			Name:     "res.php requests per poll-recovered task " + pollLabels(r.PollPath),
-			Want:     "≤ 1 + ⌈(solve − callback timeout) / poll interval⌉",
-			Got:      strings.Join(got, " / "),
-			Met:      ok,
-			Measured: true,
-		})
-	}
-	if w := r.Waiting; w != nil && len(w.Sizes) > 0 {
-		last := w.Sizes[len(w.Sizes)-1]
-		t := Target{
-			Name: fmt.Sprintf("worker RSS with %s tasks waiting", thousands(waitingTargetTasks)),
-			Want: fmt.Sprintf("≤ %d MiB", maxWaitingRSSMiB),
-			Got:  fmt.Sprintf("%.0f MiB with %s waiting", last.Memory.RSSMiB, thousands(last.Reached)),
-			// 2 % short of the level (a few starts still in flight when counted) still measures it.
-			Measured: last.Tasks >= waitingTargetTasks && float64(last.Reached) >= 0.98*waitingTargetTasks,
-		}
-		t.Met = t.Measured && last.Memory.RSSMiB <= maxWaitingRSSMiB
-		if !t.Measured && last.Tasks >= waitingTargetTasks && last.Memory.RSSMiB > maxWaitingRSSMiB {
-			// Above the bound with fewer tasks already: missed, whatever the rest would add.
-			t.Measured = true
-			t.Got += " — over the bound before reaching 10 000"
-		} else if !t.Measured {
-			if e := last.Extrapolated; e != nil && last.Tasks >= waitingTargetTasks {
-				t.Got += fmt.Sprintf("; ~%.0f MiB extrapolated to %s (not measured)", e.RSSMiB, thousands(last.Tasks))
-			} else {
-				t.Got += " (the 10 000 level was not run; not evaluated)"
-			}
-		}
-		ts = append(ts, t)
-	}
-	if rec := r.Recovery; rec != nil {
-		bound := float64(rec.CallbackTimeoutSeconds+rec.PollIntervalSeconds+1) * 1000
-		ts = append(ts, Target{
-			Name:     "recovery after a dropped pingback (dropped pingback → result, max)",
-			Want:     fmt.Sprintf("≤ callback timeout + poll interval + 1 s = %.0f ms", bound),
-			Got:      fmt.Sprintf("%s ms (timer fired → result max %s ms)", num(rec.DropToResult.Max), num(rec.TimerToResult.Max)),
-			Met:      rec.Failed == 0 && rec.DropToResult.Count > 0 && rec.DropToResult.Max <= bound,
-			Measured: rec.DropToResult.Count > 0,
-		})
-	}
-	return ts
-}
-
-func pollLabels(ps []PollPathResult) string {
-	var l []string
-	for _, p := range ps {
-		l = append(l, strconv.Itoa(p.Polls))
-	}
-	return "(" + strings.Join(l, " / ") + " polls)"
-}
-
+// renderMarkdown is results.md: the run's header, the measures table and the targets table.
 func renderMarkdown(r *Results) string {
-	var b strings.Builder
-	p := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
-	p("### captchaflow benchmark — %s\n\n", r.Label)
-	p("Server: %s", r.Server)
-	if r.TemporalDB != "" {
-		p(", SQLite file `%s`", r.TemporalDB)
+	var m markdown
+	m.header(r)
+	m.p("| Measure | captchaflow | bare twin | ratio |\n|---|---:|---:|---:|\n")
+	m.throughputRows(r)
+	m.pollPathRows(r)
+	for _, tr := range r.Throughput {
+		m.p("| in.php / res.php requests per task, callback path, %s | %.3f / %.3f | | |\n", label(tr), tr.Ours.InPHPPerTask, tr.Ours.ResPHPPerTask)
 	}
-	p("\n\n")
-	p("%s · commit %s · %s · %d CPUs · load average %s → %s · N = %d per side and concurrency (%d rounds alternating twin and ours, %d warm-up tasks each) · run took %.0f s (stack start %.0f s)\n\n",
+	m.recoveryRows(r)
+	m.waitingRows(r)
+	m.targets(r)
+	for _, n := range r.Notes {
+		m.p("\n%s\n", n)
+	}
+	return m.String()
+}
+
+// markdown builds results.md; p appends formatted text.
+type markdown struct{ strings.Builder }
+
+func (m *markdown) p(f string, a ...any) { fmt.Fprintf(&m.Builder, f, a...) }
+
+// header is the title and what the run ran on, with what.
+func (m *markdown) header(r *Results) {
+	m.p("### captchaflow benchmark — %s\n\n", r.Label)
+	m.p("Server: %s", r.Server)
+	if r.TemporalDB != "" {
+		m.p(", SQLite file `%s`", r.TemporalDB)
+	}
+	m.p("\n\n")
+	m.p("%s · commit %s · %s · %d CPUs · load average %s → %s · N = %d per side and concurrency (%d rounds alternating twin and ours, %d warm-up tasks each) · run took %.0f s (stack start %.0f s)\n\n",
 		r.StartedAt.Format("2006-01-02 15:04 UTC"), r.GitCommit, r.GoVersion, r.CPUs, r.LoadAvgStart, r.LoadAvgEnd,
 		r.N, r.Rounds, r.Warmup, r.DurationSeconds, r.StackStartSecs)
 	if len(r.DynamicConfig) > 0 || len(r.WorkerEnv) > 0 {
-		p("Levers: dynamic config %v, worker env %v\n\n", r.DynamicConfig, r.WorkerEnv)
+		m.p("Levers: dynamic config %v, worker env %v\n\n", r.DynamicConfig, r.WorkerEnv)
 	}
-	p("| Measure | captchaflow | bare twin | ratio |\n|---|---:|---:|---:|\n")
+}
+
+// throughputRows compare the two sides of each scenario.
+func (m *markdown) throughputRows(r *Results) {
 	for _, tr := range r.Throughput {
 		c := label(tr)
 		o, t := tr.Ours, tr.Twin
-		p("| **%s** throughput, tasks/s | **%s** | %s | **%.2f** |\n", c, num(o.TasksPerSec), num(t.TasksPerSec), tr.ThroughputRatio)
-		p("| %s start → result p50 / p95 / p99, ms | %s | %s | %.2f (p99) |\n", c, dist3(o.StartToResult), dist3(t.StartToResult), tr.StartP99Ratio)
-		p("| %s callback → result p50 / p95 / p99, ms (twin: signal → result) | %s | %s | **%.2f** (p99) |\n", c, dist3(o.CallbackToResult), dist3(t.CallbackToResult), tr.CallbackP99Ratio)
-		p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend(r.Throughput), cpuRow(o.CPUms, o.CPUms), cpuRow(t.CPUms, o.CPUms), ratio(cpuTotal(o.CPUms), cpuTotal(t.CPUms)))
-		p("| %s history events per task (min–max, mean; sampled) | %s | %s | |\n", c, histRange(o.HistoryEvents), histRange(t.HistoryEvents))
-		p("| %s share of tasks that started the callback timer | %s | %s | |\n", c, timerShare(o.HistoryEvents), timerShare(t.HistoryEvents))
+		m.p("| **%s** throughput, tasks/s | **%s** | %s | **%.2f** |\n", c, num(o.TasksPerSec), num(t.TasksPerSec), tr.ThroughputRatio)
+		m.p("| %s start → result p50 / p95 / p99, ms | %s | %s | %.2f (p99) |\n", c, dist3(o.StartToResult), dist3(t.StartToResult), tr.StartP99Ratio)
+		m.p("| %s callback → result p50 / p95 / p99, ms (twin: signal → result) | %s | %s | **%.2f** (p99) |\n", c, dist3(o.CallbackToResult), dist3(t.CallbackToResult), tr.CallbackP99Ratio)
+		m.p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend(r.Throughput), cpuRow(o.CPUms, o.CPUms), cpuRow(t.CPUms, o.CPUms), ratio(cpuTotal(o.CPUms), cpuTotal(t.CPUms)))
+		m.p("| %s history events per task (min–max, mean; sampled) | %s | %s | |\n", c, histRange(o.HistoryEvents), histRange(t.HistoryEvents))
+		m.p("| %s share of tasks that started the callback timer | %s | %s | |\n", c, timerShare(o.HistoryEvents), timerShare(t.HistoryEvents))
 		if o.Failed+t.Failed+o.Missing+t.Missing > 0 {
-			p("| %s failed / without callback time | %d / %d | %d / %d | |\n", c, o.Failed, o.Missing, t.Failed, t.Missing)
+			m.p("| %s failed / without callback time | %d / %d | %d / %d | |\n", c, o.Failed, o.Missing, t.Failed, t.Missing)
 		}
 	}
-	if len(r.PollPath) > 0 {
-		var ev, res, secs []string
-		for _, pp := range r.PollPath {
-			ev = append(ev, strconv.Itoa(pp.HistoryEvents))
-			res = append(res, fmt.Sprintf("%d", pp.ResPHP))
-			secs = append(secs, fmt.Sprintf("%.1f", pp.Seconds))
+}
+
+func (m *markdown) pollPathRows(r *Results) {
+	if len(r.PollPath) == 0 {
+		return
+	}
+	var ev, res, secs []string
+	for _, pp := range r.PollPath {
+		ev = append(ev, strconv.Itoa(pp.HistoryEvents))
+		res = append(res, fmt.Sprintf("%d", pp.ResPHP))
+		secs = append(secs, fmt.Sprintf("%.1f", pp.Seconds))
+	}
+	m.p("| history events per task, poll path %s | %s | | |\n", pollLabels(r.PollPath), strings.Join(ev, " / "))
+	m.p("| res.php requests, poll path %s | %s | | |\n", pollLabels(r.PollPath), strings.Join(res, " / "))
+	m.p("| poll path start → result, s %s | %s | | |\n", pollLabels(r.PollPath), strings.Join(secs, " / "))
+}
+
+func (m *markdown) recoveryRows(r *Results) {
+	rec := r.Recovery
+	if rec == nil {
+		return
+	}
+	m.p("| recovery after a dropped pingback (%d tasks, callback timeout %d s, poll interval %d s): dropped pingback → result p50 / max, ms | %s / %s | | |\n",
+		rec.Tasks, rec.CallbackTimeoutSeconds, rec.PollIntervalSeconds, num(rec.DropToResult.P50), num(rec.DropToResult.Max))
+	m.p("| recovery: timer fired → result p50 / max, ms | %s / %s | | |\n", num(rec.TimerToResult.P50), num(rec.TimerToResult.Max))
+	m.p("| recovery: res.php requests per task | %.2f | | |\n", rec.ResPHPPerTask)
+}
+
+func (m *markdown) waitingRows(r *Results) {
+	w := r.Waiting
+	if w == nil {
+		return
+	}
+	m.p("| worker RSS / Go heap in use, idle after restart, MiB | %.0f / %.0f | | |\n", w.Baseline.RSSMiB, w.Baseline.HeapInuseMiB)
+	for _, s := range w.Sizes {
+		m.p("| worker RSS / Go heap in use, %s tasks waiting for their callback, MiB | %.0f / %.0f | | |\n",
+			thousands(s.Reached), s.Memory.RSSMiB, s.Memory.HeapInuseMiB)
+		if e := s.Extrapolated; e != nil {
+			m.p("| worker RSS / Go heap in use, %s tasks waiting, MiB — *extrapolated*, the time budget ran out at %s | ~%.0f / ~%.0f | | |\n",
+				thousands(s.Tasks), thousands(s.Reached), e.RSSMiB, e.HeapInuseMiB)
 		}
-		p("| history events per task, poll path %s | %s | | |\n", pollLabels(r.PollPath), strings.Join(ev, " / "))
-		p("| res.php requests, poll path %s | %s | | |\n", pollLabels(r.PollPath), strings.Join(res, " / "))
-		p("| poll path start → result, s %s | %s | | |\n", pollLabels(r.PollPath), strings.Join(secs, " / "))
 	}
-	for _, tr := range r.Throughput {
-		p("| in.php / res.php requests per task, callback path, %s | %.3f / %.3f | | |\n", label(tr), tr.Ours.InPHPPerTask, tr.Ours.ResPHPPerTask)
-	}
-	if rec := r.Recovery; rec != nil {
-		p("| recovery after a dropped pingback (%d tasks, callback timeout %d s, poll interval %d s): dropped pingback → result p50 / max, ms | %s / %s | | |\n",
-			rec.Tasks, rec.CallbackTimeoutSeconds, rec.PollIntervalSeconds, num(rec.DropToResult.P50), num(rec.DropToResult.Max))
-		p("| recovery: timer fired → result p50 / max, ms | %s / %s | | |\n", num(rec.TimerToResult.P50), num(rec.TimerToResult.Max))
-		p("| recovery: res.php requests per task | %.2f | | |\n", rec.ResPHPPerTask)
-	}
-	if w := r.Waiting; w != nil {
-		p("| worker RSS / Go heap in use, idle after restart, MiB | %.0f / %.0f | | |\n", w.Baseline.RSSMiB, w.Baseline.HeapInuseMiB)
+	if len(w.Sizes) > 0 {
+		var rates []string
 		for _, s := range w.Sizes {
-			p("| worker RSS / Go heap in use, %s tasks waiting for their callback, MiB | %.0f / %.0f | | |\n",
-				thousands(s.Reached), s.Memory.RSSMiB, s.Memory.HeapInuseMiB)
-			if e := s.Extrapolated; e != nil {
-				p("| worker RSS / Go heap in use, %s tasks waiting, MiB — *extrapolated*, the time budget ran out at %s | ~%.0f / ~%.0f | | |\n",
-					thousands(s.Tasks), thousands(s.Reached), e.RSSMiB, e.HeapInuseMiB)
-			}
+			rates = append(rates, num(s.StartRate))
 		}
-		if len(w.Sizes) > 0 {
-			var rates []string
-			for _, s := range w.Sizes {
-				rates = append(rates, num(s.StartRate))
-			}
-			p("| tasks parked per second (start → awaiting callback) | %s | | |\n", strings.Join(rates, " / "))
-		}
-		p("| worker sticky cache size | %s | | |\n", w.StickyCacheSize)
+		m.p("| tasks parked per second (start → awaiting callback) | %s | | |\n", strings.Join(rates, " / "))
 	}
-	p("\n| Target | Want | Got | Met |\n|---|---|---|:-:|\n")
+	m.p("| worker sticky cache size | %s | | |\n", w.StickyCacheSize)
+}
+
+// targets is the second table: each target with ✅ met, ❌ missed or — not measured.
+func (m *markdown) targets(r *Results) {
+	m.p("\n| Target | Want | Got | Met |\n|---|---|---|:-:|\n")
 	for _, t := range r.Targets {
 		mark := "✅"
 		switch {
@@ -236,12 +125,16 @@ func renderMarkdown(r *Results) string {
 		case !t.Met:
 			mark = "❌"
 		}
-		p("| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, mark)
+		m.p("| %s | %s | %s | %s |\n", t.Name, t.Want, t.Got, mark)
 	}
-	for _, n := range r.Notes {
-		p("\n%s\n", n)
+}
+
+func pollLabels(ps []PollPathResult) string {
+	var l []string
+	for _, p := range ps {
+		l = append(l, strconv.Itoa(p.Polls))
 	}
-	return b.String()
+	return "(" + strings.Join(l, " / ") + " polls)"
 }
 
 func dist3(d Dist) string {

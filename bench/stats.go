@@ -58,3 +58,5 @@ func ratio(a, b float64) float64 {
 	}
 	return math.Round(a/b*1000) / 1000
 }
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
