@@ -2,6 +2,7 @@ package activities
 
 import (
 	"errors"
+	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -52,4 +53,32 @@ func providerError(err error) error {
 	default:
 		return temporal.NewApplicationError(msg, FailureProviderTransient, code)
 	}
+}
+
+// maxQuotedCode bounds how much of a refused answer goes into an error message.
+const maxQuotedCode = 64
+
+// solutionError refuses a res.php answer that arrived as a success but cannot be a solution:
+//
+//   - a provider status word (CAPCHA_NOT_READY, ERROR_CAPTCHA_UNSOLVABLE, any ERROR_…) is treated as what it says,
+//     exactly as if res.php had answered it as an error: NotReady is polled again, unsolvable means resubmit, a
+//     configuration code fails, an unknown ERROR_ word is ProviderUnknown;
+//   - an answer longer than captchaflow.MaxCodeBytes is a non-retryable ProviderUnknown failure naming its size:
+//     res.php keeps answering the same for the task, so retrying it would only poll until the deadline, and a code
+//     that size is never stored in workflow history.
+func solutionError(code string) error {
+	if len(code) > captchaflow.MaxCodeBytes {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("captchaai get: the answer is %d bytes, over the %d-byte bound on a code", len(code), captchaflow.MaxCodeBytes),
+			captchaflow.FailureProviderUnknown, nil)
+	}
+	if !captchaai.IsStatusWord(code) {
+		return nil
+	}
+	quoted := code
+	if len(quoted) > maxQuotedCode { // a status word is ASCII: cutting bytes cuts no rune
+		quoted = quoted[:maxQuotedCode] + "..."
+	}
+	return providerError(&captchaai.Error{Op: "get", Code: quoted, Class: captchaai.ClassifyCode(code),
+		Err: errors.New("answered as a solution")})
 }

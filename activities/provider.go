@@ -48,12 +48,17 @@ type PollResult struct {
 
 // Poll makes exactly one res.php action=get request. A task still being solved is a retryable NotReady error, so
 // the caller's retry policy (not a loop in here) spaces the requests: the polling phase then costs a constant
-// number of history events however long it lasts.
+// number of history events however long it lasts. A "solved" answer that cannot be a solution is refused (see
+// solutionError): a provider status word is taken for what it says, an answer over captchaflow.MaxCodeBytes fails
+// the poll, so neither ever becomes a result.
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
 	code, err := a.Provider.Get(ctx, req.ProviderTaskID)
 	if err != nil {
 		return PollResult{}, providerError(err)
+	}
+	if err := solutionError(code); err != nil {
+		return PollResult{}, err
 	}
 	return PollResult{Code: code}, nil
 }

@@ -144,6 +144,26 @@ var codeClasses = map[string]Class{
 	"ERROR_REPORT_NOT_RECORDED": ClassConfig,
 }
 
+// ClassifyCode maps a provider status word (an in.php / res.php error code, CAPCHA_NOT_READY) to what the caller
+// should do about it. It is pure: the workflow uses it on callback codes.
+func ClassifyCode(code string) Class { return classifyCode(strings.TrimSpace(code)) }
+
+// IsStatusWord reports whether s is a provider status word rather than a solution: a documented code
+// (CAPCHA_NOT_READY, ERROR_CAPTCHA_UNSOLVABLE, MAX_USER_TURN, …), any other ERROR_… word, or 2captcha's
+// "ERROR: 1001" form. 2captcha-style pingbacks put "the token, the answer, or an error code" in the same field,
+// so a code must be checked with this before it is taken as a result. Only the upper-case code shape counts, so
+// a text CAPTCHA's answer in lower or mixed case ("error_x") is never mistaken for one.
+func IsStatusWord(s string) bool {
+	s = strings.TrimSpace(s)
+	if !isCode(s) {
+		return false
+	}
+	if _, ok := codeClasses[s]; ok {
+		return true
+	}
+	return strings.HasPrefix(s, "ERROR_") || strings.HasPrefix(s, "ERROR:")
+}
+
 // classifyCode maps a provider code to a Class.
 func classifyCode(code string) Class {
 	if c, ok := codeClasses[strings.ToUpper(code)]; ok {

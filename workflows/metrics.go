@@ -25,6 +25,7 @@ const (
 	OutcomeDeadlineExceeded = "deadline_exceeded"
 	OutcomeInvalidInput     = "invalid_input"
 	OutcomeDeliveryFailed   = "delivery_failed"
+	OutcomeCancelled        = "cancelled"
 	OutcomeError            = "error"
 )
 

@@ -17,7 +17,22 @@ const (
 	// heartbeatTimeout detects a dead worker during a slow request (the activities heartbeat while they wait).
 	heartbeatTimeout = 10 * time.Second
 	confirmAttempts  = 3
+	// maxConfirmsPerSubmission bounds the res.php confirmations that callbacks (unauthenticated ones, or ones with
+	// a status word) may start for one submission; later ones are ignored and the timer or poll recovers.
+	maxConfirmsPerSubmission = 2
+	// firstResubmitBackoff, doubling up to maxResubmitBackoff, spaces the in.php requests after a refused one.
+	firstResubmitBackoff = 5 * time.Second
+	maxResubmitBackoff   = time.Minute
 )
+
+// resubmitBackoff is the wait before the in.php request that follows the n-th refused one (n >= 1).
+func resubmitBackoff(n int) time.Duration {
+	d := firstResubmitBackoff
+	for i := 1; i < n && d < maxResubmitBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxResubmitBackoff)
+}
 
 // providerOptions bound one provider activity (submit, poll, confirm) by the task's remaining deadline; retry is
 // what tells them apart.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/log"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/captchaai"
 )
 
 // acts is only used for its method values: workflow.ExecuteActivity takes the activity's name and signature
@@ -20,6 +22,33 @@ var acts *activities.Activities
 
 // errResubmit marks a submission the provider gave up on; run decides whether another one is allowed.
 var errResubmit = errors.New("provider gave up on the submission")
+
+// errSubmitRefused marks (besides errResubmit) an in.php request the provider refused with an unsolvable-class
+// code: it counted against max_submits, and the next one waits resubmitBackoff.
+var errSubmitRefused = errors.New("in.php refused the submission")
+
+// Change IDs for workflow.GetVersion, one per behaviour change that adds, drops or reorders commands. Each is asked
+// only where its behaviour differs, so a task that never meets the odd case records no marker; a task that met it
+// before the deploy (replaying without the marker) keeps the old behaviour to its end.
+const (
+	// changeRefuseInvalidWorkflowID: a workflow ID the ingress would refuse fails the task up front.
+	changeRefuseInvalidWorkflowID = "refuse-invalid-workflow-id"
+	// changeStatusWordCallback: an authenticated callback whose code is a provider status word is not a result:
+	// unsolvable means resubmit, anything else is confirmed with res.php.
+	changeStatusWordCallback = "status-word-callback-not-a-result"
+	// changeCountSubmitRefusals: an in.php request refused as unsolvable counts against max_submits and the next
+	// one waits a growing backoff (before: no count, no wait, and a panic on the first submission).
+	changeCountSubmitRefusals = "count-and-back-off-submit-refusals"
+	// changeBoundConfirmations: at most maxConfirmsPerSubmission res.php confirmations per submission.
+	changeBoundConfirmations = "bound-confirmations-per-submission"
+	// changeIgnoreOversizedCallback: a callback whose code is over captchaflow.MaxCodeBytes is ignored.
+	changeIgnoreOversizedCallback = "ignore-oversized-callback"
+)
+
+// changed tells whether this task runs with changeID's new behaviour.
+func changed(ctx workflow.Context, changeID string) bool {
+	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1) == 1
+}
 
 // SolveCaptcha submits one CAPTCHA task to the provider and returns its solution: from the provider's callback
 // when it arrives in time, else from polling res.php, whichever comes first. Unsolvable answers are resubmitted up
@@ -47,8 +76,10 @@ type solver struct {
 	callbacks  workflow.ReceiveChannel
 	logger     log.Logger
 	// cancelTimer stops the current submission's callback timer when more work follows, so that it does not fire
-	// into a later phase.
+	// into a later phase. It is nil until a submission was accepted.
 	cancelTimer workflow.CancelFunc
+	// refusals counts in.php requests refused as unsolvable; it grows the backoff before the next one.
+	refusals int
 }
 
 // setup registers the status query before anything can block, so it answers from the first workflow task on.
@@ -60,6 +91,14 @@ func (s *solver) setup(ctx workflow.Context) error {
 // provider answers unsolvable, up to max_submits), and delivers the code to notify_url when one is set. Every
 // way out goes through fail or ends in PhaseDone, so the metrics and the status query always see the outcome.
 func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
+	// The workflow ID is one segment of the callback URL: an ID the ingress refuses would send every pingback to
+	// a 400 and leave the task to polling, so it is refused here (a start from the CLI or another SDK is not
+	// checked by anything else).
+	if err := captchaflow.ValidateWorkflowID(workflow.GetInfo(ctx).WorkflowExecution.ID); err != nil &&
+		changed(ctx, changeRefuseInvalidWorkflowID) {
+		return captchaflow.Result{}, s.fail(ctx, OutcomeInvalidInput,
+			temporal.NewNonRetryableApplicationError("invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil))
+	}
 	// Validate iterates a map only to sort its keys and parses URLs; both are pure.
 	//workflowcheck:ignore
 	if err := s.in.Validate(); err != nil {
@@ -81,19 +120,26 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 		}
 		if s.status.Submits >= s.in.MaxSubmits {
 			return captchaflow.Result{}, s.fail(ctx, OutcomeUnsolvable, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("the provider could not solve the task in %d submission(s)", s.status.Submits),
+				fmt.Sprintf("the provider could not solve the task in %d submission(s); last: %v", s.status.Submits, err),
 				captchaflow.FailureUnsolvable, nil))
 		}
-		s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits)
-		s.cancelTimer()
+		s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits, "Reason", err)
+		if s.cancelTimer != nil {
+			s.cancelTimer()
+		}
 		countResubmit(ctx)
+		if errors.Is(err, errSubmitRefused) {
+			if err := s.backOff(ctx); err != nil {
+				return captchaflow.Result{}, s.fail(ctx, failureOutcome(err), err)
+			}
+		}
 	}
 
 	recordResultLatency(ctx, res.ReceivedAt.Sub(res.SubmittedAt))
 	if s.in.NotifyURL != "" {
 		s.cancelTimer()
 		if err := s.deliver(ctx, res); err != nil {
-			return captchaflow.Result{}, s.fail(ctx, OutcomeDeliveryFailed, err)
+			return captchaflow.Result{}, s.fail(ctx, failureOutcome(err), err)
 		}
 	}
 	s.setPhase(ctx, captchaflow.PhaseDone)
@@ -112,7 +158,15 @@ func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
 	err := workflow.ExecuteActivity(submitOptions(ctx, remaining), acts.Submit,
 		activities.SubmitRequest{Method: s.in.Method, Params: s.in.Params}).Get(ctx, &sub)
 	if err != nil {
-		return captchaflow.Result{}, s.classify(err)
+		err = s.classify(err)
+		if errors.Is(err, errResubmit) && changed(ctx, changeCountSubmitRefusals) {
+			// The provider refused this in.php request as unsolvable: it was a submission all the same, and the
+			// next one must wait (in.php would otherwise be asked again at once, for as long as it refuses).
+			s.status.Submits++
+			s.refusals++
+			return captchaflow.Result{}, fmt.Errorf("%w: %w", errSubmitRefused, err)
+		}
+		return captchaflow.Result{}, err
 	}
 	s.status.ProviderTaskID = sub.ProviderTaskID
 	s.status.Submits++
@@ -131,6 +185,17 @@ func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
 		ReceivedAt:     workflow.Now(ctx),
 		Submits:        s.status.Submits,
 	}, nil
+}
+
+// backOff waits before the in.php request that follows a refused one: resubmitBackoff(refusals), cut to the time
+// left (attempt then reports the deadline instead of submitting).
+func (s *solver) backOff(ctx workflow.Context) error {
+	d := min(resubmitBackoff(s.refusals), s.remaining(ctx))
+	if d <= 0 {
+		return nil
+	}
+	s.logger.Info("in.php refused the submission; backing off", "Backoff", d, "Submits", s.status.Submits)
+	return workflow.Sleep(ctx, d)
 }
 
 // await waits for the current submission's code: the callback while the timer runs, then the callback or the
@@ -182,15 +247,19 @@ type waiter struct {
 	poll       workflow.Future
 	cancelPoll workflow.CancelFunc
 	confirm    workflow.Future
+	// confirms counts the res.php confirmations this submission started (see maxConfirmsPerSubmission).
+	confirms int
 
 	code string
 	via  captchaflow.Via
 	err  error
 }
 
-// onCallback takes an authenticated callback's code for the current submission; an unauthenticated one only
-// triggers a res.php confirmation, and anything stale, empty or arriving while res.php is asked is logged and
-// dropped.
+// onCallback takes an authenticated callback's code for the current submission when it is a solution. A provider
+// status word (2captcha-style pingbacks carry "the token, the answer, or an error code") is taken for what it
+// says: unsolvable means resubmit, anything else is checked with res.php. An unauthenticated callback only
+// triggers a res.php confirmation (whatever its code: nothing vouches for it, not even for "unsolvable"), and
+// anything stale, empty or oversized is logged and dropped.
 func (w *waiter) onCallback(cb captchaflow.Callback) {
 	switch {
 	case cb.ProviderTaskID != w.s.status.ProviderTaskID:
@@ -198,16 +267,46 @@ func (w *waiter) onCallback(cb captchaflow.Callback) {
 			"CallbackProviderTaskID", cb.ProviderTaskID, "ProviderTaskID", w.s.status.ProviderTaskID)
 	case cb.Code == "":
 		w.s.logger.Warn("ignoring callback without a code", "ProviderTaskID", cb.ProviderTaskID)
+	case len(cb.Code) > captchaflow.MaxCodeBytes && changed(w.ctx, changeIgnoreOversizedCallback):
+		w.s.logger.Warn("ignoring callback with a code over the bound on a code", "ProviderTaskID", cb.ProviderTaskID,
+			"Bytes", len(cb.Code), "MaxCodeBytes", captchaflow.MaxCodeBytes, "Authenticated", cb.Authenticated)
+	case cb.Authenticated && captchaai.IsStatusWord(cb.Code) && changed(w.ctx, changeStatusWordCallback):
+		w.onStatusWord(strings.TrimSpace(cb.Code))
 	case cb.Authenticated:
 		w.code, w.via = cb.Code, captchaflow.ViaCallback
-	case w.poll != nil || w.confirm != nil:
-		// Already asking res.php; the answer will come from there.
-		w.s.logger.Info("unauthenticated callback while res.php is being asked; ignored", "ProviderTaskID", cb.ProviderTaskID)
 	default:
 		// Nothing authenticates this callback, so its code is never used: res.php is asked instead.
-		w.s.logger.Info("unauthenticated callback; confirming with res.php", "ProviderTaskID", cb.ProviderTaskID)
+		w.confirmWithResPHP("unauthenticated callback")
+	}
+}
+
+// onStatusWord handles an authenticated callback that carries a provider status word instead of a solution.
+func (w *waiter) onStatusWord(code string) {
+	if captchaai.ClassifyCode(code) == captchaai.ClassResubmit {
+		w.s.logger.Info("the provider called back that it gave up; resubmitting", "ProviderTaskID", w.s.status.ProviderTaskID, "Code", code)
+		w.err = fmt.Errorf("%w: the callback said %s", errResubmit, code)
+		return
+	}
+	w.confirmWithResPHP("callback with the status word " + code)
+}
+
+// confirmWithResPHP asks res.php for the current submission's code, unless it is already being asked or this
+// submission's confirmations are spent: a flood of forged callbacks then costs at most maxConfirmsPerSubmission
+// res.php requests, and the timer and the poll still recover the result.
+func (w *waiter) confirmWithResPHP(why string) {
+	id := w.s.status.ProviderTaskID
+	switch {
+	case w.poll != nil || w.confirm != nil:
+		// Already asking res.php; the answer will come from there.
+		w.s.logger.Info(why+" while res.php is being asked; ignored", "ProviderTaskID", id)
+	case w.confirms >= maxConfirmsPerSubmission && changed(w.ctx, changeBoundConfirmations):
+		w.s.logger.Warn(why+" after this submission's res.php confirmations were spent; ignored (the timer and poll still run)",
+			"ProviderTaskID", id, "Confirmations", w.confirms)
+	default:
+		w.s.logger.Info(why+"; confirming with res.php", "ProviderTaskID", id)
+		w.confirms++
 		w.confirm = workflow.ExecuteActivity(confirmOptions(w.ctx, w.s.remaining(w.ctx)), acts.Poll,
-			activities.PollRequest{ProviderTaskID: w.s.status.ProviderTaskID})
+			activities.PollRequest{ProviderTaskID: id})
 	}
 }
 
@@ -298,6 +397,11 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
 	err = workflow.ExecuteActivity(deliverOptions(ctx, s.in.DeliveryTimeout()), acts.Deliver,
 		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body}).Get(ctx, nil)
 	if err != nil {
+		if temporal.IsCanceledError(err) && ctx.Err() != nil {
+			// The workflow was cancelled while delivering: it ends cancelled (as it asked), and the result stays in
+			// the cancellation's details, so it is not lost either.
+			return temporal.NewCanceledError(res)
+		}
 		// The result stays in the failure's details (and in history): a failed delivery never loses it.
 		return temporal.NewNonRetryableApplicationError("delivering the result to notify_url failed: "+err.Error(),
 			captchaflow.FailureDeliveryFailed, err, res)
@@ -366,6 +470,9 @@ func isTimeout(err error) bool {
 
 // failureOutcome is the tasks-finished outcome for a failure that is not classified at its source.
 func failureOutcome(err error) string {
+	if temporal.IsCanceledError(err) {
+		return OutcomeCancelled
+	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
@@ -373,6 +480,8 @@ func failureOutcome(err error) string {
 			return OutcomeDeadlineExceeded
 		case captchaflow.FailureUnsolvable:
 			return OutcomeUnsolvable
+		case captchaflow.FailureDeliveryFailed:
+			return OutcomeDeliveryFailed
 		}
 	}
 	return OutcomeError
