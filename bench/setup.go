@@ -21,9 +21,10 @@ type teardown []func()
 
 func (td *teardown) add(f func()) { *td = append(*td, f) }
 
-func (td teardown) run() {
-	for i := len(td) - 1; i >= 0; i-- {
-		td[i]()
+// run has a pointer receiver so that `defer td.run()` sees the cleanups added after the defer statement.
+func (td *teardown) run() {
+	for i := len(*td) - 1; i >= 0; i-- {
+		(*td)[i]()
 	}
 }
 
