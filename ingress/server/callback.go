@@ -21,7 +21,9 @@ type okBody struct {
 var accepted = okBody{Status: "ok"}
 
 // handleTokenedCallback serves /callback/:workflow_id?t=TOKEN. The token proves the caller knows the callback
-// secret, so the signal is marked Authenticated.
+// secret, so the signal is marked Authenticated. Even so, every signal lands in the workflow's history, so an
+// exact repeat is answered without one and the workflow's signal budget caps the rest: a leaked token cannot
+// push a workflow past Temporal's history limits.
 func (s *Server) handleTokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
 	workflowID, err := url.PathUnescape(c.Param("workflow_id"))
@@ -41,14 +43,27 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	now := s.now()
+	key := callbackKey(routeTokened, workflowID, id, code)
+	if s.seen.seen(key, now) {
+		info.outcome = outcomeDuplicate
+		return c.JSON(http.StatusOK, accepted)
+	}
+	if !s.tokenedBudget.take(workflowID, now) {
+		info.outcome = outcomeSuppressed
+		return c.JSON(http.StatusOK, accepted)
+	}
 	info.outcome, err = s.signal(c.Request().Context(), workflowID, captchaflow.Callback{
 		ProviderTaskID: id,
 		Code:           code,
 		Authenticated:  true,
 	})
 	if err != nil {
+		// Temporal did not take it: the provider's retry must find the budget as it was.
+		s.tokenedBudget.refund(workflowID, s.now())
 		return err
 	}
+	s.seen.add(key, s.now())
 	return c.JSON(http.StatusOK, accepted)
 }
 

@@ -181,7 +181,7 @@ func TestTokenedCallbackBadRequestNamesTheField(t *testing.T) {
 		{"empty code", tokenedURL(testWorkflowID, testSecret, url.Values{"id": {"9"}, "code": {""}}), "code: required"},
 		{"id with a quote", tokenedURL(testWorkflowID, testSecret, url.Values{"id": {"9'"}, "code": {"x"}}), "id: must be"},
 		{"code too long", tokenedURL(testWorkflowID, testSecret,
-			url.Values{"id": {"9"}, "code": {strings.Repeat("c", maxCodeBytes+1)}}), "code: longer than"},
+			url.Values{"id": {"9"}, "code": {strings.Repeat("c", captchaflow.MaxCodeBytes+1)}}), "code: longer than 16384 bytes"},
 		{"workflow id with a bad character", tokenedURL("bad*id", testSecret, url.Values{"id": {"9"}, "code": {"x"}}), "workflow_id:"},
 		{"workflow id too long", tokenedURL(longID, testSecret, url.Values{"id": {"9"}, "code": {"x"}}), "workflow_id:"},
 		{"empty workflow id", "/callback/?id=9&code=x", "workflow_id:"},

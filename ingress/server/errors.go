@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
@@ -23,11 +25,21 @@ type callbackError interface {
 	Outcome() string
 }
 
+// retryAfterError is an error whose answer tells the caller when to come back (the Retry-After header).
+type retryAfterError interface {
+	RetryAfter() time.Duration
+}
+
 var (
-	_ callbackError = (*badRequestError)(nil)
-	_ callbackError = forbiddenError{}
-	_ callbackError = (*unavailableError)(nil)
-	_ callbackError = echoError{}
+	_ callbackError   = (*badRequestError)(nil)
+	_ callbackError   = forbiddenError{}
+	_ callbackError   = (*unavailableError)(nil)
+	_ callbackError   = (*rateLimitedError)(nil)
+	_ callbackError   = (*overloadedError)(nil)
+	_ callbackError   = echoError{}
+	_ retryAfterError = (*unavailableError)(nil)
+	_ retryAfterError = (*rateLimitedError)(nil)
+	_ retryAfterError = (*overloadedError)(nil)
 )
 
 // badRequestError is input the provider must fix; it names the field.
@@ -58,13 +70,38 @@ type unavailableError struct {
 
 func unavailable(cause error) error { return &unavailableError{cause: cause} }
 
-func (e *unavailableError) Error() string         { return "temporal unavailable: " + e.cause.Error() }
-func (e *unavailableError) Unwrap() error         { return e.cause }
-func (e *unavailableError) Status() int           { return http.StatusServiceUnavailable }
-func (e *unavailableError) PublicMessage() string { return unavailableMessage }
-func (e *unavailableError) Outcome() string       { return outcomeUnavailable }
+func (e *unavailableError) Error() string             { return "temporal unavailable: " + e.cause.Error() }
+func (e *unavailableError) Unwrap() error             { return e.cause }
+func (e *unavailableError) Status() int               { return http.StatusServiceUnavailable }
+func (e *unavailableError) PublicMessage() string     { return unavailableMessage }
+func (e *unavailableError) Outcome() string           { return outcomeUnavailable }
+func (e *unavailableError) RetryAfter() time.Duration { return unavailableRetryAfter }
 
 const unavailableMessage = "temporarily unable to accept the callback, retry later"
+
+// unavailableRetryAfter is the hint sent with a 503; providers honour it, and the workflow polls anyway.
+const unavailableRetryAfter = 5 * time.Second
+
+// rateLimitedError is an untokened callback over the global or the caller's rate limit.
+type rateLimitedError struct {
+	retryAfter time.Duration
+}
+
+func (e *rateLimitedError) Error() string             { return "too many untokened callbacks, retry later" }
+func (e *rateLimitedError) Status() int               { return http.StatusTooManyRequests }
+func (e *rateLimitedError) PublicMessage() string     { return e.Error() }
+func (e *rateLimitedError) Outcome() string           { return outcomeRateLimited }
+func (e *rateLimitedError) RetryAfter() time.Duration { return e.retryAfter }
+
+// overloadedError is an untokened callback that found the background queue full: nothing was accepted, so the
+// provider may retry, and the workflow's fallback poll recovers the result regardless.
+type overloadedError struct{}
+
+func (*overloadedError) Error() string             { return "untokened callback queue full" }
+func (*overloadedError) Status() int               { return http.StatusServiceUnavailable }
+func (*overloadedError) PublicMessage() string     { return unavailableMessage }
+func (*overloadedError) Outcome() string           { return outcomeDropped }
+func (*overloadedError) RetryAfter() time.Duration { return unavailableRetryAfter }
 
 // echoError gives Echo's own errors (404, 405, 413 from the body limit) the callbackError methods, since
 // *echo.HTTPError cannot get them itself.
@@ -92,9 +129,10 @@ func (e echoError) Outcome() string {
 
 // resolvedError is how one error is answered and counted.
 type resolvedError struct {
-	status  int
-	message string // the public message, safe to send to the caller
-	outcome string // the callbacks counter's outcome label; "" for no callback outcome
+	status     int
+	message    string        // the public message, safe to send to the caller
+	outcome    string        // the callbacks counter's outcome label; "" for no callback outcome
+	retryAfter time.Duration // the Retry-After hint; 0 for none
 }
 
 // resolveError is the one place an error becomes a status, public message and outcome. An error of a type that is
@@ -113,7 +151,11 @@ func resolveError(err error) resolvedError {
 			message: http.StatusText(http.StatusInternalServerError),
 		}
 	}
-	return resolvedError{status: ce.Status(), message: ce.PublicMessage(), outcome: ce.Outcome()}
+	resolved := resolvedError{status: ce.Status(), message: ce.PublicMessage(), outcome: ce.Outcome()}
+	if ra, ok := ce.(retryAfterError); ok {
+		resolved.retryAfter = ra.RetryAfter()
+	}
+	return resolved
 }
 
 type errorBody struct {
@@ -126,9 +168,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	resolved := resolveError(err)
-	if resolved.status == http.StatusServiceUnavailable {
-		// Providers honour Retry-After; the workflow polls anyway, so a short hint is enough.
-		c.Response().Header().Set("Retry-After", "5")
+	if resolved.retryAfter > 0 {
+		// Whole seconds, rounded up: the header has no finer unit.
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int((resolved.retryAfter+time.Second-1)/time.Second)))
 	}
 	var werr error
 	if c.Request().Method == http.MethodHead {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/assert"
@@ -22,21 +24,25 @@ func TestErrorTypesAgreeWithWhatTheServerAnswers(t *testing.T) {
 		want resolvedError
 	}{
 		{"bad request", badRequest("id", "required"),
-			resolvedError{http.StatusBadRequest, "id: required", outcomeBadRequest}},
+			resolvedError{http.StatusBadRequest, "id: required", outcomeBadRequest, 0}},
 		{"wrapped bad request", fmt.Errorf("parsing: %w", badRequest("code", "too long")),
-			resolvedError{http.StatusBadRequest, "code: too long", outcomeBadRequest}},
+			resolvedError{http.StatusBadRequest, "code: too long", outcomeBadRequest, 0}},
 		{"forbidden", forbiddenError{},
-			resolvedError{http.StatusForbidden, "missing or invalid callback token", outcomeForged}},
+			resolvedError{http.StatusForbidden, "missing or invalid callback token", outcomeForged, 0}},
 		{"unavailable", unavailable(errors.New("secret temporal detail")),
-			resolvedError{http.StatusServiceUnavailable, unavailableMessage, outcomeUnavailable}},
+			resolvedError{http.StatusServiceUnavailable, unavailableMessage, outcomeUnavailable, 5 * time.Second}},
+		{"rate limited", &rateLimitedError{retryAfter: 2 * time.Second},
+			resolvedError{http.StatusTooManyRequests, "too many untokened callbacks, retry later", outcomeRateLimited, 2 * time.Second}},
+		{"queue full", &overloadedError{},
+			resolvedError{http.StatusServiceUnavailable, unavailableMessage, outcomeDropped, 5 * time.Second}},
 		{"echo 413", echo.ErrStatusRequestEntityTooLarge,
-			resolvedError{http.StatusRequestEntityTooLarge, "Request Entity Too Large", outcomeBadRequest}},
+			resolvedError{http.StatusRequestEntityTooLarge, "Request Entity Too Large", outcomeBadRequest, 0}},
 		{"echo 4xx without a string message", echo.NewHTTPError(http.StatusConflict, map[string]int{"n": 1}),
-			resolvedError{http.StatusConflict, "Conflict", outcomeBadRequest}},
+			resolvedError{http.StatusConflict, "Conflict", outcomeBadRequest, 0}},
 		{"echo 5xx", echo.NewHTTPError(http.StatusBadGateway, "upstream"),
-			resolvedError{http.StatusBadGateway, "upstream", ""}},
+			resolvedError{http.StatusBadGateway, "upstream", "", 0}},
 		{"unknown", errors.New("secret internal detail"),
-			resolvedError{http.StatusInternalServerError, "Internal Server Error", ""}},
+			resolvedError{http.StatusInternalServerError, "Internal Server Error", "", 0}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,8 +59,10 @@ func TestErrorTypesAgreeWithWhatTheServerAnswers(t *testing.T) {
 			var body errorBody
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
 			assert.Equal(t, tc.want.message, body.Error)
-			if tc.want.status == http.StatusServiceUnavailable {
-				assert.Equal(t, "5", rec.Header().Get("Retry-After"))
+			if tc.want.retryAfter > 0 {
+				assert.Equal(t, strconv.Itoa(int(tc.want.retryAfter/time.Second)), rec.Header().Get("Retry-After"))
+			} else {
+				assert.Empty(t, rec.Header().Get("Retry-After"))
 			}
 
 			// The callbacks counter.

@@ -1,19 +1,22 @@
 package server
 
 import (
+	"fmt"
 	"mime"
 	"net/http"
 	"regexp"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 // providerTaskIDPattern bounds the provider's task ID. Providers use numeric IDs; the pattern also keeps anything
 // from being injected into the visibility query of the untokened route.
 var providerTaskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// maxCodeBytes bounds the solved code that goes into workflow history. Real tokens are a few KiB.
-const maxCodeBytes = 64 << 10
+// codeTooLong is the 400's message for a code over captchaflow.MaxCodeBytes, the bound on every route.
+var codeTooLong = fmt.Sprintf("longer than %d bytes", captchaflow.MaxCodeBytes)
 
 // multipartMemory is how much of a multipart body is kept in memory; the body limit is far below it, so nothing
 // spills to disk.
@@ -34,8 +37,8 @@ func callbackFields(c echo.Context) (id, code string, err error) {
 		return "", "", badRequest("id", "must be 1-64 characters of A-Z a-z 0-9 _ -")
 	case code == "":
 		return id, "", badRequest("code", "required (the solved CAPTCHA)")
-	case len(code) > maxCodeBytes:
-		return id, "", badRequest("code", "longer than 65536 bytes")
+	case len(code) > captchaflow.MaxCodeBytes:
+		return id, "", badRequest("code", codeTooLong)
 	}
 	return id, code, nil
 }

@@ -43,6 +43,14 @@ func testConfig() config.Ingress {
 		ShutdownTimeout:   5 * time.Second,
 		BodyLimit:         "1K",
 		LookupTimeout:     300 * time.Millisecond,
+		MetricsAddr:       "127.0.0.1:0",
+		// Generous, so only the tests about limits meet them.
+		UntokenedRate:      10000,
+		UntokenedRatePerIP: 10000,
+		UntokenedQueue:     64,
+		UntokenedWorkers:   2,
+		CallbackBurst:      4,
+		CallbackRefill:     30 * time.Second,
 	}
 }
 
@@ -151,7 +159,20 @@ func newTestEnv(t testing.TB, mutate ...func(*config.Ingress)) *testEnv {
 	require.NoError(t, err)
 	srv.lookupBackoff = 5 * time.Millisecond
 	env.srv = srv
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+	})
 	return env
+}
+
+// drainQueue waits until every untokened callback accepted so far has been looked up, signalled and counted.
+func (e *testEnv) drainQueue(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, e.srv.queue.drain(ctx))
 }
 
 // do sends a request through the handler. contentType "" sends no body.
@@ -207,11 +228,11 @@ func requireError(t testing.TB, rec *httptest.ResponseRecorder, status int, want
 	require.Contains(t, rec.Body.String(), want)
 }
 
-// metricsText is the /metrics exposition.
+// metricsText is the /metrics exposition of the metrics listener.
 func (s *Server) metricsText(t testing.TB) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 	return rec.Body.String()
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,8 @@ type callbackInfo struct {
 	workflowID     string
 	providerTaskID string
 	outcome        string // set by the handler on success; derived from the error otherwise
+	// queued: an untokened callback handed to the background queue, which counts and logs its outcome later.
+	queued bool
 }
 
 const callbackInfoKey = "captchaflow.callback"
@@ -75,7 +78,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 				slog.String("callback_route", info.route),
 				slog.String("workflow_id", info.workflowID),
 				slog.String("provider_task_id", info.providerTaskID),
-				slog.String("outcome", info.outcome))
+				slog.String("outcome", cmp.Or(info.outcome, queuedLabel(info.queued))))
 		}
 		if err != nil {
 			attrs = append(attrs, slog.String("error", err.Error()))
@@ -84,6 +87,14 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		s.log.LogAttrs(context.WithoutCancel(c.Request().Context()), level, msg, attrs...)
 		return err
 	}
+}
+
+// queuedLabel is the access log's outcome for a callback whose real outcome the background queue logs later.
+func queuedLabel(queued bool) string {
+	if queued {
+		return "queued"
+	}
+	return ""
 }
 
 // levelForStatus keeps a Temporal outage (503) at Warn so Error stays for bugs.

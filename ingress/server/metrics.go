@@ -23,28 +23,56 @@ const (
 	outcomeLateOrUnknown = "late_or_unknown" // no running workflow for it: already completed, or never existed
 	outcomeForged        = "forged"          // missing or invalid token
 	outcomeBadRequest    = "bad_request"     // missing/invalid field, unparsable or oversized body
-	outcomeUnavailable   = "unavailable"     // Temporal unreachable, too slow or erroring; answered 503
+	outcomeUnavailable   = "unavailable"     // Temporal unreachable, too slow or erroring; answered 503 (tokened)
+	outcomeDuplicate     = "duplicate"       // an exact repeat of a callback already signalled; 200, no signal
+	outcomeSuppressed    = "suppressed"      // over the workflow's (or provider task's) signal budget; 200, no signal
+	outcomeRateLimited   = "rate_limited"    // untokened, over the global or per-client rate; answered 429
+	outcomeDropped       = "dropped"         // untokened, the background queue was full; answered 503
 )
+
+// outcomes lists every outcome, for pre-initialising the counter.
+var outcomes = []string{
+	outcomeSignalled, outcomeLateOrUnknown, outcomeForged, outcomeBadRequest, outcomeUnavailable,
+	outcomeDuplicate, outcomeSuppressed, outcomeRateLimited, outcomeDropped,
+}
 
 type metrics struct {
 	callbacks *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics registers the callback counter and the untokened queue's gauges; queueDepth and queueCapacity read
+// the live queue at scrape time.
+func newMetrics(reg prometheus.Registerer, queueDepth func() float64, queueCapacity float64) (*metrics, error) {
 	m := &metrics{
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace,
 			Subsystem: metricsSubsystem,
 			Name:      "callbacks_total",
-			Help:      "Provider callbacks by route (tokened, untokened) and outcome.",
+			Help: "Provider callbacks by route (tokened, untokened) and outcome. An untokened callback is counted " +
+				"once, when its background lookup and signal finish (or when it is refused).",
 		}, []string{"route", "outcome"}),
 	}
-	if err := reg.Register(m.callbacks); err != nil {
-		return nil, err
+	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "untokened_queue_depth",
+		Help:      "Untokened callbacks accepted and waiting for their lookup and signal.",
+	}, queueDepth)
+	capacity := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "untokened_queue_capacity",
+		Help:      "INGRESS_UNTOKENED_QUEUE: past it untokened callbacks are answered 503 (outcome dropped).",
+	})
+	capacity.Set(queueCapacity)
+	for _, c := range []prometheus.Collector{m.callbacks, depth, capacity} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	// Pre-initialise every combination so alerts on rate() see zeros instead of absent series.
 	for _, route := range []string{routeTokened, routeUntokened} {
-		for _, outcome := range []string{outcomeSignalled, outcomeLateOrUnknown, outcomeForged, outcomeBadRequest, outcomeUnavailable} {
+		for _, outcome := range outcomes {
 			m.callbacks.WithLabelValues(route, outcome)
 		}
 	}

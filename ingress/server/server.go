@@ -7,6 +7,9 @@
 //	GET|POST /callback?id=&code=             resolve the workflow by CaptchaTaskId; signal with Authenticated=false
 //	GET /healthz                             process up
 //	GET /readyz                              Temporal reachable and not shutting down
+//
+// and, on a listener of its own (INGRESS_METRICS_ADDR), never on the public one:
+//
 //	GET /metrics                             Prometheus, from the registry passed to New
 package server
 
@@ -22,11 +25,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/labstack/echo-contrib/echoprometheus"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/labstack/gommon/bytes"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/internal/config"
@@ -48,13 +51,27 @@ type Server struct {
 	lookupBackoff time.Duration
 	bodyLimit     int64
 	draining      atomic.Bool
+	// now is the clock of the budgets and rate limits; tests replace it to step time.
+	now func() time.Time
 
-	mu       sync.Mutex
-	listener net.Listener
+	// Hostile-input guards: see handleUntokenedCallback and handleTokenedCallback.
+	clientLimit     *clientRateLimit
+	seen            *seenCallbacks
+	tokenedBudget   *signalBudget
+	untokenedBudget *signalBudget
+	queue           *jobQueue
+
+	metricsHTTP    *http.Server // nil when INGRESS_METRICS_ADDR is empty
+	metricsHandler http.Handler
+
+	mu              sync.Mutex
+	listener        net.Listener
+	metricsListener net.Listener
 }
 
-// New builds the server. reg receives the HTTP and callback metrics and is served on /metrics; nil means a fresh
-// registry.
+// New builds the server and starts the untokened route's background workers; Serve (or Close, for a server that
+// never serves) stops them. reg receives the HTTP and callback metrics and is served on the metrics listener; nil
+// means a fresh registry.
 func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
 	if err := validate(cfg, tc); err != nil {
 		return nil, err
@@ -65,24 +82,35 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	m, err := newMetrics(reg)
+	s := &Server{
+		cfg:             cfg,
+		temporal:        tc,
+		log:             log,
+		secrets:         []string{cfg.CallbackSecret.Reveal(), cfg.CallbackSecretPrevious.Reveal()},
+		lookupBackoff:   lookupFirstBackoff,
+		now:             time.Now,
+		clientLimit:     newClientRateLimit(cfg.UntokenedRate, cfg.UntokenedRatePerIP),
+		seen:            newSeenCallbacks(),
+		tokenedBudget:   newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
+		untokenedBudget: newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
+	}
+	var queueDepth atomic.Pointer[jobQueue] // the queue starts only once registration succeeded
+	m, err := newMetrics(reg, func() float64 {
+		if q := queueDepth.Load(); q != nil {
+			return float64(q.depth())
+		}
+		return 0
+	}, float64(cfg.UntokenedQueue))
 	if err != nil {
 		return nil, fmt.Errorf("registering ingress metrics: %w", err)
 	}
+	s.metrics = m
 	httpMetrics, err := httpMetricsMiddleware(reg)
 	if err != nil {
 		return nil, fmt.Errorf("registering ingress HTTP metrics: %w", err)
 	}
-	s := &Server{
-		cfg:           cfg,
-		temporal:      tc,
-		log:           log,
-		metrics:       m,
-		secrets:       []string{cfg.CallbackSecret.Reveal(), cfg.CallbackSecretPrevious.Reveal()},
-		lookupBackoff: lookupFirstBackoff,
-	}
 	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated above
-	s.echo = s.routes(httpMetrics, reg)
+	s.echo = s.routes(httpMetrics, trustedProxies(cfg.TrustedProxies))
 	s.http = &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -91,7 +119,38 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	s.metricsHandler = metricsMux(reg)
+	if cfg.MetricsAddr != "" {
+		s.metricsHTTP = &http.Server{
+			Handler:           s.metricsHandler,
+			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+			ReadTimeout:       cfg.ReadTimeout,
+			WriteTimeout:      cfg.WriteTimeout,
+			IdleTimeout:       cfg.IdleTimeout,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+	}
+	s.queue = newJobQueue(cfg.UntokenedQueue, cfg.UntokenedWorkers, s.runUntokened)
+	queueDepth.Store(s.queue)
 	return s, nil
+}
+
+// metricsMux serves reg on GET /metrics and nothing else.
+func metricsMux(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// trustedProxies parses INGRESS_TRUSTED_PROXIES (validated before).
+func trustedProxies(cidrs []string) []*net.IPNet {
+	var nets []*net.IPNet
+	for _, c := range cidrs {
+		if _, n, err := net.ParseCIDR(strings.TrimSpace(c)); err == nil {
+			nets = append(nets, n)
+		}
+	}
+	return nets
 }
 
 // validate reports every configuration problem at once, so a bad deployment is fixed in one round.
@@ -108,14 +167,25 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 	}
 	for _, d := range []struct {
 		env string
-		val time.Duration
+		val float64
 	}{
-		{"INGRESS_SIGNAL_TIMEOUT", cfg.SignalTimeout},
-		{"INGRESS_LOOKUP_TIMEOUT", cfg.LookupTimeout},
-		{"SHUTDOWN_TIMEOUT", cfg.ShutdownTimeout},
+		{"INGRESS_SIGNAL_TIMEOUT", float64(cfg.SignalTimeout)},
+		{"INGRESS_LOOKUP_TIMEOUT", float64(cfg.LookupTimeout)},
+		{"SHUTDOWN_TIMEOUT", float64(cfg.ShutdownTimeout)},
+		{"INGRESS_UNTOKENED_RATE", cfg.UntokenedRate},
+		{"INGRESS_UNTOKENED_RATE_PER_IP", cfg.UntokenedRatePerIP},
+		{"INGRESS_UNTOKENED_QUEUE", float64(cfg.UntokenedQueue)},
+		{"INGRESS_UNTOKENED_WORKERS", float64(cfg.UntokenedWorkers)},
+		{"INGRESS_CALLBACK_BURST", float64(cfg.CallbackBurst)},
+		{"INGRESS_CALLBACK_REFILL", float64(cfg.CallbackRefill)},
 	} {
-		if d.val <= 0 {
+		if !(d.val > 0) { // also refuses NaN
 			problems = append(problems, d.env+" must be positive")
+		}
+	}
+	for _, c := range cfg.TrustedProxies {
+		if _, _, err := net.ParseCIDR(strings.TrimSpace(c)); err != nil {
+			problems = append(problems, fmt.Sprintf("INGRESS_TRUSTED_PROXIES: %q is not a CIDR like 10.0.0.0/8", c))
 		}
 	}
 	if len(problems) > 0 {
@@ -125,11 +195,21 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 }
 
 // routes builds the Echo instance; the middleware order decides what the access log and the metrics see.
-func (s *Server) routes(httpMetrics echo.MiddlewareFunc, reg *prometheus.Registry) *echo.Echo {
+func (s *Server) routes(httpMetrics echo.MiddlewareFunc, proxies []*net.IPNet) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	// The client IP keys the per-IP limit, so a header must not be able to choose it: Echo's default believes
+	// X-Forwarded-For from anyone. Only the configured proxies (none by default) may name the client.
+	e.IPExtractor = echo.ExtractIPDirect()
+	if len(proxies) > 0 {
+		trust := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+		for _, n := range proxies {
+			trust = append(trust, echo.TrustIPRange(n))
+		}
+		e.IPExtractor = echo.ExtractIPFromXFFHeader(trust...)
+	}
 	// Order: the access log and the metrics see the final status of everything, including recovered panics.
 	e.Use(s.accessLog, httpMetrics, middleware.RecoverWithConfig(middleware.RecoverConfig{
 		// Return the panic as an error so the access log and metrics see it and handleError answers it.
@@ -154,12 +234,14 @@ func (s *Server) routes(httpMetrics echo.MiddlewareFunc, reg *prometheus.Registr
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
-	e.GET("/metrics", echoprometheus.NewHandlerWithConfig(echoprometheus.HandlerConfig{Gatherer: reg}))
 	return e
 }
 
-// Handler is the HTTP handler, for tests with httptest.
+// Handler is the public HTTP handler (callbacks and probes), for tests with httptest.
 func (s *Server) Handler() http.Handler { return s.echo }
+
+// MetricsHandler is what the metrics listener serves, for tests with httptest.
+func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
 
 // Addr is the address the server listens on (with the real port when INGRESS_ADDR asked for port 0), or "" before
 // Listen.
@@ -172,7 +254,18 @@ func (s *Server) Addr() string {
 	return s.listener.Addr().String()
 }
 
-// Listen binds INGRESS_ADDR; Serve then serves on it.
+// MetricsAddr is the address /metrics is served on, or "" before Listen and when INGRESS_METRICS_ADDR is empty.
+func (s *Server) MetricsAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.metricsListener == nil {
+		return ""
+	}
+	return s.metricsListener.Addr().String()
+}
+
+// Listen binds INGRESS_ADDR and, unless it is empty, INGRESS_METRICS_ADDR; Serve then serves on them. Either
+// failing to bind is an error naming its variable, and nothing stays bound.
 func (s *Server) Listen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -182,6 +275,15 @@ func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("ingress: listening on INGRESS_ADDR %q: %w", s.cfg.Addr, err)
+	}
+	if s.metricsHTTP != nil {
+		mln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("ingress: listening on INGRESS_METRICS_ADDR %q: %w", s.cfg.MetricsAddr, err)
+		}
+		s.metricsListener = mln
+		s.log.Info("ingress metrics listening", slog.String("addr", mln.Addr().String()))
 	}
 	s.listener = ln
 	s.log.Info("ingress listening", slog.String("addr", ln.Addr().String()))
@@ -196,35 +298,57 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Serve(ctx)
 }
 
-// Serve serves on the bound listener until ctx is done. It then stops accepting connections, reports not ready and
-// lets in-flight callbacks finish within SHUTDOWN_TIMEOUT: a callback cut off mid-signal would make the provider
-// retry or give up, and the result would only come through the slower poll.
+// Serve serves on the bound listeners until ctx is done. It then stops accepting connections, reports not ready,
+// lets in-flight callbacks finish and drains the untokened queue, all within SHUTDOWN_TIMEOUT: a callback cut off
+// mid-signal would make the provider retry or give up, and the result would only come through the slower poll.
+// The metrics listener closes last, so a final scrape still sees the drain.
 func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
-	ln := s.listener
+	ln, mln := s.listener, s.metricsListener
 	s.mu.Unlock()
 	if ln == nil {
 		return errors.New("ingress: Serve called before Listen")
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- s.http.Serve(ln) }()
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- fmt.Errorf("ingress: serving: %w", s.http.Serve(ln)) }()
+	if mln != nil {
+		go func() { serveErr <- fmt.Errorf("ingress: serving metrics: %w", s.metricsHTTP.Serve(mln)) }()
+	}
 
+	var failed error
 	select {
-	case err := <-serveErr:
-		return fmt.Errorf("ingress: serving: %w", err)
+	case failed = <-serveErr:
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
 	s.log.Info("ingress shutting down", slog.Duration("timeout", s.cfg.ShutdownTimeout))
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
+	var errs []error
+	if failed != nil {
+		errs = append(errs, failed)
+	}
 	if err := s.http.Shutdown(shutdownCtx); err != nil {
 		_ = s.http.Close()
-		return fmt.Errorf("ingress: graceful shutdown incomplete after %s: %w", s.cfg.ShutdownTimeout, err)
+		errs = append(errs, fmt.Errorf("ingress: graceful shutdown incomplete after %s: %w", s.cfg.ShutdownTimeout, err))
 	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("ingress: serving: %w", err)
+	if err := s.queue.drain(shutdownCtx); err != nil {
+		errs = append(errs, fmt.Errorf("ingress: untokened queue not drained within %s: %w", s.cfg.ShutdownTimeout, err))
+	}
+	if s.metricsHTTP != nil && mln != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if err := s.metricsHTTP.Shutdown(ctx); err != nil {
+			_ = s.metricsHTTP.Close()
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	s.log.Info("ingress stopped")
 	return nil
 }
+
+// Close stops the untokened queue's workers of a server that is not serving (tests, a failed Listen); queued
+// callbacks still run within ctx.
+func (s *Server) Close(ctx context.Context) error { return s.queue.drain(ctx) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"testing"
@@ -176,4 +177,47 @@ func TestNewTwiceOnOneRegistryIsAnErrorNotAPanic(t *testing.T) {
 	require.NoError(t, err)
 	_, err = New(testConfig(), &fakeTemporal{}, nil, reg)
 	require.Error(t, err)
+}
+
+func TestMetricsAreServedOnTheirOwnListener(t *testing.T) {
+	e := newTestEnv(t)
+	base, _, _ := serve(t, e)
+	require.NotEmpty(t, e.srv.MetricsAddr())
+	assert.NotEqual(t, e.srv.Addr(), e.srv.MetricsAddr())
+	assert.Contains(t, e.logs.String(), e.srv.MetricsAddr(), "the metrics address is logged")
+
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	status, body := get("http://" + e.srv.MetricsAddr() + "/metrics")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, "captchaflow_ingress_callbacks_total")
+	status, _ = get(base + "/metrics")
+	assert.Equal(t, http.StatusNotFound, status, "the public listener does not serve /metrics")
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		status, _ = get(base + probe)
+		assert.Equal(t, http.StatusOK, status, probe)
+	}
+}
+
+func TestBusyMetricsAddrFailsNamingItAndBindsNothing(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	e := newTestEnv(t, func(c *config.Ingress) { c.MetricsAddr = busy.Addr().String() })
+	err = e.srv.ListenAndServe(context.Background())
+	require.ErrorContains(t, err, "INGRESS_METRICS_ADDR")
+	assert.Empty(t, e.srv.Addr(), "the public listener was closed again")
+}
+
+func TestEmptyMetricsAddrDisablesTheMetricsListener(t *testing.T) {
+	e := newTestEnv(t, func(c *config.Ingress) { c.MetricsAddr = "" })
+	serve(t, e)
+	assert.NotEmpty(t, e.srv.Addr())
+	assert.Empty(t, e.srv.MetricsAddr())
 }

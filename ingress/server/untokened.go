@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -23,33 +24,93 @@ const (
 var errNoRunningWorkflow = errors.New("no running workflow for the provider task ID")
 
 // handleUntokenedCallback serves the bare /callback?id=&code= a provider sends when it was given a pingback URL
-// without our token. Anyone can call it, so the signal is only a hint (Authenticated: false): the workflow checks
-// the code with res.php before accepting it.
+// without our token. Anyone can call it, and provider task IDs are sequential, so it is built to give a caller
+// nothing: it is rate limited before the body is read, answers at once after validation with the same 200
+// whether the task exists or not, and looks the workflow up and signals it (Authenticated: false, a hint the
+// workflow confirms with res.php) in the background queue. Exact repeats and callbacks past the provider task's
+// signal budget are answered 200 without a signal, so a flood against one waiting task adds a constant number of
+// signals to its history.
 func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
+	now := s.now()
+	if retryAfter, ok := s.clientLimit.allow(c.RealIP(), now); !ok {
+		return &rateLimitedError{retryAfter: retryAfter}
+	}
 	id, code, err := callbackFields(c)
 	info.providerTaskID = id
 	if err != nil {
 		return err
 	}
-	workflowID, err := s.lookupWorkflow(c.Request().Context(), id)
+	if s.seen.seen(callbackKey(routeUntokened, "", id, code), now) {
+		info.outcome = outcomeDuplicate
+		return c.JSON(http.StatusOK, accepted)
+	}
+	if !s.untokenedBudget.take(id, now) {
+		info.outcome = outcomeSuppressed
+		return c.JSON(http.StatusOK, accepted)
+	}
+	if err := s.queue.enqueue(untokenedJob{providerTaskID: id, code: code}); err != nil {
+		s.untokenedBudget.refund(id, now)
+		return err
+	}
+	info.queued = true
+	return c.JSON(http.StatusOK, accepted)
+}
+
+// runUntokened is the background half of an untokened callback: lookup, signal, then the count and log line its
+// request could not have (the outcome was not known when it was answered).
+func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
+	start := time.Now()
+	var workflowID, outcome string
+	var err error
+	if ctx.Err() != nil {
+		// The shutdown's drain ran out of time before this job started.
+		outcome, err = outcomeDropped, ctx.Err()
+	} else {
+		workflowID, outcome, err = s.lookupAndSignal(ctx, job)
+	}
+	now := s.now()
+	switch outcome {
+	case outcomeSignalled, outcomeLateOrUnknown:
+		s.seen.add(callbackKey(routeUntokened, "", job.providerTaskID, job.code), now)
+	default:
+		// Not handed to Temporal: give the budget back for a later callback of the same task.
+		s.untokenedBudget.refund(job.providerTaskID, now)
+	}
+	s.metrics.callbacks.WithLabelValues(routeUntokened, outcome).Inc()
+	attrs := []slog.Attr{
+		slog.String("callback_route", routeUntokened),
+		slog.String("workflow_id", workflowID),
+		slog.String("provider_task_id", job.providerTaskID),
+		slog.String("outcome", outcome),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	s.log.LogAttrs(context.WithoutCancel(ctx), level, "untokened callback processed", attrs...)
+}
+
+// lookupAndSignal resolves the provider task ID to its running workflow and signals it unauthenticated.
+func (s *Server) lookupAndSignal(ctx context.Context, job untokenedJob) (workflowID, outcome string, err error) {
+	workflowID, err = s.lookupWorkflow(ctx, job.providerTaskID)
 	switch {
 	case errors.Is(err, errNoRunningWorkflow):
-		info.outcome = outcomeLateOrUnknown
-		return c.JSON(http.StatusOK, accepted)
+		return "", outcomeLateOrUnknown, nil
 	case err != nil:
-		return unavailable(err)
+		return "", outcomeUnavailable, err
 	}
-	info.workflowID = workflowID
-	info.outcome, err = s.signal(c.Request().Context(), workflowID, captchaflow.Callback{
-		ProviderTaskID: id,
-		Code:           code,
+	outcome, err = s.signal(ctx, workflowID, captchaflow.Callback{
+		ProviderTaskID: job.providerTaskID,
+		Code:           job.code,
 		Authenticated:  false,
 	})
 	if err != nil {
-		return err
+		return workflowID, outcomeUnavailable, err
 	}
-	return c.JSON(http.StatusOK, accepted)
+	return workflowID, outcome, nil
 }
 
 // lookupQuery finds the running workflow whose current submission has providerTaskID. providerTaskID must already

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"context"
+	"sync"
+)
+
+// untokenedJob is one accepted untokened callback waiting for its lookup and signal.
+type untokenedJob struct {
+	providerTaskID string
+	code           string
+}
+
+// jobQueue runs untokened callbacks in the background on a fixed number of workers, so an untokened request is
+// answered at once whether its task exists or not (no timing oracle), and a flood costs at most `workers`
+// concurrent visibility lookups however many requests arrive. The buffer is bounded: a full queue refuses.
+type jobQueue struct {
+	run  func(ctx context.Context, job untokenedJob)
+	jobs chan untokenedJob
+
+	// ctx is handed to running jobs; cancelled only when a drain runs out of time.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.RWMutex // guards closed against a send on the closed channel
+	closed bool
+}
+
+// newJobQueue starts workers goroutines running run on each job, with a buffer of size jobs.
+func newJobQueue(size, workers int, run func(ctx context.Context, job untokenedJob)) *jobQueue {
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &jobQueue{run: run, jobs: make(chan untokenedJob, size), ctx: ctx, cancel: cancel}
+	q.wg.Add(workers)
+	for range workers {
+		go q.work()
+	}
+	return q
+}
+
+func (q *jobQueue) work() {
+	defer q.wg.Done()
+	for job := range q.jobs {
+		q.run(q.ctx, job)
+	}
+}
+
+// enqueue hands job to the workers without waiting; it refuses with overloadedError when the buffer is full
+// and with unavailableError once draining began.
+func (q *jobQueue) enqueue(job untokenedJob) error {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return unavailable(errDraining)
+	}
+	select {
+	case q.jobs <- job:
+		return nil
+	default:
+		return &overloadedError{}
+	}
+}
+
+// depth is the number of jobs waiting, for the queue-depth gauge.
+func (q *jobQueue) depth() int { return len(q.jobs) }
+
+// drain stops taking jobs and waits for the queued and running ones to finish. If ctx ends first, running jobs are
+// cancelled (their lookups and signals return at once) and drain returns ctx's error once the workers have
+// stopped; jobs still queued then are dropped unrun. Safe to call more than once.
+func (q *jobQueue) drain(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.jobs)
+	}
+	q.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		q.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		q.cancel()
+		return nil
+	case <-ctx.Done():
+	}
+	q.cancel()
+	// Cancelled jobs end quickly; the ones still buffered are skipped because run sees a cancelled context.
+	<-done
+	return ctx.Err()
+}
