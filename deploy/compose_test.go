@@ -59,6 +59,13 @@ var listenAddrVar = map[string]string{
 	"simulator": "SIM_ADDR",
 }
 
+// metricsAddrVar names, per service Prometheus scrapes, the variable holding its /metrics address. The ingress
+// serves /metrics on a listener of its own, never on the public callback one.
+var metricsAddrVar = map[string]string{
+	"worker":  "WORKER_METRICS_ADDR",
+	"ingress": "INGRESS_METRICS_ADDR",
+}
+
 type dependency struct {
 	on        string
 	condition string
@@ -212,8 +219,38 @@ func checkCompose(t *testing.T, p *types.Project) []string {
 			fail("%s TEMPORAL_ADDRESS is %q, want the temporal service (temporal:7233)", name, got)
 		}
 	}
-	problems = append(problems, checkScrapeTargets(p, listenPorts)...)
+	metricsPorts := map[string]string{}
+	for name, key := range metricsAddrVar {
+		if svc, ok := p.Services[name]; ok {
+			port, portProblems := checkMetricsAddr(name, svc, key)
+			problems = append(problems, portProblems...)
+			metricsPorts[name] = port
+		}
+	}
+	problems = append(problems, checkScrapeTargets(p, metricsPorts)...)
 	return problems
+}
+
+// checkMetricsAddr: the service serves /metrics on all interfaces of its container (Prometheus runs in another)
+// and publishes that port. Returns the port.
+func checkMetricsAddr(name string, svc types.ServiceConfig, key string) (string, []string) {
+	addr := envValue(svc, key)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", []string{fmt.Sprintf("service %s %s=%q is not host:port: %v", name, key, addr, err)}
+	}
+	var problems []string
+	if host != "0.0.0.0" && host != "" {
+		problems = append(problems, fmt.Sprintf("service %s serves metrics on %s; Prometheus cannot reach it, use 0.0.0.0", name, addr))
+	}
+	published := false
+	for _, p := range svc.Ports {
+		published = published || strconv.FormatUint(uint64(p.Target), 10) == port
+	}
+	if !published {
+		problems = append(problems, fmt.Sprintf("service %s serves metrics on port %s but does not publish it", name, port))
+	}
+	return port, problems
 }
 
 // checkImage: a pulled image names an exact version; a built one is never tagged latest.
@@ -282,8 +319,8 @@ func checkListen(name string, svc types.ServiceConfig) (string, []string) {
 	return port, problems
 }
 
-// checkScrapeTargets: Prometheus scrapes the services on the ports they listen on.
-func checkScrapeTargets(p *types.Project, listenPorts map[string]string) []string {
+// checkScrapeTargets: Prometheus scrapes the services on the ports they serve /metrics on.
+func checkScrapeTargets(p *types.Project, metricsPorts map[string]string) []string {
 	raw, err := os.ReadFile(prometheusConfig)
 	if err != nil {
 		return []string{err.Error()}
@@ -301,8 +338,8 @@ func checkScrapeTargets(p *types.Project, listenPorts map[string]string) []strin
 	}
 	_, temporalMetricsPort, _ := net.SplitHostPort(envValue(p.Services["temporal"], "PROMETHEUS_ENDPOINT"))
 	want := map[string]string{
-		"captchaflow-worker":  "worker:" + listenPorts["worker"],
-		"captchaflow-ingress": "ingress:" + listenPorts["ingress"],
+		"captchaflow-worker":  "worker:" + metricsPorts["worker"],
+		"captchaflow-ingress": "ingress:" + metricsPorts["ingress"],
 		"temporal-server":     "temporal:" + temporalMetricsPort,
 	}
 	var problems []string
@@ -365,6 +402,10 @@ func TestComposeChecksCatchBrokenFiles(t *testing.T) {
 		{"built image tagged latest", "image: captchaflow:local", "image: captchaflow:latest"},
 		{"metrics port not published", "WORKER_METRICS_ADDR: 0.0.0.0:9091", "WORKER_METRICS_ADDR: 0.0.0.0:9092"},
 		{"ingress on loopback", "INGRESS_ADDR: 0.0.0.0:8080", "INGRESS_ADDR: 127.0.0.1:8080"},
+		{"ingress metrics on loopback", "INGRESS_METRICS_ADDR: 0.0.0.0:9092", "INGRESS_METRICS_ADDR: 127.0.0.1:9092"},
+		{"ingress metrics port not published", `"127.0.0.1:9092:9092"`, `"127.0.0.1:9093:9093"`},
+		{"ingress metrics on another port than scraped", "INGRESS_METRICS_ADDR: 0.0.0.0:9092", "INGRESS_METRICS_ADDR: 0.0.0.0:8080"},
+		{"ingress metrics unset (the default is loopback)", "      INGRESS_METRICS_ADDR: 0.0.0.0:9092\n", ""},
 		{"misspelt variable", "NOTIFY_SECRET: ${NOTIFY_SECRET:?set NOTIFY_SECRET}", "NOTIFY_SECRETS: ${NOTIFY_SECRET:?set NOTIFY_SECRET}"},
 		{"variable of another binary", "INGRESS_ADDR: 0.0.0.0:8080", "INGRESS_ADDR: 0.0.0.0:8080\n      CAPTCHAAI_TIMEOUT: 10s"},
 		{"Temporal address unset", "  TEMPORAL_ADDRESS: temporal:7233\n  TEMPORAL_NAMESPACE", "  TEMPORAL_NAMESPACE"},
