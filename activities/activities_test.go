@@ -205,3 +205,32 @@ func (s *ActivitiesSuite) TestKeepAliveHeartbeatsUntilStopped() {
 	s.Require().NoError(v.Get(&after))
 	s.LessOrEqual(after, 1, "at most a tick already under way when stop was called")
 }
+
+// A provider success answer that cannot be what it claims (a task id that is not an id, an empty or oversized
+// code) fails the activity for good as ProviderUnknown: it never becomes a provider task ID or a result.
+func (s *ActivitiesSuite) TestInvalidProviderAnswersAreNonRetryableProviderUnknown() {
+	for _, c := range []struct{ body, op string }{
+		{"OK|../../res.php?action=reportbad", "submit"},
+		{`{"status":1,"request":""}`, "submit"},
+		{`{"status":1,"request":""}`, "get"},
+		{"OK|" + strings.Repeat("x", captchaflow.MaxCodeBytes+1), "get"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, c.body)
+		}))
+		client, err := captchaai.New(srv.URL, "k", captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+		s.Require().NoError(err)
+		s.acts.Provider = client
+		if c.op == "submit" {
+			_, err = s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "hcaptcha", Params: map[string]string{"sitekey": "s"}})
+		} else {
+			_, err = s.env.ExecuteActivity(s.acts.Poll, PollRequest{ProviderTaskID: "7300000001"})
+		}
+		srv.Close()
+		var appErr *temporal.ApplicationError
+		s.Require().True(errors.As(err, &appErr), "%s %.40q: %v", c.op, c.body, err)
+		s.Equal(captchaflow.FailureProviderUnknown, appErr.Type(), c.body)
+		s.True(appErr.NonRetryable(), c.body)
+		s.Contains(appErr.Error(), captchaai.ErrInvalidAnswer.Error())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // answer is one decoded in.php / res.php reply, whatever its wire form.
@@ -94,9 +95,11 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 		*t = ""
 	case b[0] != '"':
 		*t = jsonText(b)
-	case bytes.IndexByte(b, '\\') < 0:
+	case bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b):
 		// Fast path for the common escape-free token: json.Unmarshal has
 		// already validated the document, so the quotes can just be cut.
+		// (Invalid UTF-8 takes the slow path, which turns it into U+FFFD as
+		// any JSON decoder does; found by FuzzParseAnswerJSON.)
 		*t = jsonText(b[1 : len(b)-1])
 	default:
 		var s string

@@ -51,6 +51,7 @@ type Client struct {
 	resURL  string
 	apiKey  string
 	timeout time.Duration
+	maxCode int
 	http    *http.Client
 }
 
@@ -91,6 +92,7 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 		resURL:  base.JoinPath("res.php").String(),
 		apiKey:  apiKey,
 		timeout: defaultTimeout,
+		maxCode: DefaultMaxCodeBytes,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -144,7 +146,8 @@ func newHTTPClient(timeout time.Duration) *http.Client {
 }
 
 // Submit calls in.php with method, the caller's params as-is and pingback
-// (omitted if ""), and returns the provider task id. For method "post",
+// (omitted if ""), and returns the provider task id (checked with IsTaskID:
+// any other success answer is an ErrInvalidAnswer). For method "post",
 // params["file"] is the base64 image and is uploaded as a multipart file;
 // other methods are sent as a urlencoded form. params must not contain the
 // client-owned fields key, method, json or pingback.
@@ -164,14 +167,15 @@ func (c *Client) Submit(ctx context.Context, method string, params map[string]st
 	if err != nil {
 		return "", err
 	}
-	if ans.Value == "" {
-		return "", c.fail(opSubmit, ClassTransient, fmt.Errorf("%w: success without a task id", errMalformed))
+	if err := c.checkTaskID(ans.Value); err != nil {
+		return "", err
 	}
 	return ans.Value, nil
 }
 
 // Get calls res.php action=get. A task still being solved yields a *Error
-// with Class ClassNotReady.
+// with Class ClassNotReady; an empty code, or one over the WithMaxCodeBytes
+// bound, is an ErrInvalidAnswer.
 func (c *Client) Get(ctx context.Context, taskID string) (string, error) {
 	if taskID == "" {
 		return "", c.fail(opGet, ClassConfig, errors.New("task id is required"))
@@ -180,8 +184,8 @@ func (c *Client) Get(ctx context.Context, taskID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if ans.Value == "" {
-		return "", c.fail(opGet, ClassTransient, fmt.Errorf("%w: success without a result", errMalformed))
+	if err := c.checkCode(ans.Value); err != nil {
+		return "", err
 	}
 	return ans.Value, nil
 }

@@ -18,6 +18,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/captchaai"
 	"github.com/captchaflow/captchaflow/internal/config"
@@ -44,7 +45,8 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return configError{err}
 	}
-	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout))
+	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout),
+		captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
 	if err != nil {
 		return configError{fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)}
 	}
