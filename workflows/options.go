@@ -25,6 +25,11 @@ const (
 	maxResubmitBackoff   = time.Minute
 )
 
+// ProviderStartToClose bounds one attempt of a provider activity (submit, poll, confirm). The worker refuses to
+// start with a CAPTCHAAI_TIMEOUT that is not shorter: the attempt would time out before the client's own, classified
+// error, and every slow provider request would look like a dead worker.
+const ProviderStartToClose = providerStartToClose
+
 // resubmitBackoff is the wait before the in.php request that follows the n-th refused one (n >= 1).
 func resubmitBackoff(n int) time.Duration {
 	d := firstResubmitBackoff
