@@ -37,6 +37,8 @@ type Options struct {
 	SimulatorPort     int
 	WorkerMetricsPort int
 	IngressPort       int
+	// IngressMetricsPort serves the ingress's /metrics (INGRESS_METRICS_ADDR), apart from its callback port.
+	IngressMetricsPort int
 	// TemporalHeadless skips the Web UI (tests do not need it).
 	TemporalHeadless bool
 	// TemporalDynamicConfig adds dynamic config values to the dev server's.
@@ -172,7 +174,7 @@ func resolveOptions(opts Options) (Options, error) {
 			return opts, err
 		}
 	}
-	for _, port := range []*int{&opts.TemporalPort, &opts.TemporalUIPort, &opts.SimulatorPort, &opts.WorkerMetricsPort, &opts.IngressPort} {
+	for _, port := range []*int{&opts.TemporalPort, &opts.TemporalUIPort, &opts.SimulatorPort, &opts.WorkerMetricsPort, &opts.IngressPort, &opts.IngressMetricsPort} {
 		if *port, err = freePortIfZero(*port); err != nil {
 			return opts, err
 		}
@@ -229,10 +231,11 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 // StartIngress starts the ingress, or restarts it after Kill or Stop, and waits for /readyz (Temporal reachable).
 func (s *Stack) StartIngress(ctx context.Context) error {
 	env := map[string]string{
-		"INGRESS_ADDR":       loopback(s.opts.IngressPort),
-		"CALLBACK_SECRET":    s.opts.CallbackSecret,
-		"TEMPORAL_ADDRESS":   s.Temporal.Address(),
-		"TEMPORAL_NAMESPACE": DefaultNamespace,
+		"INGRESS_ADDR":         loopback(s.opts.IngressPort),
+		"INGRESS_METRICS_ADDR": loopback(s.opts.IngressMetricsPort),
+		"CALLBACK_SECRET":      s.opts.CallbackSecret,
+		"TEMPORAL_ADDRESS":     s.Temporal.Address(),
+		"TEMPORAL_NAMESPACE":   DefaultNamespace,
 	}
 	return s.startComponent(ctx, &s.ingress, "ingress", s.bins.Ingress, env, s.opts.IngressEnv, s.IngressURL()+"/readyz")
 }
@@ -313,6 +316,9 @@ func (s *Stack) IngressURL() string { return "http://" + loopback(s.opts.Ingress
 
 // IngressPort is the ingress's port (fixed for the stack's life, so a restarted ingress comes back on it).
 func (s *Stack) IngressPort() int { return s.opts.IngressPort }
+
+// IngressMetricsURL is the base URL of the ingress's /metrics, which its callback port does not serve.
+func (s *Stack) IngressMetricsURL() string { return "http://" + loopback(s.opts.IngressMetricsPort) }
 
 // CallbackBaseURL is what the worker gives the provider for pingbacks.
 func (s *Stack) CallbackBaseURL() string { return s.opts.CallbackBaseURL }

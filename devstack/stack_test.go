@@ -50,6 +50,10 @@ func TestStackComponentsComeBackAfterCrashesAndStops(t *testing.T) {
 	assert.NotEqual(t, oldPID, stack.Worker().PID())
 	assert.Error(t, stack.StartWorker(ctx), "starting a running component is refused")
 
+	// The ingress's /metrics is on its own port, not on the callback one.
+	require.NoError(t, HTTPOK(stack.IngressMetricsURL()+"/metrics")(ctx))
+	assert.Error(t, HTTPOK(stack.IngressURL()+"/metrics")(ctx))
+
 	require.NoError(t, stack.Ingress().Stop())
 	require.NoError(t, stack.StartIngress(ctx))
 
