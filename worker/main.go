@@ -45,6 +45,9 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return configError{err}
 	}
+	if err := checkSettings(cfg); err != nil {
+		return configError{fmt.Errorf("worker configuration: %w", err)}
+	}
 	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout),
 		captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
 	if err != nil {

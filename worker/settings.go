@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/workflows"
+)
+
+// checkSettings refuses settings that would let the worker start and then fail every task that meets them: a
+// callback URL the provider cannot call, a notify secret that cannot sign, a provider timeout the activity's own
+// timeout cuts short. Every problem is reported at once, naming its variable and never a secret's value.
+func checkSettings(cfg config.Worker) error {
+	var errs []error
+	if err := checkCallbackBaseURL(cfg.CallbackBaseURL); err != nil {
+		errs = append(errs, fmt.Errorf("CALLBACK_BASE_URL: %w", err))
+	}
+	// The message names NOTIFY_SECRET and says what is wrong, without the value.
+	if err := activities.CheckNotifySecret(cfg.NotifySecret.Reveal()); err != nil {
+		errs = append(errs, err)
+	}
+	switch limit := workflows.ProviderStartToClose; {
+	case cfg.ProviderTimeout <= 0:
+		errs = append(errs, fmt.Errorf("CAPTCHAAI_TIMEOUT: %s is not a positive duration", cfg.ProviderTimeout))
+	case cfg.ProviderTimeout >= limit:
+		errs = append(errs, fmt.Errorf("CAPTCHAAI_TIMEOUT: %s must be shorter than %s, the start-to-close timeout of "+
+			"one provider activity attempt (a longer request would be cut off as a timed-out activity instead of "+
+			"failing with the provider's error)", cfg.ProviderTimeout, limit))
+	}
+	return errors.Join(errs...)
+}
+
+// checkCallbackBaseURL accepts what the provider can call back and callbackauth can extend: an absolute http(s)
+// URL with a host, and no query or fragment (they would be silently dropped from every pingback URL).
+func checkCallbackBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a valid URL")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q is not an absolute http(s) URL (the provider calls it from the internet)", u.Redacted())
+	case u.Hostname() == "":
+		return fmt.Errorf("%q has no host", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return fmt.Errorf("%q must not have a query or fragment", u.Redacted())
+	}
+	// The same construction Submit uses, so nothing it refuses can pass here.
+	if _, err := callbackauth.URL(raw, "preflight", "x"); err != nil {
+		return err
+	}
+	return nil
+}

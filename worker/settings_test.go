@@ -1,0 +1,95 @@
+package main
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/workflows"
+)
+
+func goodSettings() config.Worker {
+	return config.Worker{
+		CallbackBaseURL: "https://hooks.example.com/captcha",
+		CallbackSecret:  "callback-secret",
+		NotifySecret:    "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		ProviderTimeout: 30 * time.Second,
+	}
+}
+
+func TestCheckSettingsAcceptsWorkingSettings(t *testing.T) {
+	require.NoError(t, checkSettings(goodSettings()))
+	for _, mod := range []func(*config.Worker){
+		func(c *config.Worker) { c.CallbackBaseURL = "http://127.0.0.1:8080" },
+		func(c *config.Worker) { c.CallbackBaseURL = "https://hooks.example.com/" },
+		func(c *config.Worker) { c.NotifySecret = "" }, // deliveries wait for it, visibly
+		func(c *config.Worker) { c.NotifySecret = "a raw secret, used as bytes" },
+		func(c *config.Worker) { c.ProviderTimeout = workflows.ProviderStartToClose - time.Second },
+	} {
+		cfg := goodSettings()
+		mod(&cfg)
+		assert.NoError(t, checkSettings(cfg), "%+v", cfg)
+	}
+}
+
+func TestCheckSettingsRefusesWhatCanOnlyFailLater(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		mod      func(*config.Worker)
+		variable string
+	}{
+		{"relative callback URL", func(c *config.Worker) { c.CallbackBaseURL = "/callback" }, "CALLBACK_BASE_URL"},
+		{"host without scheme", func(c *config.Worker) { c.CallbackBaseURL = "hooks.example.com" }, "CALLBACK_BASE_URL"},
+		{"ftp callback URL", func(c *config.Worker) { c.CallbackBaseURL = "ftp://hooks.example.com/" }, "CALLBACK_BASE_URL"},
+		{"no host", func(c *config.Worker) { c.CallbackBaseURL = "http:///callback" }, "CALLBACK_BASE_URL"},
+		{"query", func(c *config.Worker) { c.CallbackBaseURL = "https://h.example/?x=1" }, "CALLBACK_BASE_URL"},
+		{"unparsable", func(c *config.Worker) { c.CallbackBaseURL = "http://[::1" }, "CALLBACK_BASE_URL"},
+		{"whsec not base64", func(c *config.Worker) { c.NotifySecret = "whsec_s3cr3t!value" }, "NOTIFY_SECRET"},
+		{"empty whsec", func(c *config.Worker) { c.NotifySecret = "whsec_" }, "NOTIFY_SECRET"},
+		{"timeout equal", func(c *config.Worker) { c.ProviderTimeout = workflows.ProviderStartToClose }, "CAPTCHAAI_TIMEOUT"},
+		{"timeout longer", func(c *config.Worker) { c.ProviderTimeout = 2 * time.Minute }, "CAPTCHAAI_TIMEOUT"},
+		{"timeout zero", func(c *config.Worker) { c.ProviderTimeout = 0 }, "CAPTCHAAI_TIMEOUT"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := goodSettings()
+			c.mod(&cfg)
+			err := checkSettings(cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.variable)
+			assert.NotContains(t, err.Error(), "s3cr3t", "a secret's value is never in the error")
+			assert.NotContains(t, err.Error(), "callback-secret")
+		})
+	}
+}
+
+func TestCheckSettingsReportsEveryProblem(t *testing.T) {
+	err := checkSettings(config.Worker{CallbackBaseURL: "relative", NotifySecret: "whsec_%%", ProviderTimeout: time.Hour})
+	require.Error(t, err)
+	for _, v := range []string{"CALLBACK_BASE_URL", "NOTIFY_SECRET", "CAPTCHAAI_TIMEOUT"} {
+		assert.Contains(t, err.Error(), v)
+	}
+	assert.Equal(t, 3, strings.Count(err.Error(), "\n")+1)
+}
+
+func TestWorkerRefusesToStartOnSettingsThatCanOnlyFailLater(t *testing.T) {
+	t.Setenv("CAPTCHAAI_API_KEY", "the-provider-key")
+	t.Setenv("CALLBACK_BASE_URL", "ingress:8080/callback")
+	t.Setenv("CALLBACK_SECRET", "the-callback-secret")
+	t.Setenv("NOTIFY_SECRET", "whsec_the-notify-secret")
+	t.Setenv("CAPTCHAAI_TIMEOUT", "1m")
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1") // never reached: the settings are refused first
+	err := run(slog.New(slog.DiscardHandler))
+	var cfgErr configError
+	require.ErrorAs(t, err, &cfgErr, "exit status 2: an operator must fix the settings")
+	for _, v := range []string{"CALLBACK_BASE_URL", "NOTIFY_SECRET", "CAPTCHAAI_TIMEOUT"} {
+		assert.Contains(t, err.Error(), v)
+	}
+	for _, secret := range []string{"the-notify-secret", "the-callback-secret", "the-provider-key"} {
+		assert.NotContains(t, err.Error(), secret)
+	}
+}
