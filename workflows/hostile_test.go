@@ -327,8 +327,12 @@ func (m *capturingMetrics) Counter(name string) client.MetricsCounter {
 	})
 }
 
-func (m *capturingMetrics) Gauge(string) client.MetricsGauge { return client.MetricsNopHandler.Gauge("") }
-func (m *capturingMetrics) Timer(string) client.MetricsTimer { return client.MetricsNopHandler.Timer("") }
+func (m *capturingMetrics) Gauge(string) client.MetricsGauge {
+	return client.MetricsNopHandler.Gauge("")
+}
+func (m *capturingMetrics) Timer(string) client.MetricsTimer {
+	return client.MetricsNopHandler.Timer("")
+}
 
 func (m *capturingMetrics) count(name, outcome string) int64 {
 	m.mu.Lock()
