@@ -30,7 +30,7 @@ type Payload struct {
 
 // Delivery is one accepted, signature-verified webhook-id.
 type Delivery struct {
-	// WebhookID is the webhook-id header (the workflow ID).
+	// WebhookID is the webhook-id header ("<workflow ID>.<run ID>").
 	WebhookID string
 	Payload   Payload
 	// FirstAt is when the first copy arrived; Count is how many verified copies arrived (1 = no duplicates).
@@ -62,6 +62,7 @@ type Receiver struct {
 	listener      net.Listener
 	failStatus    int
 	deliveries    map[string]*Delivery
+	byTask        map[string]string // task_id → webhook-id of its latest accepted delivery
 	order         []string
 	stats         Stats
 	lastRejection error
@@ -74,7 +75,7 @@ func Start(addr, secret string) (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Receiver{verifier: verifier, deliveries: map[string]*Delivery{}}
+	r := &Receiver{verifier: verifier, deliveries: map[string]*Delivery{}, byTask: map[string]string{}}
 	listener, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("downstream receiver: listen on %s: %w", addr, err)
@@ -216,6 +217,7 @@ func (r *Receiver) accept(id string, payload Payload) {
 		return
 	}
 	r.deliveries[id] = &Delivery{WebhookID: id, Payload: payload, FirstAt: time.Now(), Count: 1}
+	r.byTask[payload.TaskID] = id
 	r.order = append(r.order, id)
 	r.stats.Accepted++
 }
@@ -234,11 +236,15 @@ func (r *Receiver) LastRejection() error {
 	return r.lastRejection
 }
 
-// Delivery returns the accepted delivery for a webhook-id.
+// Delivery returns the accepted delivery for a webhook-id or, failing that, the latest one for a task ID (the
+// workflow ID: captchaflow's webhook-id is "<workflow ID>.<run ID>", one per result).
 func (r *Receiver) Delivery(id string) (Delivery, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d, ok := r.deliveries[id]
+	if !ok {
+		d, ok = r.deliveries[r.byTask[id]]
+	}
 	if !ok {
 		return Delivery{}, false
 	}

@@ -177,3 +177,23 @@ func TestDeliveriesAreInArrivalOrder(t *testing.T) {
 	}
 	assert.Equal(t, []string{"b", "a", "c"}, ids)
 }
+
+// captchaflow's webhook-id is "<workflow ID>.<run ID>": a delivery is found by it, or by its task ID (the latest
+// run's), and a new run's result under the same task ID is a new delivery, not a duplicate.
+func TestDeliveryIsFoundByTaskIDAcrossRuns(t *testing.T) {
+	r := startReceiver(t, whsecSecret())
+	first, second := "order-42.run-a", "order-42.run-b"
+	assert.Equal(t, http.StatusOK, post(t, r.URL(), first, testKey, time.Now(), resultBody(t, "order-42", "CODE-A")).StatusCode)
+	d, ok := r.Delivery("order-42")
+	require.True(t, ok)
+	assert.Equal(t, first, d.WebhookID)
+
+	assert.Equal(t, http.StatusOK, post(t, r.URL(), second, testKey, time.Now(), resultBody(t, "order-42", "CODE-B")).StatusCode)
+	assert.Equal(t, Stats{Accepted: 2}, r.Stats())
+	d, ok = r.Delivery("order-42")
+	require.True(t, ok)
+	assert.Equal(t, "CODE-B", d.Payload.Code, "the latest run's result")
+	d, ok = r.Delivery(first)
+	require.True(t, ok)
+	assert.Equal(t, "CODE-A", d.Payload.Code)
+}
