@@ -58,6 +58,10 @@ type Config struct {
 	LateRate       float64 `env:"SIM_LATE_RATE" envDefault:"0"`
 	HangRate       float64 `env:"SIM_HANG_RATE" envDefault:"0"`
 	UnsolvableRate float64 `env:"SIM_UNSOLVABLE_RATE" envDefault:"0"`
+	// UnsolvablePingback makes every unsolvable task (drawn, or by the
+	// unsolvable fault) call its pingback with code=ERROR_CAPTCHA_UNSOLVABLE, as
+	// 2captcha documents, instead of sending none. Off by default.
+	UnsolvablePingback bool `env:"SIM_UNSOLVABLE_PINGBACK" envDefault:"false"`
 
 	// LateDelay is how long after solving a late pingback is sent; set it
 	// longer than the workflow's callback timeout.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -15,7 +16,24 @@ const (
 	FaultHangPingback      = "hang_pingback"
 	FaultUnsolvable        = "unsolvable"
 	FaultFailSubmit        = "fail_submit"
+	// FaultUnsolvablePingback is unsolvable[=N] whose pingback still comes, with code=ERROR_CAPTCHA_UNSOLVABLE, as
+	// 2captcha-style providers document it.
+	FaultUnsolvablePingback = "unsolvable_pingback"
+	// FaultSubmitError chooses what fail_submit answers: a class (SubmitErrorClasses) or a code.
+	FaultSubmitError = "submit_error"
 )
+
+// SubmitErrorClasses are the submit_error shorthands, one code for each way a client must react to an in.php
+// error: retry later, submit again, fix the configuration, or give up on an answer it does not know.
+var SubmitErrorClasses = map[string]string{
+	"transient": ErrorNoSlotAvailable,
+	"resubmit":  ErrorCaptchaUnsolvable,
+	"config":    ErrorWrongUserKey,
+	"unknown":   ErrorSimulatedUnknown,
+}
+
+// submitErrorCode is the shape of an explicit submit_error code: what a provider's error words look like.
+var submitErrorCode = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 
 // FaultSpec is a parsed set of per-task faults.
 type FaultSpec struct {
@@ -27,13 +45,21 @@ type FaultSpec struct {
 	// so the workflow's resubmission with the same URL can succeed.
 	Unsolvable int
 	// FailSubmit rejects the first N submissions for a pingback URL with
-	// ERROR_NO_SLOT_AVAILABLE before accepting one.
+	// SubmitError (ERROR_NO_SLOT_AVAILABLE when empty) before accepting one.
 	FailSubmit int
+	// SubmitError is the code fail_submit answers with; a submit_error without
+	// fail_submit rejects the first submission.
+	SubmitError string
+	// UnsolvablePingback sends the pingback of an unsolvable task (instead of
+	// none) with code=ERROR_CAPTCHA_UNSOLVABLE.
+	UnsolvablePingback bool
 }
 
 // ParseFaultSpec parses a comma-separated list such as
-// "duplicate_pingback,unsolvable=2,fail_submit=3". A bare "unsolvable" or
-// "fail_submit" means N=1.
+// "duplicate_pingback,unsolvable=2,fail_submit=3,submit_error=config". A bare
+// "unsolvable", "unsolvable_pingback" or "fail_submit" means N=1;
+// "unsolvable_pingback=N" is "unsolvable=N" with an ERROR_CAPTCHA_UNSOLVABLE
+// pingback; submit_error takes a class of SubmitErrorClasses or a code.
 func ParseFaultSpec(list string) (FaultSpec, error) {
 	var spec FaultSpec
 	for _, item := range strings.Split(list, ",") {
@@ -42,6 +68,14 @@ func ParseFaultSpec(list string) (FaultSpec, error) {
 			continue
 		}
 		name, arg, hasArg := strings.Cut(item, "=")
+		if name == FaultSubmitError {
+			code, err := parseSubmitError(arg)
+			if err != nil {
+				return FaultSpec{}, err
+			}
+			spec.SubmitError = code
+			continue
+		}
 		count := 1
 		if hasArg {
 			n, err := strconv.Atoi(arg)
@@ -69,11 +103,36 @@ func ParseFaultSpec(list string) (FaultSpec, error) {
 			spec.Unsolvable = max(spec.Unsolvable, count)
 		case FaultFailSubmit:
 			spec.FailSubmit = max(spec.FailSubmit, count)
+		case FaultUnsolvablePingback:
+			spec.Unsolvable = max(spec.Unsolvable, count)
+			spec.UnsolvablePingback = true
 		default:
 			return FaultSpec{}, fmt.Errorf("unknown fault %q", name)
 		}
 	}
+	if spec.SubmitError != "" && spec.FailSubmit == 0 {
+		spec.FailSubmit = 1
+	}
 	return spec, nil
+}
+
+// parseSubmitError resolves submit_error's argument to the code in.php answers.
+func parseSubmitError(arg string) (string, error) {
+	if code, ok := SubmitErrorClasses[arg]; ok {
+		return code, nil
+	}
+	if !submitErrorCode.MatchString(arg) {
+		return "", fmt.Errorf("fault %s=%q: want transient, resubmit, config, unknown or an error code like ERROR_PAGEURL", FaultSubmitError, arg)
+	}
+	return arg, nil
+}
+
+// submitErrorCode is the code a fail_submit rejection answers.
+func (f FaultSpec) submitErrorCode() string {
+	if f.SubmitError != "" {
+		return f.SubmitError
+	}
+	return ErrorNoSlotAvailable
 }
 
 // IsZero reports whether the spec asks for no fault at all.
@@ -88,6 +147,9 @@ func (f FaultSpec) merge(o FaultSpec) FaultSpec {
 		HangPingback:      f.HangPingback || o.HangPingback,
 		Unsolvable:        max(f.Unsolvable, o.Unsolvable),
 		FailSubmit:        max(f.FailSubmit, o.FailSubmit),
+		SubmitError:       cmp.Or(f.SubmitError, o.SubmitError),
+		// Unsolvable pingbacks go with the merged unsolvable count, whichever spec asked for them.
+		UnsolvablePingback: f.UnsolvablePingback || o.UnsolvablePingback,
 	}
 }
 
@@ -160,10 +222,13 @@ func matchRules(rules []compiledRule, subject string) FaultSpec {
 // pingbackPlan is what happens to one task's pingback once it is solved.
 type pingbackPlan struct {
 	unsolvable bool
-	drop       bool
-	hang       bool
-	late       bool
-	duplicate  bool
+	// unsolvablePingback calls an unsolvable task's pingback with
+	// code=ERROR_CAPTCHA_UNSOLVABLE instead of sending none.
+	unsolvablePingback bool
+	drop               bool
+	hang               bool
+	late               bool
+	duplicate          bool
 }
 
 // names lists the plan's faults for the task listing.
@@ -174,7 +239,8 @@ func (p pingbackPlan) names() []string {
 			out = append(out, name)
 		}
 	}
-	add(p.unsolvable, FaultUnsolvable)
+	add(p.unsolvable && !p.unsolvablePingback, FaultUnsolvable)
+	add(p.unsolvable && p.unsolvablePingback, FaultUnsolvablePingback)
 	add(p.drop, FaultDropPingback)
 	add(p.hang, FaultHangPingback)
 	add(p.late, FaultLatePingback)
@@ -188,6 +254,7 @@ func drawPlan(cfg *Config, unsolvableDraw, pingbackDraw float64) pingbackPlan {
 	var p pingbackPlan
 	if unsolvableDraw < cfg.UnsolvableRate {
 		p.unsolvable = true
+		p.unsolvablePingback = cfg.UnsolvablePingback
 		return p
 	}
 	edge := cfg.DropRate

@@ -198,8 +198,9 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 	faults = faults.merge(matchRules(s.compiledRules, pingbackURL))
 	if faults.FailSubmit > s.failSubmitSeen[pingbackURL] {
 		s.failSubmitSeen[pingbackURL]++
-		s.rejectLocked(ErrorNoSlotAvailable)
-		return errReply(ErrorNoSlotAvailable)
+		code := faults.submitErrorCode()
+		s.rejectLocked(code)
+		return errReply(code)
 	}
 	if s.cfg.Threads > 0 && s.busy[key] >= s.cfg.Threads {
 		s.rejectLocked(s.cfg.BusyCode)
@@ -235,7 +236,7 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 		}
 		if faults.Unsolvable > s.unsolvableSeen[pingbackURL] {
 			s.unsolvableSeen[pingbackURL]++
-			plan = pingbackPlan{unsolvable: true}
+			plan = pingbackPlan{unsolvable: true, unsolvablePingback: faults.UnsolvablePingback || s.cfg.UnsolvablePingback}
 		}
 	}
 

@@ -30,7 +30,7 @@ func (s *Simulator) solve(t *task) {
 	}
 	plan := t.plan
 	switch {
-	case plan.unsolvable || t.pingbackURL == "":
+	case t.pingbackURL == "" || (plan.unsolvable && !plan.unsolvablePingback):
 		s.mu.Unlock()
 		return
 	case plan.drop:
@@ -62,14 +62,19 @@ func (s *Simulator) sendAll(t *task, kind PingbackKind, duplicate bool) {
 	}
 }
 
-// pingbackTarget is the task's pingback URL with id and code appended,
-// keeping the URL's own query (e.g. ?t=token) intact.
+// pingbackTarget is the task's pingback URL with id and code appended (the
+// solution, or ERROR_CAPTCHA_UNSOLVABLE for an unsolvable task), keeping the
+// URL's own query (e.g. ?t=token) intact.
 func pingbackTarget(t *task) string {
 	u, err := url.Parse(t.pingbackURL)
 	if err != nil { // validated at submit; unreachable
 		return t.pingbackURL
 	}
-	extra := url.Values{"id": {t.idStr}, "code": {CodeFor(t.idStr)}}.Encode()
+	code := CodeFor(t.idStr)
+	if t.plan.unsolvable { // only with unsolvablePingback does an unsolvable task get here
+		code = ErrorCaptchaUnsolvable
+	}
+	extra := url.Values{"id": {t.idStr}, "code": {code}}.Encode()
 	if u.RawQuery == "" {
 		u.RawQuery = extra
 	} else {

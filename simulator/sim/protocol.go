@@ -24,7 +24,9 @@ const (
 	ErrorCaptchaUnsolvable     = "ERROR_CAPTCHA_UNSOLVABLE"
 	ErrorWrongCaptchaID        = "ERROR_WRONG_CAPTCHA_ID"
 	CaptchaNotReady            = "CAPCHA_NOT_READY"
-	ReportRecorded             = "OK_REPORT_RECORDED"
+	// ErrorSimulatedUnknown is no real provider's code: the submit_error=unknown answer a client cannot know.
+	ErrorSimulatedUnknown = "ERROR_SIMULATED_UNKNOWN"
+	ReportRecorded        = "OK_REPORT_RECORDED"
 )
 
 // errorTexts are the human-readable error_text values of JSON error replies.
@@ -43,6 +45,7 @@ var errorTexts = map[string]string{
 	ErrorUpload:                "The server can't read the file data from your request.",
 	ErrorCaptchaUnsolvable:     "The captcha could not be solved.",
 	ErrorWrongCaptchaID:        "You provided an invalid or expired captcha id.",
+	ErrorSimulatedUnknown:      "A simulated error no client knows (submit_error=unknown).",
 }
 
 // reply is one protocol answer.
