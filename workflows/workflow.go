@@ -287,7 +287,8 @@ func (w *waiter) onStatusWord(code string) {
 		w.err = fmt.Errorf("%w: the callback said %s", errResubmit, code)
 		return
 	}
-	w.confirmWithResPHP("callback with the status word " + code)
+	// An unknown ERROR_ word can be as long as a code may be; the log quotes its start.
+	w.confirmWithResPHP(fmt.Sprintf("callback with the status word %.64s", code))
 }
 
 // confirmWithResPHP asks res.php for the current submission's code, unless it is already being asked or this
