@@ -68,7 +68,7 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
 	if err != nil {
-		return forbidden(fmt.Errorf("%w: %s", ErrForbiddenTarget, describeDeliveryError(err)))
+		return forbidden(&forbiddenURLError{describeDeliveryError(err)})
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)
@@ -102,12 +102,14 @@ func readExcerpt(body io.Reader) []byte {
 	return b
 }
 
-// forbidden is the non-retryable failure of a notify_url the worker refuses: the message names notify_url and why.
+// forbidden is the non-retryable failure of a notify_url the worker refuses: the message names notify_url and why,
+// and the setting that would admit it, if one would.
 func forbidden(err error) error {
-	return temporal.NewNonRetryableApplicationError(
-		"notify_url refused: "+describeDeliveryError(err)+
-			" (only public http(s) addresses are delivered to; NOTIFY_ALLOW_PRIVATE=true on the worker allows private ones)",
-		FailureDeliveryForbidden, nil)
+	msg := "notify_url refused: " + describeDeliveryError(err)
+	if fe, ok := errors.AsType[*forbiddenAddrError](err); ok && fe.private {
+		msg += " (deliveries go to public addresses only; NOTIFY_ALLOW_PRIVATE=true on the worker admits private ones)"
+	}
+	return temporal.NewNonRetryableApplicationError(msg, FailureDeliveryForbidden, nil)
 }
 
 // client is the delivery client, built once from DeliveryTimeout and NotifyAllowPrivate: there is no way to hand

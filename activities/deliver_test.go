@@ -84,6 +84,24 @@ func (s *ActivitiesSuite) TestDeliverRefusesNonHTTPTargets() {
 			s.Equal(FailureDeliveryForbidden, appErr.Type(), target)
 			s.True(appErr.NonRetryable(), target)
 			s.Contains(appErr.Error(), "notify_url", target)
+			s.NotContains(appErr.Error(), "NOTIFY_ALLOW_PRIVATE", "no setting admits it, so none is suggested")
+		}
+	}
+}
+
+func (s *ActivitiesSuite) TestDeliverRefusesCloudMetadataEvenWithNotifyAllowPrivate() {
+	for _, allow := range []bool{false, true} {
+		acts := &Activities{NotifySecret: "notify-secret-value", NotifyAllowPrivate: allow}
+		env := s.NewTestActivityEnvironment()
+		env.RegisterActivity(acts)
+		for _, target := range []string{"http://169.254.169.254/latest/meta-data/iam/", "http://[::ffff:169.254.169.254]/", "http://[fe80::1]:8080/"} {
+			_, err := env.ExecuteActivity(acts.Deliver, DeliverRequest{NotifyURL: target, Body: json.RawMessage(`{}`)})
+			var appErr *temporal.ApplicationError
+			s.Require().True(errors.As(err, &appErr), target)
+			s.Equal(FailureDeliveryForbidden, appErr.Type(), target)
+			s.True(appErr.NonRetryable(), target)
+			s.Contains(appErr.Error(), "link-local", target)
+			s.NotContains(appErr.Error(), "NOTIFY_ALLOW_PRIVATE", target)
 		}
 	}
 }

@@ -24,12 +24,14 @@ import (
 const FailureDeliveryForbidden = "DeliveryForbidden"
 
 // ErrForbiddenTarget marks a notify_url the worker refuses to connect to.
-var ErrForbiddenTarget = errors.New("notify_url target is not allowed")
+var ErrForbiddenTarget = errors.New("forbidden notify_url target")
 
 // forbiddenAddrError is returned by the dialer's Control hook; it names the address, never the URL.
 type forbiddenAddrError struct {
 	addr   netip.Addr
 	reason string
+	// private: NOTIFY_ALLOW_PRIVATE would admit this address.
+	private bool
 }
 
 func (e *forbiddenAddrError) Error() string {
@@ -37,6 +39,17 @@ func (e *forbiddenAddrError) Error() string {
 }
 
 func (e *forbiddenAddrError) Unwrap() error { return ErrForbiddenTarget }
+
+// forbiddenURLError refuses a notify_url before any connection: no setting admits it.
+type forbiddenURLError struct{ msg string }
+
+func (e *forbiddenURLError) Error() string { return e.msg }
+func (e *forbiddenURLError) Unwrap() error { return ErrForbiddenTarget }
+
+// privateAddr builds the refusal of an address NOTIFY_ALLOW_PRIVATE admits.
+func privateAddr(addr netip.Addr, reason string) error {
+	return &forbiddenAddrError{addr: addr, reason: reason, private: true}
+}
 
 // Non-public IPv4 ranges that netip's predicates do not cover.
 var extraForbiddenV4 = []struct {
@@ -79,32 +92,32 @@ func checkTarget(addr netip.Addr, allowPrivate bool) error {
 	addr = addr.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
 	switch {
 	case addr.IsUnspecified():
-		return &forbiddenAddrError{addr, "unspecified"}
+		return &forbiddenAddrError{addr: addr, reason: "unspecified"}
 	case addr.IsMulticast(), addr.IsLinkLocalMulticast(), addr.IsInterfaceLocalMulticast():
-		return &forbiddenAddrError{addr, "multicast"}
+		return &forbiddenAddrError{addr: addr, reason: "multicast"}
 	case addr.IsLinkLocalUnicast():
-		return &forbiddenAddrError{addr, "link-local"}
+		return &forbiddenAddrError{addr: addr, reason: "link-local"}
 	}
 	if allowPrivate {
 		return nil
 	}
 	switch {
 	case addr.IsLoopback():
-		return &forbiddenAddrError{addr, "loopback"}
+		return privateAddr(addr, "loopback")
 	case addr.IsPrivate():
-		return &forbiddenAddrError{addr, "private"}
+		return privateAddr(addr, "private")
 	}
 	if addr.Is4() {
 		for _, r := range extraForbiddenV4 {
 			if r.prefix.Contains(addr) {
-				return &forbiddenAddrError{addr, r.reason}
+				return privateAddr(addr, r.reason)
 			}
 		}
 		return nil
 	}
 	for _, r := range extraForbiddenV6 {
 		if r.prefix.Contains(addr) {
-			return &forbiddenAddrError{addr, r.reason}
+			return privateAddr(addr, r.reason)
 		}
 	}
 	// NAT64 and 6to4 addresses reach the IPv4 address they embed: judge that one.
@@ -122,7 +135,7 @@ func checkEmbedded(outer, inner netip.Addr) error {
 	if err := checkTarget(inner, false); err != nil {
 		var fe *forbiddenAddrError
 		errors.As(err, &fe)
-		return &forbiddenAddrError{outer, fe.reason + " (embedded " + inner.String() + ")"}
+		return &forbiddenAddrError{addr: outer, reason: fe.reason + " (embedded " + inner.String() + ")", private: fe.private}
 	}
 	return nil
 }
@@ -131,13 +144,13 @@ func checkEmbedded(outer, inner netip.Addr) error {
 func checkNotifyURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%w: not a valid URL", ErrForbiddenTarget)
+		return &forbiddenURLError{"not a valid URL"}
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%w: scheme %q is not http or https", ErrForbiddenTarget, u.Scheme)
+		return &forbiddenURLError{fmt.Sprintf("scheme %q is not http or https", u.Scheme)}
 	}
 	if u.Hostname() == "" {
-		return fmt.Errorf("%w: no host", ErrForbiddenTarget)
+		return &forbiddenURLError{"no host"}
 	}
 	return nil
 }
@@ -152,7 +165,7 @@ func NewDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {
 		Control: func(_, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
-				return fmt.Errorf("%w: cannot parse dial address %q", ErrForbiddenTarget, address)
+				return &forbiddenURLError{fmt.Sprintf("cannot parse dial address %q", address)}
 			}
 			return checkTarget(ap.Addr(), allowPrivate)
 		},
