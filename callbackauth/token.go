@@ -58,8 +58,14 @@ func URL(baseURL, workflowID, secret string) (string, error) {
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return "", errors.New("callback base URL must be an absolute http(s) URL")
 	}
-	base.Path = strings.TrimSuffix(base.Path, "/") + CallbackPath + url.PathEscape(workflowID)
-	base.RawPath = ""
+	// Path and RawPath are set together so the workflow ID is escaped exactly once: an escaped ID put in Path
+	// alone is escaped again by String(), and the ingress would read "a%20b" back for "a b".
+	rawPath := strings.TrimSuffix(base.EscapedPath(), "/") + CallbackPath + url.PathEscape(workflowID)
+	path, err := url.PathUnescape(rawPath)
+	if err != nil {
+		return "", errors.New("callback base URL has an invalid path escape")
+	}
+	base.Path, base.RawPath = path, rawPath
 	base.RawQuery = url.Values{TokenParam: {Token(secret, workflowID)}}.Encode()
 	base.Fragment = ""
 	return base.String(), nil
