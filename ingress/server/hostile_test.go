@@ -47,6 +47,29 @@ func findsWaitingTask(e *testEnv) {
 	}
 }
 
+// testClock is a clock the test steps; the background workers read it too, hence the lock.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// useTestClock makes e's server read a testClock (before any request, so no worker reads the old one).
+func useTestClock(e *testEnv) *testClock {
+	c := &testClock{now: time.Now()}
+	e.srv.now = func() time.Time {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.now
+	}
+	return c
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 func signalsTo(sent []sentSignal, workflowID string) int {
 	n := 0
 	for _, s := range sent {
@@ -173,8 +196,7 @@ func TestUntokenedRateLimits(t *testing.T) {
 		c.UntokenedRatePerIP = 2 // burst 4
 		c.UntokenedRate = 3      // burst 6
 	})
-	clock := time.Now()
-	e.srv.now = func() time.Time { return clock }
+	clock := useTestClock(e)
 	next := 0
 	statuses := func(remote string, n int, header http.Header) []int {
 		var out []int
@@ -197,7 +219,7 @@ func TestUntokenedRateLimits(t *testing.T) {
 	assert.Equal(t, []int{200, 200, 429, 429}, b, "the global burst of 6 is spent")
 	assert.Equal(t, 5.0, e.callbacks(routeUntokened, outcomeRateLimited))
 
-	clock = clock.Add(2 * time.Second) // refills both
+	clock.advance(2 * time.Second) // refills both
 	assert.Equal(t, []int{200}, statuses("198.51.100.1:1111", 1, nil))
 }
 
@@ -285,8 +307,7 @@ func TestShutdownDrainsTheUntokenedQueue(t *testing.T) {
 // TestCallbackBudgetRefills: past the burst a workflow gets one more signal per CallbackRefill.
 func TestCallbackBudgetRefills(t *testing.T) {
 	e := newTestEnv(t)
-	clock := time.Now()
-	e.srv.now = func() time.Time { return clock }
+	clock := useTestClock(e)
 	send := func(code string) {
 		require.Equal(t, http.StatusOK, e.get(t, tokenedURL(testWorkflowID, testSecret, url.Values{"id": {"9"}, "code": {code}})).Code)
 	}
@@ -294,10 +315,10 @@ func TestCallbackBudgetRefills(t *testing.T) {
 		send(fmt.Sprint("burst-", i))
 	}
 	assert.Len(t, e.fake.sent(), 4)
-	clock = clock.Add(29 * time.Second)
+	clock.advance(29 * time.Second)
 	send("early")
 	assert.Len(t, e.fake.sent(), 4)
-	clock = clock.Add(2 * time.Second)
+	clock.advance(2 * time.Second)
 	send("after-refill")
 	assert.Len(t, e.fake.sent(), 5)
 	assert.Equal(t, captchaflow.Callback{ProviderTaskID: "9", Code: "after-refill", Authenticated: true}, e.fake.sent()[4].Callback)

@@ -65,8 +65,8 @@ func (q *jobQueue) enqueue(job untokenedJob) error {
 func (q *jobQueue) depth() int { return len(q.jobs) }
 
 // drain stops taking jobs and waits for the queued and running ones to finish. If ctx ends first, running jobs are
-// cancelled (their lookups and signals return at once) and drain returns ctx's error once the workers have
-// stopped; jobs still queued then are dropped unrun. Safe to call more than once.
+// cancelled (their lookups and signals return at once), jobs still queued are counted as dropped without a lookup,
+// and drain returns ctx's error once the workers have stopped. Safe to call more than once.
 func (q *jobQueue) drain(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.closed {
@@ -87,7 +87,6 @@ func (q *jobQueue) drain(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	q.cancel()
-	// Cancelled jobs end quickly; the ones still buffered are skipped because run sees a cancelled context.
 	<-done
 	return ctx.Err()
 }

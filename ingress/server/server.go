@@ -1,10 +1,14 @@
 // Package server is the callback ingress: it turns provider callbacks (CaptchaAI GET, 2captcha-style form POST)
-// into the SolveCaptcha workflow's captcha-callback signal, answering 200 only once Temporal accepted it.
+// into the SolveCaptcha workflow's captcha-callback signal. A tokened callback is answered 200 only once Temporal
+// accepted its signal; an untokened one once it was queued (it is looked up and signalled in the background, so
+// the answer does not tell whether the task exists). Every route expects hostile input: exact repeats and
+// callbacks past a workflow's signal budget are answered 200 without a signal, and the untokened route is rate
+// limited.
 //
 // Routes:
 //
 //	GET|POST /callback/:workflow_id?t=TOKEN  id, code in query or form; signal with Authenticated=true
-//	GET|POST /callback?id=&code=             resolve the workflow by CaptchaTaskId; signal with Authenticated=false
+//	GET|POST /callback?id=&code=             queue; resolve the workflow by CaptchaTaskId, signal with Authenticated=false
 //	GET /healthz                             process up
 //	GET /readyz                              Temporal reachable and not shutting down
 //
