@@ -38,6 +38,7 @@ func newJobQueue(size, workers int, run func(ctx context.Context, job untokenedJ
 	return q
 }
 
+// work runs jobs until drain closes the channel, so a drain waits for every job already accepted.
 func (q *jobQueue) work() {
 	defer q.wg.Done()
 	for job := range q.jobs {
