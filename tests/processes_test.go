@@ -41,6 +41,7 @@ func (s *stack) workerEnv() map[string]string {
 		"CALLBACK_SECRET":        callbackSecret,
 		"NOTIFY_SECRET":          notifySecret,
 		"NOTIFY_REQUEST_TIMEOUT": "2s",
+		"NOTIFY_ALLOW_PRIVATE":   "true", // the webhook receiver is on loopback
 		"SHUTDOWN_TIMEOUT":       "3s",
 		"TASK_QUEUE":             captchaflow.DefaultTaskQueue,
 		"WORKER_METRICS_ADDR":    loopback(s.workerMetricsPort),
