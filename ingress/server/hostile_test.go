@@ -102,6 +102,41 @@ func TestForgedUntokenedFloodAddsAConstantNumberOfSignals(t *testing.T) {
 	assert.LessOrEqual(t, len(e.fake.listQueries()), testConfig().CallbackBurst, "suppressed ones cost no lookup")
 }
 
+// TestForgedUntokenedFloodWithTheDefaultLimits: the same flood from one address with the shipped limits is mostly
+// refused with 429 before it is parsed, still adds at most CallbackBurst signals, and other tasks' tokened
+// callbacks sent during it are answered 200 at once and signalled.
+func TestForgedUntokenedFloodWithTheDefaultLimits(t *testing.T) {
+	t.Setenv("CALLBACK_SECRET", testSecret)
+	defaults, err := config.LoadIngress()
+	require.NoError(t, err)
+	e := newTestEnv(t, func(c *config.Ingress) {
+		c.UntokenedRate, c.UntokenedRatePerIP = defaults.UntokenedRate, defaults.UntokenedRatePerIP
+		c.UntokenedQueue, c.UntokenedWorkers = defaults.UntokenedQueue, defaults.UntokenedWorkers
+		c.CallbackBurst, c.CallbackRefill = defaults.CallbackBurst, defaults.CallbackRefill
+	})
+	findsWaitingTask(e)
+	var slowest time.Duration
+	for i := range 1000 {
+		rec := e.getFrom(t, fmt.Sprintf("/callback?id=%s&code=forged-%d", waitingProviderID, i), "203.0.113.9:4000", nil)
+		require.Contains(t, []int{http.StatusOK, http.StatusTooManyRequests}, rec.Code)
+		if i%50 == 0 {
+			start := time.Now()
+			other := fmt.Sprint("other-", i)
+			require.Equal(t, http.StatusOK, e.get(t, tokenedURL(other, testSecret, url.Values{"id": {"1"}, "code": {"c"}})).Code)
+			slowest = max(slowest, time.Since(start))
+			require.Equal(t, 1, signalsTo(e.fake.sent(), other))
+		}
+	}
+	e.drainQueue(t)
+	signals := signalsTo(e.fake.sent(), waitingWorkflowID)
+	t.Logf("1000 forged untokened callbacks from one address, default limits → %d signals, %.0f rate limited, "+
+		"%.0f suppressed; other tasks' tokened callbacks: slowest answer %s", signals,
+		e.callbacks(routeUntokened, outcomeRateLimited), e.callbacks(routeUntokened, outcomeSuppressed), slowest)
+	assert.LessOrEqual(t, signals, defaults.CallbackBurst)
+	assert.GreaterOrEqual(t, e.callbacks(routeUntokened, outcomeRateLimited), 950.0)
+	assert.Less(t, slowest, 50*time.Millisecond)
+}
+
 // TestLeakedTokenFloodAddsAConstantNumberOfSignals: with a valid token for one workflow, 1 000 callbacks with
 // wrong provider IDs and 1 000 exact repeats add at most CallbackBurst signals to it, while another task's real
 // callbacks, interleaved with the flood, are all answered 200 at once and signalled.
