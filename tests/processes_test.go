@@ -58,11 +58,12 @@ func (s *stack) startWorker(ctx context.Context) error {
 	return err
 }
 
-// ingressEnv serves both the real ingress and the 503 one (startIngressB): they differ in port, Temporal address
+// ingressEnv serves both the real ingress and the 503 one (startIngressB): they differ in ports, Temporal address
 // and signal timeout.
-func ingressEnv(port int, temporalAddr, namespace string, signalTimeout time.Duration) map[string]string {
+func ingressEnv(port, metricsPort int, temporalAddr, namespace string, signalTimeout time.Duration) map[string]string {
 	return map[string]string{
 		"INGRESS_ADDR":           loopback(port),
+		"INGRESS_METRICS_ADDR":   loopback(metricsPort),
 		"CALLBACK_SECRET":        callbackSecret,
 		"TEMPORAL_ADDRESS":       temporalAddr,
 		"TEMPORAL_NAMESPACE":     namespace,
@@ -77,7 +78,7 @@ func ingressEnv(port int, temporalAddr, namespace string, signalTimeout time.Dur
 // startIngress starts the real ingress; it reaches Temporal through the temporal-leg proxy.
 func (s *stack) startIngress(ctx context.Context) error {
 	p, err := s.startProcess(ctx, "ingress", s.bins.Ingress,
-		ingressEnv(s.ingressPort, s.tlegAddr, s.namespace, ingressSignalTimeout), s.ingressURL()+"/readyz")
+		ingressEnv(s.ingressPort, s.ingressMetricsPort, s.tlegAddr, s.namespace, ingressSignalTimeout), s.ingressURL()+"/readyz")
 	s.mu.Lock()
 	s.ingress = p
 	s.mu.Unlock()
@@ -98,7 +99,7 @@ func (s *stack) startIngressB(ctx context.Context) error {
 		return err
 	}
 	p, err := s.startProcess(ctx, "ingress-503", s.bins.Ingress,
-		ingressEnv(s.ingressBPort, loopback(closed), s.namespace, 500*time.Millisecond),
+		ingressEnv(s.ingressBPort, s.ingressBMetricsPort, loopback(closed), s.namespace, 500*time.Millisecond),
 		"http://"+loopback(s.ingressBPort)+"/healthz")
 	s.mu.Lock()
 	s.ingressB = p

@@ -242,7 +242,7 @@ func TestE2E_CallbackAnomalies(t *testing.T) {
 }
 
 func anomalyMetrics(s *stack) []metricWant {
-	w, i := s.workerMetricsURL()+"/metrics", s.ingressURL()+"/metrics"
+	w, i := s.workerMetricsURL()+"/metrics", s.ingressMetricsURL()+"/metrics"
 	return []metricWant{
 		{url: w, name: workflows.MetricTasksFinished, labels: map[string]string{"outcome": workflows.OutcomeCallback}, atLeast: 7},
 		{url: w, name: workflows.MetricTasksFinished, labels: map[string]string{"outcome": workflows.OutcomePoll}, atLeast: 7},

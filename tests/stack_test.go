@@ -74,6 +74,7 @@ type stack struct {
 	restartCmd   string
 
 	simPort, ingressPort, ingressBPort, workerMetricsPort int
+	ingressMetricsPort, ingressBMetricsPort               int
 	frontAddr, tlegAddr                                   string
 
 	mu       sync.Mutex
@@ -145,7 +146,7 @@ func startStack(ctx context.Context) (s *stack, err error) {
 	if s.bins, err = devstack.BuildBinaries(ctx, filepath.Join(s.runDir, "bin")); err != nil {
 		return s, err
 	}
-	for _, p := range []*int{&s.simPort, &s.ingressPort, &s.ingressBPort, &s.workerMetricsPort} {
+	for _, p := range []*int{&s.simPort, &s.ingressPort, &s.ingressBPort, &s.workerMetricsPort, &s.ingressMetricsPort, &s.ingressBMetricsPort} {
 		if *p, err = devstack.FreePort(); err != nil {
 			return s, err
 		}
@@ -193,11 +194,12 @@ func (s *stack) addProxy(name, upstream string) (*toxiproxy.Proxy, error) {
 	return p, nil
 }
 
-func (s *stack) simURL() string           { return "http://" + loopback(s.simPort) }
-func (s *stack) ingressURL() string       { return "http://" + loopback(s.ingressPort) }
-func (s *stack) callbackBaseURL() string  { return "http://" + s.frontAddr }
-func (s *stack) workerMetricsURL() string { return "http://" + loopback(s.workerMetricsPort) }
-func (s *stack) notifyURL() string        { return s.down.URL() + "/hooks/captcha" }
+func (s *stack) simURL() string            { return "http://" + loopback(s.simPort) }
+func (s *stack) ingressURL() string        { return "http://" + loopback(s.ingressPort) }
+func (s *stack) callbackBaseURL() string   { return "http://" + s.frontAddr }
+func (s *stack) workerMetricsURL() string  { return "http://" + loopback(s.workerMetricsPort) }
+func (s *stack) ingressMetricsURL() string { return "http://" + loopback(s.ingressMetricsPort) } // not on ingressURL
+func (s *stack) notifyURL() string         { return s.down.URL() + "/hooks/captcha" }
 
 // stop ends everything the harness started. The run directory (logs, SQLite) is removed unless keep is set.
 func (s *stack) stop() {
