@@ -156,10 +156,11 @@ func startExternalStack(ctx context.Context, cfg stackConfig) (_ stack, err erro
 		return nil, err
 	}
 	ingressEnv := map[string]string{
-		"INGRESS_ADDR":       loopback(e.ingressPort),
-		"CALLBACK_SECRET":    e.callbackSecret,
-		"TEMPORAL_ADDRESS":   cfg.TemporalAddress,
-		"TEMPORAL_NAMESPACE": cfg.Namespace,
+		"INGRESS_ADDR":         loopback(e.ingressPort),
+		"INGRESS_METRICS_ADDR": "", // not scraped here; the default port would collide with another stack
+		"CALLBACK_SECRET":      e.callbackSecret,
+		"TEMPORAL_ADDRESS":     cfg.TemporalAddress,
+		"TEMPORAL_NAMESPACE":   cfg.Namespace,
 	}
 	if e.ingress, err = e.start(ctx, "ingress", bins.Ingress, ingressEnv, cfg.IngressEnv, "http://"+loopback(e.ingressPort)+"/readyz"); err != nil {
 		return nil, err
