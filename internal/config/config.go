@@ -30,8 +30,9 @@ type Worker struct {
 	// NotifySecret signs deliveries to notify_url; a task with notify_url fails to deliver while it is unset.
 	NotifySecret Secret `env:"NOTIFY_SECRET,unset"`
 	TaskQueue    string `env:"TASK_QUEUE"` // default captchaflow.DefaultTaskQueue
-	// MetricsAddr serves Prometheus metrics on /metrics; empty disables it.
-	MetricsAddr string `env:"WORKER_METRICS_ADDR" envDefault:"127.0.0.1:9091"`
+	// MetricsAddr serves Prometheus metrics on /metrics and /healthz; set but empty disables it (see
+	// defaultUnlessSet), unset is DefaultWorkerMetricsAddr.
+	MetricsAddr string `env:"WORKER_METRICS_ADDR"`
 	// ProviderTimeout bounds one in.php/res.php request.
 	ProviderTimeout time.Duration `env:"CAPTCHAAI_TIMEOUT" envDefault:"30s"`
 	// DeliveryTimeout bounds one POST to notify_url.
@@ -86,30 +87,38 @@ type Ingress struct {
 	CallbackRefill time.Duration `env:"INGRESS_CALLBACK_REFILL" envDefault:"30s"`
 }
 
-// DefaultIngressMetricsAddr is where the ingress serves /metrics unless INGRESS_METRICS_ADDR says otherwise.
-const DefaultIngressMetricsAddr = "127.0.0.1:9092"
+// Where the processes serve /metrics unless WORKER_METRICS_ADDR / INGRESS_METRICS_ADDR say otherwise.
+const (
+	DefaultWorkerMetricsAddr  = "127.0.0.1:9091"
+	DefaultIngressMetricsAddr = "127.0.0.1:9092"
+)
 
 // LoadWorker reads Worker from the environment. The defaults declared elsewhere are set before parsing (a struct
 // tag cannot name a constant); a variable that is set overrides them.
 func LoadWorker() (Worker, error) {
-	return load("worker", Worker{
+	cfg, err := load("worker", Worker{
 		ProviderBaseURL: DefaultProviderBaseURL,
 		TaskQueue:       captchaflow.DefaultTaskQueue,
 		StickyCacheSize: DefaultStickyCacheSize,
 	})
-}
-
-// LoadIngress reads Ingress from the environment. INGRESS_METRICS_ADDR is defaulted here, since only an unset
-// variable gets the default and a set-but-empty one disables the metrics listener.
-func LoadIngress() (Ingress, error) {
-	cfg, err := load("ingress", Ingress{})
-	if _, set := os.LookupEnv(ingressMetricsAddrEnv); !set {
-		cfg.MetricsAddr = DefaultIngressMetricsAddr
-	}
+	defaultUnlessSet(&cfg.MetricsAddr, "WORKER_METRICS_ADDR", DefaultWorkerMetricsAddr)
 	return cfg, err
 }
 
-const ingressMetricsAddrEnv = "INGRESS_METRICS_ADDR"
+// LoadIngress reads Ingress from the environment.
+func LoadIngress() (Ingress, error) {
+	cfg, err := load("ingress", Ingress{})
+	defaultUnlessSet(&cfg.MetricsAddr, "INGRESS_METRICS_ADDR", DefaultIngressMetricsAddr)
+	return cfg, err
+}
+
+// defaultUnlessSet gives a listen address its default only when its variable is unset: set but empty means "no
+// listener", a distinction the env library does not make (a tag default or a preset value would win).
+func defaultUnlessSet(value *string, name, def string) {
+	if _, set := os.LookupEnv(name); !set {
+		*value = def
+	}
+}
 
 func load[T any](who string, cfg T) (T, error) {
 	err := env.Parse(&cfg)

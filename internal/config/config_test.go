@@ -76,3 +76,19 @@ func TestIngressMetricsAddrDefaultsAndEmptyDisables(t *testing.T) {
 	assert.Equal(t, "0.0.0.0:9300", cfg.MetricsAddr)
 	assert.Equal(t, []string{"10.0.0.0/8", "192.168.1.1/32"}, cfg.TrustedProxies)
 }
+
+func TestWorkerMetricsAddrDefaultsWhenUnsetAndIsOffWhenEmpty(t *testing.T) {
+	t.Setenv("CAPTCHAAI_API_KEY", "k")
+	t.Setenv("CALLBACK_BASE_URL", "http://127.0.0.1:8080")
+	t.Setenv("CALLBACK_SECRET", "s")
+	cfg, err := LoadWorker()
+	require.NoError(t, err)
+	assert.Equal(t, DefaultWorkerMetricsAddr, cfg.MetricsAddr, "unset: the default")
+
+	t.Setenv("CAPTCHAAI_API_KEY", "k") // read once and unset (the `unset` tag)
+	t.Setenv("CALLBACK_SECRET", "s")
+	t.Setenv("WORKER_METRICS_ADDR", "")
+	cfg, err = LoadWorker()
+	require.NoError(t, err)
+	assert.Empty(t, cfg.MetricsAddr, "set but empty disables the metrics listener, as the README says")
+}
