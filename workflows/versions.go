@@ -1,0 +1,26 @@
+package workflows
+
+import "go.temporal.io/sdk/workflow"
+
+// Change IDs for workflow.GetVersion, one per behaviour change that adds, drops or reorders commands. Each is asked
+// only where its behaviour differs, so a task that never meets the odd case records no marker; a task that met it
+// before the deploy (replaying without the marker) keeps the old behaviour to its end.
+const (
+	// changeRefuseInvalidWorkflowID: a workflow ID the ingress would refuse fails the task up front.
+	changeRefuseInvalidWorkflowID = "refuse-invalid-workflow-id"
+	// changeStatusWordCallback: an authenticated callback whose code is a provider status word is not a result:
+	// unsolvable means resubmit, anything else is confirmed with res.php.
+	changeStatusWordCallback = "status-word-callback-not-a-result"
+	// changeCountSubmitRefusals: an in.php request refused as unsolvable counts against max_submits and the next
+	// one waits a growing backoff (before: no count, no wait, and a panic on the first submission).
+	changeCountSubmitRefusals = "count-and-back-off-submit-refusals"
+	// changeBoundConfirmations: at most maxConfirmsPerSubmission res.php confirmations per submission.
+	changeBoundConfirmations = "bound-confirmations-per-submission"
+	// changeIgnoreOversizedCallback: a callback whose code is over captchaflow.MaxCodeBytes is ignored.
+	changeIgnoreOversizedCallback = "ignore-oversized-callback"
+)
+
+// changed tells whether this task runs with changeID's new behaviour.
+func changed(ctx workflow.Context, changeID string) bool {
+	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1) == 1
+}
