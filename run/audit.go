@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/devstack/downstream"
 	"github.com/captchaflow/captchaflow/simulator/sim"
 )
@@ -24,6 +25,26 @@ type audit struct {
 	// Lost are the workflow IDs of solved tasks whose code never reached the receiver (nothing delivered, or a
 	// delivered code the provider never produced for that task).
 	Lost []string
+	// Resubmits says what the workflows made of the provider's "unsolvable" answers.
+	Resubmits resubmitAudit
+}
+
+// resubmitAudit sorts the provider's "unsolvable" answers that reach a workflow other than through res.php: a
+// pingback carrying an error code instead of a solution, and an in.php refusal.
+type resubmitAudit struct {
+	// ErrorPingbacks counts unsolvable provider tasks whose pingback was sent (with code=ERROR_CAPTCHA_UNSOLVABLE).
+	ErrorPingbacks int
+	// TakenAsResubmit of them were followed by another submission for the same workflow after the pingback and
+	// before the callback wait ran out: on the pingback's word, not on a later poll's.
+	TakenAsResubmit int
+	// TakenAsResult lists the workflows whose result names an unsolvable task: its "code" was the error word.
+	TakenAsResult []string
+	// Neither lists the workflows of the other error-code pingbacks (resubmitted only after polling, failed, or
+	// still running).
+	Neither []string
+	// RefusalsCounted is how many in.php refusals the results count as submissions: for each result, its submits
+	// beyond the provider tasks (accepted submissions) its workflow has.
+	RefusalsCounted int
 }
 
 // fetchProviderTasks lists the simulator's tasks whose pingback goes to a workflow whose ID starts with idPrefix.
@@ -76,4 +97,55 @@ func auditDeliveries(providerTasks []sim.Task, receiver *downstream.Receiver) au
 		}
 	}
 	return a
+}
+
+// auditResubmits compares the provider's tasks with the workflows' results (by workflow ID; finished tasks only)
+// to tell what became of error-code pingbacks and in.php refusals. callbackWait is the workflows'
+// callback_timeout_seconds: a resubmission later than that after the unsolvable submission followed a poll.
+func auditResubmits(providerTasks []sim.Task, results map[string]captchaflow.Result, callbackWait time.Duration) resubmitAudit {
+	byWorkflow := map[string][]sim.Task{}
+	for _, t := range providerTasks {
+		if id, ok := strings.CutPrefix(t.PingbackPath, callbackPathPrefix); ok && id != "" {
+			byWorkflow[id] = append(byWorkflow[id], t)
+		}
+	}
+	var a resubmitAudit
+	for _, t := range providerTasks {
+		id, ok := strings.CutPrefix(t.PingbackPath, callbackPathPrefix)
+		if !ok || id == "" || t.Status != sim.StatusUnsolvable {
+			continue
+		}
+		sentAt, sent := firstSent(t)
+		if !sent {
+			continue // no pingback (plain unsolvable), or one that never made a request
+		}
+		a.ErrorPingbacks++
+		res, finished := results[id]
+		switch {
+		case finished && (res.ProviderTaskID == t.ID || res.Code == sim.ErrorCaptchaUnsolvable):
+			a.TakenAsResult = append(a.TakenAsResult, id)
+		case slices.ContainsFunc(byWorkflow[id], func(next sim.Task) bool {
+			return next.ID != t.ID && !next.SubmittedAt.Before(sentAt) && next.SubmittedAt.Before(t.SubmittedAt.Add(callbackWait))
+		}):
+			a.TakenAsResubmit++
+		default:
+			a.Neither = append(a.Neither, id)
+		}
+	}
+	for id, res := range results {
+		if refused := res.Submits - len(byWorkflow[id]); refused > 0 {
+			a.RefusalsCounted += refused
+		}
+	}
+	return a
+}
+
+// firstSent is when t's first pingback request was made; false when none was (dropped, hung, or none planned).
+func firstSent(t sim.Task) (time.Time, bool) {
+	for _, p := range t.Pingbacks {
+		if p.Outcome == sim.OutcomeSucceeded || p.Outcome == sim.OutcomeFailed {
+			return p.At, true
+		}
+	}
+	return time.Time{}, false
 }

@@ -18,19 +18,25 @@ type scenario struct {
 	Fault string // sim_fault value; empty for a well-behaved task
 }
 
-// scenarioCycle is repeated over the batch: four well-behaved tasks per six troubled ones, so every kind of
+// scenarioCycle is repeated over the batch: two well-behaved tasks per eight troubled ones, so every kind of
 // trouble shows up even in a batch of ten.
 var scenarioCycle = []scenario{
 	{Name: "none"},
 	{Name: "dropped pingback", Fault: "drop_pingback"},
 	{Name: "duplicate pingback", Fault: "duplicate_pingback"},
-	{Name: "none"},
 	{Name: "late pingback", Fault: "late_pingback"},
 	{Name: "hanging pingback", Fault: "hang_pingback"},
 	{Name: "none"},
+	// The first solve is unsolvable and no pingback comes: the poll after the callback wait finds out.
 	{Name: "unsolvable, resubmitted", Fault: "unsolvable"},
-	{Name: "in.php busy twice", Fault: "fail_submit=2"},
-	{Name: "none"},
+	// The first solve is unsolvable and its pingback says code=ERROR_CAPTCHA_UNSOLVABLE: a status word, not a
+	// result; the workflow resubmits at once.
+	{Name: "error-code pingback", Fault: "unsolvable_pingback"},
+	// in.php answers ERROR_NO_SLOT_AVAILABLE twice: retried within the submission, not counted as one.
+	{Name: "in.php busy twice", Fault: "fail_submit=2,submit_error=transient"},
+	// in.php answers ERROR_CAPTCHA_UNSOLVABLE: counted against max_submits, the next request waits
+	// (resubmitBackoff, 5 s) and is accepted.
+	{Name: "in.php says unsolvable", Fault: "submit_error=resubmit"},
 }
 
 // scenarioOrder is the order the summary lists scenarios in.
@@ -47,7 +53,8 @@ func scenarioOrder() []string {
 }
 
 // Demo timing: solves take 2–5 s and a pingback that has not come 10 s after submission is given up for polling,
-// so even a task that needs a resubmission finishes within about 30 s.
+// so even a task that needs a resubmission finishes within about 30 s. max_submits must be at least 2: every
+// resubmitting scenario (and an in.php refusal, which counts) needs a second submission.
 const (
 	demoCallbackTimeoutSeconds = 10
 	demoPollIntervalSeconds    = 2

@@ -45,6 +45,87 @@ func TestPlanBatchCoversEveryScenarioWithValidInputs(t *testing.T) {
 	assert.Equal(t, "demo-20260101-000000-001", tasks[0].ID)
 }
 
+// plannedFaults counts the batch's tasks whose sim_fault satisfies each named predicate.
+func plannedFaults(t *testing.T, tasks []demoTask, preds map[string]func(sim.FaultSpec) bool) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for _, task := range tasks {
+		spec, err := sim.ParseFaultSpec(task.Input.Params["sim_fault"])
+		require.NoError(t, err)
+		for name, pred := range preds {
+			if pred(spec) {
+				counts[name]++
+			}
+		}
+	}
+	return counts
+}
+
+// issue9Faults are the odd provider answers issue #9 taught captchaflow to survive, as the simulator injects them.
+var issue9Faults = map[string]func(sim.FaultSpec) bool{
+	// An unsolvable first solve whose pingback carries code=ERROR_CAPTCHA_UNSOLVABLE.
+	"error-code pingback": func(f sim.FaultSpec) bool { return f.Unsolvable > 0 && f.UnsolvablePingback },
+	// in.php answers ERROR_NO_SLOT_AVAILABLE: retried within the submission.
+	"in.php transient": func(f sim.FaultSpec) bool {
+		return f.FailSubmit > 0 && f.SubmitError == sim.ErrorNoSlotAvailable && f.Unsolvable == 0
+	},
+	// in.php answers ERROR_CAPTCHA_UNSOLVABLE: a counted submission, then a backoff and another one.
+	"in.php resubmit": func(f sim.FaultSpec) bool {
+		return f.FailSubmit > 0 && f.SubmitError == sim.ErrorCaptchaUnsolvable && f.Unsolvable == 0
+	},
+}
+
+func TestBatchPlansTheIssue9Scenarios(t *testing.T) {
+	for _, n := range []int{10, 50} {
+		tasks := planBatch(n, "20260101-000000", "http://127.0.0.1:9/hooks/captcha")
+		counts := plannedFaults(t, tasks, issue9Faults)
+		for name := range issue9Faults {
+			assert.GreaterOrEqual(t, counts[name], n/len(scenarioCycle), "a batch of %d plans %q in every cycle", n, name)
+		}
+		for _, task := range tasks {
+			spec, err := sim.ParseFaultSpec(task.Input.Params["sim_fault"])
+			require.NoError(t, err)
+			if spec.FailSubmit > 0 && spec.SubmitError == sim.ErrorCaptchaUnsolvable || spec.Unsolvable > 0 {
+				// One refusal or unsolvable answer uses a submission; the task must still have one left.
+				assert.Greater(t, task.Input.MaxSubmits, max(spec.FailSubmit, spec.Unsolvable),
+					"%s (%s) must be able to complete", task.ID, task.Scenario.Name)
+			}
+		}
+	}
+	// Each lands in a row of its own, so the summary shows it apart from the others.
+	rows := map[string]string{}
+	for _, sc := range scenarioCycle {
+		spec, err := sim.ParseFaultSpec(sc.Fault)
+		require.NoError(t, err)
+		for name, pred := range issue9Faults {
+			if pred(spec) {
+				if prev, ok := rows[name]; ok {
+					assert.Equal(t, prev, sc.Name, "%s spread over two rows", name)
+				}
+				rows[name] = sc.Name
+			}
+		}
+	}
+	assert.Len(t, rows, len(issue9Faults))
+	for name, row := range rows {
+		for other, otherRow := range rows {
+			if name != other {
+				assert.NotEqual(t, row, otherRow, "%s and %s share a row", name, other)
+			}
+		}
+	}
+}
+
+func TestResubmitBackoffKeepsTheBatchShort(t *testing.T) {
+	// An in.php refusal waits resubmitBackoff (5 s) before the next submission, which then solves; a task that
+	// polled (the callback wait, then a resubmission and its solve) is the slowest there is, and the refusal must
+	// not outlast it.
+	const resubmitBackoff = 5 * time.Second
+	slowestSolve := time.Duration(demoSolveMinMS+demoSolveSpreadMS) * time.Millisecond
+	polled := demoCallbackTimeoutSeconds*time.Second + slowestSolve
+	assert.Less(t, resubmitBackoff+slowestSolve, polled)
+}
+
 func TestLateAndHangingPingbacksOutlastTheCallbackWait(t *testing.T) {
 	late, err := time.ParseDuration(demoSimulatorEnv["SIM_LATE_DELAY"])
 	require.NoError(t, err)
@@ -63,6 +144,30 @@ func TestTallyCountsEachStateOnce(t *testing.T) {
 	assert.Equal(t, tally{Total: 5, Running: 1, NotStarted: 1, Callback: 1, Poll: 1, Resubmitted: 1, Failed: 1}, c)
 	assert.Equal(t, 3, c.finished())
 	assert.Equal(t, "   12s  running   1 | done   2 (callback 1, poll 1) | failed 1", progressLine(12, c))
+}
+
+func TestSnapshotCountsTheIssue9ScenariosAsResubmittedOrNot(t *testing.T) {
+	tasks := planBatch(len(scenarioCycle), "20260101-000000", "http://127.0.0.1:9/hooks/captcha")
+	tr := newTracker(tasks)
+	for _, task := range tasks {
+		// What the workflow returns for each scenario: every unsolvable answer (pingback, poll or in.php) costs a
+		// submission, a busy in.php does not.
+		spec, err := sim.ParseFaultSpec(task.Input.Params["sim_fault"])
+		require.NoError(t, err)
+		submits := 1 + spec.Unsolvable
+		if spec.SubmitError == sim.ErrorCaptchaUnsolvable {
+			submits += spec.FailSubmit
+		}
+		tr.outcomes[task.ID] = &outcome{Result: captchaflow.Result{Via: captchaflow.ViaCallback, Submits: submits}}
+	}
+	total, byScenario := tr.snapshot()
+	assert.Equal(t, len(tasks), total.Callback)
+	assert.Equal(t, 1, byScenario["error-code pingback"].Resubmitted)
+	assert.Equal(t, 1, byScenario["in.php says unsolvable"].Resubmitted)
+	assert.Equal(t, 0, byScenario["in.php busy twice"].Resubmitted)
+	assert.Equal(t, 1, byScenario["in.php busy twice"].Total)
+	assert.Equal(t, 3, total.Resubmitted, "unsolvable, error-code pingback, in.php says unsolvable")
+	assert.Len(t, tr.results(), len(tasks))
 }
 
 // deliver posts a signed result for id to the receiver, as the worker would.
@@ -110,6 +215,55 @@ func TestAuditFindsSolvedCodesThatNeverArrived(t *testing.T) {
 	assert.Equal(t, []string{"never-delivered", "wrong-code"}, a.Lost)
 }
 
+func TestAuditResubmitsSortsErrorPingbacksAndCountsRefusals(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	wait := demoCallbackTimeoutSeconds * time.Second
+	sent := func(at time.Duration) []sim.PingbackAttempt {
+		return []sim.PingbackAttempt{{Kind: sim.PingbackFirst, Outcome: sim.OutcomeSucceeded, At: t0.Add(at), HTTPStatus: 200}}
+	}
+	providerTasks := []sim.Task{
+		// An error-code pingback at 3 s, resubmitted at once: taken as "resubmit".
+		{ID: "1", Status: sim.StatusUnsolvable, PingbackPath: "/callback/resubmitted", SubmittedAt: t0, Pingbacks: sent(3 * time.Second)},
+		{ID: "2", Status: sim.StatusSolved, Code: "B", PingbackPath: "/callback/resubmitted", SubmittedAt: t0.Add(3100 * time.Millisecond)},
+		// An error-code pingback whose "code" became the result.
+		{ID: "3", Status: sim.StatusUnsolvable, PingbackPath: "/callback/as-result", SubmittedAt: t0, Pingbacks: sent(3 * time.Second)},
+		// An error-code pingback ignored: resubmitted only after the callback wait and a poll.
+		{ID: "4", Status: sim.StatusUnsolvable, PingbackPath: "/callback/ignored", SubmittedAt: t0, Pingbacks: sent(3 * time.Second)},
+		{ID: "5", Status: sim.StatusSolved, Code: "E", PingbackPath: "/callback/ignored", SubmittedAt: t0.Add(wait + 2*time.Second)},
+		// Unsolvable without a pingback (the plain "unsolvable" scenario) and a dropped one: no error-code pingback.
+		{ID: "6", Status: sim.StatusUnsolvable, PingbackPath: "/callback/polled", SubmittedAt: t0},
+		{ID: "7", Status: sim.StatusSolved, Code: "G", PingbackPath: "/callback/polled", SubmittedAt: t0.Add(wait + time.Second)},
+		{ID: "8", Status: sim.StatusUnsolvable, PingbackPath: "/callback/dropped", SubmittedAt: t0,
+			Pingbacks: []sim.PingbackAttempt{{Kind: sim.PingbackFirst, Outcome: sim.OutcomeDropped, At: t0}}},
+		// in.php refused the first request as unsolvable: one accepted task, two submits.
+		{ID: "9", Status: sim.StatusSolved, Code: "I", PingbackPath: "/callback/refused", SubmittedAt: t0.Add(5 * time.Second)},
+		// in.php was busy twice: one accepted task, one submit.
+		{ID: "10", Status: sim.StatusSolved, Code: "J", PingbackPath: "/callback/busy", SubmittedAt: t0.Add(3 * time.Second)},
+	}
+	results := map[string]captchaflow.Result{
+		"resubmitted": {ProviderTaskID: "2", Code: "B", Submits: 2},
+		"as-result":   {ProviderTaskID: "3", Code: sim.ErrorCaptchaUnsolvable, Submits: 1},
+		"ignored":     {ProviderTaskID: "5", Code: "E", Submits: 2},
+		"polled":      {ProviderTaskID: "7", Code: "G", Submits: 2},
+		"refused":     {ProviderTaskID: "9", Code: "I", Submits: 2},
+		"busy":        {ProviderTaskID: "10", Code: "J", Submits: 1},
+	}
+	a := auditResubmits(providerTasks, results, wait)
+	assert.Equal(t, resubmitAudit{
+		ErrorPingbacks:  3,
+		TakenAsResubmit: 1,
+		TakenAsResult:   []string{"as-result"},
+		Neither:         []string{"ignored"},
+		RefusalsCounted: 1,
+	}, a)
+
+	// A task still running is neither, not a result.
+	delete(results, "as-result")
+	a = auditResubmits(providerTasks, results, wait)
+	assert.Empty(t, a.TakenAsResult)
+	assert.Equal(t, []string{"as-result", "ignored"}, a.Neither)
+}
+
 func TestSummaryShowsLostZeroOnlyWithAnAudit(t *testing.T) {
 	base := summary{
 		Elapsed:    42 * time.Second,
@@ -119,9 +273,12 @@ func TestSummaryShowsLostZeroOnlyWithAnAudit(t *testing.T) {
 	}
 
 	withAudit := base
-	withAudit.Audit = &audit{Solved: 2}
+	withAudit.Audit = &audit{Solved: 2, Resubmits: resubmitAudit{ErrorPingbacks: 3, TakenAsResubmit: 3, RefusalsCounted: 2}}
 	var out strings.Builder
 	writeSummary(&out, withAudit)
+	assert.Contains(t, out.String(), "error-code pingbacks 3 (code=ERROR_CAPTCHA_UNSOLVABLE): 3 taken as \"resubmit\", 0 as a result\n")
+	assert.Contains(t, out.String(), "in.php refusals      2 counted as submissions")
+	assert.NotContains(t, out.String(), "TAKEN AS A RESULT")
 	assert.Contains(t, out.String(), "captchaflow demo: 2 tasks in 42s")
 	assert.Contains(t, out.String(), "dropped pingback")
 	assert.Contains(t, out.String(), "lost                 0 (of 2 tasks the provider solved")
@@ -133,6 +290,13 @@ func TestSummaryShowsLostZeroOnlyWithAnAudit(t *testing.T) {
 	writeSummary(&out, lost)
 	assert.Contains(t, out.String(), "LOST                 1 of 2 tasks the provider solved: demo-x-002")
 	assert.False(t, lost.ok())
+
+	asResult := withAudit
+	asResult.Audit = &audit{Solved: 2, Resubmits: resubmitAudit{ErrorPingbacks: 2, TakenAsResubmit: 1, TakenAsResult: []string{"demo-x-008"}}}
+	out.Reset()
+	writeSummary(&out, asResult)
+	assert.Contains(t, out.String(), "error-code pingbacks 2 (code=ERROR_CAPTCHA_UNSOLVABLE): 1 taken as \"resubmit\", 1 as a result\n")
+	assert.Contains(t, out.String(), "TAKEN AS A RESULT: demo-x-008")
 
 	unknown := base
 	unknown.AuditError = "simulator unreachable"

@@ -176,7 +176,8 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	runID := time.Now().Format("20060102-150405")
 	tasks := planBatch(s.tasks, runID, receiver.URL()+"/hooks/captcha")
 	fmt.Fprintf(out, "\nstarting %d demo tasks (workflow IDs demo-%s-NNN) with dropped, duplicate, late and hanging pingbacks,\n"+
-		"unsolvable first attempts and a busy in.php; the customer's webhook receiver is %s\n\n", len(tasks), runID, receiver.URL())
+		"unsolvable first attempts (some with an error-code pingback), and an in.php that is busy or refuses a task as\n"+
+		"unsolvable; the customer's webhook receiver is %s\n\n", len(tasks), runID, receiver.URL())
 
 	watchCtx, stopWatching := context.WithTimeout(ctx, s.timeout)
 	defer stopWatching()
@@ -212,6 +213,7 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 		sum.AuditError = err.Error()
 	} else {
 		a := auditDeliveries(providerTasks, receiver)
+		a.Resubmits = auditResubmits(providerTasks, track.results(), demoCallbackTimeoutSeconds*time.Second)
 		sum.Audit = &a
 	}
 	writeSummary(out, sum)

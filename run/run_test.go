@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow/devstack"
+	"github.com/captchaflow/captchaflow/simulator/sim"
 )
 
 // syncBuffer is an io.Writer safe for the run command's goroutines and the test reading it.
@@ -76,6 +78,21 @@ func TestRunSmoke(t *testing.T) {
 	assert.Regexp(t, regexp.MustCompile(`lost\s+0 \(of 10 tasks the provider solved`), text)
 	assert.Regexp(t, regexp.MustCompile(`failed\s+0\n`), text)
 	assert.Regexp(t, regexp.MustCompile(`delivered\s+10 `), text)
+	// Issue #9's odd answers: every error-code pingback resubmitted at once, none taken as a result, and every
+	// in.php refusal counted as a submission.
+	planned := planBatch(10, "x", "http://127.0.0.1:9/hooks/captcha")
+	counts := plannedFaults(t, planned, issue9Faults)
+	refusals := 0
+	for _, task := range planned {
+		if spec, err := sim.ParseFaultSpec(task.Input.Params["sim_fault"]); err == nil && spec.SubmitError == sim.ErrorCaptchaUnsolvable {
+			refusals += spec.FailSubmit
+		}
+	}
+	require.Positive(t, counts["error-code pingback"])
+	require.Positive(t, refusals)
+	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`error-code pingbacks %[1]d \(code=ERROR_CAPTCHA_UNSOLVABLE\): %[1]d taken as "resubmit", 0 as a result\n`,
+		counts["error-code pingback"])), text)
+	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`in\.php refusals\s+%d counted as submissions`, refusals)), text)
 	assert.Contains(t, text, "stopped; nothing is left running")
 
 	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/captchaflow/captchaflow/devstack/downstream"
+	"github.com/captchaflow/captchaflow/simulator/sim"
 )
 
 // summary is everything the closing report shows.
@@ -43,6 +44,9 @@ func writeSummary(w io.Writer, s summary) {
 	fmt.Fprintf(w, "  solved via poll      %d\n", s.Total.Poll)
 	fmt.Fprintf(w, "  resubmitted          %d\n", s.Total.Resubmitted)
 	fmt.Fprintf(w, "  failed               %d\n", s.Total.Failed)
+	if s.Audit != nil {
+		writeResubmits(w, s.Audit.Resubmits)
+	}
 	if s.Total.Running > 0 {
 		fmt.Fprintf(w, "  still running        %d (the demo's time ran out)\n", s.Total.Running)
 	}
@@ -66,4 +70,19 @@ func writeSummary(w io.Writer, s summary) {
 	for _, f := range s.Failures {
 		fmt.Fprintf(w, "    failed: %s\n", f)
 	}
+}
+
+// writeResubmits says what became of the "unsolvable" answers that did not come from res.php: error-code pingbacks
+// (taken as "resubmit", never as a result) and in.php refusals (counted as submissions).
+func writeResubmits(w io.Writer, r resubmitAudit) {
+	fmt.Fprintf(w, "  error-code pingbacks %d (code=%s): %d taken as \"resubmit\", %d as a result\n",
+		r.ErrorPingbacks, sim.ErrorCaptchaUnsolvable, r.TakenAsResubmit, len(r.TakenAsResult))
+	if len(r.TakenAsResult) > 0 {
+		fmt.Fprintf(w, "    TAKEN AS A RESULT: %s\n", strings.Join(r.TakenAsResult, ", "))
+	}
+	if len(r.Neither) > 0 {
+		fmt.Fprintf(w, "    not resubmitted on the pingback's word: %s\n", strings.Join(r.Neither, ", "))
+	}
+	fmt.Fprintf(w, "  in.php refusals      %d counted as submissions (answered %s; busy answers are retried, not counted)\n",
+		r.RefusalsCounted, sim.ErrorCaptchaUnsolvable)
 }

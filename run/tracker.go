@@ -124,6 +124,19 @@ func (t *tracker) snapshot() (tally, map[string]tally) {
 	return total, byScenario
 }
 
+// results are the finished tasks' results by workflow ID (successful ones only).
+func (t *tracker) results() map[string]captchaflow.Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]captchaflow.Result{}
+	for id, o := range t.outcomes {
+		if o.FailReason == "" {
+			out[id] = o.Result
+		}
+	}
+	return out
+}
+
 // failures lists failed tasks with their reasons, in batch order.
 func (t *tracker) failures() []string {
 	t.mu.Lock()
