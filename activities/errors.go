@@ -1,9 +1,13 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
@@ -13,7 +17,8 @@ import (
 // Application error types the activities raise besides the contract's FailureProviderConfig and
 // FailureProviderUnknown; the workflow and retry policies branch on them, callers never see them.
 const (
-	// FailureProviderTransient: a busy provider, network trouble or a 5xx; retried with backoff.
+	// FailureProviderTransient: a busy provider, network trouble or a 5xx; retried after the provider's documented
+	// wait for its code (NextRetryDelay, see transientError), else with the retry policy's backoff.
 	FailureProviderTransient = "ProviderTransient"
 	// FailureResubmit: the provider gave up on this task (unsolvable); a new submission may succeed.
 	FailureResubmit = "ProviderResubmit"
@@ -30,8 +35,8 @@ const (
 var NonRetryableProviderErrors = []string{captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, FailureResubmit}
 
 // providerError turns a captchaai error into a typed Temporal application error. The client has already removed
-// the API key from the message.
-func providerError(err error) error {
+// the API key from the message. A transient answer is paced by what it means: see transientError.
+func providerError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -51,8 +56,55 @@ func providerError(err error) error {
 	case captchaai.ClassUnknown:
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderUnknown, nil, code)
 	default:
-		return temporal.NewApplicationError(msg, FailureProviderTransient, code)
+		return transientError(ctx, msg, code)
 	}
+}
+
+// retryJitter spreads a paced wait by ±20 %, so tasks the provider turned away together do not all come back in the
+// same second and get turned away again.
+const retryJitter = 0.2
+
+// deadlineMargin keeps a paced retry this far inside the activity's schedule-to-close deadline (the task's
+// deadline). Temporal refuses a retry that would start after it and fails the activity at once; the margin absorbs
+// the round trip to the server and a little clock skew between worker and server.
+const deadlineMargin = time.Second
+
+// transientError is a retryable FailureProviderTransient error with the provider's code in its details. When the code
+// has a documented wait (captchaai.RetryAfter: 5 s for ERROR_NO_SLOT_AVAILABLE … 5 min for IP_BANNED) the error asks
+// Temporal to retry after that wait, ±20 % (NextRetryDelay overrides the retry policy's interval for this one retry;
+// the next answer decides the one after); any other transient failure keeps the policy's backoff (NextRetryDelay 0).
+// The wait is cut to the time left before the task's deadline, so a busy answer never ends a task early: the
+// workflow's retry policies run until the deadline, and Temporal would fail the activity at once if the wait went past
+// it. No workflow change and no history event: the retry is the server's, as before.
+func transientError(ctx context.Context, msg, code string) error {
+	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderTransient, temporal.ApplicationErrorOptions{
+		NextRetryDelay: pacedDelay(captchaai.RetryAfter(code), timeLeft(ctx), rand.Float64()),
+		Details:        []any{code},
+	})
+}
+
+// pacedDelay is wait spread by ±retryJitter (u in [0, 1) picks where in the spread), cut to left - deadlineMargin when
+// the deadline is nearer than that. A zero wait stays zero: the retry policy decides. With left <= deadlineMargin
+// (or 0: no deadline known) the wait is not cut; nothing could run before the deadline anyway.
+func pacedDelay(wait, left time.Duration, u float64) time.Duration {
+	if wait <= 0 {
+		return 0
+	}
+	d := time.Duration(float64(wait) * (1 - retryJitter + 2*retryJitter*u))
+	if left > deadlineMargin && d > left-deadlineMargin {
+		d = left - deadlineMargin
+	}
+	return d
+}
+
+// timeLeft is the time until the activity's schedule-to-close deadline, across all its attempts (Temporal's retry
+// expiration: scheduled time + schedule-to-close timeout), or 0 when the activity has none.
+func timeLeft(ctx context.Context) time.Duration {
+	info := activity.GetInfo(ctx)
+	if info.ScheduleToCloseTimeout <= 0 {
+		return 0
+	}
+	return time.Until(info.ScheduledTime.Add(info.ScheduleToCloseTimeout))
 }
 
 // maxQuotedCode bounds how much of a refused answer goes into an error message.
@@ -66,7 +118,7 @@ const maxQuotedCode = 64
 //   - an answer longer than captchaflow.MaxCodeBytes is a non-retryable ProviderUnknown failure naming its size:
 //     res.php keeps answering the same for the task, so retrying it would only poll until the deadline, and a code
 //     that size is never stored in workflow history.
-func solutionError(code string) error {
+func solutionError(ctx context.Context, code string) error {
 	if len(code) > captchaflow.MaxCodeBytes {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("captchaai get: the answer is %d bytes, over the %d-byte bound on a code", len(code), captchaflow.MaxCodeBytes),
@@ -79,6 +131,6 @@ func solutionError(code string) error {
 	if len(quoted) > maxQuotedCode { // a status word is ASCII: cutting bytes cuts no rune
 		quoted = quoted[:maxQuotedCode] + "..."
 	}
-	return providerError(&captchaai.Error{Op: "get", Code: quoted, Class: captchaai.ClassifyCode(code),
+	return providerError(ctx, &captchaai.Error{Op: "get", Code: quoted, Class: captchaai.ClassifyCode(code),
 		Err: errors.New("answered as a solution")})
 }

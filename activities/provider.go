@@ -2,11 +2,14 @@ package activities
 
 import (
 	"context"
+	"errors"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/captchaai"
 )
 
 // SubmitRequest is the input of Submit. It holds no secret: the pingback URL and its token are built here.
@@ -20,7 +23,9 @@ type SubmitResult struct {
 	ProviderTaskID string `json:"provider_task_id"`
 }
 
-// Submit sends the task to in.php with this workflow's callback URL as pingback.
+// Submit sends the task to in.php with this workflow's callback URL as pingback. Its answer is counted in
+// MetricProviderAnswers; a busy or rate-limit answer asks Temporal for the provider's documented wait before the next
+// attempt (transientError).
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
 	pingback, err := callbackauth.URL(a.CallbackBaseURL, workflowID, a.CallbackSecret)
@@ -29,8 +34,9 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	}
 	defer keepAlive(ctx)()
 	id, err := a.Provider.Submit(ctx, req.Method, req.Params, pingback)
+	countAnswer(ctx, AnswerOpSubmit, answerCode(err))
 	if err != nil {
-		return SubmitResult{}, providerError(err)
+		return SubmitResult{}, providerError(ctx, err)
 	}
 	activity.GetLogger(ctx).Info("submitted to provider", "ProviderTaskID", id)
 	return SubmitResult{ProviderTaskID: id}, nil
@@ -50,15 +56,68 @@ type PollResult struct {
 // the caller's retry policy (not a loop in here) spaces the requests: the polling phase then costs a constant
 // number of history events however long it lasts. A "solved" answer that cannot be a solution is refused (see
 // solutionError): a provider status word is taken for what it says, an answer over captchaflow.MaxCodeBytes fails
-// the poll, so neither ever becomes a result.
+// the poll, so neither ever becomes a result. Every answer is counted in MetricProviderAnswers, and a busy or
+// rate-limit answer is paced like Submit's.
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
 	code, err := a.Provider.Get(ctx, req.ProviderTaskID)
 	if err != nil {
-		return PollResult{}, providerError(err)
+		countAnswer(ctx, AnswerOpGet, answerCode(err))
+		return PollResult{}, providerError(ctx, err)
 	}
-	if err := solutionError(code); err != nil {
+	if err := solutionError(ctx, code); err != nil {
+		countAnswer(ctx, AnswerOpGet, refusedSolutionCode(code))
 		return PollResult{}, err
 	}
+	countAnswer(ctx, AnswerOpGet, AnswerOK)
 	return PollResult{Code: code}, nil
+}
+
+// MetricProviderAnswers counts the provider's answers to the Submit (op="submit", in.php) and Poll (op="get", res.php
+// action=get) activities, one per request, by code: AnswerOK, a documented provider code (captchaai.KnownCode:
+// ERROR_NO_SLOT_AVAILABLE, CAPCHA_NOT_READY, …), AnswerNetwork when no answer came (captchaai.IsTransportError), or
+// AnswerOther (an HTTP error status, a malformed or invalid answer, an undocumented code). The label values are a
+// fixed set whatever the provider answers.
+const MetricProviderAnswers = "captchaflow_provider_answers_total"
+
+// Label values of MetricProviderAnswers.
+const (
+	AnswerOpSubmit = "submit"
+	AnswerOpGet    = "get"
+	AnswerOK       = "OK"
+	AnswerNetwork  = "network"
+	AnswerOther    = "other"
+)
+
+// answerCode is the code label of a provider request that ended with err (nil: AnswerOK).
+func answerCode(err error) string {
+	if err == nil {
+		return AnswerOK
+	}
+	if captchaai.IsTransportError(err) {
+		return AnswerNetwork
+	}
+	var pe *captchaai.Error
+	if errors.As(err, &pe) {
+		if code, ok := captchaai.KnownCode(pe.Code); ok {
+			return code
+		}
+	}
+	return AnswerOther
+}
+
+// refusedSolutionCode is the code label of a res.php "solution" that solutionError refused: a documented status word
+// answered as a solution counts as that code, anything else (an undocumented ERROR_ word, an oversized answer) as
+// AnswerOther.
+func refusedSolutionCode(solution string) string {
+	if len(solution) <= captchaflow.MaxCodeBytes {
+		if code, ok := captchaai.KnownCode(solution); ok {
+			return code
+		}
+	}
+	return AnswerOther
+}
+
+func countAnswer(ctx context.Context, op, code string) {
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"op": op, "code": code}).Counter(MetricProviderAnswers).Inc(1)
 }

@@ -13,7 +13,7 @@ type Class string
 
 const (
 	ClassConfig    Class = "config"    // non-retryable configuration / parameter problem
-	ClassTransient Class = "transient" // retry with backoff
+	ClassTransient Class = "transient" // retry after RetryAfter(code) when it has a documented wait, else with backoff
 	ClassResubmit  Class = "resubmit"  // this task failed; submit a new one
 	ClassNotReady  Class = "not_ready" // CAPCHA_NOT_READY (keep polling)
 	ClassUnknown   Class = "unknown"   // unknown provider code: non-retryable, code in message
@@ -95,11 +95,11 @@ var codeClasses = map[string]Class{
 	"ERROR_BAD_DUPLICATES":          ClassResubmit,
 	"ERROR_PROXY_CONNECTION_FAILED": ClassResubmit,
 
-	// Capacity, rate limiting and provider-side hiccups: retry later.
+	// Capacity, rate limiting and provider-side hiccups: retry later (how much later: RetryAfter, pacing.go).
 	"ERROR_NO_SLOT_AVAILABLE":     ClassTransient,
 	"ERROR_ZERO_BALANCE":          ClassTransient, // CaptchaAI: no free thread right now
 	"MAX_USER_TURN":               ClassTransient,
-	"IP_BANNED":                   ClassTransient, // lifted automatically after a few minutes
+	"IP_BANNED":                   ClassTransient, // lifted automatically after 5 minutes
 	"TOO_MANY_BAD_IMAGES":         ClassTransient,
 	"ERROR_TOO_MUCH_REQUESTS":     ClassTransient,
 	"ERROR_SERVER_ERROR":          ClassTransient,

@@ -1,0 +1,229 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
+	sdktally "go.temporal.io/sdk/contrib/tally"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/captchaai"
+)
+
+// providerEnv is an activity test environment around a fake provider, with a tally test scope as metrics handler.
+func providerEnv(t *testing.T) (*testsuite.TestActivityEnvironment, *Activities, *fakeProvider, tally.TestScope) {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	scope := tally.NewTestScope("", nil)
+	ts.SetMetricsHandler(sdktally.NewMetricsHandler(scope))
+	env := ts.NewTestActivityEnvironment()
+	provider := &fakeProvider{getCode: "CODE"}
+	acts := &Activities{Provider: provider, CallbackBaseURL: "https://cb.example.com/hooks", CallbackSecret: "callback-secret-value"}
+	env.RegisterActivity(acts)
+	return env, acts, provider, scope
+}
+
+func transportError(op string) error {
+	return &captchaai.Error{Op: op, Class: captchaai.ClassTransient, Err: &url.Error{Op: "Post", URL: "https://ocr.captchaai.com/in.php",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}}}
+}
+
+// appError runs the activity and returns its ApplicationError.
+func appError(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	return appErr
+}
+
+// A busy or rate-limit answer asks Temporal to retry after the provider's documented wait, ±20 %, for in.php
+// (Submit) and res.php (Poll) alike; the error stays a retryable ProviderTransient with the code in its details.
+func TestBusyAnswersAskForTheDocumentedWait(t *testing.T) {
+	waits := map[string]time.Duration{
+		"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second,
+		"MAX_USER_TURN":           10 * time.Second,
+		"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second,
+		"ERROR_ZERO_BALANCE":      60 * time.Second, // CaptchaAI: no free thread
+		"IP_BANNED":               5 * time.Minute,
+	}
+	env, acts, provider, _ := providerEnv(t)
+	for code, wait := range waits {
+		for _, op := range []string{"submit", "get"} {
+			perr := &captchaai.Error{Op: op, Code: code, Class: captchaai.ClassTransient}
+			seen := map[time.Duration]bool{}
+			for range 20 {
+				var err error
+				if op == "submit" {
+					provider.submitErr = perr
+					_, err = env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}})
+				} else {
+					provider.getErr = perr
+					_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1"})
+				}
+				appErr := appError(t, err)
+				assert.Equal(t, FailureProviderTransient, appErr.Type(), "%s %s", op, code)
+				assert.False(t, appErr.NonRetryable(), "%s %s: busy answers never fail a task early", op, code)
+				var detail string
+				require.NoError(t, appErr.Details(&detail))
+				assert.Equal(t, code, detail, "%s: the code stays in the details", op)
+				d := appErr.NextRetryDelay()
+				assert.GreaterOrEqual(t, d, wait*8/10, "%s %s", op, code)
+				assert.LessOrEqual(t, d, wait*12/10, "%s %s", op, code)
+				seen[d] = true
+			}
+			assert.Greater(t, len(seen), 1, "%s %s: the wait is jittered", op, code)
+			provider.submitErr, provider.getErr = nil, nil
+		}
+	}
+}
+
+// Transient failures without a documented wait, and every other class, leave the spacing to the retry policy.
+func TestOtherFailuresKeepThePolicysBackoff(t *testing.T) {
+	env, acts, provider, _ := providerEnv(t)
+	cases := []struct {
+		err      error
+		wantType string
+	}{
+		{&captchaai.Error{Op: "get", Code: "ERROR_SERVER_ERROR", Class: captchaai.ClassTransient}, FailureProviderTransient},
+		{&captchaai.Error{Op: "get", Code: "ERROR: 1001", Class: captchaai.ClassTransient}, FailureProviderTransient},
+		{&captchaai.Error{Op: "get", Class: captchaai.ClassTransient, HTTPStatus: 502, Err: errors.New("Bad Gateway")}, FailureProviderTransient},
+		{transportError("get"), FailureProviderTransient},
+		{context.DeadlineExceeded, FailureProviderTransient},
+		{&captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady}, FailureNotReady},
+		{&captchaai.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: captchaai.ClassResubmit}, FailureResubmit},
+		{&captchaai.Error{Op: "get", Code: "ERROR_WRONG_USER_KEY", Class: captchaai.ClassConfig}, captchaflow.FailureProviderConfig},
+		{&captchaai.Error{Op: "get", Code: "ERROR_SOMETHING_NEW", Class: captchaai.ClassUnknown}, captchaflow.FailureProviderUnknown},
+	}
+	for _, c := range cases {
+		provider.getErr = c.err
+		_, err := env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1"})
+		appErr := appError(t, err)
+		assert.Equal(t, c.wantType, appErr.Type(), c.err.Error())
+		assert.Zero(t, appErr.NextRetryDelay(), "%v: the retry policy spaces it", c.err)
+	}
+}
+
+func TestPacedDelay(t *testing.T) {
+	const w = 10 * time.Second
+	assert.Equal(t, 8*time.Second, pacedDelay(w, 0, 0), "-20 %")
+	assert.Equal(t, 10*time.Second, pacedDelay(w, 0, 0.5))
+	assert.InDelta(t, float64(12*time.Second), float64(pacedDelay(w, 0, 0.999999)), float64(time.Millisecond), "+20 %")
+	assert.Zero(t, pacedDelay(0, time.Hour, 0.5), "no documented wait: the policy's backoff")
+
+	// Cut to the deadline, so that Temporal still schedules the retry and the task ends at its deadline, not early.
+	assert.Equal(t, 3*time.Minute-deadlineMargin, pacedDelay(5*time.Minute, 3*time.Minute, 0.5))
+	assert.Equal(t, 5*time.Minute, pacedDelay(5*time.Minute, 10*time.Minute, 0.5), "far from the deadline: uncut")
+	assert.Equal(t, 5*time.Minute, pacedDelay(5*time.Minute, 0, 0.5), "no deadline known: uncut")
+	assert.Equal(t, 5*time.Minute, pacedDelay(5*time.Minute, deadlineMargin/2, 0.5), "at the deadline: nothing to save")
+}
+
+// pollOnceWorkflow runs Poll once with the given schedule-to-close timeout, as the workflow's provider activities
+// run with the task's remaining deadline, and returns its error.
+func pollOnceWorkflow(ctx workflow.Context, scheduleToClose time.Duration) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ScheduleToCloseTimeout: scheduleToClose,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	return workflow.ExecuteActivity(ctx, PollName, PollRequest{ProviderTaskID: "1"}).Get(ctx, nil)
+}
+
+// With two minutes left before the task's deadline, IP_BANNED's five-minute wait is cut to just inside them: had it
+// been asked for in full, Temporal would have failed the activity (and the task) at once, three minutes early.
+func TestBusyWaitIsCutToTheTaskDeadline(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	provider := &fakeProvider{getErr: &captchaai.Error{Op: "get", Code: "IP_BANNED", Class: captchaai.ClassTransient}}
+	env.RegisterActivity(&Activities{Provider: provider})
+	env.RegisterWorkflow(pollOnceWorkflow)
+	env.ExecuteWorkflow(pollOnceWorkflow, 2*time.Minute)
+	require.True(t, env.IsWorkflowCompleted())
+	appErr := appError(t, env.GetWorkflowError())
+	assert.Equal(t, FailureProviderTransient, appErr.Type())
+	assert.LessOrEqual(t, appErr.NextRetryDelay(), 2*time.Minute-deadlineMargin)
+	assert.Greater(t, appErr.NextRetryDelay(), 2*time.Minute-deadlineMargin-5*time.Second)
+}
+
+// answers sums captchaflow_provider_answers_total by "op/code".
+func answers(scope tally.TestScope) map[string]int64 {
+	got := map[string]int64{}
+	for _, c := range scope.Snapshot().Counters() {
+		if c.Name() == MetricProviderAnswers {
+			got[c.Tags()["op"]+"/"+c.Tags()["code"]] += c.Value()
+		}
+	}
+	return got
+}
+
+func TestProviderAnswersAreCountedByOpAndBoundedCode(t *testing.T) {
+	env, acts, provider, scope := providerEnv(t)
+	submit := func(err error) {
+		provider.submitErr = err
+		_, _ = env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}})
+	}
+	poll := func(code string, err error) {
+		provider.getCode, provider.getErr = code, err
+		_, _ = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1"})
+	}
+
+	submit(nil)
+	submit(nil)
+	submit(&captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient})
+	submit(&captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient})
+	submit(&captchaai.Error{Op: "submit", Code: "error_wrong_user_key", Class: captchaai.ClassConfig}) // canonical spelling
+	submit(transportError("submit"))
+	submit(context.DeadlineExceeded)
+	submit(&captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, HTTPStatus: 503, Err: errors.New("Service Unavailable")})
+	submit(&captchaai.Error{Op: "submit", Code: "ERROR: 1001", Class: captchaai.ClassTransient})
+	for i := range 5 { // a provider making up codes cannot grow the label set
+		submit(&captchaai.Error{Op: "submit", Code: fmt.Sprintf("ERROR_MADE_UP_%d", i), Class: captchaai.ClassUnknown})
+	}
+
+	poll("03AGdBq2-token", nil)
+	poll("", &captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady})
+	poll("", &captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady})
+	poll("", &captchaai.Error{Op: "get", Code: "IP_BANNED", Class: captchaai.ClassTransient})
+	poll("", transportError("get"))
+	poll("ERROR_CAPTCHA_UNSOLVABLE", nil)                               // a status word answered as a solution
+	poll("ERROR_NOT_DOCUMENTED", nil)                                   // an unknown one
+	poll(strings.Repeat("A", captchaflow.MaxCodeBytes+1), nil)          // oversized
+	poll("", &captchaai.Error{Op: "get", Class: captchaai.ClassUnknown, // an invalid answer
+		Err: fmt.Errorf("%w: empty code", captchaai.ErrInvalidAnswer)})
+
+	assert.Equal(t, map[string]int64{
+		"submit/OK":                      2,
+		"submit/ERROR_NO_SLOT_AVAILABLE": 1,
+		"submit/ERROR_ZERO_BALANCE":      1,
+		"submit/ERROR_WRONG_USER_KEY":    1,
+		"submit/network":                 2,
+		"submit/other":                   7,
+		"get/OK":                         1,
+		"get/CAPCHA_NOT_READY":           2,
+		"get/IP_BANNED":                  1,
+		"get/network":                    1,
+		"get/ERROR_CAPTCHA_UNSOLVABLE":   1,
+		"get/other":                      3,
+	}, answers(scope))
+}
+
+// A Submit that never reaches the provider (no callback secret) is not a provider answer.
+func TestSubmitThatNeverAsksTheProviderCountsNoAnswer(t *testing.T) {
+	env, acts, provider, scope := providerEnv(t)
+	acts.CallbackSecret = ""
+	_, err := env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "x", Params: map[string]string{}})
+	assert.Equal(t, FailureWorkerConfig, appError(t, err).Type())
+	assert.Empty(t, provider.pingbacks)
+	assert.Empty(t, answers(scope))
+}
