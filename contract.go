@@ -22,6 +22,9 @@ const (
 	CallbackSignal = "captcha-callback"
 	// StatusQuery returns the workflow's Status.
 	StatusQuery = "status"
+	// ReportWorkflowType is the registered name of the workflow that reports a task's verdict to the provider (see
+	// Report). It runs under the workflow ID ReportWorkflowID(taskID), on the same task queue.
+	ReportWorkflowType = "ReportVerdict"
 )
 
 // MaxCodeBytes bounds a solved code anywhere it enters captchaflow (a callback on any route, a res.php answer): a
@@ -49,6 +52,21 @@ const (
 	FailureProviderConfig = "ProviderConfig"
 	// FailureProviderUnknown: an answer captchaflow does not know; not retried, the provider's code is in the message.
 	FailureProviderUnknown = "ProviderUnknown"
+)
+
+// Failure types of ReportVerdict (and of Report, which returns them as *temporal.ApplicationError).
+const (
+	// FailureVerdictConflict: the task was already reported with the other verdict; a verdict is never changed.
+	// Its details hold the ReportResult of the verdict that stands.
+	FailureVerdictConflict = "VerdictConflict"
+	// FailureReportWindowClosed: the provider's report window (ReportWindow after the submission) has passed, or
+	// the provider no longer knows the task; nothing was recorded.
+	FailureReportWindowClosed = "ReportWindowClosed"
+	// FailureTaskNotSolved: there is no solved task under that ID (unknown, still running, failed without a result).
+	FailureTaskNotSolved = "TaskNotSolved"
+	// FailureReportRefused: the provider answered that it did not record the report (ERROR_REPORT_NOT_RECORDED:
+	// too many complaints on the account); repeating it will not help.
+	FailureReportRefused = "ReportRefused"
 )
 
 // Phase is where a task is in its life.

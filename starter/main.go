@@ -1,6 +1,8 @@
-// Command starter starts one SolveCaptcha task and, with --wait, prints its result as JSON.
+// Command starter starts one SolveCaptcha task and, with --wait, prints its result as JSON; `starter report` tells
+// the provider whether a solved task's token worked.
 //
 //	go run ./starter --id demo-1 --method userrecaptcha --param googlekey=6Le... --param pageurl=https://example.com --wait
+//	go run ./starter report --id demo-1 --verdict bad
 package main
 
 import (
@@ -40,6 +42,9 @@ func (p params) Set(v string) error {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "report" {
+		return runReport(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	p := params{}

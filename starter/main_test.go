@@ -22,3 +22,28 @@ func TestWholeSecondsRoundsUp(t *testing.T) {
 	assert.Equal(t, 1, wholeSeconds(10*time.Millisecond))
 	assert.Equal(t, 120, wholeSeconds(2*time.Minute))
 }
+
+func TestReportFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report", "--verdict", "bad"}, "--id and --verdict are required"},
+		{[]string{"report", "--id", "order-42"}, "--id and --verdict are required"},
+		{[]string{"report", "--id", "order-42", "--verdict", "refund"}, `verdict: must be "good" or "bad"`},
+		{[]string{"report", "--id", "order 42", "--verdict", "good"}, "--id: workflow ID"},
+		{[]string{"report", "--id", "order-42", "--verdict", "good", "--nope"}, "flag provided but not defined"},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 2, run(tc.args, &out, &errOut), tc.args)
+		assert.Contains(t, errOut.String(), tc.want, tc.args)
+		assert.Empty(t, out.String())
+	}
+}
+
+func TestReportUsageNamesTheSubcommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 2, run([]string{"report", "-h"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "starter report")
+	assert.Contains(t, errOut.String(), "-verdict")
+}

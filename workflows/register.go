@@ -12,6 +12,7 @@ import (
 // Register.
 func RegisterWorkflow(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(SolveCaptcha, workflow.RegisterOptions{Name: captchaflow.WorkflowType})
+	registerReport(r) // ReportVerdict
 }
 
 // Register registers everything a SolveCaptcha worker runs: the workflow and the activities it calls, as one

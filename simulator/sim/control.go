@@ -29,6 +29,7 @@ func (s *Simulator) routes() http.Handler {
 		writeJSON(w, http.StatusOK, FaultRuleList{Rules: nonNil(s.FaultRules())})
 	})
 	mux.HandleFunc("PUT /_sim/rules", s.handleSetRules)
+	mux.HandleFunc("PUT /_sim/report_stall", s.handleReportStall)
 	return mux
 }
 

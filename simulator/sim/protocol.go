@@ -27,6 +27,8 @@ const (
 	// ErrorSimulatedUnknown is no real provider's code: the submit_error=unknown answer a client cannot know.
 	ErrorSimulatedUnknown = "ERROR_SIMULATED_UNKNOWN"
 	ReportRecorded        = "OK_REPORT_RECORDED"
+	// ErrorDuplicateReport answers a second report on one task, as 2captcha documents.
+	ErrorDuplicateReport = "ERROR_DUPLICATE_REPORT"
 )
 
 // errorTexts are the human-readable error_text values of JSON error replies.
@@ -46,6 +48,7 @@ var errorTexts = map[string]string{
 	ErrorCaptchaUnsolvable:     "The captcha could not be solved.",
 	ErrorWrongCaptchaID:        "You provided an invalid or expired captcha id.",
 	ErrorSimulatedUnknown:      "A simulated error no client knows (submit_error=unknown).",
+	ErrorDuplicateReport:       "You have already reported this captcha.",
 }
 
 // reply is one protocol answer.

@@ -196,12 +196,12 @@ func TestResPHPErrorsAndAccountActions(t *testing.T) {
 
 	assert.Equal(t, sim.ReportRecorded, h.call("/res.php", url.Values{"key": {testKey}, "action": {"reportgood"}, "id": {id}}))
 	doc = decodeDoc(t, h.call("/res.php", url.Values{"key": {testKey}, "action": {"reportbad"}, "id": {id}, "json": {"1"}}))
-	assert.Equal(t, protocolDoc{Status: 1, Request: sim.ReportRecorded}, doc)
+	assert.Equal(t, sim.ErrorDuplicateReport, doc.Request, "a task's second report is a duplicate")
 	assert.Equal(t, sim.ErrorWrongCaptchaID, h.call("/res.php", url.Values{"key": {testKey}, "action": {"reportbad"}, "id": {"42"}}))
 
 	task := h.task(id)
 	assert.EqualValues(t, 1, task.ReportsGood)
-	assert.EqualValues(t, 1, task.ReportsBad)
+	assert.EqualValues(t, 0, task.ReportsBad)
 
 	calls := h.stats().ResCalls
 	assert.EqualValues(t, 5, calls["get"])

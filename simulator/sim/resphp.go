@@ -69,15 +69,14 @@ func (s *Simulator) get(key, id string) reply {
 
 func (s *Simulator) report(key, id string, good bool) reply {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	now := time.Now()
 	t := s.lookup(key, id)
-	if t == nil || s.statusAt(t, time.Now()) == StatusExpired {
+	if t == nil || s.statusAt(t, now) == StatusExpired {
+		s.mu.Unlock()
 		return errReply(ErrorWrongCaptchaID)
 	}
-	if good {
-		t.reportsGood++
-	} else {
-		t.reportsBad++
-	}
-	return bareOKReply(ReportRecorded)
+	rp, stall := s.recordReport(t, good, now)
+	s.mu.Unlock()
+	s.sleep(stall) // recorded, but the answer is held back (PUT /_sim/report_stall)
+	return rp
 }

@@ -41,6 +41,7 @@ type Simulator struct {
 	rules          []FaultRule
 	compiledRules  []compiledRule
 	stats          counters
+	reportStall    ReportStall // guarded by mu; see PUT /_sim/report_stall
 }
 
 type counters struct {
@@ -49,6 +50,7 @@ type counters struct {
 	rejectedByCode map[string]int64
 	resCalls       map[string]int64
 	pingbacks      PingbackStats
+	reports        ReportStats
 }
 
 func newCounters() counters {
@@ -74,6 +76,7 @@ type task struct {
 	resGets      int64
 	reportsGood  int64
 	reportsBad   int64
+	reports      []ReportRecord
 	timers       []*time.Timer
 }
 
@@ -166,6 +169,7 @@ func (s *Simulator) Reset() {
 	s.failSubmitSeen = map[string]int{}
 	s.unsolvableSeen = map[string]int{}
 	s.stats = newCounters()
+	s.reportStall = ReportStall{}
 }
 
 // SetFaultRules replaces the fault rules (initially from Config.FaultRules).
@@ -205,6 +209,7 @@ func (s *Simulator) Stats() Stats {
 		},
 		ResCalls:  maps.Clone(s.stats.resCalls),
 		Pingbacks: s.stats.pingbacks,
+		Reports:   s.stats.reports,
 		Tasks:     byStatus,
 	}
 }
@@ -244,6 +249,7 @@ func (s *Simulator) snapshot(t *task, now time.Time) Task {
 		ResGetCount:  t.resGets,
 		ReportsGood:  t.reportsGood,
 		ReportsBad:   t.reportsBad,
+		Reports:      slices.Clone(t.reports),
 	}
 	if out.Pingbacks == nil {
 		out.Pingbacks = []PingbackAttempt{}

@@ -9,6 +9,8 @@ type Stats struct {
 	// reportbad, other.
 	ResCalls  map[string]int64 `json:"res_calls"`
 	Pingbacks PingbackStats    `json:"pingbacks"`
+	// Reports counts res.php reportgood / reportbad requests on known tasks by how they were answered.
+	Reports ReportStats `json:"reports"`
 	// Tasks counts known tasks by TaskStatus.
 	Tasks map[TaskStatus]int64 `json:"tasks"`
 }
@@ -70,8 +72,11 @@ type Task struct {
 	Code        string            `json:"code,omitempty"`
 	Pingbacks   []PingbackAttempt `json:"pingbacks"`
 	ResGetCount int64             `json:"res_get_count"`
-	ReportsGood int64             `json:"reports_good"`
-	ReportsBad  int64             `json:"reports_bad"`
+	// ReportsGood and ReportsBad count the reports recorded (at most one in all: a task's first report is
+	// recorded, any later one is answered ERROR_DUPLICATE_REPORT); Reports lists the report requests (the first 16).
+	ReportsGood int64          `json:"reports_good"`
+	ReportsBad  int64          `json:"reports_bad"`
+	Reports     []ReportRecord `json:"reports,omitempty"`
 }
 
 // PingbackKind says why a delivery was made.

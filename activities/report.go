@@ -1,0 +1,221 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/captchaai"
+)
+
+// Activity names of the ReportVerdict workflow (method names, like SubmitName).
+const (
+	LookupReportTargetName = "LookupReportTarget"
+	SendReportName         = "SendReport"
+)
+
+// AnswerOpReport is the op label of MetricProviderAnswers for res.php reportgood / reportbad answers.
+const AnswerOpReport = "report"
+
+// FailureTaskRunning: the task's workflow has not finished yet; LookupReportTarget is retried for a short while
+// (a caller may report the moment its webhook arrived, just before the workflow completes).
+const FailureTaskRunning = "TaskRunning"
+
+// Reporter is the part of the provider client that sends verdicts; *captchaai.Client satisfies it. Activities
+// finds it on its Provider, so a worker needs no extra wiring.
+type Reporter interface {
+	ReportGood(ctx context.Context, taskID string) error
+	ReportBad(ctx context.Context, taskID string) error
+}
+
+// ReportTargetRequest names the task (its workflow ID) whose verdict is to be reported.
+type ReportTargetRequest struct {
+	TaskID string `json:"task_id"`
+}
+
+// ReportTarget is what a report needs to know of a solved task. The code itself is never returned: it stays out of
+// the report's history.
+type ReportTarget struct {
+	ProviderTaskID string    `json:"provider_task_id"`
+	SubmittedAt    time.Time `json:"submitted_at"`
+	ReceivedAt     time.Time `json:"received_at"`
+}
+
+// LookupReportTarget reads the SolveCaptcha workflow of the task through the worker's Temporal client and returns
+// the provider task its result came from. A completed task has a result; so has one that failed DeliveryFailed, or
+// was cancelled while delivering (their details carry it: the caller may have used the token). A running task is
+// a retryable TaskRunning error; anything else is TaskNotSolved.
+func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
+	return lookupReportTarget(ctx, activity.GetClient(ctx), req.TaskID)
+}
+
+func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (ReportTarget, error) {
+	desc, err := c.DescribeWorkflow(ctx, taskID, "")
+	if err != nil {
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			return ReportTarget{}, notSolved("there is no task %s (never started, or past the namespace's retention)", taskID)
+		}
+		return ReportTarget{}, err // a Temporal hiccup: retried
+	}
+	if typ := desc.WorkflowType.Name; typ != captchaflow.WorkflowType {
+		return ReportTarget{}, notSolved("workflow %s is a %.60s, not a %s task", taskID, typ, captchaflow.WorkflowType)
+	}
+	status := desc.Status
+	if status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return ReportTarget{}, temporal.NewApplicationError(fmt.Sprintf("task %s is still running", taskID), FailureTaskRunning)
+	}
+	var res captchaflow.Result
+	err = c.GetWorkflow(ctx, taskID, desc.WorkflowExecution.RunID).Get(ctx, &res)
+	switch status {
+	case enums.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		if err != nil {
+			return ReportTarget{}, err
+		}
+	case enums.WORKFLOW_EXECUTION_STATUS_FAILED, enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		if !isOutcome(err) {
+			return ReportTarget{}, err // reading the outcome failed, not the task: retried
+		}
+		if !resultInDetails(err, &res) {
+			return ReportTarget{}, notSolved("task %s ended %s without a result (%s)", taskID, statusWord(status), failureTypeOf(err))
+		}
+	default:
+		return ReportTarget{}, notSolved("task %s ended %s without a result", taskID, statusWord(status))
+	}
+	if res.ProviderTaskID == "" {
+		return ReportTarget{}, notSolved("task %s has no provider task in its result", taskID)
+	}
+	return ReportTarget{ProviderTaskID: res.ProviderTaskID, SubmittedAt: res.SubmittedAt, ReceivedAt: res.ReceivedAt}, nil
+}
+
+// isOutcome tells a closed workflow's failure (what Get returns for it) from a failure to read it (an RPC error).
+func isOutcome(err error) bool {
+	var execErr *temporal.WorkflowExecutionError
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &execErr) || errors.As(err, &appErr) || temporal.IsCanceledError(err)
+}
+
+// resultInDetails decodes the Result a DeliveryFailed failure or a cancellation while delivering carries.
+func resultInDetails(err error, res *captchaflow.Result) bool {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == captchaflow.FailureDeliveryFailed && appErr.HasDetails() {
+		return appErr.Details(res) == nil
+	}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) && canceled.HasDetails() {
+		return canceled.Details(res) == nil
+	}
+	return false
+}
+
+func failureTypeOf(err error) string {
+	if t := captchaflow.FailureType(err); t != "" {
+		return t
+	}
+	if temporal.IsCanceledError(err) {
+		return "cancelled"
+	}
+	return "no failure type"
+}
+
+func statusWord(s enums.WorkflowExecutionStatus) string {
+	switch s {
+	case enums.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "failed"
+	case enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "cancelled"
+	case enums.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "terminated"
+	case enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed out"
+	case enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "continued as new"
+	}
+	return s.String()
+}
+
+func notSolved(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), captchaflow.FailureTaskNotSolved, nil)
+}
+
+// SendReportRequest is the input of SendReport; no secret in it.
+type SendReportRequest struct {
+	ProviderTaskID string              `json:"provider_task_id"`
+	Verdict        captchaflow.Verdict `json:"verdict"`
+}
+
+// SendReportResult says how the provider took the report.
+type SendReportResult struct {
+	// AlreadyRecorded: the provider answered ERROR_DUPLICATE_REPORT (it holds a report on the task already).
+	AlreadyRecorded bool `json:"already_recorded,omitempty"`
+}
+
+// SendReport makes one res.php reportgood / reportbad request. Transient trouble is retried by the caller's retry
+// policy; ERROR_DUPLICATE_REPORT means the provider already holds a report on the task (ours, from an attempt whose
+// answer was lost) and is a success; ERROR_REPORT_NOT_RECORDED is ReportRefused; an unknown or expired task ID is
+// ReportWindowClosed (the provider forgets a task when its window closes).
+func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (SendReportResult, error) {
+	reporter, ok := a.Provider.(Reporter)
+	if !ok {
+		return SendReportResult{}, temporal.NewApplicationError("the provider client cannot send reports", FailureWorkerConfig)
+	}
+	send := reporter.ReportBad
+	switch req.Verdict {
+	case captchaflow.VerdictGood:
+		send = reporter.ReportGood
+	case captchaflow.VerdictBad:
+	default:
+		return SendReportResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("verdict %.20q is neither good nor bad", string(req.Verdict)), captchaflow.FailureInvalidInput, nil)
+	}
+	defer keepAlive(ctx)()
+	err := send(ctx, req.ProviderTaskID)
+	countAnswer(ctx, AnswerOpReport, answerCode(err))
+	if err == nil {
+		activity.GetLogger(ctx).Info("report recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict)
+		return SendReportResult{}, nil
+	}
+	var pe *captchaai.Error
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "ERROR_DUPLICATE_REPORT":
+			activity.GetLogger(ctx).Info("report already recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict)
+			return SendReportResult{AlreadyRecorded: true}, nil
+		case "ERROR_REPORT_NOT_RECORDED":
+			return SendReportResult{}, temporal.NewNonRetryableApplicationError(
+				"the provider did not record the report: "+err.Error(), captchaflow.FailureReportRefused, nil, pe.Code)
+		case "ERROR_WRONG_CAPTCHA_ID", "ERROR_NO_SUCH_CAPCHA_ID", "ERROR_NO_SUCH_CAPTCHA_ID":
+			return SendReportResult{}, temporal.NewNonRetryableApplicationError(
+				"the provider no longer knows the task (its report window has passed): "+err.Error(),
+				captchaflow.FailureReportWindowClosed, nil, pe.Code)
+		}
+	}
+	return SendReportResult{}, reportError(ctx, err)
+}
+
+// reportError types a failed report request for the retry policy: a configuration problem or an answer we do not
+// know fails the report (retrying will not change them), everything else (network, 5xx, a busy provider) is
+// retried until the window closes, paced like any transient provider answer (transientError).
+func reportError(ctx context.Context, err error) error {
+	code := ""
+	var pe *captchaai.Error
+	if errors.As(err, &pe) {
+		code = pe.Code
+	}
+	switch captchaai.ClassOf(err) {
+	case captchaai.ClassConfig:
+		return temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureProviderConfig, nil, code)
+	case captchaai.ClassUnknown:
+		return temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureProviderUnknown, nil, code)
+	default:
+		return transientError(ctx, err.Error(), code)
+	}
+}

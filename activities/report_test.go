@@ -1,0 +1,201 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/mocks"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/captchaai"
+)
+
+// reportProvider is a res.php that answers every report with answer and records the requests.
+type reportProvider struct {
+	mu       sync.Mutex
+	requests []string // action=id
+	answer   string
+}
+
+func (p *reportProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.requests = append(p.requests, r.FormValue("action")+"="+r.FormValue("id"))
+	answer := p.answer
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(answer))
+}
+
+func sendReport(t *testing.T, answer string, verdict captchaflow.Verdict) (SendReportResult, *reportProvider, error) {
+	t.Helper()
+	p := &reportProvider{answer: answer}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	provider, err := captchaai.New(srv.URL, "0123456789abcdef0123456789abcdef")
+	require.NoError(t, err)
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(&Activities{Provider: provider})
+	val, err := env.ExecuteActivity(SendReportName, SendReportRequest{ProviderTaskID: "7300000042", Verdict: verdict})
+	var res SendReportResult
+	if err == nil {
+		require.NoError(t, val.Get(&res))
+	}
+	return res, p, err
+}
+
+func appErrorType(t *testing.T, err error) (string, bool) {
+	t.Helper()
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "want an application error, got %v", err)
+	return appErr.Type(), appErr.NonRetryable()
+}
+
+func TestSendReportSendsTheVerdict(t *testing.T) {
+	for verdict, action := range map[captchaflow.Verdict]string{captchaflow.VerdictGood: "reportgood", captchaflow.VerdictBad: "reportbad"} {
+		res, p, err := sendReport(t, `{"status":1,"request":"OK_REPORT_RECORDED"}`, verdict)
+		require.NoError(t, err)
+		assert.False(t, res.AlreadyRecorded)
+		assert.Equal(t, []string{action + "=7300000042"}, p.requests)
+	}
+}
+
+// A duplicate report (an earlier attempt of ours got through, its answer was lost) is a success.
+func TestSendReportDuplicateIsRecorded(t *testing.T) {
+	res, _, err := sendReport(t, `{"status":0,"request":"ERROR_DUPLICATE_REPORT"}`, captchaflow.VerdictBad)
+	require.NoError(t, err)
+	assert.True(t, res.AlreadyRecorded)
+}
+
+func TestSendReportProviderAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		answer, wantType string
+		wantFinal        bool
+	}{
+		{`{"status":0,"request":"ERROR_REPORT_NOT_RECORDED"}`, captchaflow.FailureReportRefused, true},
+		{`{"status":0,"request":"ERROR_WRONG_CAPTCHA_ID"}`, captchaflow.FailureReportWindowClosed, true},
+		{`{"status":0,"request":"ERROR_NO_SUCH_CAPCHA_ID"}`, captchaflow.FailureReportWindowClosed, true},
+		{`{"status":0,"request":"ERROR_WRONG_USER_KEY"}`, captchaflow.FailureProviderConfig, true},
+		{`{"status":0,"request":"ERROR_SOMETHING_NEW"}`, captchaflow.FailureProviderUnknown, true},
+		{`{"status":0,"request":"ERROR_TOO_MUCH_REQUESTS"}`, FailureProviderTransient, false},
+		{`not json`, FailureProviderTransient, false},
+	} {
+		_, _, err := sendReport(t, tc.answer, captchaflow.VerdictBad)
+		require.Error(t, err, tc.answer)
+		typ, final := appErrorType(t, err)
+		assert.Equal(t, tc.wantType, typ, tc.answer)
+		assert.Equal(t, tc.wantFinal, final, tc.answer)
+		assert.NotContains(t, err.Error(), "0123456789abcdef", "the key never reaches an error")
+	}
+}
+
+func TestSendReportWithoutReporter(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(&Activities{Provider: &fakeProvider{}})
+	_, err := env.ExecuteActivity(SendReportName, SendReportRequest{ProviderTaskID: "1", Verdict: captchaflow.VerdictBad})
+	typ, final := appErrorType(t, err)
+	assert.Equal(t, FailureWorkerConfig, typ)
+	assert.False(t, final)
+}
+
+// describe makes c describe the task as a SolveCaptcha run in status, and its Get return getErr (filling res).
+func describe(c *mocks.Client, typ string, status enumspb.WorkflowExecutionStatus, res *captchaflow.Result, getErr error) {
+	c.On("DescribeWorkflow", mock.Anything, "order-42", "").Return(&client.WorkflowExecutionDescription{
+		WorkflowExecutionMetadata: client.WorkflowExecutionMetadata{
+			WorkflowExecution: workflow.Execution{ID: "order-42", RunID: "run-1"},
+			WorkflowType:      workflow.Type{Name: typ},
+			Status:            status,
+		}}, nil)
+	run := &mocks.WorkflowRun{}
+	run.On("Get", mock.Anything, mock.Anything).Return(func(_ context.Context, v any) error {
+		if res != nil {
+			*v.(*captchaflow.Result) = *res
+		}
+		return getErr
+	}).Maybe()
+	c.On("GetWorkflow", mock.Anything, "order-42", "run-1").Return(run).Maybe()
+}
+
+func TestLookupReportTarget(t *testing.T) {
+	submitted := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	solved := captchaflow.Result{ProviderTaskID: "7300000042", Code: "SECRET-TOKEN", SubmittedAt: submitted, ReceivedAt: submitted.Add(time.Second)}
+	want := ReportTarget{ProviderTaskID: "7300000042", SubmittedAt: submitted, ReceivedAt: submitted.Add(time.Second)}
+	ctx := context.Background()
+
+	t.Run("completed", func(t *testing.T) {
+		c := &mocks.Client{}
+		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, &solved, nil)
+		got, err := lookupReportTarget(ctx, c, "order-42")
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "the code itself is not returned")
+	})
+	t.Run("delivery failed: the result is in the details", func(t *testing.T) {
+		c := &mocks.Client{}
+		failed := temporal.NewNonRetryableApplicationError("delivering failed", captchaflow.FailureDeliveryFailed, nil, solved)
+		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil, failed)
+		got, err := lookupReportTarget(ctx, c, "order-42")
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	})
+	t.Run("unsolvable", func(t *testing.T) {
+		c := &mocks.Client{}
+		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil,
+			temporal.NewNonRetryableApplicationError("could not solve", captchaflow.FailureUnsolvable, nil))
+		_, err := lookupReportTarget(ctx, c, "order-42")
+		typ, final := appErrorType(t, err)
+		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
+		assert.True(t, final)
+		assert.Contains(t, err.Error(), "Unsolvable")
+	})
+	t.Run("running", func(t *testing.T) {
+		c := &mocks.Client{}
+		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil, nil)
+		_, err := lookupReportTarget(ctx, c, "order-42")
+		typ, final := appErrorType(t, err)
+		assert.Equal(t, FailureTaskRunning, typ)
+		assert.False(t, final)
+	})
+	t.Run("terminated", func(t *testing.T) {
+		c := &mocks.Client{}
+		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, nil, errors.New("terminated"))
+		_, err := lookupReportTarget(ctx, c, "order-42")
+		typ, _ := appErrorType(t, err)
+		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
+	})
+	t.Run("failed, but its outcome could not be read: retried", func(t *testing.T) {
+		c := &mocks.Client{}
+		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil, serviceerror.NewUnavailable("down"))
+		_, err := lookupReportTarget(ctx, c, "order-42")
+		require.Error(t, err)
+		assert.Empty(t, captchaflow.FailureType(err), "not a typed, final failure")
+	})
+	t.Run("another workflow type", func(t *testing.T) {
+		c := &mocks.Client{}
+		describe(c, captchaflow.ReportWorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, &solved, nil)
+		_, err := lookupReportTarget(ctx, c, "order-42")
+		typ, _ := appErrorType(t, err)
+		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
+	})
+	t.Run("unknown", func(t *testing.T) {
+		c := &mocks.Client{}
+		c.On("DescribeWorkflow", mock.Anything, "order-42", "").Return(nil, serviceerror.NewNotFound("no such workflow"))
+		_, err := lookupReportTarget(ctx, c, "order-42")
+		typ, _ := appErrorType(t, err)
+		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
+	})
+}
