@@ -31,7 +31,9 @@ type Config struct {
 	SolveMax time.Duration `env:"SIM_SOLVE_MAX" envDefault:"60s"`
 
 	// Threads is the number of tasks one key may have in solving at once;
-	// 0 means unlimited. When full, in.php answers BusyCode.
+	// 0 means unlimited. When full, in.php answers BusyCode (refused, not
+	// queued); a thread frees when its task is solved or found unsolvable.
+	// PUT /_sim/threads changes it at run time.
 	Threads int `env:"SIM_THREADS" envDefault:"0"`
 	// BusyCode is ErrorNoSlotAvailable (2captcha) or ErrorZeroBalance (CaptchaAI).
 	BusyCode string `env:"SIM_BUSY_CODE" envDefault:"ERROR_NO_SLOT_AVAILABLE"`

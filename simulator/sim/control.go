@@ -30,6 +30,10 @@ func (s *Simulator) routes() http.Handler {
 	})
 	mux.HandleFunc("PUT /_sim/rules", s.handleSetRules)
 	mux.HandleFunc("PUT /_sim/report_stall", s.handleReportStall)
+	mux.HandleFunc("GET /_sim/threads", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, ThreadLimit{Threads: s.Threads()})
+	})
+	mux.HandleFunc("PUT /_sim/threads", s.handleSetThreads)
 	return mux
 }
 

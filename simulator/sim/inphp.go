@@ -202,7 +202,7 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 		s.rejectLocked(code)
 		return errReply(code)
 	}
-	if s.cfg.Threads > 0 && s.busy[key] >= s.cfg.Threads {
+	if !s.threads.take(key) {
 		s.rejectLocked(s.cfg.BusyCode)
 		return errReply(s.cfg.BusyCode)
 	}
@@ -256,7 +256,6 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 		t.redactedURL, t.pingbackPath = redactURL(pingback), pingback.Path
 	}
 	s.tasks[id] = t
-	s.busy[key]++
 	s.stats.accepted++
 	s.schedule(t, solve, func() { s.solve(t) })
 	s.log.Debug("task accepted", "task_id", idStr, "method", method, "solve_time", solve, "faults", plan.names())

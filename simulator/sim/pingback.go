@@ -25,9 +25,7 @@ func (s *Simulator) solve(t *task) {
 	if t.plan.unsolvable {
 		t.status = StatusUnsolvable
 	}
-	if s.busy[t.key] > 0 {
-		s.busy[t.key]--
-	}
+	s.threads.release(t.key) // solved or found unsolvable: the thread is free
 	plan := t.plan
 	switch {
 	case t.pingbackURL == "" || (plan.unsolvable && !plan.unsolvablePingback):

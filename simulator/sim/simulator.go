@@ -35,7 +35,7 @@ type Simulator struct {
 	gen            uint64
 	nextID         int64
 	tasks          map[int64]*task
-	busy           map[string]int // tasks in solving, per key
+	threads        threadState    // the thread cap and the tasks in solving per key
 	failSubmitSeen map[string]int // fail_submit rejections, per pingback URL
 	unsolvableSeen map[string]int // unsolvable=N submissions, per pingback URL
 	rules          []FaultRule
@@ -116,7 +116,7 @@ func New(cfg Config) (*Simulator, error) {
 		cancel:         cancel,
 		nextID:         cfg.TaskIDBase,
 		tasks:          map[int64]*task{},
-		busy:           map[string]int{},
+		threads:        newThreadState(cfg.Threads),
 		failSubmitSeen: map[string]int{},
 		unsolvableSeen: map[string]int{},
 		rules:          rules,
@@ -165,7 +165,7 @@ func (s *Simulator) Reset() {
 	}
 	s.gen++
 	s.tasks = map[int64]*task{}
-	s.busy = map[string]int{}
+	s.threads.reset()
 	s.failSubmitSeen = map[string]int{}
 	s.unsolvableSeen = map[string]int{}
 	s.stats = newCounters()
@@ -210,6 +210,7 @@ func (s *Simulator) Stats() Stats {
 		ResCalls:  maps.Clone(s.stats.resCalls),
 		Pingbacks: s.stats.pingbacks,
 		Reports:   s.stats.reports,
+		Threads:   s.threads.stats(),
 		Tasks:     byStatus,
 	}
 }

@@ -11,6 +11,8 @@ type Stats struct {
 	Pingbacks PingbackStats    `json:"pingbacks"`
 	// Reports counts res.php reportgood / reportbad requests on known tasks by how they were answered.
 	Reports ReportStats `json:"reports"`
+	// Threads is the thread cap (SIM_THREADS, PUT /_sim/threads), the tasks being solved and the no-slot answers.
+	Threads ThreadStats `json:"threads"`
 	// Tasks counts known tasks by TaskStatus.
 	Tasks map[TaskStatus]int64 `json:"tasks"`
 }
