@@ -27,6 +27,8 @@ type audit struct {
 	Lost []string
 	// Resubmits says what the workflows made of the provider's "unsolvable" answers.
 	Resubmits resubmitAudit
+	// Reports says which verdicts the demo sent and the provider recorded.
+	Reports reportAudit
 }
 
 // resubmitAudit sorts the provider's "unsolvable" answers that reach a workflow other than through res.php: a

@@ -93,6 +93,10 @@ func TestRunSmoke(t *testing.T) {
 	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`error-code pingbacks %[1]d \(code=ERROR_CAPTCHA_UNSOLVABLE\): %[1]d taken as "resubmit", 0 as a result\n`,
 		counts["error-code pingback"])), text)
 	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`in\.php refusals\s+%d counted as submissions`, refusals)), text)
+	// Verdicts: a few solved tasks reported, each recorded once by the provider.
+	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`verdicts reported\s+%[1]d good, %[2]d bad; the provider recorded %[1]d good, %[2]d bad`,
+		demoReportsGood, demoReportsBad)), text)
+	assert.NotContains(t, text, "REPORT FAILED")
 	assert.Contains(t, text, "stopped; nothing is left running")
 
 	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))

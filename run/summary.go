@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/devstack/downstream"
 	"github.com/captchaflow/captchaflow/simulator/sim"
 )
@@ -46,6 +47,7 @@ func writeSummary(w io.Writer, s summary) {
 	fmt.Fprintf(w, "  failed               %d\n", s.Total.Failed)
 	if s.Audit != nil {
 		writeResubmits(w, s.Audit.Resubmits)
+		writeReports(w, s.Audit.Reports)
 	}
 	if s.Total.Running > 0 {
 		fmt.Fprintf(w, "  still running        %d (the demo's time ran out)\n", s.Total.Running)
@@ -85,4 +87,14 @@ func writeResubmits(w io.Writer, r resubmitAudit) {
 	}
 	fmt.Fprintf(w, "  in.php refusals      %d counted as submissions (answered %s; busy answers are retried, not counted)\n",
 		r.RefusalsCounted, sim.ErrorCaptchaUnsolvable)
+}
+
+// writeReports says which verdicts were sent and which the provider recorded (what a refund is claimed on).
+func writeReports(w io.Writer, r reportAudit) {
+	good, bad := captchaflow.VerdictGood, captchaflow.VerdictBad
+	fmt.Fprintf(w, "  verdicts reported    %d good, %d bad; the provider recorded %d good, %d bad (refunds claimed on the bad)\n",
+		r.Sent[good], r.Sent[bad], r.Recorded[good], r.Recorded[bad])
+	for _, f := range r.Failed {
+		fmt.Fprintf(w, "    REPORT FAILED: %s\n", f)
+	}
 }
