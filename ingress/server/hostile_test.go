@@ -470,3 +470,42 @@ func TestExactRepeatsAreSignalledOnce(t *testing.T) {
 	assert.Len(t, e.fake.sent(), 2, "one more, unauthenticated")
 	assert.Equal(t, 10.0, e.callbacks(routeUntokened, outcomeDuplicate))
 }
+
+// TestUnknownIDFloodCostsOneLookupEach: a burst of untokened callbacks for provider IDs no task has must not hold
+// the workers for a whole lookup timeout each (that let a few unknown IDs a second fill the queue and turn real
+// callbacks away with 503): while others wait, one visibility query decides.
+func TestUnknownIDFloodCostsOneLookupEach(t *testing.T) {
+	e := newTestEnv(t, func(c *config.Ingress) {
+		c.LookupTimeout = time.Second // retried, an unknown ID takes all of it
+		c.UntokenedQueue = 256
+	})
+	const flood = 64
+	start := time.Now()
+	for i := range flood {
+		require.Equal(t, http.StatusOK, e.get(t, fmt.Sprintf("/callback?id=%d&code=forged", 900000+i)).Code)
+	}
+	e.drainQueue(t)
+	took := time.Since(start)
+	t.Logf("%d unknown IDs looked up with %d visibility queries in %s", flood, len(e.fake.listQueries()), took)
+	assert.Equal(t, float64(flood), e.callbacks(routeUntokened, outcomeLateOrUnknown))
+	assert.Less(t, len(e.fake.listQueries()), 2*flood, "about one query per unknown ID while the queue is busy")
+	// Only a lookup that starts with nothing waiting behind it is patient: the first ones and the last ones, one
+	// timeout each at most. Every lookup retried would take flood × 1 s / 2 workers = 32 s.
+	assert.Less(t, took, 4*time.Second)
+}
+
+// TestAnIdleQueueStillWaitsForVisibility: with nothing else waiting, a lookup keeps retrying until the task's search
+// attribute shows, so a real callback that raced its task's upsert is still signalled.
+func TestAnIdleQueueStillWaitsForVisibility(t *testing.T) {
+	e := newTestEnv(t)
+	e.fake.listFn = func(_ context.Context, call int) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+		if call < 3 {
+			return &workflowservice.ListWorkflowExecutionsResponse{}, nil // not visible yet
+		}
+		return found("wf"), nil
+	}
+	require.Equal(t, http.StatusOK, e.get(t, "/callback?id=7&code=c").Code)
+	e.drainQueue(t)
+	assert.Equal(t, 1.0, e.callbacks(routeUntokened, outcomeSignalled))
+	assert.GreaterOrEqual(t, len(e.fake.listQueries()), 3)
+}

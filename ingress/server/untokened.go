@@ -95,7 +95,11 @@ func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
 
 // lookupAndSignal resolves the provider task ID to its running workflow and signals it unauthenticated.
 func (s *Server) lookupAndSignal(ctx context.Context, job untokenedJob) (workflowID, outcome string, err error) {
-	workflowID, err = s.lookupWorkflow(ctx, job.providerTaskID)
+	// Retrying visibility is patience for a callback that raced its task's search-attribute update; while other
+	// callbacks wait behind this one it is a flood's lever (an unknown ID held a worker for the whole lookup
+	// timeout), so then one query decides, and a real callback it misses is recovered by the workflow's poll.
+	patient := s.queue.depth() == 0
+	workflowID, err = s.lookupWorkflow(ctx, job.providerTaskID, patient)
 	switch {
 	case errors.Is(err, errNoRunningWorkflow):
 		return "", outcomeLateOrUnknown, nil
@@ -120,10 +124,10 @@ func lookupQuery(providerTaskID string) string {
 }
 
 // lookupWorkflow resolves providerTaskID to a workflow ID. Visibility is eventually consistent and the callback can
-// race the search-attribute update, so an empty answer or a failed call is retried with backoff until
-// LookupTimeout. It returns errNoRunningWorkflow if visibility never showed one, or the last Temporal error if
-// every call failed.
-func (s *Server) lookupWorkflow(ctx context.Context, providerTaskID string) (string, error) {
+// race the search-attribute update, so when patient an empty answer or a failed call is retried with backoff until
+// LookupTimeout; otherwise the first answer stands. It returns errNoRunningWorkflow if visibility never showed one,
+// or the last Temporal error if every call failed.
+func (s *Server) lookupWorkflow(ctx context.Context, providerTaskID string, patient bool) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)
 	defer cancel()
 	req := &workflowservice.ListWorkflowExecutionsRequest{PageSize: 1, Query: lookupQuery(providerTaskID)}
@@ -140,6 +144,9 @@ func (s *Server) lookupWorkflow(ctx context.Context, providerTaskID string) (str
 			// The call was cut by our own deadline; the answer before it is the better one.
 		default:
 			lastErr = err
+		}
+		if !patient {
+			return "", lastErr
 		}
 		timer := time.NewTimer(backoff)
 		select {
