@@ -18,6 +18,8 @@ func renderMarkdown(r *Results) string {
 		m.p("| in.php / res.php requests per task, callback path, %s | %.3f / %.3f | | |\n", label(tr), tr.Ours.InPHPPerTask, tr.Ours.ResPHPPerTask)
 	}
 	m.recoveryRows(r)
+	m.threadsRows(r)
+	m.billingRows(r)
 	m.waitingRows(r)
 	m.targets(r)
 	for _, n := range r.Notes {

@@ -26,6 +26,8 @@ type Results struct {
 	PollPath   []PollPathResult   `json:"poll_path,omitempty"`
 	Recovery   *RecoveryResult    `json:"recovery,omitempty"`
 	Waiting    *WaitingResult     `json:"waiting,omitempty"`
+	Threads    *ThreadsResult     `json:"threads,omitempty"`
+	Billing    *BillingResult     `json:"billing,omitempty"`
 	Targets    []Target           `json:"targets"`
 	Notes      []string           `json:"notes,omitempty"`
 }

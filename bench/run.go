@@ -106,6 +106,18 @@ func (b *bench) runPhases(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	// The threads and billing phases need the provider and the server to themselves: after the poll-path tasks,
+	// before the waiting phase's parked tasks (which hold provider threads for hours).
+	if b.cfg.phases["threads"] {
+		if b.res.Threads, err = b.threads(ctx); err != nil {
+			return err
+		}
+	}
+	if b.cfg.phases["billing"] {
+		if b.res.Billing, err = b.billing(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.phases["waiting"] {
 		if b.res.Waiting, err = b.waitingMemory(ctx); err != nil {
 			return err

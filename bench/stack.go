@@ -22,6 +22,8 @@ type stack interface {
 	Namespace() string
 	SimulatorURL() string
 	WorkerMetricsURL() string
+	// TemporalMetricsURL is the server's Prometheus endpoint ("" when the bench does not know it).
+	TemporalMetricsURL() string
 	// RestartWorker stops the worker gracefully and starts it again (a clean heap for the memory phase).
 	RestartWorker(ctx context.Context) error
 	Stop() error
@@ -86,6 +88,9 @@ func (d devStack) PIDs() map[string]int {
 		"simulator": d.s.Simulator().PID(),
 	}
 }
+
+// TemporalMetricsURL is the dev server's /metrics.
+func (d devStack) TemporalMetricsURL() string { return d.s.Temporal.MetricsURL() }
 
 func (d devStack) RestartWorker(ctx context.Context) error {
 	if err := d.s.Worker().Stop(); err != nil {
@@ -192,6 +197,9 @@ func (e *externalStack) Namespace() string        { return e.cfg.Namespace }
 func (e *externalStack) SimulatorURL() string     { return "http://" + loopback(e.simPort) }
 func (e *externalStack) WorkerMetricsURL() string { return "http://" + loopback(e.metricsPort) }
 func (e *externalStack) Server() string           { return "external Temporal at " + e.cfg.TemporalAddress }
+
+// TemporalMetricsURL: the external server's metrics are not known to the bench.
+func (e *externalStack) TemporalMetricsURL() string { return "" }
 
 func (e *externalStack) PIDs() map[string]int {
 	return map[string]int{"worker": e.worker.PID(), "ingress": e.ingress.PID(), "simulator": e.simulator.PID()}

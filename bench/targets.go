@@ -26,6 +26,7 @@ var targetRules = []func(r *Results) []Target{
 	resPHPTarget,
 	waitingRSSTarget,
 	recoveryTarget,
+	threadsTargets,
 }
 
 func evaluateTargets(r *Results) []Target {
