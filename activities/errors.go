@@ -29,7 +29,20 @@ const (
 	FailureWorkerConfig = "WorkerConfig"
 	// FailureDeliveryRejected: notify_url answered with a non-2xx status; retried.
 	FailureDeliveryRejected = "DeliveryRejected"
+	// FailureSubmitOutcomeUnknown: in.php failed after the request was written (timeout, connection reset or EOF,
+	// an unreadable answer), so the provider may have created the task and charged for it. Retryable as far as the
+	// activity is concerned (a workflow scheduled before this type existed retries it as the transient failure it
+	// used to be); the workflow's Submit retry policy lists it as non-retryable and waits for the task's
+	// authenticated callback instead of paying for a second submission at once.
+	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown"
 )
+
+// submitOutcomeUnknown is the FailureSubmitOutcomeUnknown error for an in.php request whose answer was lost. Its
+// NextRetryDelay is 0: a retry (by an older workflow's policy) keeps that policy's backoff.
+func submitOutcomeUnknown(ctx context.Context, err error) error {
+	activity.GetLogger(ctx).Warn("in.php failed after the request was sent: the provider may have created the task", "Error", err)
+	return temporal.NewApplicationError("in.php's answer was lost after the request was sent: "+err.Error(), FailureSubmitOutcomeUnknown)
+}
 
 // NonRetryableProviderErrors are the provider error types no retry policy should retry.
 var NonRetryableProviderErrors = []string{captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, FailureResubmit}

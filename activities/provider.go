@@ -25,7 +25,8 @@ type SubmitResult struct {
 
 // Submit sends the task to in.php with this workflow's callback URL as pingback. Its answer is counted in
 // MetricProviderAnswers; a busy or rate-limit answer asks Temporal for the provider's documented wait before the next
-// attempt (transientError).
+// attempt (transientError). A request that failed after it was written (timeout, reset, EOF: the provider may have
+// created the task) is a FailureSubmitOutcomeUnknown error, which the workflow's retry policy does not retry.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
 	pingback, err := callbackauth.URL(a.CallbackBaseURL, workflowID, a.CallbackSecret)
@@ -36,6 +37,9 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	id, err := a.Provider.Submit(ctx, req.Method, req.Params, pingback)
 	countAnswer(ctx, AnswerOpSubmit, answerCode(err))
 	if err != nil {
+		if captchaai.OutcomeUnknown(err) {
+			return SubmitResult{}, submitOutcomeUnknown(ctx, err)
+		}
 		return SubmitResult{}, providerError(ctx, err)
 	}
 	activity.GetLogger(ctx).Info("submitted to provider", "ProviderTaskID", id)

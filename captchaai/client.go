@@ -15,8 +15,10 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -245,9 +247,18 @@ func (c *Client) call(ctx context.Context, op string, newRequest func(context.Co
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
 
+	// written records whether any of the request reached the connection: a failure after that may have left the
+	// provider acting on it (an in.php task created, its answer lost), one before it certainly did not.
+	var written atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteHeaders: func() { written.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { written.Store(true) },
+	}))
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return answer{}, c.fail(op, ClassTransient, err)
+		e := c.fail(op, ClassTransient, err)
+		e.Written = written.Load()
+		return answer{}, e
 	}
 	defer closeBody(resp.Body)
 
@@ -264,14 +275,14 @@ func (c *Client) call(ctx context.Context, op string, newRequest func(context.Co
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
-		return answer{}, c.fail(op, ClassTransient, fmt.Errorf("read answer: %w", err))
+		return answer{}, c.failWritten(op, fmt.Errorf("read answer: %w", err))
 	}
 	if len(body) > maxAnswerBytes {
-		return answer{}, c.fail(op, ClassTransient, fmt.Errorf("%w: answer larger than %d bytes", errMalformed, maxAnswerBytes))
+		return answer{}, c.failWritten(op, fmt.Errorf("%w: answer larger than %d bytes", errMalformed, maxAnswerBytes))
 	}
 	ans, err := parseAnswer(body)
 	if err != nil {
-		return answer{}, c.fail(op, ClassTransient, err)
+		return answer{}, c.failWritten(op, err)
 	}
 	if !ans.OK {
 		var detail error
@@ -291,6 +302,14 @@ func (c *Client) call(ctx context.Context, op string, newRequest func(context.Co
 // fail wraps a non-provider failure with its redacted cause.
 func (c *Client) fail(op string, class Class, err error) *Error {
 	return &Error{Op: op, Class: class, Err: redactError(err, c.apiKey)}
+}
+
+// failWritten is a transient failure once the request was sent and answered with a 2xx status, but the answer could
+// not be read or understood: the provider handled the request, and what it did is unknown.
+func (c *Client) failWritten(op string, err error) *Error {
+	e := c.fail(op, ClassTransient, err)
+	e.Written = true
+	return e
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.

@@ -14,6 +14,11 @@ const (
 	// changeCountSubmitRefusals: an in.php request refused as unsolvable counts against max_submits and the next
 	// one waits a growing backoff (before: no count, no wait, and a panic on the first submission).
 	changeCountSubmitRefusals = "count-and-back-off-submit-refusals"
+	// changeAwaitLostSubmission: a Submit whose outcome is unknown (in.php's answer lost after the request was
+	// written, or the attempt timed out with its worker) is not retried at once: the task waits up to the callback
+	// timeout for an authenticated callback from the submission whose ID it never learned, and submits again only
+	// without one (see awaitLostSubmission). Asked only when such a failure reaches the workflow.
+	changeAwaitLostSubmission = "await-callback-of-lost-submission"
 	// changeBoundConfirmations: at most maxConfirmsPerSubmission res.php confirmations per submission.
 	changeBoundConfirmations = "bound-confirmations-per-submission"
 	// changeIgnoreOversizedCallback: a callback whose code is over captchaflow.MaxCodeBytes is ignored.

@@ -129,9 +129,19 @@ func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
 	if remaining <= 0 {
 		return captchaflow.Result{}, deadlineExceeded(s.in.DeadlineSeconds)
 	}
+	submittedAt := workflow.Now(ctx)
 	var sub activities.SubmitResult
-	err := workflow.ExecuteActivity(submitOptions(ctx, remaining), acts.Submit,
+	err := workflow.ExecuteActivity(submitOptionsLostAware(ctx, remaining), acts.Submit,
 		activities.SubmitRequest{Method: s.in.Method, Params: s.in.Params}).Get(ctx, &sub)
+	if err != nil && submitOutcomeUnknown(err) {
+		// in.php's answer was lost: the provider may be solving (and charging for) a task we have no ID for.
+		if s.remaining(ctx) <= 0 {
+			return captchaflow.Result{}, deadlineExceeded(s.in.DeadlineSeconds)
+		}
+		if changed(ctx, changeAwaitLostSubmission) {
+			return s.awaitLostSubmission(ctx, submittedAt, err)
+		}
+	}
 	if err != nil {
 		err = s.classify(err)
 		if errors.Is(err, errResubmit) && changed(ctx, changeCountSubmitRefusals) {

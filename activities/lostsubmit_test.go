@@ -1,0 +1,34 @@
+package activities
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/captchaflow/captchaflow/captchaai"
+)
+
+// #10 §6: an in.php request that failed after it was written is FailureSubmitOutcomeUnknown (the workflow's policy
+// does not retry it); one that never left (connection refused, DNS, TLS) stays a retried ProviderTransient.
+func TestSubmitClassifiesLostAnswers(t *testing.T) {
+	env, acts, provider, _ := providerEnv(t)
+	req := SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}}
+
+	provider.submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, Written: true, Err: errors.New("EOF")}
+	_, err := env.ExecuteActivity(acts.Submit, req)
+	appErr := appError(t, err)
+	assert.Equal(t, FailureSubmitOutcomeUnknown, appErr.Type())
+	assert.False(t, appErr.NonRetryable(), "an older workflow's policy still retries it, as before")
+	assert.Contains(t, appErr.Message(), "EOF")
+
+	provider.submitErr = transportError("submit")
+	_, err = env.ExecuteActivity(acts.Submit, req)
+	assert.Equal(t, FailureProviderTransient, appError(t, err).Type(), "connection refused: known not sent")
+
+	// An answer with a code is a known outcome even if the request was written (it always is then).
+	provider.submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient, Written: true}
+	_, err = env.ExecuteActivity(acts.Submit, req)
+	assert.Equal(t, FailureProviderTransient, appError(t, err).Type())
+	assert.NotContains(t, NonRetryableProviderErrors, FailureSubmitOutcomeUnknown, "the workflow decides, per retry policy")
+}
