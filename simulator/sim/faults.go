@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Fault names accepted in the sim_fault parameter and in fault rules.
@@ -21,6 +22,12 @@ const (
 	FaultUnsolvablePingback = "unsolvable_pingback"
 	// FaultSubmitError chooses what fail_submit answers: a class (SubmitErrorClasses) or a code.
 	FaultSubmitError = "submit_error"
+	// FaultSubmitLost is submit_lost[=N]: the first N submissions for a pingback URL create their task (solved and
+	// called back as usual) but lose in.php's answer: the connection is closed without one.
+	FaultSubmitLost = "submit_lost"
+	// FaultSubmitStallMS is submit_stall_ms=MS: in.php's answer to those submissions (the first one without
+	// submit_lost) is held MS milliseconds after the task was created — past the client's timeout, the answer is lost.
+	FaultSubmitStallMS = "submit_stall_ms"
 )
 
 // SubmitErrorClasses are the submit_error shorthands, one code for each way a client must react to an in.php
@@ -53,6 +60,12 @@ type FaultSpec struct {
 	// UnsolvablePingback sends the pingback of an unsolvable task (instead of
 	// none) with code=ERROR_CAPTCHA_UNSOLVABLE.
 	UnsolvablePingback bool
+	// SubmitLost loses in.php's answer to the first N accepted submissions for
+	// a pingback URL: the task exists, the client never learns its id.
+	SubmitLost int
+	// SubmitStallMS holds in.php's answer to those submissions (the first one
+	// when SubmitLost is 0) this many milliseconds before sending (or losing) it.
+	SubmitStallMS int
 }
 
 // ParseFaultSpec parses a comma-separated list such as
@@ -106,6 +119,13 @@ func ParseFaultSpec(list string) (FaultSpec, error) {
 		case FaultUnsolvablePingback:
 			spec.Unsolvable = max(spec.Unsolvable, count)
 			spec.UnsolvablePingback = true
+		case FaultSubmitLost:
+			spec.SubmitLost = max(spec.SubmitLost, count)
+		case FaultSubmitStallMS:
+			if !hasArg {
+				return FaultSpec{}, fmt.Errorf("fault %q needs a duration in milliseconds", name)
+			}
+			spec.SubmitStallMS = max(spec.SubmitStallMS, count)
 		default:
 			return FaultSpec{}, fmt.Errorf("unknown fault %q", name)
 		}
@@ -150,6 +170,8 @@ func (f FaultSpec) merge(o FaultSpec) FaultSpec {
 		SubmitError:       cmp.Or(f.SubmitError, o.SubmitError),
 		// Unsolvable pingbacks go with the merged unsolvable count, whichever spec asked for them.
 		UnsolvablePingback: f.UnsolvablePingback || o.UnsolvablePingback,
+		SubmitLost:         max(f.SubmitLost, o.SubmitLost),
+		SubmitStallMS:      max(f.SubmitStallMS, o.SubmitStallMS),
 	}
 }
 
@@ -229,6 +251,9 @@ type pingbackPlan struct {
 	hang               bool
 	late               bool
 	duplicate          bool
+	// submitLost and submitStall are what happened to in.php's answer (see answerFate).
+	submitLost  bool
+	submitStall time.Duration
 }
 
 // names lists the plan's faults for the task listing.
@@ -245,6 +270,8 @@ func (p pingbackPlan) names() []string {
 	add(p.hang, FaultHangPingback)
 	add(p.late, FaultLatePingback)
 	add(p.duplicate, FaultDuplicatePingback)
+	add(p.submitLost, FaultSubmitLost)
+	add(p.submitStall > 0, FaultSubmitStallMS)
 	return out
 }
 

@@ -30,6 +30,7 @@ func (s *Simulator) handleIn(w http.ResponseWriter, r *http.Request) {
 	if r.MultipartForm != nil {
 		_ = r.MultipartForm.RemoveAll()
 	}
+	s.holdAnswer(r, rp) // submit_stall_ms, submit_lost: may not return
 	rp.write(w, wantsJSON(r))
 }
 
@@ -255,11 +256,14 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 	if pingback != nil {
 		t.redactedURL, t.pingbackPath = redactURL(pingback), pingback.Path
 	}
+	t.plan.submitLost, t.plan.submitStall = s.answerFateLocked(faults, pingbackURL)
 	s.tasks[id] = t
 	s.stats.accepted++
 	s.schedule(t, solve, func() { s.solve(t) })
-	s.log.Debug("task accepted", "task_id", idStr, "method", method, "solve_time", solve, "faults", plan.names())
-	return okReply(idStr)
+	s.log.Debug("task accepted", "task_id", idStr, "method", method, "solve_time", solve, "faults", t.plan.names())
+	rp := okReply(idStr)
+	rp.lost, rp.stall = t.plan.submitLost, t.plan.submitStall
+	return rp
 }
 
 // redactURL hides query values (a callback token) and userinfo.

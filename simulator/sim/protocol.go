@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Reply values of the in.php / res.php protocol, spelled as the real service
@@ -61,6 +62,9 @@ type reply struct {
 	bare bool
 	// detail extends error_text for parameter errors (e.g. which parameter).
 	detail string
+	// stall holds an in.php answer this long, and lost drops it (the task exists): see holdAnswer.
+	stall time.Duration
+	lost  bool
 }
 
 func okReply(v string) reply     { return reply{ok: true, value: v} }

@@ -38,6 +38,7 @@ type Simulator struct {
 	threads        threadState    // the thread cap and the tasks in solving per key
 	failSubmitSeen map[string]int // fail_submit rejections, per pingback URL
 	unsolvableSeen map[string]int // unsolvable=N submissions, per pingback URL
+	answerSeen     map[string]int // submit_lost / submit_stall_ms answers, per pingback URL (nil until used)
 	rules          []FaultRule
 	compiledRules  []compiledRule
 	stats          counters
@@ -47,6 +48,8 @@ type Simulator struct {
 type counters struct {
 	accepted       int64
 	rejected       int64
+	answersLost    int64
+	answersStalled int64
 	rejectedByCode map[string]int64
 	resCalls       map[string]int64
 	pingbacks      PingbackStats
@@ -168,6 +171,7 @@ func (s *Simulator) Reset() {
 	s.threads.reset()
 	s.failSubmitSeen = map[string]int{}
 	s.unsolvableSeen = map[string]int{}
+	s.answerSeen = nil
 	s.stats = newCounters()
 	s.reportStall = ReportStall{}
 }
@@ -205,6 +209,8 @@ func (s *Simulator) Stats() Stats {
 		Submissions: SubmissionStats{
 			Accepted:       s.stats.accepted,
 			Rejected:       s.stats.rejected,
+			AnswersLost:    s.stats.answersLost,
+			AnswersStalled: s.stats.answersStalled,
 			RejectedByCode: maps.Clone(s.stats.rejectedByCode),
 		},
 		ResCalls:  maps.Clone(s.stats.resCalls),

@@ -23,6 +23,10 @@ type SubmissionStats struct {
 	Rejected int64 `json:"rejected"`
 	// RejectedByCode splits Rejected by the error code answered.
 	RejectedByCode map[string]int64 `json:"rejected_by_code"`
+	// AnswersLost counts accepted submissions whose in.php answer was dropped (submit_lost), AnswersStalled those
+	// whose answer was held (submit_stall_ms); each such task exists and counts in Accepted.
+	AnswersLost    int64 `json:"answers_lost"`
+	AnswersStalled int64 `json:"answers_stalled"`
 }
 
 // PingbackStats counts pingback deliveries. Sent counts HTTP requests actually
