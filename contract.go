@@ -52,6 +52,9 @@ const (
 	FailureProviderConfig = "ProviderConfig"
 	// FailureProviderUnknown: an answer captchaflow does not know; not retried, the provider's code is in the message.
 	FailureProviderUnknown = "ProviderUnknown"
+	// FailureTokenExpired: delivery to notify_url kept failing until the token expired, and max_refreshes fresh
+	// solves did not get a token through either; nothing expired was delivered. Its details hold the last Result.
+	FailureTokenExpired = "TokenExpired"
 )
 
 // Failure types of ReportVerdict (and of Report, which returns them as *temporal.ApplicationError).
@@ -108,6 +111,11 @@ type Result struct {
 	SubmittedAt    time.Time `json:"submitted_at"`
 	ReceivedAt     time.Time `json:"received_at"`
 	Submits        int       `json:"submits"`
+	// ExpiresAt is when the token stops being usable: ReceivedAt + the method's lifetime (TokenLifetimes) or
+	// token_ttl_seconds. Absent (zero) for a code that does not expire (image and text methods).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Refreshes counts the solves made again because the token expired before notify_url took it.
+	Refreshes int `json:"refreshes,omitempty"`
 }
 
 // Status is the answer to StatusQuery.
@@ -116,4 +124,31 @@ type Status struct {
 	ProviderTaskID string    `json:"provider_task_id,omitempty"`
 	Submits        int       `json:"submits"`
 	SubmittedAt    time.Time `json:"submitted_at,omitzero"`
+	// ReceivedAt is when the current token arrived (unset before the first one).
+	ReceivedAt time.Time `json:"received_at,omitzero"`
+	// ExpiresAt is when the current token expires (unset when it does not).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// TokenAgeSeconds is the current token's age when the query was answered (by the answering worker's clock).
+	TokenAgeSeconds float64 `json:"token_age_seconds,omitempty"`
+	// Refreshes counts the solves made again because a token expired before notify_url took it.
+	Refreshes int `json:"refreshes,omitempty"`
 }
+
+// TokenLifetimes is how long a solved token of each method stays usable on the target site, counted from when
+// captchaflow receives it (a lower bound on its age: the provider solved it a little earlier). A method not listed
+// (image and text methods: base64, post, textcaptcha, …; any method captchaflow does not know) yields a code
+// that does not expire; token_ttl_seconds overrides the table for one task, either way. Sources: Google's
+// reCAPTCHA docs ("valid for two minutes, and can only be verified once"), Cloudflare's Turnstile docs (300 s,
+// single use); hCaptcha's tokens are short-lived and single use like reCAPTCHA's (taken as two minutes); FunCaptcha
+// (Arkose) and GeeTest publish no firm figure and take the same conservative two minutes.
+var TokenLifetimes = map[string]time.Duration{
+	"userrecaptcha": 120 * time.Second, // reCAPTCHA v2, v2 invisible, v3, Enterprise
+	"hcaptcha":      120 * time.Second,
+	"turnstile":     300 * time.Second,
+	"funcaptcha":    120 * time.Second,
+	"geetest":       120 * time.Second,
+	"geetest_v4":    120 * time.Second,
+}
+
+// TokenLifetime is method's entry in TokenLifetimes, zero when its code does not expire.
+func TokenLifetime(method string) time.Duration { return TokenLifetimes[method] }

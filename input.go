@@ -21,6 +21,11 @@ const (
 	DefaultDeadlineSeconds        = 600
 	DefaultMaxSubmits             = 2
 	DefaultDeliveryTimeoutSeconds = 24 * 60 * 60
+	// DefaultMaxRefreshes: one fresh solve (one more paid submission) when the token expires before notify_url
+	// took it.
+	DefaultMaxRefreshes = 1
+	// MaxMaxRefreshes bounds max_refreshes: each refresh is a paid solve.
+	MaxMaxRefreshes = 5
 )
 
 // Input starts one SolveCaptcha workflow. Durations are whole seconds so that any client (TypeScript, Python, the
@@ -42,6 +47,13 @@ type Input struct {
 	NotifyURL string `json:"notify_url,omitempty"`
 	// DeliveryTimeoutSeconds bounds the retries of the delivery to NotifyURL.
 	DeliveryTimeoutSeconds int `json:"delivery_timeout_seconds,omitempty"`
+	// TokenTTLSeconds overrides the method's token lifetime (TokenLifetimes): the result expires this long after
+	// it is received. Zero (unset) keeps the table's lifetime, or no expiry for a method the table does not list.
+	TokenTTLSeconds int `json:"token_ttl_seconds,omitempty"`
+	// MaxRefreshes bounds the fresh solves made when delivery to NotifyURL is still failing as the token expires
+	// (each is a new, paid submission, counted apart from MaxSubmits). Unset (nil) is DefaultMaxRefreshes; 0
+	// turns refreshing off: the task fails TokenExpired as soon as the token expires undelivered.
+	MaxRefreshes *int `json:"max_refreshes,omitempty"`
 
 	// decodeErr keeps a JSON decoding problem for Validate: a start with bad JSON must end in a clear, typed
 	// InvalidInput failure, not in a workflow task that fails to decode its input forever.
@@ -179,6 +191,10 @@ func (in Input) WithDefaults() Input {
 	if in.DeliveryTimeoutSeconds == 0 {
 		in.DeliveryTimeoutSeconds = DefaultDeliveryTimeoutSeconds
 	}
+	if in.MaxRefreshes == nil {
+		n := DefaultMaxRefreshes
+		in.MaxRefreshes = &n
+	}
 	return in
 }
 
@@ -230,6 +246,14 @@ func (in Input) Validate() error {
 	if err := checkRange("delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30*24*60*60); err != nil {
 		return err
 	}
+	if err := checkRange("token_ttl_seconds", in.TokenTTLSeconds, 0, 24*60*60); err != nil {
+		return err
+	}
+	if in.MaxRefreshes != nil {
+		if err := checkRange("max_refreshes", *in.MaxRefreshes, 0, MaxMaxRefreshes); err != nil {
+			return err
+		}
+	}
 	if in.NotifyURL != "" {
 		if err := checkHTTPURL(in.NotifyURL); err != nil {
 			return fmt.Errorf("notify_url: %w", err)
@@ -264,6 +288,32 @@ func (in Input) SolveBudget() time.Duration { return seconds(in.DeadlineSeconds)
 
 // DeliveryTimeout is delivery_timeout_seconds as a duration.
 func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }
+
+// TokenTTL is how long a result of this task stays usable after it is received: token_ttl_seconds if set, else
+// the method's TokenLifetime; zero means it does not expire.
+func (in Input) TokenTTL() time.Duration {
+	if in.TokenTTLSeconds > 0 {
+		return seconds(in.TokenTTLSeconds)
+	}
+	return TokenLifetime(in.Method)
+}
+
+// Refreshes is max_refreshes after defaults: how many fresh solves an expired, undelivered token may cost.
+func (in Input) Refreshes() int {
+	if in.MaxRefreshes == nil {
+		return DefaultMaxRefreshes
+	}
+	return *in.MaxRefreshes
+}
+
+// ExpiresAt is when a result of this task received at receivedAt expires; zero when it does not.
+func (in Input) ExpiresAt(receivedAt time.Time) time.Time {
+	ttl := in.TokenTTL()
+	if ttl <= 0 {
+		return time.Time{}
+	}
+	return receivedAt.Add(ttl)
+}
 
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 

@@ -91,14 +91,15 @@ func run(logger *slog.Logger) error {
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	workflows.Register(w, &activities.Activities{
+	// Per-method defaults reach the workflow through its registration; each task records the value it took.
+	workflows.RegisterWith(w, &activities.Activities{
 		Provider:           provider,
 		CallbackBaseURL:    cfg.CallbackBaseURL,
 		CallbackSecret:     cfg.CallbackSecret.Reveal(),
 		NotifySecret:       cfg.NotifySecret.Reveal(),
 		DeliveryTimeout:    cfg.DeliveryRequestTimeout,
 		NotifyAllowPrivate: cfg.NotifyAllowPrivate,
-	})
+	}, workflows.WorkerDefaults{CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}
@@ -112,7 +113,8 @@ func run(logger *slog.Logger) error {
 		logger.Info("metrics listening", "addr", addr)
 	}
 	logger.Info("worker ready", "task_queue", cfg.TaskQueue, "namespace", opts.Namespace,
-		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "callback_base_url", cfg.CallbackBaseURL)
+		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "callback_base_url", cfg.CallbackBaseURL,
+		"callback_timeout_by_method", cfg.CallbackTimeoutByMethod)
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return nil

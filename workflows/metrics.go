@@ -15,6 +15,11 @@ const (
 	MetricFallbackPollsStarts = "captchaflow_fallback_polls_started_total"
 	MetricResubmits           = "captchaflow_resubmits_total"
 	MetricResultLatency       = "captchaflow_result_latency_seconds"
+	// MetricTokenRefreshes counts fresh solves made because a token expired before notify_url took it (each one
+	// a paid submission).
+	MetricTokenRefreshes = "captchaflow_token_refreshes_total"
+	// MetricTokenAgeAtDelivery is a token's age (from its receipt) when notify_url accepted it.
+	MetricTokenAgeAtDelivery = "captchaflow_token_age_at_delivery_seconds"
 )
 
 // Outcomes of MetricTasksFinished.
@@ -25,6 +30,7 @@ const (
 	OutcomeDeadlineExceeded = "deadline_exceeded"
 	OutcomeInvalidInput     = "invalid_input"
 	OutcomeDeliveryFailed   = "delivery_failed"
+	OutcomeTokenExpired     = "token_expired"
 	OutcomeCancelled        = "cancelled"
 	OutcomeError            = "error"
 )

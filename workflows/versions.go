@@ -23,6 +23,13 @@ const (
 	changeBoundConfirmations = "bound-confirmations-per-submission"
 	// changeIgnoreOversizedCallback: a callback whose code is over captchaflow.MaxCodeBytes is ignored.
 	changeIgnoreOversizedCallback = "ignore-oversized-callback"
+	// changeTokenExpiry: the delivery of a token that expires is bounded by its expires_at (schedule-to-close and
+	// a denser retry schedule); still failing at expiry, the task solves again (max_refreshes) or fails
+	// TokenExpired. Asked once a token with an expiry is to be delivered.
+	changeTokenExpiry = "bound-delivery-by-token-expiry"
+	// changeCallbackTimeoutByMethod: a task whose input leaves callback_timeout_seconds unset takes the worker's
+	// per-method default (CALLBACK_TIMEOUT_BY_METHOD), recorded once with a SideEffect. Asked only for such tasks.
+	changeCallbackTimeoutByMethod = "callback-timeout-by-method"
 )
 
 // changed tells whether this task runs with changeID's new behaviour.

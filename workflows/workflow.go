@@ -29,12 +29,18 @@ var errSubmitRefused = errors.New("in.php refused the submission")
 // when it arrives in time, else from polling res.php, whichever comes first. Unsolvable answers are resubmitted up
 // to max_submits; the result is delivered to notify_url if set.
 func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
+	return solveCaptcha(ctx, in, WorkerDefaults{})
+}
+
+// solveCaptcha is SolveCaptcha with the worker's defaults (see RegisterWith).
+func solveCaptcha(ctx workflow.Context, in captchaflow.Input, defaults WorkerDefaults) (captchaflow.Result, error) {
 	s := &solver{
 		in:        in.WithDefaults(),
 		status:    captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
 		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
 		logger:    workflow.GetLogger(ctx),
 	}
+	s.defaults, s.callbackTimeoutUnset = defaults, in.CallbackTimeoutSeconds == 0
 	if err := s.setup(ctx); err != nil {
 		return captchaflow.Result{}, err
 	}
@@ -55,11 +61,19 @@ type solver struct {
 	cancelTimer workflow.CancelFunc
 	// refusals counts in.php requests refused as unsolvable; it grows the backoff before the next one.
 	refusals int
+
+	// defaults are the worker's per-method defaults; callbackTimeoutUnset tells whether the input left
+	// callback_timeout_seconds to them (see applyCallbackTimeoutDefault).
+	defaults             WorkerDefaults
+	callbackTimeoutUnset bool
+	// roundSubmits is status.Submits when the current solve began: max_submits bounds each solve (the first and
+	// every refresh) on its own.
+	roundSubmits int
 }
 
 // setup registers the status query before anything can block, so it answers from the first workflow task on.
 func (s *solver) setup(ctx workflow.Context) error {
-	return workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, func() (captchaflow.Status, error) { return s.status, nil })
+	return workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, func() (captchaflow.Status, error) { return s.statusNow(), nil })
 }
 
 // run validates the input, then submits and awaits until a submission yields a code (resubmitting while the
@@ -81,22 +95,44 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 			temporal.NewNonRetryableApplicationError("invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil))
 	}
 	s.deadlineAt = workflow.Now(ctx).Add(s.in.SolveBudget())
+	if s.callbackTimeoutUnset && changed(ctx, changeCallbackTimeoutByMethod) {
+		s.applyCallbackTimeoutDefault(ctx)
+	}
 	s.setPhase(ctx, captchaflow.PhaseSubmitting)
 
-	var res captchaflow.Result
-	for {
-		var err error
-		res, err = s.attempt(ctx)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errResubmit) {
+	res, err := s.solve(ctx)
+	if err != nil {
+		return captchaflow.Result{}, s.fail(ctx, failureOutcome(err), err)
+	}
+	if s.in.NotifyURL != "" {
+		s.cancelTimer()
+		if res, err = s.deliverFresh(ctx, res); err != nil {
 			return captchaflow.Result{}, s.fail(ctx, failureOutcome(err), err)
 		}
-		if s.status.Submits >= s.in.MaxSubmits {
-			return captchaflow.Result{}, s.fail(ctx, OutcomeUnsolvable, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("the provider could not solve the task in %d submission(s); last: %v", s.status.Submits, err),
-				captchaflow.FailureUnsolvable, nil))
+	}
+	s.setPhase(ctx, captchaflow.PhaseDone)
+	countFinished(ctx, successOutcome(res.Via))
+	return res, nil
+}
+
+// solve submits and awaits until a submission yields a code, resubmitting while the provider answers unsolvable,
+// up to max_submits in.php requests for this solve. Its failures are ready to return (failureOutcome names them).
+func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
+	s.roundSubmits = s.status.Submits
+	for {
+		res, err := s.attempt(ctx)
+		if err == nil {
+			res = s.received(ctx, res)
+			recordResultLatency(ctx, res.ReceivedAt.Sub(res.SubmittedAt))
+			return res, nil
+		}
+		if !errors.Is(err, errResubmit) {
+			return captchaflow.Result{}, err
+		}
+		if n := s.status.Submits - s.roundSubmits; n >= s.in.MaxSubmits {
+			return captchaflow.Result{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("the provider could not solve the task in %d submission(s); last: %v", n, err),
+				captchaflow.FailureUnsolvable, nil)
 		}
 		s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits, "Reason", err)
 		if s.cancelTimer != nil {
@@ -105,21 +141,10 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 		countResubmit(ctx)
 		if errors.Is(err, errSubmitRefused) {
 			if err := s.backOff(ctx); err != nil {
-				return captchaflow.Result{}, s.fail(ctx, failureOutcome(err), err)
+				return captchaflow.Result{}, err
 			}
 		}
 	}
-
-	recordResultLatency(ctx, res.ReceivedAt.Sub(res.SubmittedAt))
-	if s.in.NotifyURL != "" {
-		s.cancelTimer()
-		if err := s.deliver(ctx, res); err != nil {
-			return captchaflow.Result{}, s.fail(ctx, failureOutcome(err), err)
-		}
-	}
-	s.setPhase(ctx, captchaflow.PhaseDone)
-	countFinished(ctx, successOutcome(res.Via))
-	return res, nil
 }
 
 // attempt makes one submission and waits for its result.
@@ -219,13 +244,31 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
 	if err != nil {
 		return err
 	}
-	err = workflow.ExecuteActivity(deliverOptions(ctx, s.in.DeliveryTimeout()), acts.Deliver,
+	opts := deliverOptions(ctx, s.in.DeliveryTimeout())
+	// A token that expires is delivered only while it lives: the delivery's schedule-to-close ends just before
+	// expires_at (the attempt in flight is cut off then too: its context's deadline is the schedule-to-close).
+	untilExpiry := time.Duration(-1)
+	if !res.ExpiresAt.IsZero() && changed(ctx, changeTokenExpiry) {
+		untilExpiry = res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
+		if untilExpiry <= 0 {
+			return fmt.Errorf("%w before its delivery began", errTokenExpired)
+		}
+		if untilExpiry < s.in.DeliveryTimeout() {
+			opts = expiringDeliverOptions(ctx, untilExpiry)
+		} else {
+			untilExpiry = -1 // delivery_timeout_seconds ends first: a failure is DeliveryFailed as before
+		}
+	}
+	err = workflow.ExecuteActivity(opts, acts.Deliver,
 		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body}).Get(ctx, nil)
 	if err != nil {
 		if temporal.IsCanceledError(err) && ctx.Err() != nil {
 			// The workflow was cancelled while delivering: it ends cancelled (as it asked), and the result stays in
 			// the cancellation's details, so it is not lost either.
 			return temporal.NewCanceledError(res)
+		}
+		if untilExpiry > 0 && expiredWhileFailing(err) {
+			return fmt.Errorf("%w while notify_url kept failing: %w", errTokenExpired, err)
 		}
 		// The result stays in the failure's details (and in history): a failed delivery never loses it.
 		return temporal.NewNonRetryableApplicationError("delivering the result to notify_url failed: "+err.Error(),
@@ -307,6 +350,8 @@ func failureOutcome(err error) string {
 			return OutcomeUnsolvable
 		case captchaflow.FailureDeliveryFailed:
 			return OutcomeDeliveryFailed
+		case captchaflow.FailureTokenExpired:
+			return OutcomeTokenExpired
 		}
 	}
 	return OutcomeError

@@ -239,7 +239,7 @@ func (s *SolveCaptchaSuite) TestDeliveryGivingUpKeepsResultInFailure() {
 	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "KEEP-ME", Authenticated: true})
 	in := recaptcha()
 	in.NotifyURL = "https://downstream.example/hook"
-	in.DeliveryTimeoutSeconds = 600
+	in.DeliveryTimeoutSeconds = 60 // ends before the token's 120 s: DeliveryFailed, not TokenExpired
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 
 	s.Equal(captchaflow.FailureDeliveryFailed, s.failureType())

@@ -46,6 +46,10 @@ type Worker struct {
 	MaxConcurrentWorkflowTasks int `env:"WORKER_MAX_CONCURRENT_WORKFLOW_TASKS" envDefault:"0"`
 	// StickyCacheSize caps the workflows kept in memory (the SDK default of 10 000 took ~490 MiB).
 	StickyCacheSize int `env:"WORKER_STICKY_CACHE_SIZE"` // default DefaultStickyCacheSize
+	// CallbackTimeoutByMethod is the callback timeout of a task of that method whose input leaves
+	// callback_timeout_seconds unset, e.g. "turnstile=60s,userrecaptcha=45s"; other methods keep 120 s. A task
+	// records the value it took when it starts, so changing it affects new tasks only.
+	CallbackTimeoutByMethod MethodTimeouts `env:"CALLBACK_TIMEOUT_BY_METHOD"`
 }
 
 // Ingress is the ingress's configuration.

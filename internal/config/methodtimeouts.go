@@ -1,0 +1,43 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// MethodTimeouts is a per-method duration setting: "method=duration,…" (e.g. "turnstile=60s,userrecaptcha=45s").
+// Each duration is whole seconds from 1 s to 24 h (the range of callback_timeout_seconds); a method appears once.
+type MethodTimeouts map[string]time.Duration
+
+var methodName = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+
+// UnmarshalText parses the setting; its errors name the variable and the entry that is wrong.
+func (m *MethodTimeouts) UnmarshalText(text []byte) error {
+	out := MethodTimeouts{}
+	for entry := range strings.SplitSeq(string(text), ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		method, value, ok := strings.Cut(entry, "=")
+		method, value = strings.TrimSpace(method), strings.TrimSpace(value)
+		switch d, err := time.ParseDuration(value); {
+		case !ok:
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not method=duration", entry)
+		case !methodName.MatchString(method):
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not a provider method name", method)
+		case out[method] != 0:
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %s appears twice", method)
+		case err != nil:
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %s=%.40q is not a duration (e.g. 60s)", method, value)
+		case d < time.Second || d > 24*time.Hour || d%time.Second != 0:
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %s=%s must be whole seconds from 1s to 24h", method, d)
+		default:
+			out[method] = d
+		}
+	}
+	*m = out
+	return nil
+}

@@ -1,0 +1,171 @@
+package workflows
+
+// Token freshness (issue #10 §3): a result carries expires_at, its delivery to notify_url is bounded by it, and a
+// token that expires undelivered is replaced by a fresh solve (max_refreshes) or the task fails TokenExpired.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
+)
+
+// errTokenExpired marks a delivery that ended because the token expired (or would have before another attempt):
+// the workflow refreshes the token or fails TokenExpired.
+var errTokenExpired = errors.New("the token expired undelivered")
+
+// deliveryExpiryMargin ends a token's delivery this long before its expires_at, so that an attempt in flight is cut
+// off while the token still lives and workers' clocks a little apart cannot deliver it dead.
+const deliveryExpiryMargin = 2 * time.Second
+
+// WorkerDefaults are the worker's configured defaults the workflow applies to a task's input. They reach the
+// workflow through RegisterWith, and a task records what it used (a SideEffect), so a worker with other settings
+// replays it the same.
+type WorkerDefaults struct {
+	// CallbackTimeoutByMethod is the callback timeout for a task of that method whose input leaves
+	// callback_timeout_seconds unset (CALLBACK_TIMEOUT_BY_METHOD); a method not listed keeps
+	// captchaflow.DefaultCallbackTimeoutSeconds.
+	CallbackTimeoutByMethod map[string]time.Duration
+}
+
+// RegisterWith is Register for a worker with configured defaults: SolveCaptcha, under its contract name, applies
+// them. A replayer needs none (RegisterWorkflow): what a task used is in its history.
+func RegisterWith(r worker.Registry, acts *activities.Activities, defaults WorkerDefaults) {
+	r.RegisterWorkflowWithOptions(solveCaptchaWith(defaults), workflow.RegisterOptions{Name: captchaflow.WorkflowType})
+	registerReport(r) // ReportVerdict
+	r.RegisterActivity(acts)
+}
+
+// solveCaptchaWith is SolveCaptcha applying defaults.
+func solveCaptchaWith(defaults WorkerDefaults) func(workflow.Context, captchaflow.Input) (captchaflow.Result, error) {
+	return func(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
+		return solveCaptcha(ctx, in, defaults)
+	}
+}
+
+// applyCallbackTimeoutDefault sets the callback timeout of a task whose input left it unset to the worker's
+// default for its method, read once and recorded in history: the worker's settings may change, the task's
+// timeout does not. It costs the task one marker event (one billable action on Temporal Cloud).
+func (s *solver) applyCallbackTimeoutDefault(ctx workflow.Context) {
+	var secs int
+	err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		return int(s.defaults.CallbackTimeoutByMethod[s.in.Method] / time.Second)
+	}).Get(&secs)
+	if err != nil {
+		s.logger.Warn("could not read the worker's callback timeout default; keeping the default", "Error", err)
+		return
+	}
+	if secs > 0 {
+		s.in.CallbackTimeoutSeconds = secs
+	}
+}
+
+// received stamps a freshly received result with its expiry and makes it the status's current token.
+func (s *solver) received(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {
+	res.ExpiresAt = s.in.ExpiresAt(res.ReceivedAt)
+	res.Refreshes = s.status.Refreshes
+	s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
+	return res
+}
+
+// statusNow is the status as the query answers it: with the current token's age by the answering worker's clock
+// (workflow time stands still while a delivery is retried, so it would not tell the age).
+func (s *solver) statusNow() captchaflow.Status {
+	st := s.status
+	if !st.ReceivedAt.IsZero() {
+		// A query changes nothing in the workflow; the wall clock only shapes its answer.
+		//workflowcheck:ignore
+		st.TokenAgeSeconds = max(0, time.Since(st.ReceivedAt).Round(100*time.Millisecond).Seconds())
+	}
+	return st
+}
+
+// deliverFresh delivers res to notify_url while its token lives. Delivery still failing when it expires, it solves
+// again — a new, paid submission, up to max_refreshes — and delivers the fresh token; past that the task fails
+// TokenExpired with the last result in its details. It returns the result that was delivered.
+func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (captchaflow.Result, error) {
+	for {
+		err := s.deliver(ctx, res)
+		if err == nil {
+			recordTokenAgeAtDelivery(ctx, workflow.Now(ctx).Sub(res.ReceivedAt))
+			return res, nil
+		}
+		if !errors.Is(err, errTokenExpired) {
+			return res, err
+		}
+		if s.status.Refreshes >= s.in.Refreshes() || workerConfigFailure(err) {
+			return res, tokenExpired(res, s.in.Refreshes(), err)
+		}
+		s.status.Refreshes++
+		countTokenRefresh(ctx)
+		s.logger.Warn("the token expired undelivered; solving again", "ProviderTaskID", res.ProviderTaskID,
+			"ExpiresAt", res.ExpiresAt, "Refresh", s.status.Refreshes, "MaxRefreshes", s.in.Refreshes(), "Error", err)
+		// A refresh is a solve of its own: a fresh deadline_seconds and max_submits, and no backoff carried over.
+		s.deadlineAt = workflow.Now(ctx).Add(s.in.SolveBudget())
+		s.refusals = 0
+		next, err := s.solve(ctx)
+		if err != nil {
+			return res, err
+		}
+		s.cancelTimer()
+		res = next
+	}
+}
+
+// tokenExpired is the TokenExpired failure; its details carry the last result, as DeliveryFailed's do.
+func tokenExpired(res captchaflow.Result, maxRefreshes int, cause error) error {
+	msg := fmt.Sprintf("the token expired at %s before notify_url accepted it", res.ExpiresAt.UTC().Format(time.RFC3339))
+	if maxRefreshes > 0 {
+		msg += fmt.Sprintf(", after %d refresh(es) (max_refreshes=%d)", res.Refreshes, maxRefreshes)
+	} else {
+		msg += " (max_refreshes=0: no refresh)"
+	}
+	return temporal.NewNonRetryableApplicationError(msg+": "+cause.Error(), captchaflow.FailureTokenExpired, cause, res)
+}
+
+// expiredWhileFailing tells whether a failed, expiry-bounded delivery failed because time ran out (a timeout, or a
+// retryable failure with no time left to retry) rather than for good (a notify_url refused, which a fresh token
+// would not change either).
+func expiredWhileFailing(err error) bool {
+	if isTimeout(err) {
+		return true
+	}
+	var appErr *temporal.ApplicationError
+	return !errors.As(err, &appErr) || !appErr.NonRetryable()
+}
+
+// workerConfigFailure: the delivery failed because the worker cannot sign (NOTIFY_SECRET unset); a fresh token
+// would meet the same worker, so no paid refresh is spent on it.
+func workerConfigFailure(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == activities.FailureWorkerConfig
+}
+
+// expiringDeliverOptions bound a delivery by its token's life: schedule-to-close ends before expires_at, and the
+// retries are spaced at most an eighth of that (1 s to 1 min) so notify_url is tried until close to the end.
+func expiringDeliverOptions(ctx workflow.Context, untilExpiry time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    min(deliverStartToClose, untilExpiry),
+		HeartbeatTimeout:       heartbeatTimeout,
+		ScheduleToCloseTimeout: untilExpiry,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    min(time.Minute, max(time.Second, untilExpiry/8)),
+		},
+	})
+}
+
+func countTokenRefresh(ctx workflow.Context) {
+	workflow.GetMetricsHandler(ctx).Counter(MetricTokenRefreshes).Inc(1)
+}
+
+func recordTokenAgeAtDelivery(ctx workflow.Context, d time.Duration) {
+	workflow.GetMetricsHandler(ctx).Timer(MetricTokenAgeAtDelivery).Record(d)
+}
