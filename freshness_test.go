@@ -32,7 +32,8 @@ func TestTokenFreshnessFieldsDecodeAndDefault(t *testing.T) {
 
 func TestTokenFreshnessFieldsValidated(t *testing.T) {
 	for js, want := range map[string]string{
-		`{"method":"custom","params":{"a":"b"},"token_ttl_seconds":-1}`:    "token_ttl_seconds: -1 is out of range [0, 86400]",
+		`{"method":"custom","params":{"a":"b"},"token_ttl_seconds":-1}`:    "token_ttl_seconds: -1 is out of range [10, 86400]",
+		`{"method":"custom","params":{"a":"b"},"token_ttl_seconds":9}`:     "token_ttl_seconds: 9 is out of range [10, 86400]",
 		`{"method":"custom","params":{"a":"b"},"token_ttl_seconds":86401}`: "token_ttl_seconds",
 		`{"method":"custom","params":{"a":"b"},"token_ttl_seconds":"120"}`: "token_ttl_seconds: must be an integer",
 		`{"method":"custom","params":{"a":"b"},"max_refreshes":-1}`:        "max_refreshes: -1 is out of range [0, 5]",
@@ -46,7 +47,7 @@ func TestTokenFreshnessFieldsValidated(t *testing.T) {
 		}
 	}
 	for _, ok := range []string{
-		`{"method":"custom","params":{"a":"b"},"max_refreshes":5,"token_ttl_seconds":1}`,
+		`{"method":"custom","params":{"a":"b"},"max_refreshes":5,"token_ttl_seconds":10}`,
 		`{"method":"custom","params":{"a":"b"},"max_refreshes":0,"token_ttl_seconds":86400}`,
 	} {
 		assert.NoError(t, decode(t, ok).Validate(), ok)

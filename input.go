@@ -26,6 +26,8 @@ const (
 	DefaultMaxRefreshes = 1
 	// MaxMaxRefreshes bounds max_refreshes: each refresh is a paid solve.
 	MaxMaxRefreshes = 5
+	// MinTokenTTLSeconds is the shortest token_ttl_seconds accepted.
+	MinTokenTTLSeconds = 10
 )
 
 // Input starts one SolveCaptcha workflow. Durations are whole seconds so that any client (TypeScript, Python, the
@@ -48,7 +50,8 @@ type Input struct {
 	// DeliveryTimeoutSeconds bounds the retries of the delivery to NotifyURL.
 	DeliveryTimeoutSeconds int `json:"delivery_timeout_seconds,omitempty"`
 	// TokenTTLSeconds overrides the method's token lifetime (TokenLifetimes): the result expires this long after
-	// it is received. Zero (unset) keeps the table's lifetime, or no expiry for a method the table does not list.
+	// it is received (MinTokenTTLSeconds to 24 h). Zero (unset) keeps the table's lifetime, or no expiry for a
+	// method the table does not list.
 	TokenTTLSeconds int `json:"token_ttl_seconds,omitempty"`
 	// MaxRefreshes bounds the fresh solves made when delivery to NotifyURL is still failing as the token expires
 	// (each is a new, paid submission, counted apart from MaxSubmits). Unset (nil) is DefaultMaxRefreshes; 0
@@ -246,8 +249,12 @@ func (in Input) Validate() error {
 	if err := checkRange("delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30*24*60*60); err != nil {
 		return err
 	}
-	if err := checkRange("token_ttl_seconds", in.TokenTTLSeconds, 0, 24*60*60); err != nil {
-		return err
+	if in.TokenTTLSeconds != 0 { // 0: the method's lifetime
+		// Under MinTokenTTLSeconds a token could not even be offered to notify_url before it expired, and every
+		// refresh would be paid for nothing.
+		if err := checkRange("token_ttl_seconds", in.TokenTTLSeconds, MinTokenTTLSeconds, 24*60*60); err != nil {
+			return err
+		}
 	}
 	if in.MaxRefreshes != nil {
 		if err := checkRange("max_refreshes", *in.MaxRefreshes, 0, MaxMaxRefreshes); err != nil {
