@@ -34,6 +34,8 @@ func droppedInput(solveMS int) captchaflow.Input {
 func (b *bench) pollPath(ctx context.Context) []PollPathResult {
 	out := make([]PollPathResult, len(b.cfg.polls))
 	var wg sync.WaitGroup
+	// The token age at delivery with the default timeouts (tokenage.go, about two minutes) runs alongside.
+	wg.Go(func() { b.tokenAge(ctx) })
 	for i, k := range b.cfg.polls {
 		wg.Go(func() {
 			solveMS := (pollCallbackTimeout + (k-1)*pollInterval) * 1000
