@@ -116,7 +116,8 @@ func sortTokenAge(rs []TokenAgeResult) {
 // renderTokenAge is the Markdown table of the token ages.
 func renderTokenAge(rs []TokenAgeResult) string {
 	var sb strings.Builder
-	sb.WriteString("Token age at delivery, poll path (pingback lost), default callback timeout and poll interval\n\n")
+	sb.WriteString("Token age at delivery, poll path (pingback lost), callback_timeout_seconds and poll_interval_seconds " +
+		"unset (the contract's 120 s / 5 s unless -worker-env CALLBACK_TIMEOUT_BY_METHOD=… sets the worker's)\n\n")
 	sb.WriteString("| method | lifetime, s | provider solve, s | submit → result, s | age at delivery, s | life left, s | expires_at says left, s |\n")
 	sb.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rs {
