@@ -87,6 +87,8 @@ func submitOutcomeUnknown(err error) bool {
 // max_submits) or, at the deadline, DeadlineExceeded.
 func (s *solver) awaitLostSubmission(ctx workflow.Context, submittedAt time.Time, cause error) (captchaflow.Result, error) {
 	previous := s.status.ProviderTaskID
+	// The status query shows this submission: its provider task ID is unknown until its callback names it.
+	s.status.ProviderTaskID = ""
 	s.status.Submits++
 	s.status.SubmittedAt = submittedAt
 	s.setPhase(ctx, captchaflow.PhaseAwaitingCallback)

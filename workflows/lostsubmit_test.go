@@ -171,3 +171,21 @@ func (s *SolveCaptchaSuite) TestLostAwarePolicyLeavesSharedListAlone() {
 	s.result()
 	s.Equal(before, activities.NonRetryableProviderErrors)
 }
+
+// While the lost submission's answer is awaited, the status query shows it: awaiting its callback, counted, with no
+// provider task ID yet (not the previous submission's).
+func (s *SolveCaptchaSuite) TestLostSubmitStatusWhileWaiting() {
+	s.expectSubmitCalls(lostAnswer())
+	s.env.RegisterDelayedCallback(func() {
+		v, err := s.env.QueryWorkflow(captchaflow.StatusQuery)
+		s.Require().NoError(err)
+		var st captchaflow.Status
+		s.Require().NoError(v.Get(&st))
+		s.Equal(captchaflow.PhaseAwaitingCallback, st.Phase)
+		s.Equal(1, st.Submits)
+		s.Empty(st.ProviderTaskID)
+	}, 10*time.Second)
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "31", Code: "CODE-31", Authenticated: true})
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.Equal("31", s.result().ProviderTaskID)
+}
