@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 type DeliverRequest struct {
 	NotifyURL string          `json:"notify_url"`
 	Body      json.RawMessage `json:"body"`
+	// Refresh is 0 for the task's first token and N for the token of its Nth refresh (a fresh solve after the
+	// previous token expired undelivered): a new result, so a new webhook-id.
+	Refresh int `json:"refresh,omitempty"`
 }
 
 // Metric names for deliveries.
@@ -44,12 +48,18 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
 	return err
 }
 
-// DeliveryID is the webhook-id of the delivery of one workflow run's result: "<workflow ID>.<run ID>". Retries of
-// the delivery (activity attempts, a worker restart) keep it, so a receiver deduplicates them; another run under
-// the same workflow ID (a failed task started again, a reset) delivers a new result under a new ID, so the receiver
-// does not drop it as a duplicate. The run ID is a UUID (36 characters), so the workflow ID is everything before
-// the last 37 characters even though workflow IDs may contain dots.
-func DeliveryID(workflowID, runID string) string { return workflowID + "." + runID }
+// DeliveryID is the webhook-id of the delivery of one result: "<workflow ID>.<run ID>", and ".r<N>" after it for
+// the token of the Nth refresh. Retries of the delivery (activity attempts, a worker restart) keep it, so a
+// receiver deduplicates them; another run under the same workflow ID (a failed task started again, a reset) or a
+// refreshed token is a new result under a new ID, so the receiver does not drop it as a duplicate. The run ID is a
+// UUID (36 characters), so the workflow ID is recoverable even though workflow IDs may contain dots.
+func DeliveryID(workflowID, runID string, refresh int) string {
+	id := workflowID + "." + runID
+	if refresh > 0 {
+		id += ".r" + strconv.Itoa(refresh)
+	}
+	return id
+}
 
 func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	if err := checkNotifyURL(req.NotifyURL); err != nil {
@@ -60,7 +70,7 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 		return temporal.NewApplicationError(err.Error(), FailureWorkerConfig)
 	}
 	exec := activity.GetInfo(ctx).WorkflowExecution
-	msgID := DeliveryID(exec.ID, exec.RunID)
+	msgID := DeliveryID(exec.ID, exec.RunID, req.Refresh)
 	now := time.Now()
 	signature, err := signer.Sign(msgID, now, req.Body)
 	if err != nil {

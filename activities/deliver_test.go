@@ -261,10 +261,12 @@ func TestDeliveryIDIsStableAcrossRetriesAndNewPerRun(t *testing.T) {
 
 func TestDeliveryID(t *testing.T) {
 	const run = "0b0f4d2a-5d4e-4c3f-9a51-8e2f0c1d2e3f"
-	id := DeliveryID("order-42.login", run)
+	id := DeliveryID("order-42.login", run, 0)
 	assert.Equal(t, "order-42.login."+run, id)
 	assert.Equal(t, "order-42.login", id[:len(id)-len(run)-1], "the workflow ID is all but the run ID's 37 trailing characters")
-	assert.NotEqual(t, DeliveryID("a", fmt.Sprint(run[:35], "0")), DeliveryID("a", run))
+	assert.NotEqual(t, DeliveryID("a", fmt.Sprint(run[:35], "0"), 0), DeliveryID("a", run, 0))
+	assert.Equal(t, "order-42.login."+run+".r1", DeliveryID("order-42.login", run, 1), "a refreshed token is a new result")
+	assert.NotEqual(t, DeliveryID("a", run, 1), DeliveryID("a", run, 2))
 }
 
 func TestCheckNotifySecret(t *testing.T) {

@@ -17,8 +17,9 @@ import (
 
 // delivered is one Deliver call as the mock saw it: the body's task and result, and the (test) time of the call.
 type delivered struct {
-	at  time.Time
-	res captchaflow.Result
+	at      time.Time
+	res     captchaflow.Result
+	refresh int // DeliverRequest.Refresh: which token of the task, for its webhook-id
 }
 
 // deliverFailingFor makes notify_url refuse every delivery of a code in refuse and accept any other, recording
@@ -30,7 +31,7 @@ func (s *SolveCaptchaSuite) deliverFailingFor(refuse ...string) *[]delivered {
 		var n notification
 		s.Require().NoError(json.Unmarshal(req.Body, &n))
 		mu.Lock()
-		*calls = append(*calls, delivered{at: s.env.Now(), res: n.Result})
+		*calls = append(*calls, delivered{at: s.env.Now(), res: n.Result, refresh: req.Refresh})
 		mu.Unlock()
 		for _, code := range refuse {
 			if n.Code == code {
@@ -126,9 +127,11 @@ func (s *SolveCaptchaSuite) TestRefreshDeliversFreshToken() {
 	s.neverExpired(*calls)
 	last := (*calls)[len(*calls)-1]
 	s.Equal("CODE-222", last.res.Code, "the fresh token was delivered")
+	s.Equal(1, last.refresh, "the fresh token is a new result: a new webhook-id")
 	s.Greater(len(*calls), 5, "the first token was retried until close to its expiry")
 	for _, c := range (*calls)[:len(*calls)-1] {
 		s.Equal("CODE-111", c.res.Code)
+		s.Equal(0, c.refresh, "retries of one delivery keep its webhook-id")
 	}
 	s.Equal(captchaflow.PhaseDelivering, during.Phase)
 	s.False(during.ReceivedAt.IsZero())

@@ -260,7 +260,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
 		}
 	}
 	err = workflow.ExecuteActivity(opts, acts.Deliver,
-		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body}).Get(ctx, nil)
+		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body, Refresh: res.Refreshes}).Get(ctx, nil)
 	if err != nil {
 		if temporal.IsCanceledError(err) && ctx.Err() != nil {
 			// The workflow was cancelled while delivering: it ends cancelled (as it asked), and the result stays in
