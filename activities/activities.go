@@ -29,6 +29,9 @@ type Activities struct {
 	// NotifyAllowPrivate lets deliveries reach loopback and private-network addresses (local development, the
 	// demo); by default only public addresses are delivered to. See NewDeliveryClient.
 	NotifyAllowPrivate bool
+	// CallbackTimeoutByMethod is the callback timeout, per in.php method, of a task that leaves
+	// callback_timeout_seconds unset (CALLBACK_TIMEOUT_BY_METHOD); Submit hands it to the workflow.
+	CallbackTimeoutByMethod map[string]time.Duration
 
 	httpOnce   sync.Once
 	httpClient *http.Client

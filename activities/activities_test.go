@@ -85,6 +85,19 @@ func (s *ActivitiesSuite) TestSubmitGivesProviderTheTokenedCallbackURL() {
 	s.True(callbackauth.Valid(u.Query().Get("t"), "default-test-workflow-id", "callback-secret-value"))
 }
 
+// TestSubmitHandsBackTheWorkersCallbackTimeoutForTheMethod: CALLBACK_TIMEOUT_BY_METHOD reaches the workflow in
+// Submit's result, for the method submitted only.
+func (s *ActivitiesSuite) TestSubmitHandsBackTheWorkersCallbackTimeoutForTheMethod() {
+	s.acts.CallbackTimeoutByMethod = map[string]time.Duration{"turnstile": 45 * time.Second}
+	for method, want := range map[string]int{"turnstile": 45, "userrecaptcha": 0} {
+		v, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: method, Params: map[string]string{"a": "b"}})
+		s.Require().NoError(err)
+		var res SubmitResult
+		s.Require().NoError(v.Get(&res))
+		s.Equal(want, res.CallbackTimeoutSeconds, method)
+	}
+}
+
 func (s *ActivitiesSuite) TestProviderErrorsBecomeTypedApplicationErrors() {
 	cases := []struct {
 		err       error

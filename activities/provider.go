@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -21,6 +22,10 @@ type SubmitRequest struct {
 // SubmitResult is the provider's task ID for the new submission.
 type SubmitResult struct {
 	ProviderTaskID string `json:"provider_task_id"`
+	// CallbackTimeoutSeconds is this worker's callback timeout for the method (CALLBACK_TIMEOUT_BY_METHOD), 0 when
+	// it has none. A task that left callback_timeout_seconds unset waits this long: carried in the activity's
+	// result, the value is in history, so the task keeps it on replay and on any worker, at no extra event.
+	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
 }
 
 // Submit sends the task to in.php with this workflow's callback URL as pingback. Its answer is counted in
@@ -43,7 +48,7 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 		return SubmitResult{}, providerError(ctx, err)
 	}
 	activity.GetLogger(ctx).Info("submitted to provider", "ProviderTaskID", id)
-	return SubmitResult{ProviderTaskID: id}, nil
+	return SubmitResult{ProviderTaskID: id, CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil
 }
 
 // PollRequest names the provider task to look up.

@@ -91,15 +91,15 @@ func run(logger *slog.Logger) error {
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	// Per-method defaults reach the workflow through its registration; each task records the value it took.
-	workflows.RegisterWith(w, &activities.Activities{
-		Provider:           provider,
-		CallbackBaseURL:    cfg.CallbackBaseURL,
-		CallbackSecret:     cfg.CallbackSecret.Reveal(),
-		NotifySecret:       cfg.NotifySecret.Reveal(),
-		DeliveryTimeout:    cfg.DeliveryRequestTimeout,
-		NotifyAllowPrivate: cfg.NotifyAllowPrivate,
-	}, workflows.WorkerDefaults{CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod})
+	workflows.Register(w, &activities.Activities{
+		Provider:                provider,
+		CallbackBaseURL:         cfg.CallbackBaseURL,
+		CallbackSecret:          cfg.CallbackSecret.Reveal(),
+		NotifySecret:            cfg.NotifySecret.Reveal(),
+		DeliveryTimeout:         cfg.DeliveryRequestTimeout,
+		NotifyAllowPrivate:      cfg.NotifyAllowPrivate,
+		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod, // Submit hands the method's value to the workflow
+	})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
@@ -23,48 +22,6 @@ var errTokenExpired = errors.New("the token expired undelivered")
 // deliveryExpiryMargin ends a token's delivery this long before its expires_at, so that an attempt in flight is cut
 // off while the token still lives and workers' clocks a little apart cannot deliver it dead.
 const deliveryExpiryMargin = 2 * time.Second
-
-// WorkerDefaults are the worker's configured defaults the workflow applies to a task's input. They reach the
-// workflow through RegisterWith, and a task records what it used (a SideEffect), so a worker with other settings
-// replays it the same.
-type WorkerDefaults struct {
-	// CallbackTimeoutByMethod is the callback timeout for a task of that method whose input leaves
-	// callback_timeout_seconds unset (CALLBACK_TIMEOUT_BY_METHOD); a method not listed keeps
-	// captchaflow.DefaultCallbackTimeoutSeconds.
-	CallbackTimeoutByMethod map[string]time.Duration
-}
-
-// RegisterWith is Register for a worker with configured defaults: SolveCaptcha, under its contract name, applies
-// them. A replayer needs none (RegisterWorkflow): what a task used is in its history.
-func RegisterWith(r worker.Registry, acts *activities.Activities, defaults WorkerDefaults) {
-	r.RegisterWorkflowWithOptions(solveCaptchaWith(defaults), workflow.RegisterOptions{Name: captchaflow.WorkflowType})
-	registerReport(r) // ReportVerdict
-	r.RegisterActivity(acts)
-}
-
-// solveCaptchaWith is SolveCaptcha applying defaults.
-func solveCaptchaWith(defaults WorkerDefaults) func(workflow.Context, captchaflow.Input) (captchaflow.Result, error) {
-	return func(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
-		return solveCaptcha(ctx, in, defaults)
-	}
-}
-
-// applyCallbackTimeoutDefault sets the callback timeout of a task whose input left it unset to the worker's
-// default for its method, read once and recorded in history: the worker's settings may change, the task's
-// timeout does not. It costs the task one marker event (one billable action on Temporal Cloud).
-func (s *solver) applyCallbackTimeoutDefault(ctx workflow.Context) {
-	var secs int
-	err := workflow.SideEffect(ctx, func(workflow.Context) any {
-		return int(s.defaults.CallbackTimeoutByMethod[s.in.Method] / time.Second)
-	}).Get(&secs)
-	if err != nil {
-		s.logger.Warn("could not read the worker's callback timeout default; keeping the default", "Error", err)
-		return
-	}
-	if secs > 0 {
-		s.in.CallbackTimeoutSeconds = secs
-	}
-}
 
 // received stamps a freshly received result with its expiry and makes it the status's current token.
 func (s *solver) received(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -209,15 +208,15 @@ func (s *SolveCaptchaSuite) TestDeliveredBeforeExpiryIsNotRefreshed() {
 // TestCallbackTimeoutByMethod: the worker's per-method default applies to a task that leaves
 // callback_timeout_seconds unset, and an explicit value wins.
 func (s *SolveCaptchaSuite) TestCallbackTimeoutByMethod() {
-	defaults := WorkerDefaults{CallbackTimeoutByMethod: map[string]time.Duration{"userrecaptcha": 30 * time.Second}}
 	for _, tc := range []struct {
 		set  int
 		want time.Duration
 	}{{0, 30 * time.Second}, {50, 50 * time.Second}} {
 		env := s.NewTestWorkflowEnvironment()
-		env.RegisterWorkflowWithOptions(solveCaptchaWith(defaults), workflow.RegisterOptions{Name: captchaflow.WorkflowType})
-		env.RegisterActivity(&activities.Activities{})
-		env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
+		Register(env, &activities.Activities{})
+		// The worker's Submit hands back its per-method default (CALLBACK_TIMEOUT_BY_METHOD=userrecaptcha=30s).
+		env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+			activities.SubmitResult{ProviderTaskID: "111", CallbackTimeoutSeconds: 30}, nil).Once()
 		env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(activities.PollResult{Code: "POLLED"}, nil).Once()
 		in := recaptcha()
 		in.CallbackTimeoutSeconds = tc.set

@@ -27,9 +27,6 @@ const (
 	// a denser retry schedule); still failing at expiry, the task solves again (max_refreshes) or fails
 	// TokenExpired. Asked once a token with an expiry is to be delivered.
 	changeTokenExpiry = "bound-delivery-by-token-expiry"
-	// changeCallbackTimeoutByMethod: a task whose input leaves callback_timeout_seconds unset takes the worker's
-	// per-method default (CALLBACK_TIMEOUT_BY_METHOD), recorded once with a SideEffect. Asked only for such tasks.
-	changeCallbackTimeoutByMethod = "callback-timeout-by-method"
 )
 
 // changed tells whether this task runs with changeID's new behaviour.

@@ -29,18 +29,14 @@ var errSubmitRefused = errors.New("in.php refused the submission")
 // when it arrives in time, else from polling res.php, whichever comes first. Unsolvable answers are resubmitted up
 // to max_submits; the result is delivered to notify_url if set.
 func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
-	return solveCaptcha(ctx, in, WorkerDefaults{})
-}
-
-// solveCaptcha is SolveCaptcha with the worker's defaults (see RegisterWith).
-func solveCaptcha(ctx workflow.Context, in captchaflow.Input, defaults WorkerDefaults) (captchaflow.Result, error) {
 	s := &solver{
 		in:        in.WithDefaults(),
 		status:    captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
 		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
 		logger:    workflow.GetLogger(ctx),
+		// Read before WithDefaults fills it in: such a task takes the worker's per-method default (see attempt).
+		callbackTimeoutUnset: in.CallbackTimeoutSeconds == 0,
 	}
-	s.defaults, s.callbackTimeoutUnset = defaults, in.CallbackTimeoutSeconds == 0
 	if err := s.setup(ctx); err != nil {
 		return captchaflow.Result{}, err
 	}
@@ -62,9 +58,8 @@ type solver struct {
 	// refusals counts in.php requests refused as unsolvable; it grows the backoff before the next one.
 	refusals int
 
-	// defaults are the worker's per-method defaults; callbackTimeoutUnset tells whether the input left
-	// callback_timeout_seconds to them (see applyCallbackTimeoutDefault).
-	defaults             WorkerDefaults
+	// callbackTimeoutUnset tells whether the input left callback_timeout_seconds to the worker's per-method
+	// default, which each accepted Submit hands back (SubmitResult.CallbackTimeoutSeconds).
 	callbackTimeoutUnset bool
 	// roundSubmits is status.Submits when the current solve began: max_submits bounds each solve (the first and
 	// every refresh) on its own.
@@ -95,9 +90,6 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 			temporal.NewNonRetryableApplicationError("invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil))
 	}
 	s.deadlineAt = workflow.Now(ctx).Add(s.in.SolveBudget())
-	if s.callbackTimeoutUnset && changed(ctx, changeCallbackTimeoutByMethod) {
-		s.applyCallbackTimeoutDefault(ctx)
-	}
 	s.setPhase(ctx, captchaflow.PhaseSubmitting)
 
 	res, err := s.solve(ctx)
@@ -177,6 +169,10 @@ func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
 			return captchaflow.Result{}, fmt.Errorf("%w: %w", errSubmitRefused, err)
 		}
 		return captchaflow.Result{}, err
+	}
+	if s.callbackTimeoutUnset && sub.CallbackTimeoutSeconds > 0 {
+		// The worker's default for the method, from the activity's result: in history, so replay keeps it.
+		s.in.CallbackTimeoutSeconds = sub.CallbackTimeoutSeconds
 	}
 	s.status.ProviderTaskID = sub.ProviderTaskID
 	s.status.Submits++
