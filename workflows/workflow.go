@@ -243,10 +243,12 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
 	opts := deliverOptions(ctx, s.in.DeliveryTimeout())
 	// A token that expires is delivered only while it lives: the delivery's schedule-to-close ends just before
 	// expires_at (the attempt in flight is cut off then too: its context's deadline is the schedule-to-close).
+	// The change is asked only where its behaviour differs from the old (a token already dead, a delivery cut by
+	// the expiry), so a task whose token is delivered in time records no version marker (no event, no action).
 	untilExpiry := time.Duration(-1)
-	if !res.ExpiresAt.IsZero() && changed(ctx, changeTokenExpiry) {
+	if !res.ExpiresAt.IsZero() {
 		untilExpiry = res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
-		if untilExpiry <= 0 {
+		if untilExpiry <= 0 && changed(ctx, changeTokenExpiry) {
 			return fmt.Errorf("%w before its delivery began", errTokenExpired)
 		}
 		if untilExpiry < s.in.DeliveryTimeout() {
@@ -263,7 +265,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
 			// the cancellation's details, so it is not lost either.
 			return temporal.NewCanceledError(res)
 		}
-		if untilExpiry > 0 && expiredWhileFailing(err) {
+		if untilExpiry > 0 && expiredWhileFailing(err) && changed(ctx, changeTokenExpiry) {
 			return fmt.Errorf("%w while notify_url kept failing: %w", errTokenExpired, err)
 		}
 		// The result stays in the failure's details (and in history): a failed delivery never loses it.
