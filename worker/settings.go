@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/callbackauth"
@@ -23,15 +24,27 @@ func checkSettings(cfg config.Worker) error {
 	if err := activities.CheckNotifySecret(cfg.NotifySecret.Reveal()); err != nil {
 		errs = append(errs, err)
 	}
-	switch limit := workflows.ProviderStartToClose; {
-	case cfg.ProviderTimeout <= 0:
-		errs = append(errs, fmt.Errorf("CAPTCHAAI_TIMEOUT: %s is not a positive duration", cfg.ProviderTimeout))
-	case cfg.ProviderTimeout >= limit:
-		errs = append(errs, fmt.Errorf("CAPTCHAAI_TIMEOUT: %s must be shorter than %s, the start-to-close timeout of "+
-			"one provider activity attempt (a longer request would be cut off as a timed-out activity instead of "+
-			"failing with the provider's error)", cfg.ProviderTimeout, limit))
+	if err := checkRequestTimeout("CAPTCHAAI_TIMEOUT", cfg.ProviderTimeout, workflows.ProviderStartToClose, "provider"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkRequestTimeout("NOTIFY_REQUEST_TIMEOUT", cfg.DeliveryRequestTimeout, workflows.DeliverStartToClose, "delivery"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// checkRequestTimeout refuses a client timeout the activity attempt around it would cut short: the request would
+// end as a timed-out activity (a dead worker, to Temporal) instead of failing with its own, classified error.
+func checkRequestTimeout(name string, timeout, limit time.Duration, activity string) error {
+	switch {
+	case timeout <= 0:
+		return fmt.Errorf("%s: %s is not a positive duration", name, timeout)
+	case timeout >= limit:
+		return fmt.Errorf("%s: %s must be shorter than %s, the start-to-close timeout of one %s activity attempt "+
+			"(a longer request would be cut off as a timed-out activity instead of failing with its own error)",
+			name, timeout, limit, activity)
+	}
+	return nil
 }
 
 // checkCallbackBaseURL accepts what the provider can call back and callbackauth can extend: an absolute http(s)

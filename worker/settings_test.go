@@ -15,10 +15,11 @@ import (
 
 func goodSettings() config.Worker {
 	return config.Worker{
-		CallbackBaseURL: "https://hooks.example.com/captcha",
-		CallbackSecret:  "callback-secret",
-		NotifySecret:    "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-		ProviderTimeout: 30 * time.Second,
+		CallbackBaseURL:        "https://hooks.example.com/captcha",
+		CallbackSecret:         "callback-secret",
+		NotifySecret:           "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		ProviderTimeout:        30 * time.Second,
+		DeliveryRequestTimeout: 15 * time.Second,
 	}
 }
 
@@ -30,6 +31,7 @@ func TestCheckSettingsAcceptsWorkingSettings(t *testing.T) {
 		func(c *config.Worker) { c.NotifySecret = "" }, // deliveries wait for it, visibly
 		func(c *config.Worker) { c.NotifySecret = "a raw secret, used as bytes" },
 		func(c *config.Worker) { c.ProviderTimeout = workflows.ProviderStartToClose - time.Second },
+		func(c *config.Worker) { c.DeliveryRequestTimeout = workflows.DeliverStartToClose - time.Second },
 	} {
 		cfg := goodSettings()
 		mod(&cfg)
@@ -54,6 +56,8 @@ func TestCheckSettingsRefusesWhatCanOnlyFailLater(t *testing.T) {
 		{"timeout equal", func(c *config.Worker) { c.ProviderTimeout = workflows.ProviderStartToClose }, "CAPTCHAAI_TIMEOUT"},
 		{"timeout longer", func(c *config.Worker) { c.ProviderTimeout = 2 * time.Minute }, "CAPTCHAAI_TIMEOUT"},
 		{"timeout zero", func(c *config.Worker) { c.ProviderTimeout = 0 }, "CAPTCHAAI_TIMEOUT"},
+		{"delivery timeout equal", func(c *config.Worker) { c.DeliveryRequestTimeout = workflows.DeliverStartToClose }, "NOTIFY_REQUEST_TIMEOUT"},
+		{"delivery timeout zero", func(c *config.Worker) { c.DeliveryRequestTimeout = 0 }, "NOTIFY_REQUEST_TIMEOUT"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := goodSettings()
@@ -68,12 +72,13 @@ func TestCheckSettingsRefusesWhatCanOnlyFailLater(t *testing.T) {
 }
 
 func TestCheckSettingsReportsEveryProblem(t *testing.T) {
-	err := checkSettings(config.Worker{CallbackBaseURL: "relative", NotifySecret: "whsec_%%", ProviderTimeout: time.Hour})
+	err := checkSettings(config.Worker{CallbackBaseURL: "relative", NotifySecret: "whsec_%%", ProviderTimeout: time.Hour,
+		DeliveryRequestTimeout: time.Minute})
 	require.Error(t, err)
-	for _, v := range []string{"CALLBACK_BASE_URL", "NOTIFY_SECRET", "CAPTCHAAI_TIMEOUT"} {
+	for _, v := range []string{"CALLBACK_BASE_URL", "NOTIFY_SECRET", "CAPTCHAAI_TIMEOUT", "NOTIFY_REQUEST_TIMEOUT"} {
 		assert.Contains(t, err.Error(), v)
 	}
-	assert.Equal(t, 3, strings.Count(err.Error(), "\n")+1)
+	assert.Equal(t, 4, strings.Count(err.Error(), "\n")+1)
 }
 
 func TestWorkerRefusesToStartOnSettingsThatCanOnlyFailLater(t *testing.T) {

@@ -108,7 +108,7 @@ func workerConfigFailure(err error) bool {
 // retries are spaced at most an eighth of that (1 s to 1 min) so notify_url is tried until close to the end.
 func expiringDeliverOptions(ctx workflow.Context, untilExpiry time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    min(deliverStartToClose, untilExpiry),
+		StartToCloseTimeout:    min(DeliverStartToClose, untilExpiry),
 		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: untilExpiry,
 		RetryPolicy: &temporal.RetryPolicy{

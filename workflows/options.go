@@ -12,8 +12,12 @@ import (
 // Activity timeouts. A provider request is bounded by the worker's own client timeout (30 s by default); these
 // leave room for it and let Temporal notice a dead worker quickly.
 const (
-	providerStartToClose = 45 * time.Second
-	deliverStartToClose  = 30 * time.Second
+	// ProviderStartToClose and DeliverStartToClose bound one attempt of a provider activity (submit, poll, confirm)
+	// and of a delivery. The worker refuses to start with a CAPTCHAAI_TIMEOUT / NOTIFY_REQUEST_TIMEOUT that is not
+	// shorter: the attempt would time out before the client's own, classified error, and every slow request would
+	// look like a dead worker.
+	ProviderStartToClose = 45 * time.Second
+	DeliverStartToClose  = 30 * time.Second
 	// heartbeatTimeout detects a dead worker during a slow request (the activities heartbeat while they wait).
 	heartbeatTimeout = 10 * time.Second
 	confirmAttempts  = 3
@@ -24,11 +28,6 @@ const (
 	firstResubmitBackoff = 5 * time.Second
 	maxResubmitBackoff   = time.Minute
 )
-
-// ProviderStartToClose bounds one attempt of a provider activity (submit, poll, confirm). The worker refuses to
-// start with a CAPTCHAAI_TIMEOUT that is not shorter: the attempt would time out before the client's own, classified
-// error, and every slow provider request would look like a dead worker.
-const ProviderStartToClose = providerStartToClose
 
 // resubmitBackoff is the wait before the in.php request that follows the n-th refused one (n >= 1).
 func resubmitBackoff(n int) time.Duration {
@@ -43,7 +42,7 @@ func resubmitBackoff(n int) time.Duration {
 // what tells them apart.
 func providerOptions(ctx workflow.Context, remaining time.Duration, retry *temporal.RetryPolicy) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    min(providerStartToClose, remaining),
+		StartToCloseTimeout:    min(ProviderStartToClose, remaining),
 		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: remaining,
 		RetryPolicy:            retry,
@@ -86,7 +85,7 @@ func confirmOptions(ctx workflow.Context, remaining time.Duration) workflow.Cont
 // retry replaces a dead-letter queue, and the pending activity shows in the Web UI with its last error.
 func deliverOptions(ctx workflow.Context, timeout time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    deliverStartToClose,
+		StartToCloseTimeout:    DeliverStartToClose,
 		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: timeout,
 		RetryPolicy: &temporal.RetryPolicy{

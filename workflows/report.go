@@ -151,7 +151,7 @@ var reportFinalTypes = []string{captchaflow.FailureProviderConfig, captchaflow.F
 // sendReportOptions retry transient provider trouble with backoff until the window closes.
 func sendReportOptions(ctx workflow.Context, left time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    min(providerStartToClose, left),
+		StartToCloseTimeout:    min(ProviderStartToClose, left),
 		HeartbeatTimeout:       heartbeatTimeout,
 		ScheduleToCloseTimeout: left,
 		RetryPolicy: &temporal.RetryPolicy{
