@@ -59,22 +59,22 @@ func submitOptionsLostAware(ctx workflow.Context, remaining time.Duration) workf
 // in.php request failed after it was written, or an attempt timed out (start-to-close or heartbeat: the worker died
 // or hung mid-request) and the retry policy handed it over as non-retryable. A timeout with any other retry state
 // (the deadline's budget was spent, as in histories recorded before this change) is not: the deadline decides.
+//
+// The timeout is looked for first: the server hands a timed-out attempt over with the previous attempt's failure as
+// its cause (say a busy in.php answer before the worker died), and that cause says nothing about this attempt.
 func submitOutcomeUnknown(err error) bool {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Type() == activities.FailureSubmitOutcomeUnknown
-	}
 	var timeoutErr *temporal.TimeoutError
-	if !errors.As(err, &timeoutErr) {
-		return false
+	if errors.As(err, &timeoutErr) {
+		switch timeoutErr.TimeoutType() {
+		case enumspb.TIMEOUT_TYPE_START_TO_CLOSE, enumspb.TIMEOUT_TYPE_HEARTBEAT:
+		default:
+			return false
+		}
+		var actErr *temporal.ActivityError
+		return errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE
 	}
-	switch timeoutErr.TimeoutType() {
-	case enumspb.TIMEOUT_TYPE_START_TO_CLOSE, enumspb.TIMEOUT_TYPE_HEARTBEAT:
-	default:
-		return false
-	}
-	var actErr *temporal.ActivityError
-	return errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == activities.FailureSubmitOutcomeUnknown
 }
 
 // awaitLostSubmission handles a Submit whose outcome is unknown. The request counts as a submission (it may have

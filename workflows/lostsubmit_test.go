@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
@@ -150,6 +152,18 @@ func (s *SolveCaptchaSuite) TestLostSubmitWaitBoundedByDeadline() {
 // Which Submit failures are of unknown outcome: the activity's own type, and a start-to-close or heartbeat timeout
 // the retry policy handed over as non-retryable (the worker died mid-request). A timeout that spent the deadline's
 // budget (as recorded before this change) and any other failure are not.
+// activityFailure is a Submit failure as the workflow receives it from the server: an activity failure with the
+// given retry state, caused by a timeout of the given type, caused in turn by the previous attempt's busy answer.
+func activityFailure(retry enumspb.RetryState, timeout enumspb.TimeoutType) error {
+	busy := &failurepb.Failure{Message: "captchaai submit: ERROR_NO_SLOT_AVAILABLE", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
+		ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: activities.FailureProviderTransient}}}
+	timedOut := &failurepb.Failure{Message: "activity timeout", Cause: busy, FailureInfo: &failurepb.Failure_TimeoutFailureInfo{
+		TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: timeout}}}
+	return temporal.GetDefaultFailureConverter().FailureToError(&failurepb.Failure{Message: "activity error", Cause: timedOut,
+		FailureInfo: &failurepb.Failure_ActivityFailureInfo{ActivityFailureInfo: &failurepb.ActivityFailureInfo{
+			ActivityType: &commonpb.ActivityType{Name: "Submit"}, RetryState: retry}}})
+}
+
 func TestSubmitOutcomeUnknown(t *testing.T) {
 	assert.True(t, submitOutcomeUnknown(lostAnswer()))
 	assert.False(t, submitOutcomeUnknown(temporal.NewApplicationError("refused", activities.FailureProviderTransient)))
@@ -158,6 +172,13 @@ func TestSubmitOutcomeUnknown(t *testing.T) {
 		"a timeout without the non-retryable retry state is the deadline's")
 	assert.False(t, submitOutcomeUnknown(temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE, nil)))
 	assert.False(t, submitOutcomeUnknown(errors.New("other")))
+	// A worker killed mid-request after an earlier attempt was answered busy: the heartbeat timeout reaches the
+	// workflow (non-retryable by the lost-aware policy) with that busy answer as its cause. Found by the mixed
+	// chaos batch, where it ended a task as DeadlineExceeded minutes before its deadline.
+	assert.True(t, submitOutcomeUnknown(activityFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, enumspb.TIMEOUT_TYPE_HEARTBEAT)))
+	assert.True(t, submitOutcomeUnknown(activityFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, enumspb.TIMEOUT_TYPE_START_TO_CLOSE)))
+	assert.False(t, submitOutcomeUnknown(activityFailure(enumspb.RETRY_STATE_TIMEOUT, enumspb.TIMEOUT_TYPE_HEARTBEAT)),
+		"the deadline's budget spent, as in histories recorded before this change")
 	assert.Contains(t, lostSubmitTypes, "TemporalTimeout:StartToClose", "the server's spelling of a timeout type")
 	assert.Contains(t, lostSubmitTypes, "TemporalTimeout:Heartbeat")
 }
