@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,28 +196,13 @@ func (b *bench) serverActions(ctx context.Context, br *BillingResult, metricsURL
 // scrapeActions reads the Temporal server's `action` counter by action type (the frontend's, when labelled by
 // service). Series without a type label are keyed by their whole label set.
 func scrapeActions(ctx context.Context, metricsURL string) (map[string]int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d", metricsURL, resp.StatusCode)
-	}
 	out := map[string]int64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		key, v, ok := parseActionSample(sc.Text())
-		if ok {
+	err := eachMetricLine(ctx, metricsURL, func(line string) {
+		if key, v, ok := parseActionSample(line); ok {
 			out[key] += v
 		}
-	}
-	return out, sc.Err()
+	})
+	return out, err
 }
 
 // parseActionSample reads one `action{...} value` line of the Prometheus text format.

@@ -66,41 +66,48 @@ func firstPingback(t sim.Task) (time.Time, sim.PingbackOutcome, bool) {
 	return time.Time{}, "", false
 }
 
-// scrapeMetrics reads the named gauges (unlabelled samples) from a Prometheus text endpoint.
-func scrapeMetrics(ctx context.Context, metricsURL string, names ...string) (map[string]float64, error) {
+// eachMetricLine GETs a Prometheus text endpoint and hands each line to fn.
+func eachMetricLine(ctx context.Context, metricsURL string, fn func(line string)) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d", metricsURL, resp.StatusCode)
+		return fmt.Errorf("GET %s: HTTP %d", metricsURL, resp.StatusCode)
 	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		fn(sc.Text())
+	}
+	return sc.Err()
+}
+
+// scrapeMetrics reads the named gauges (unlabelled samples) from a Prometheus text endpoint.
+func scrapeMetrics(ctx context.Context, metricsURL string, names ...string) (map[string]float64, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	err := eachMetricLine(ctx, metricsURL, func(line string) {
 		if line == "" || line[0] == '#' {
-			continue
+			return
 		}
 		name, value, ok := strings.Cut(line, " ")
 		if !ok || !want[name] {
-			continue
+			return
 		}
 		if f, err := strconv.ParseFloat(strings.Fields(value)[0], 64); err == nil {
 			out[name] = f
 		}
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	for _, n := range names {

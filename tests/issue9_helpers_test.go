@@ -55,14 +55,7 @@ func (sc *scenario) startEach(ctx context.Context, trs []*taskRun, inputFor func
 // that did not end within timeout fails the test here.
 func (sc *scenario) awaitOutcomes(ctx context.Context, timeout time.Duration) {
 	sc.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	parallel(len(sc.tasks), 64, func(i int) error {
-		tr := sc.tasks[i]
-		tr.Result, tr.Err = sc.s.awaitResult(ctx, tr.ID)
-		return nil
-	})
-	sc.ended = time.Now()
+	sc.awaitAll(ctx, timeout)
 	var stuck []string
 	for _, tr := range sc.tasks {
 		var execErr *temporal.WorkflowExecutionError

@@ -174,9 +174,8 @@ func (sc *scenario) startWorkflows(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// await waits for every task's result (a failed workflow is recorded, not retried).
-func (sc *scenario) await(ctx context.Context, timeout time.Duration) {
-	sc.t.Helper()
+// awaitAll waits up to timeout for every task's result or failure, recording each, and stamps the batch's end.
+func (sc *scenario) awaitAll(ctx context.Context, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	parallel(len(sc.tasks), 64, func(i int) error {
@@ -185,6 +184,12 @@ func (sc *scenario) await(ctx context.Context, timeout time.Duration) {
 		return nil
 	})
 	sc.ended = time.Now()
+}
+
+// await waits for every task's result (a failed workflow is recorded, not retried).
+func (sc *scenario) await(ctx context.Context, timeout time.Duration) {
+	sc.t.Helper()
+	sc.awaitAll(ctx, timeout)
 	var failed []string
 	for _, tr := range sc.tasks {
 		if tr.Err != nil {
