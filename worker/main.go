@@ -105,6 +105,14 @@ func run(logger *slog.Logger) error {
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
 
+	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
+	if cfg.ProviderBalanceInterval > 0 {
+		// A failure here costs the gauge, not a task: the worker runs on, and says so.
+		if err := ensureBalanceSchedule(ctx, c.ScheduleClient(), cfg.TaskQueue, cfg.ProviderBalanceInterval, logger); err != nil {
+			logger.Warn("the provider balance will not be read", "error", err)
+		}
+	}
+
 	if cfg.MetricsAddr != "" {
 		addr, err := metrics.Serve(cfg.MetricsAddr)
 		if err != nil {
