@@ -48,5 +48,3 @@ func TestBalanceDocumentIsValidated(t *testing.T) {
 	putJSON(t, h.srv.URL+"/_sim/balance", `{"credit":1}`, http.StatusBadRequest, nil)
 	require.Error(t, h.sim.SetBalance(math.Inf(1)))
 }
-
-func posInf() float64 { var zero float64; return 1 / zero }
