@@ -25,6 +25,13 @@ const (
 	// ReportWorkflowType is the registered name of the workflow that reports a task's verdict to the provider (see
 	// Report). It runs under the workflow ID ReportWorkflowID(taskID), on the same task queue.
 	ReportWorkflowType = "ReportVerdict"
+	// BalanceWorkflowType is the registered name of the workflow that reads the provider account's balance
+	// (res.php?action=getbalance) and records it as a gauge on the worker that ran it. The worker runs it from the
+	// Schedule BalanceScheduleID, at most once per PROVIDER_BALANCE_INTERVAL (default a minute) per namespace.
+	BalanceWorkflowType = "CheckBalance"
+	// BalanceScheduleID is the Temporal Schedule each worker creates (or updates) at start to run
+	// BalanceWorkflowType; one per namespace, overlap policy skip.
+	BalanceScheduleID = "captchaflow-balance"
 )
 
 // MaxCodeBytes bounds a solved code anywhere it enters captchaflow (a callback on any route, a res.php answer): a
@@ -79,9 +86,12 @@ const (
 	PhaseSubmitting       Phase = "submitting"
 	PhaseAwaitingCallback Phase = "awaiting_callback"
 	PhasePolling          Phase = "polling"
-	PhaseDelivering       Phase = "delivering"
-	PhaseDone             Phase = "done"
-	PhaseFailed           Phase = "failed"
+	// PhaseAwaitingBalance: in.php answered ERROR_ZERO_BALANCE; the task submits again every ~60 s until it is
+	// accepted (Status.Waiting says why; on CaptchaAI the same code means no free thread). The deadline keeps counting.
+	PhaseAwaitingBalance Phase = "awaiting_balance"
+	PhaseDelivering      Phase = "delivering"
+	PhaseDone            Phase = "done"
+	PhaseFailed          Phase = "failed"
 )
 
 // Via tells how the result reached us.
@@ -132,7 +142,14 @@ type Status struct {
 	TokenAgeSeconds float64 `json:"token_age_seconds,omitempty"`
 	// Refreshes counts the solves made again because a token expired before notify_url took it.
 	Refreshes int `json:"refreshes,omitempty"`
+	// Waiting says why submissions are paused (WaitingZeroBalance), empty when they are not; WaitingSince is when
+	// the pause began. Both clear when a submission is accepted.
+	Waiting      string    `json:"waiting,omitempty"`
+	WaitingSince time.Time `json:"waiting_since,omitzero"`
 }
+
+// WaitingZeroBalance is Status.Waiting while in.php answers ERROR_ZERO_BALANCE.
+const WaitingZeroBalance = "provider balance is zero (in.php answered ERROR_ZERO_BALANCE; on CaptchaAI: no free thread)"
 
 // TokenLifetimes is how long a solved token of each method stays usable on the target site, counted from when
 // captchaflow receives it (a lower bound on its age: the provider solved it a little earlier). A method not listed

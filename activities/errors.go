@@ -35,7 +35,29 @@ const (
 	// used to be); the workflow's Submit retry policy lists it as non-retryable and waits for the task's
 	// authenticated callback instead of paying for a second submission at once.
 	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown"
+	// FailureProviderZeroBalance: in.php answered ERROR_ZERO_BALANCE (2captcha: no money on the account; CaptchaAI:
+	// no free thread). Retryable as far as the activity is concerned, after the documented 60 s ±20 % (a workflow
+	// scheduled before this type existed retries it as the ProviderTransient failure it used to be); the workflow's
+	// Submit retry policy lists it as non-retryable and waits in PhaseAwaitingBalance, where the status query and the
+	// Web UI say why. Details: the code, then the paced wait (a time.Duration) the workflow sleeps before submitting
+	// again.
+	FailureProviderZeroBalance = "ProviderZeroBalance"
 )
+
+// codeZeroBalance is the in.php answer that pauses a task's submissions (FailureProviderZeroBalance).
+const codeZeroBalance = "ERROR_ZERO_BALANCE"
+
+// zeroBalanceError is the FailureProviderZeroBalance error for an in.php ERROR_ZERO_BALANCE answer: paced like a
+// transient one (NextRetryDelay, for a retry policy that retries it), with the same wait in its details for the
+// workflow that does not.
+func zeroBalanceError(ctx context.Context, msg string) error {
+	wait := pacedDelay(captchaai.RetryAfter(codeZeroBalance), timeLeft(ctx), rand.Float64())
+	activity.GetLogger(ctx).Warn("in.php answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
+	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderZeroBalance, temporal.ApplicationErrorOptions{
+		NextRetryDelay: wait,
+		Details:        []any{codeZeroBalance, wait},
+	})
+}
 
 // submitOutcomeUnknown is the FailureSubmitOutcomeUnknown error for an in.php request whose answer was lost. Its
 // NextRetryDelay is 0: a retry (by an older workflow's policy) keeps that policy's backoff.

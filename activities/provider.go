@@ -45,6 +45,9 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 		if captchaai.OutcomeUnknown(err) {
 			return SubmitResult{}, submitOutcomeUnknown(ctx, err)
 		}
+		if answerCode(err) == codeZeroBalance {
+			return SubmitResult{}, zeroBalanceError(ctx, err.Error())
+		}
 		return SubmitResult{}, providerError(ctx, err)
 	}
 	activity.GetLogger(ctx).Info("submitted to provider", "ProviderTaskID", id)

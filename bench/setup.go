@@ -80,7 +80,9 @@ func (b *bench) dataDir(runDir string, td *teardown) (string, error) {
 // launchStack starts captchaflow's processes (and the dev server) and records what the run is measuring.
 func (b *bench) launchStack(ctx context.Context, runDir, dataDir string, td *teardown) error {
 	started := time.Now()
-	workerEnv := map[string]string{"TASK_QUEUE": b.taskQueue}
+	// No balance schedule (PROVIDER_BALANCE_INTERVAL=0): its CheckBalance runs would add workflow starts and
+	// activity attempts to the measured actions; -worker-env can turn it back on.
+	workerEnv := map[string]string{"TASK_QUEUE": b.taskQueue, "PROVIDER_BALANCE_INTERVAL": "0"}
 	maps.Copy(workerEnv, b.cfg.workerEnv)
 	var err error
 	b.st, err = startStack(ctx, stackConfig{

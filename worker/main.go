@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -104,6 +105,17 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+
+	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
+	if cfg.ProviderBalanceInterval > 0 {
+		// A failure here costs the gauge, not a task: the worker runs on, and says so.
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second) // never holds up /metrics and /healthz for long
+		err := ensureBalanceSchedule(sctx, c.ScheduleClient(), cfg.TaskQueue, cfg.ProviderBalanceInterval, logger)
+		cancel()
+		if err != nil {
+			logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read", "error", err)
+		}
+	}
 
 	if cfg.MetricsAddr != "" {
 		addr, err := metrics.Serve(cfg.MetricsAddr)

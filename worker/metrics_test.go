@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/uber-go/tally/v4"
 )
 
 func TestMetricsExportsDomainCountersInPrometheusFormat(t *testing.T) {
@@ -41,4 +42,20 @@ func TestMetricsExportsDomainCountersInPrometheusFormat(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func TestBalanceLowThresholdIsExportedOnlyWhenSet(t *testing.T) {
+	gauges := func(low float64) map[string]tally.GaugeSnapshot {
+		scope := tally.NewTestScope("", nil)
+		(&metrics{scope: scope}).exportBalanceLowThreshold("prod", low)
+		return scope.Snapshot().Gauges()
+	}
+	got := gauges(25.5)
+	require.Len(t, got, 1)
+	for _, g := range got {
+		assert.Equal(t, "captchaflow_provider_balance_low_threshold", g.Name())
+		assert.Equal(t, map[string]string{"namespace": "prod"}, g.Tags())
+		assert.Equal(t, 25.5, g.Value())
+	}
+	assert.Empty(t, gauges(0), "PROVIDER_BALANCE_LOW unset: no threshold, the low-balance alert stays quiet")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"time"
 
@@ -29,6 +30,13 @@ func checkSettings(cfg config.Worker) error {
 	}
 	if err := checkRequestTimeout("NOTIFY_REQUEST_TIMEOUT", cfg.DeliveryRequestTimeout, workflows.DeliverStartToClose, "delivery"); err != nil {
 		errs = append(errs, err)
+	}
+	if cfg.ProviderBalanceInterval != 0 && cfg.ProviderBalanceInterval < MinBalanceInterval {
+		errs = append(errs, fmt.Errorf("PROVIDER_BALANCE_INTERVAL: %s is shorter than %s (the balance is read at most once a minute "+
+			"per namespace); 0 leaves the schedule alone", cfg.ProviderBalanceInterval, MinBalanceInterval))
+	}
+	if cfg.ProviderBalanceLow < 0 || math.IsNaN(cfg.ProviderBalanceLow) || math.IsInf(cfg.ProviderBalanceLow, 0) {
+		errs = append(errs, fmt.Errorf("PROVIDER_BALANCE_LOW: %v is not a balance (>= 0; 0 = no low-balance alert)", cfg.ProviderBalanceLow))
 	}
 	return errors.Join(errs...)
 }

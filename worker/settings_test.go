@@ -32,6 +32,9 @@ func TestCheckSettingsAcceptsWorkingSettings(t *testing.T) {
 		func(c *config.Worker) { c.NotifySecret = "a raw secret, used as bytes" },
 		func(c *config.Worker) { c.ProviderTimeout = workflows.ProviderStartToClose - time.Second },
 		func(c *config.Worker) { c.DeliveryRequestTimeout = workflows.DeliverStartToClose - time.Second },
+		func(c *config.Worker) { c.ProviderBalanceInterval = time.Minute },
+		func(c *config.Worker) { c.ProviderBalanceInterval = 0 }, // the schedule is left alone
+		func(c *config.Worker) { c.ProviderBalanceLow = 25.5 },
 	} {
 		cfg := goodSettings()
 		mod(&cfg)
@@ -58,6 +61,9 @@ func TestCheckSettingsRefusesWhatCanOnlyFailLater(t *testing.T) {
 		{"timeout zero", func(c *config.Worker) { c.ProviderTimeout = 0 }, "CAPTCHAAI_TIMEOUT"},
 		{"delivery timeout equal", func(c *config.Worker) { c.DeliveryRequestTimeout = workflows.DeliverStartToClose }, "NOTIFY_REQUEST_TIMEOUT"},
 		{"delivery timeout zero", func(c *config.Worker) { c.DeliveryRequestTimeout = 0 }, "NOTIFY_REQUEST_TIMEOUT"},
+		{"balance read more than once a minute", func(c *config.Worker) { c.ProviderBalanceInterval = 30 * time.Second }, "PROVIDER_BALANCE_INTERVAL"},
+		{"negative balance interval", func(c *config.Worker) { c.ProviderBalanceInterval = -time.Minute }, "PROVIDER_BALANCE_INTERVAL"},
+		{"negative low balance", func(c *config.Worker) { c.ProviderBalanceLow = -1 }, "PROVIDER_BALANCE_LOW"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := goodSettings()

@@ -50,7 +50,8 @@ func submitOptionsLostAware(ctx workflow.Context, remaining time.Duration) workf
 	ctx = submitOptions(ctx, remaining)
 	opts := workflow.GetActivityOptions(ctx)
 	retry := *opts.RetryPolicy
-	retry.NonRetryableErrorTypes = slices.Concat(retry.NonRetryableErrorTypes, lostSubmitTypes)
+	retry.NonRetryableErrorTypes = slices.Concat(retry.NonRetryableErrorTypes, lostSubmitTypes,
+		[]string{activities.FailureProviderZeroBalance}) // the workflow pauses on it: see awaitBalance
 	opts.RetryPolicy = &retry
 	return workflow.WithActivityOptions(ctx, opts)
 }

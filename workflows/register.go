@@ -12,7 +12,8 @@ import (
 // Register.
 func RegisterWorkflow(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(SolveCaptcha, workflow.RegisterOptions{Name: captchaflow.WorkflowType})
-	registerReport(r) // ReportVerdict
+	registerReport(r)  // ReportVerdict
+	registerBalance(r) // CheckBalance
 }
 
 // Register registers everything a SolveCaptcha worker runs: the workflow and the activities it calls, as one

@@ -27,6 +27,11 @@ const (
 	// a denser retry schedule); still failing at expiry, the task solves again (max_refreshes) or fails
 	// TokenExpired. Asked once a token with an expiry is to be delivered.
 	changeTokenExpiry = "bound-delivery-by-token-expiry"
+	// changePauseOnZeroBalance: in.php's ERROR_ZERO_BALANCE reaches the workflow (the Submit retry policy no longer
+	// retries it), which waits the paced minute in PhaseAwaitingBalance, saying why, and submits again (not counted
+	// against max_submits) until the balance is back or the deadline runs out. Asked only when such a failure
+	// reaches the workflow: a history recorded before it holds none (the server retried them).
+	changePauseOnZeroBalance = "pause-submissions-on-zero-balance"
 )
 
 // changed tells whether this task runs with changeID's new behaviour.

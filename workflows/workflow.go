@@ -118,6 +118,9 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 			recordResultLatency(ctx, res.ReceivedAt.Sub(res.SubmittedAt))
 			return res, nil
 		}
+		if errors.Is(err, errAwaitedBalance) {
+			continue // no submission was made: max_submits is untouched
+		}
 		if !errors.Is(err, errResubmit) {
 			return captchaflow.Result{}, err
 		}
@@ -141,7 +144,9 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 
 // attempt makes one submission and waits for its result.
 func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
-	s.setPhase(ctx, captchaflow.PhaseSubmitting)
+	if s.status.Waiting == "" { // a task waiting for the balance stays in PhaseAwaitingBalance until in.php accepts
+		s.setPhase(ctx, captchaflow.PhaseSubmitting)
+	}
 	remaining := s.remaining(ctx)
 	if remaining <= 0 {
 		return captchaflow.Result{}, deadlineExceeded(s.in.DeadlineSeconds)
@@ -159,6 +164,9 @@ func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
 			return s.awaitLostSubmission(ctx, submittedAt, err)
 		}
 	}
+	if err != nil && zeroBalance(err) && changed(ctx, changePauseOnZeroBalance) {
+		return captchaflow.Result{}, s.awaitBalance(ctx, err)
+	}
 	if err != nil {
 		err = s.classify(err)
 		if errors.Is(err, errResubmit) && changed(ctx, changeCountSubmitRefusals) {
@@ -174,6 +182,7 @@ func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
 		// The worker's default for the method, from the activity's result: in history, so replay keeps it.
 		s.in.CallbackTimeoutSeconds = sub.CallbackTimeoutSeconds
 	}
+	s.status.Waiting, s.status.WaitingSince = "", time.Time{} // the balance is back
 	s.status.ProviderTaskID = sub.ProviderTaskID
 	s.status.Submits++
 	s.status.SubmittedAt = workflow.Now(ctx)
@@ -225,7 +234,7 @@ func retryBudgetSpent(err error) bool {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
-		case activities.FailureNotReady, activities.FailureProviderTransient:
+		case activities.FailureNotReady, activities.FailureProviderTransient, activities.FailureProviderZeroBalance:
 			return true
 		}
 	}
@@ -291,6 +300,9 @@ func (s *solver) setPhase(ctx workflow.Context, phase captchaflow.Phase) {
 	details := fmt.Sprintf("**phase:** %s", phase)
 	if s.status.ProviderTaskID != "" {
 		details += fmt.Sprintf(" · provider task %s · submission %d/%d", s.status.ProviderTaskID, s.status.Submits, s.in.MaxSubmits)
+	}
+	if s.status.Waiting != "" {
+		details += fmt.Sprintf(" · **waiting:** %s, since %s", s.status.Waiting, s.status.WaitingSince.UTC().Format(time.RFC3339))
 	}
 	workflow.SetCurrentDetails(ctx, details)
 }

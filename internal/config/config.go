@@ -50,6 +50,13 @@ type Worker struct {
 	// callback_timeout_seconds unset, e.g. "turnstile=60s,userrecaptcha=45s"; other methods keep 120 s. A task
 	// records the value it took when it starts, so changing it affects new tasks only.
 	CallbackTimeoutByMethod MethodTimeouts `env:"CALLBACK_TIMEOUT_BY_METHOD"`
+	// ProviderBalanceInterval is how often the namespace's Schedule captchaflow-balance reads the provider's balance
+	// (res.php?action=getbalance) into the captchaflow_provider_balance gauge: at least a minute; 0 leaves the
+	// schedule alone (this worker neither creates nor updates it, but still runs it).
+	ProviderBalanceInterval time.Duration `env:"PROVIDER_BALANCE_INTERVAL" envDefault:"1m"`
+	// ProviderBalanceLow is the low-balance alert's threshold, exported as captchaflow_provider_balance_low_threshold;
+	// 0 (unset) exports nothing and the alert stays quiet.
+	ProviderBalanceLow float64 `env:"PROVIDER_BALANCE_LOW" envDefault:"0"`
 }
 
 // Ingress is the ingress's configuration.

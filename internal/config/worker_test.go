@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,4 +31,25 @@ func TestWorkerNotifyAllowPrivateIsOffByDefault(t *testing.T) {
 	t.Setenv("NOTIFY_ALLOW_PRIVATE", "yes please")
 	_, err = LoadWorker()
 	require.Error(t, err, "a value that is not a boolean is refused, not read as false")
+}
+
+func TestWorkerBalanceSettings(t *testing.T) {
+	setWorkerRequired(t)
+	cfg, err := LoadWorker()
+	require.NoError(t, err)
+	assert.Equal(t, time.Minute, cfg.ProviderBalanceInterval, "the balance is read once a minute by default")
+	assert.Zero(t, cfg.ProviderBalanceLow, "no low-balance threshold unless set")
+
+	setWorkerRequired(t)
+	t.Setenv("PROVIDER_BALANCE_INTERVAL", "5m")
+	t.Setenv("PROVIDER_BALANCE_LOW", "12.5")
+	cfg, err = LoadWorker()
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Minute, cfg.ProviderBalanceInterval)
+	assert.Equal(t, 12.5, cfg.ProviderBalanceLow)
+
+	setWorkerRequired(t)
+	t.Setenv("PROVIDER_BALANCE_LOW", "plenty")
+	_, err = LoadWorker()
+	require.Error(t, err)
 }

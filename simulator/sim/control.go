@@ -34,6 +34,10 @@ func (s *Simulator) routes() http.Handler {
 		writeJSON(w, http.StatusOK, ThreadLimit{Threads: s.Threads()})
 	})
 	mux.HandleFunc("PUT /_sim/threads", s.handleSetThreads)
+	mux.HandleFunc("GET /_sim/balance", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, BalanceDoc{Balance: s.Balance()})
+	})
+	mux.HandleFunc("PUT /_sim/balance", s.handleSetBalance)
 	return mux
 }
 

@@ -203,6 +203,10 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 		s.rejectLocked(code)
 		return errReply(code)
 	}
+	if s.balance <= 0 {
+		s.rejectLocked(ErrorZeroBalance)
+		return errReplyf(ErrorZeroBalance, "Your account balance is zero.")
+	}
 	if !s.threads.take(key) {
 		s.rejectLocked(s.cfg.BusyCode)
 		return errReply(s.cfg.BusyCode)

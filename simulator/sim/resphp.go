@@ -28,7 +28,7 @@ func (s *Simulator) result(r *http.Request) reply {
 	case "get":
 		return s.get(key, id)
 	case "getbalance":
-		return bareOKReply(strconv.FormatFloat(s.cfg.Balance, 'f', 3, 64))
+		return bareOKReply(strconv.FormatFloat(s.Balance(), 'f', 3, 64))
 	case "reportgood", "reportbad":
 		return s.report(key, id, action == "reportgood")
 	default:

@@ -43,6 +43,7 @@ type Simulator struct {
 	compiledRules  []compiledRule
 	stats          counters
 	reportStall    ReportStall // guarded by mu; see PUT /_sim/report_stall
+	balance        float64     // what getbalance answers; in.php answers ERROR_ZERO_BALANCE while it is <= 0
 }
 
 type counters struct {
@@ -120,6 +121,7 @@ func New(cfg Config) (*Simulator, error) {
 		nextID:         cfg.TaskIDBase,
 		tasks:          map[int64]*task{},
 		threads:        newThreadState(cfg.Threads),
+		balance:        cfg.Balance,
 		failSubmitSeen: map[string]int{},
 		unsolvableSeen: map[string]int{},
 		rules:          rules,
