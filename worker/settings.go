@@ -30,6 +30,9 @@ func checkSettings(cfg config.Worker) error {
 	if err := checkRequestTimeout("NOTIFY_REQUEST_TIMEOUT", cfg.DeliveryRequestTimeout, workflows.DeliverStartToClose, "delivery"); err != nil {
 		errs = append(errs, err)
 	}
+	if cfg.ProviderThreads < 0 {
+		errs = append(errs, fmt.Errorf("PROVIDER_THREADS: %d is negative (0 or unset turns admission control off)", cfg.ProviderThreads))
+	}
 	return errors.Join(errs...)
 }
 

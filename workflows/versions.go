@@ -27,6 +27,9 @@ const (
 	// a denser retry schedule); still failing at expiry, the task solves again (max_refreshes) or fails
 	// TokenExpired. Asked once a token with an expiry is to be delivered.
 	changeTokenExpiry = "bound-delivery-by-token-expiry"
+	// changeProviderThreads: each submission queues for a PROVIDER_THREADS slot (AcquireSlot, then the semaphore's
+	// grant) and releases it when it resolves. Asked only by a worker with PROVIDER_THREADS set, or on replay.
+	changeProviderThreads = "provider-threads-admission"
 )
 
 // changed tells whether this task runs with changeID's new behaviour.

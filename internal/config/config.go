@@ -50,6 +50,10 @@ type Worker struct {
 	// callback_timeout_seconds unset, e.g. "turnstile=60s,userrecaptcha=45s"; other methods keep 120 s. A task
 	// records the value it took when it starts, so changing it affects new tasks only.
 	CallbackTimeoutByMethod MethodTimeouts `env:"CALLBACK_TIMEOUT_BY_METHOD"`
+	// ProviderThreads is the provider plan's thread count: at most this many provider tasks in flight across
+	// every worker of the task queue, the rest wait in phase queued (0 or unset: no admission control). Give every
+	// worker of a task queue the same value; the semaphore follows the latest task's worker.
+	ProviderThreads int `env:"PROVIDER_THREADS" envDefault:"0"`
 }
 
 // Ingress is the ingress's configuration.
