@@ -99,9 +99,14 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 	}, 90*time.Second, 200*time.Millisecond, "every slot back (the terminated holder's by the reclaim check)")
 	assert.LessOrEqual(t, peak, 2, "never more than PROVIDER_THREADS slots held")
 	sc.note("5 tasks completed after the kill; semaphore: %d/%d held, %d queued; peak %d", len(end.Holders), end.Threads, len(end.Queue), peak)
+	var done []string
 	for _, tr := range trs {
 		if tr.ID != terminated {
 			assert.NotEmpty(t, tr.Result.Code, tr.ID)
+			done = append(done, tr.ID)
 		}
 	}
+	// The replayer registers SolveCaptcha without PROVIDER_THREADS, as a worker without the setting would: the
+	// recorded change marker alone takes these histories down the slot path. The semaphore's own history too.
+	replayLive(t, s, append(done, semID)...)
 }
