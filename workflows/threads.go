@@ -130,11 +130,13 @@ func (s *semaphore) drain(acquire, release workflow.ReceiveChannel) {
 	for {
 		var req activities.SlotRequest
 		var rel activities.SlotRelease
+		// Acquires first: a task releases only after its acquire was accepted, so when both of one slot wait here
+		// the acquire is the older (the selector in the loop prefers acquires for the same reason).
 		switch {
-		case release.ReceiveAsync(&rel):
-			s.onRelease(rel)
 		case acquire.ReceiveAsync(&req):
 			s.onAcquire(req)
+		case release.ReceiveAsync(&rel):
+			s.onRelease(rel)
 		default:
 			return
 		}

@@ -156,3 +156,24 @@ func TestSemaphoreContinuesAsNewWithItsState(t *testing.T) {
 	assert.Equal(t, "c", st.Queue[0].WorkflowID)
 	assert.Equal(t, "z", st.Queue[23].WorkflowID)
 }
+
+func TestSemaphoreContinueAsNewTakesAnAcquireAndItsReleaseInOrder(t *testing.T) {
+	defer func(n int) { semaphoreMaxSignals = n }(semaphoreMaxSignals)
+	semaphoreMaxSignals = 1
+	e := newSemaphoreEnv(t)
+	e.gone["x"] = true // keeps the first grant from taking "a" off the queue
+	e.at(time.Millisecond, func() {
+		e.env.SignalWorkflow(activities.AcquireSlotSignal, activities.SlotRequest{WorkflowID: "x", RunID: "run-x", Seq: 1, Threads: 0})
+		e.env.SignalWorkflow(activities.AcquireSlotSignal, activities.SlotRequest{WorkflowID: "a", RunID: "run-a", Seq: 1, Threads: 0})
+		e.env.SignalWorkflow(activities.ReleaseSlotSignal, activities.SlotRelease{WorkflowID: "a", RunID: "run-a", Seq: 1})
+	})
+	e.env.OnActivity(acts.CheckSlotHolders, mock.Anything, mock.Anything).Return(nil, nil).Maybe()
+	e.env.ExecuteWorkflow(ProviderThreads, activities.SemaphoreState{})
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, e.env.GetWorkflowError(), &can)
+	var st activities.SemaphoreState
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &st))
+	for _, q := range st.Queue {
+		assert.NotEqual(t, "a", q.WorkflowID, "a released request must not be carried over as queued")
+	}
+}
