@@ -83,6 +83,8 @@ const (
 type Phase string
 
 const (
+	// PhaseQueued: waiting for one of the PROVIDER_THREADS slots before submitting (only when it is set).
+	PhaseQueued           Phase = "queued"
 	PhaseSubmitting       Phase = "submitting"
 	PhaseAwaitingCallback Phase = "awaiting_callback"
 	PhasePolling          Phase = "polling"

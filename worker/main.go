@@ -100,6 +100,7 @@ func run(logger *slog.Logger) error {
 		DeliveryTimeout:         cfg.DeliveryRequestTimeout,
 		NotifyAllowPrivate:      cfg.NotifyAllowPrivate,
 		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod, // Submit hands the method's value to the workflow
+		ProviderThreads:         cfg.ProviderThreads,         // Register binds it to SolveCaptcha
 	})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
@@ -126,7 +127,7 @@ func run(logger *slog.Logger) error {
 	}
 	logger.Info("worker ready", "task_queue", cfg.TaskQueue, "namespace", opts.Namespace,
 		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "callback_base_url", cfg.CallbackBaseURL,
-		"callback_timeout_by_method", cfg.CallbackTimeoutByMethod)
+		"callback_timeout_by_method", cfg.CallbackTimeoutByMethod, "provider_threads", cfg.ProviderThreads)
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return nil

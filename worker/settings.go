@@ -38,6 +38,9 @@ func checkSettings(cfg config.Worker) error {
 	if cfg.ProviderBalanceLow < 0 || math.IsNaN(cfg.ProviderBalanceLow) || math.IsInf(cfg.ProviderBalanceLow, 0) {
 		errs = append(errs, fmt.Errorf("PROVIDER_BALANCE_LOW: %v is not a balance (>= 0; 0 = no low-balance alert)", cfg.ProviderBalanceLow))
 	}
+	if cfg.ProviderThreads < 0 {
+		errs = append(errs, fmt.Errorf("PROVIDER_THREADS: %d is negative (0 or unset turns admission control off)", cfg.ProviderThreads))
+	}
 	return errors.Join(errs...)
 }
 

@@ -104,3 +104,13 @@ func TestWorkerRefusesToStartOnSettingsThatCanOnlyFailLater(t *testing.T) {
 		assert.NotContains(t, err.Error(), secret)
 	}
 }
+
+func TestCheckSettingsProviderThreads(t *testing.T) {
+	cfg := goodSettings()
+	cfg.ProviderThreads = 4
+	require.NoError(t, checkSettings(cfg))
+	cfg.ProviderThreads = -1
+	err := checkSettings(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "PROVIDER_THREADS")
+}

@@ -32,6 +32,9 @@ const (
 	// against max_submits) until the balance is back or the deadline runs out. Asked only when such a failure
 	// reaches the workflow: a history recorded before it holds none (the server retried them).
 	changePauseOnZeroBalance = "pause-submissions-on-zero-balance"
+	// changeProviderThreads: each submission queues for a PROVIDER_THREADS slot (AcquireSlot, then the semaphore's
+	// grant) and releases it when it resolves. Asked only by a worker with PROVIDER_THREADS set, or on replay.
+	changeProviderThreads = "provider-threads-admission"
 )
 
 // changed tells whether this task runs with changeID's new behaviour.

@@ -29,7 +29,13 @@ var errSubmitRefused = errors.New("in.php refused the submission")
 // when it arrives in time, else from polling res.php, whichever comes first. Unsolvable answers are resubmitted up
 // to max_submits; the result is delivered to notify_url if set.
 func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
+	return solveCaptcha(ctx, in, 0)
+}
+
+// solveCaptcha is SolveCaptcha on a worker whose PROVIDER_THREADS is threads (0: unset); Register binds it.
+func solveCaptcha(ctx workflow.Context, in captchaflow.Input, threads int) (captchaflow.Result, error) {
 	s := &solver{
+		threads:   threads,
 		in:        in.WithDefaults(),
 		status:    captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
 		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
@@ -42,6 +48,7 @@ func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Resul
 	}
 	res, err := s.run(ctx)
 	s.drainCallbacks(ctx)
+	s.drainGrants()
 	return res, err
 }
 
@@ -64,6 +71,14 @@ type solver struct {
 	// roundSubmits is status.Submits when the current solve began: max_submits bounds each solve (the first and
 	// every refresh) on its own.
 	roundSubmits int
+
+	// threads is this worker's PROVIDER_THREADS (0: unset). slots tells whether this task takes slots (decided
+	// once, see slotsInEffect), grants is where the semaphore's grants arrive, and slotSeq numbers the slots asked.
+	threads      int
+	slotsDecided bool
+	slots        bool
+	grants       workflow.ReceiveChannel
+	slotSeq      int
 }
 
 // setup registers the status query before anything can block, so it answers from the first workflow task on.
@@ -142,10 +157,23 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 	}
 }
 
-// attempt makes one submission and waits for its result.
+// attempt makes one submission and waits for its result. With PROVIDER_THREADS in effect it first waits for a slot
+// and gives it back on every way out.
 func (s *solver) attempt(ctx workflow.Context) (captchaflow.Result, error) {
-	if s.status.Waiting == "" { // a task waiting for the balance stays in PhaseAwaitingBalance until in.php accepts
+	if s.remaining(ctx) > 0 && s.slotsInEffect(ctx) {
+		s.slotSeq++
+		seq := s.slotSeq
+		defer s.releaseSlot(ctx, seq)
+		if err := s.acquireSlot(ctx, seq); err != nil {
+			return captchaflow.Result{}, err
+		}
+	}
+	if s.status.Waiting == "" {
 		s.setPhase(ctx, captchaflow.PhaseSubmitting)
+	} else {
+		// A task waiting for the balance stays in PhaseAwaitingBalance until in.php accepts (no event: the
+		// searchable phase was set when the pause began).
+		s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
 	}
 	remaining := s.remaining(ctx)
 	if remaining <= 0 {

@@ -57,6 +57,10 @@ type Worker struct {
 	// ProviderBalanceLow is the low-balance alert's threshold, exported as captchaflow_provider_balance_low_threshold;
 	// 0 (unset) exports nothing and the alert stays quiet.
 	ProviderBalanceLow float64 `env:"PROVIDER_BALANCE_LOW" envDefault:"0"`
+	// ProviderThreads is the provider plan's thread count: at most this many provider tasks in flight across
+	// every worker of the task queue, the rest wait in phase queued (0 or unset: no admission control). Give every
+	// worker of a task queue the same value; the semaphore follows the latest task's worker.
+	ProviderThreads int `env:"PROVIDER_THREADS" envDefault:"0"`
 }
 
 // Ingress is the ingress's configuration.

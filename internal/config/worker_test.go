@@ -53,3 +53,16 @@ func TestWorkerBalanceSettings(t *testing.T) {
 	_, err = LoadWorker()
 	require.Error(t, err)
 }
+
+func TestWorkerProviderThreads(t *testing.T) {
+	setWorkerRequired(t)
+	cfg, err := LoadWorker()
+	require.NoError(t, err)
+	assert.Zero(t, cfg.ProviderThreads, "unset: no admission control")
+
+	setWorkerRequired(t)
+	t.Setenv("PROVIDER_THREADS", "4")
+	cfg, err = LoadWorker()
+	require.NoError(t, err)
+	assert.Equal(t, 4, cfg.ProviderThreads)
+}

@@ -1,0 +1,180 @@
+package workflows
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
+)
+
+// slotEnv runs SolveCaptcha on a worker with PROVIDER_THREADS=2; AcquireSlot and the release signal are recorded.
+type slotEnv struct {
+	t        *testing.T
+	env      *testsuite.TestWorkflowEnvironment
+	acquired []activities.SlotRequest
+	released []activities.SlotRelease
+}
+
+func newSlotEnv(t *testing.T) *slotEnv {
+	var ts testsuite.WorkflowTestSuite
+	e := &slotEnv{t: t, env: ts.NewTestWorkflowEnvironment()}
+	Register(e.env, &activities.Activities{ProviderThreads: 2})
+	e.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.SlotRequest) error {
+			e.acquired = append(e.acquired, req)
+			return nil
+		})
+	e.env.OnSignalExternalWorkflow(mock.Anything, activities.ThreadsWorkflowID(taskQueueOfTestEnv), "",
+		activities.ReleaseSlotSignal, mock.Anything).Return(func(_, _, _, _ string, arg any) error {
+		e.released = append(e.released, arg.(activities.SlotRelease))
+		return nil
+	})
+	return e
+}
+
+// taskQueueOfTestEnv is the task queue the SDK's test environment runs workflows on.
+const taskQueueOfTestEnv = "default-test-taskqueue"
+
+func (e *slotEnv) grantAt(d time.Duration, seq int) {
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: seq})
+	}, d)
+}
+
+func (e *slotEnv) status() captchaflow.Status {
+	v, err := e.env.QueryWorkflow(captchaflow.StatusQuery)
+	require.NoError(e.t, err)
+	var st captchaflow.Status
+	require.NoError(e.t, v.Get(&st))
+	return st
+}
+
+func (e *slotEnv) submits(outcomes ...any) {
+	for _, o := range outcomes {
+		switch o := o.(type) {
+		case string:
+			e.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: o}, nil).Once()
+		case error:
+			e.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{}, o).Once()
+		}
+	}
+}
+
+func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
+	e := newSlotEnv(t)
+	e.submits("111")
+	e.env.RegisterDelayedCallback(func() {
+		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "waiting for a slot")
+		e.env.AssertActivityNotCalled(t, activities.SubmitName, mock.Anything, mock.Anything)
+	}, 30*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 7}) // stale: not this submission's
+	}, 40*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "a grant for another submission changes nothing")
+	}, 50*time.Second)
+	e.grantAt(time.Minute, 1)
+	e.env.RegisterDelayedCallback(func() {
+		assert.Empty(t, e.released, "the slot is held while the provider solves")
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+	}, 70*time.Second)
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.NoError(t, e.env.GetWorkflowError())
+	var r captchaflow.Result
+	require.NoError(t, e.env.GetWorkflowResult(&r))
+	assert.Equal(t, "CODE", r.Code)
+	require.Len(t, e.acquired, 1)
+	assert.Equal(t, 1, e.acquired[0].Seq)
+	assert.Equal(t, 2, e.acquired[0].Threads, "the worker's PROVIDER_THREADS sizes the semaphore")
+	assert.Equal(t, []activities.SlotRelease{{WorkflowID: e.acquired[0].WorkflowID, RunID: e.acquired[0].RunID, Seq: 1}}, e.released)
+}
+
+func TestSlotReleasedOnUnsolvableAndRequeuedForTheResubmission(t *testing.T) {
+	e := newSlotEnv(t)
+	e.submits("111", "222")
+	e.grantAt(time.Second, 1)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true})
+	}, 10*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		assert.Len(t, e.released, 1, "the unsolvable submission gave its slot back")
+		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "the resubmission queues again")
+	}, 15*time.Second)
+	e.grantAt(20*time.Second, 2)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE", Authenticated: true})
+	}, 30*time.Second)
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.NoError(t, e.env.GetWorkflowError())
+	require.Len(t, e.acquired, 2)
+	assert.Equal(t, []int{1, 2}, []int{e.acquired[0].Seq, e.acquired[1].Seq})
+	require.Len(t, e.released, 2)
+	assert.Equal(t, []int{1, 2}, []int{e.released[0].Seq, e.released[1].Seq})
+}
+
+func TestSlotReleasedWhenCancelledWhileQueued(t *testing.T) {
+	e := newSlotEnv(t)
+	e.env.RegisterDelayedCallback(e.env.CancelWorkflow, time.Minute)
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.True(t, temporal.IsCanceledError(e.env.GetWorkflowError()), "%v", e.env.GetWorkflowError())
+	require.Len(t, e.released, 1, "a cancelled task leaves the queue (disconnected context)")
+	e.env.AssertActivityNotCalled(t, activities.SubmitName, mock.Anything, mock.Anything)
+}
+
+func TestSlotReleasedWhenCancelledWhileSolving(t *testing.T) {
+	e := newSlotEnv(t)
+	e.submits("111")
+	e.grantAt(time.Second, 1)
+	e.env.RegisterDelayedCallback(e.env.CancelWorkflow, time.Minute)
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.True(t, temporal.IsCanceledError(e.env.GetWorkflowError()), "%v", e.env.GetWorkflowError())
+	require.Len(t, e.released, 1)
+}
+
+func TestSlotReleasedWhenSubmitFails(t *testing.T) {
+	e := newSlotEnv(t)
+	e.submits(temporal.NewNonRetryableApplicationError("ERROR_WRONG_USER_KEY", captchaflow.FailureProviderConfig, nil))
+	e.grantAt(time.Second, 1)
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.Error(t, e.env.GetWorkflowError())
+	require.Len(t, e.released, 1)
+}
+
+func TestSlotNeverGrantedEndsAtTheDeadline(t *testing.T) {
+	e := newSlotEnv(t)
+	in := recaptcha()
+	in.DeadlineSeconds = 120
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, in)
+
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, e.env.GetWorkflowError(), &appErr)
+	assert.Equal(t, captchaflow.FailureDeadlineExceeded, appErr.Type())
+	require.Len(t, e.released, 1, "leaves the queue")
+	e.env.AssertActivityNotCalled(t, activities.SubmitName, mock.Anything, mock.Anything)
+}
+
+func TestNoSlotsWhenProviderThreadsUnset(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	Register(env, &activities.Activities{})
+	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+	}, time.Second)
+	env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+	require.NoError(t, env.GetWorkflowError())
+	env.AssertActivityNotCalled(t, activities.AcquireSlotName, mock.Anything, mock.Anything)
+}
