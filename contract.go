@@ -113,6 +113,11 @@ type Callback struct {
 	// Authenticated is true only when the sender proved it knows the callback secret (the tokened route). An
 	// unauthenticated callback is a hint: the workflow confirms the code with res.php before accepting it.
 	Authenticated bool `json:"authenticated"`
+	// RunID and Submission name the run and the submission (1, 2, …) whose pingback URL the callback came to; the
+	// URL's token signs them, so a callback of an earlier run or submission is known for one without comparing
+	// provider IDs. Both are empty for a pingback URL that names only the workflow.
+	RunID      string `json:"run_id,omitempty"`
+	Submission int    `json:"submission,omitempty"`
 }
 
 // Result is what the workflow returns once the code is in (and delivered, if notify_url was set).
@@ -148,6 +153,30 @@ type Status struct {
 	// the pause began. Both clear when a submission is accepted.
 	Waiting      string    `json:"waiting,omitempty"`
 	WaitingSince time.Time `json:"waiting_since,omitzero"`
+	// Submissions are this run's in.php requests, oldest first: what became of each.
+	Submissions []SubmissionStatus `json:"submissions,omitempty"`
+}
+
+// SubmissionStatus is one in.php request of a run, as the status query shows it.
+type SubmissionStatus struct {
+	N              int    `json:"n"`
+	ProviderTaskID string `json:"provider_task_id,omitempty"`
+	// State is one of answer_lost, submitting, waiting, polling, solved, unsolvable, expired, refused, superseded.
+	State string `json:"state"`
+}
+
+// UntokenedUpdate is the Update the ingress sends for a callback that came without the URL's token (an
+// UntokenedHint). Its validator rejects it, leaving no history event, unless the task is waiting for a callback
+// or polling and the submission's budget of untokened hints (MaxUntokenedPerSubmission) is not spent; an accepted
+// hint makes the workflow ask res.php, never take a code from the sender.
+const UntokenedUpdate = "captcha-untokened-callback"
+
+// MaxUntokenedPerSubmission bounds the untokened hints one submission takes in its whole life.
+const MaxUntokenedPerSubmission = 4
+
+// UntokenedHint is the payload of UntokenedUpdate: only the provider task ID the sender says is solved.
+type UntokenedHint struct {
+	ProviderTaskID string `json:"provider_task_id"`
 }
 
 // WaitingZeroBalance is Status.Waiting while in.php answers ERROR_ZERO_BALANCE.

@@ -20,6 +20,9 @@ const (
 	DefaultPollIntervalSeconds    = 5
 	DefaultDeadlineSeconds        = 600
 	DefaultMaxSubmits             = 2
+	// DefaultLostAnswerWaitSeconds covers the providers' solve times: a submission whose in.php answer was lost may
+	// still call back this long, so no second in.php request is made before it passes.
+	DefaultLostAnswerWaitSeconds = 180
 	DefaultDeliveryTimeoutSeconds = 24 * 60 * 60
 	// DefaultMaxRefreshes: one fresh solve (one more paid submission) when the token expires before notify_url
 	// took it.
@@ -57,6 +60,9 @@ type Input struct {
 	// (each is a new, paid submission, counted apart from MaxSubmits). Unset (nil) is DefaultMaxRefreshes; 0
 	// turns refreshing off: the task fails TokenExpired as soon as the token expires undelivered.
 	MaxRefreshes *int `json:"max_refreshes,omitempty"`
+	// LostAnswerWaitSeconds is how long a submission whose in.php answer was lost may still answer by callback
+	// before the task submits again (cut to the deadline); its answer is taken whenever it comes before the task ends.
+	LostAnswerWaitSeconds int `json:"lost_answer_wait_seconds,omitempty"`
 
 	// decodeErr keeps a JSON decoding problem for Validate: a start with bad JSON must end in a clear, typed
 	// InvalidInput failure, not in a workflow task that fails to decode its input forever.
@@ -191,6 +197,9 @@ func (in Input) WithDefaults() Input {
 	if in.MaxSubmits == 0 {
 		in.MaxSubmits = DefaultMaxSubmits
 	}
+	if in.LostAnswerWaitSeconds == 0 {
+		in.LostAnswerWaitSeconds = DefaultLostAnswerWaitSeconds
+	}
 	if in.DeliveryTimeoutSeconds == 0 {
 		in.DeliveryTimeoutSeconds = DefaultDeliveryTimeoutSeconds
 	}
@@ -249,6 +258,9 @@ func (in Input) Validate() error {
 	if err := checkRange("delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30*24*60*60); err != nil {
 		return err
 	}
+	if err := checkRange("lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60*60); err != nil {
+		return err
+	}
 	if in.TokenTTLSeconds != 0 { // 0: the method's lifetime
 		// Under MinTokenTTLSeconds a token could not even be offered to notify_url before it expired, and every
 		// refresh would be paid for nothing.
@@ -292,6 +304,9 @@ func (in Input) PollInterval() time.Duration { return seconds(in.PollIntervalSec
 
 // SolveBudget is deadline_seconds as a duration: how long submitting, waiting and polling may take in all.
 func (in Input) SolveBudget() time.Duration { return seconds(in.DeadlineSeconds) }
+
+// LostAnswerWait is lost_answer_wait_seconds as a duration.
+func (in Input) LostAnswerWait() time.Duration { return seconds(in.LostAnswerWaitSeconds) }
 
 // DeliveryTimeout is delivery_timeout_seconds as a duration.
 func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }

@@ -33,7 +33,8 @@ type Activities struct {
 	// callback_timeout_seconds unset (CALLBACK_TIMEOUT_BY_METHOD); Submit hands it to the workflow.
 	CallbackTimeoutByMethod map[string]time.Duration
 	// ProviderThreads is PROVIDER_THREADS: at most this many provider tasks in flight across every worker of the
-	// task queue (0: no admission control). workflows.Register hands it to SolveCaptcha; no activity reads it.
+	// task queue (0: no admission control). AcquireSlot states it to the semaphore; the workflow gets it as
+	// workflows.Settings.
 	ProviderThreads int
 
 	httpOnce   sync.Once

@@ -17,6 +17,10 @@ import (
 type SubmitRequest struct {
 	Method string            `json:"method"`
 	Params map[string]string `json:"params"`
+	// RunID and Submission name the submission in its pingback URL (signed), so its callback is known for its own
+	// even when in.php's answer is lost. Requests scheduled before they existed leave them empty.
+	RunID      string `json:"run_id,omitempty"`
+	Submission int    `json:"submission,omitempty"`
 }
 
 // SubmitResult is the provider's task ID for the new submission.
@@ -33,8 +37,7 @@ type SubmitResult struct {
 // attempt (transientError). A request that failed after it was written (timeout, reset, EOF: the provider may have
 // created the task) is a FailureSubmitOutcomeUnknown error, which the workflow's retry policy does not retry.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
-	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
-	pingback, err := callbackauth.URL(a.CallbackBaseURL, workflowID, a.CallbackSecret)
+	pingback, err := a.pingbackURL(activity.GetInfo(ctx).WorkflowExecution.ID, req)
 	if err != nil {
 		return SubmitResult{}, temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
 	}
@@ -52,6 +55,15 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	}
 	activity.GetLogger(ctx).Info("submitted to provider", "ProviderTaskID", id)
 	return SubmitResult{ProviderTaskID: id, CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil
+}
+
+// pingbackURL names the submission when the request does, else only the workflow.
+func (a *Activities) pingbackURL(workflowID string, req SubmitRequest) (string, error) {
+	if req.Submission > 0 {
+		return callbackauth.URLFor(a.CallbackBaseURL, workflowID, a.CallbackSecret,
+			callbackauth.Submission{RunID: req.RunID, N: req.Submission})
+	}
+	return callbackauth.URL(a.CallbackBaseURL, workflowID, a.CallbackSecret)
 }
 
 // PollRequest names the provider task to look up.

@@ -33,14 +33,34 @@ const (
 // ThreadsWorkflowID is the semaphore's workflow ID for a task queue: one per namespace and task queue.
 func ThreadsWorkflowID(taskQueue string) string { return "captchaflow-threads:" + taskQueue }
 
-// SlotRequest asks for a slot for one submission (Seq) of the task WorkflowID/RunID. Threads is the requesting
-// worker's PROVIDER_THREADS: the semaphore's capacity follows the latest request.
+// SlotReaskInterval is how often a queued task re-asks for its slot: the bound on recovering from a replaced
+// semaphore.
+const SlotReaskInterval = 30 * time.Second
+
+// SlotRequest asks for a slot for one submission (Seq) of the task WorkflowID/RunID.
 type SlotRequest struct {
-	WorkflowID  string    `json:"workflow_id"`
-	RunID       string    `json:"run_id"`
-	Seq         int       `json:"seq"`
-	Threads     int       `json:"threads"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	Seq        int    `json:"seq"`
+	// Threads is what tasks recorded before the plan was stated per task queue sent; new tasks leave it 0.
+	Threads     int       `json:"threads,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
+	// Held re-asserts a slot this submission was granted, so a replaced semaphore learns its holders.
+	Held bool `json:"held,omitempty"`
+	// Ticket is the previous answer, when re-asking: nothing is sent while the semaphore that queued the request
+	// still runs.
+	Ticket *SlotTicket `json:"ticket,omitempty"`
+}
+
+// SlotTicket is AcquireSlot's answer.
+type SlotTicket struct {
+	// Semaphore is the workflow ID the release goes to.
+	Semaphore string `json:"semaphore"`
+	// Epoch names the semaphore instance that took the request: stable across its continue-as-new, new after it
+	// was terminated, reset or started afresh.
+	Epoch string `json:"epoch"`
+	// Granted: the slot is held at once; no SlotGrantedSignal follows.
+	Granted bool `json:"granted,omitempty"`
 }
 
 // SlotRelease gives back (or stops waiting for) the slot of submission Seq of WorkflowID/RunID.
@@ -50,9 +70,12 @@ type SlotRelease struct {
 	Seq        int    `json:"seq"`
 }
 
-// SlotGrant tells a task that submission Seq holds a slot.
+// SlotGrant tells a task that submission Seq of run RunID holds a slot (RunID is empty in grants sent before grants
+// named their run).
 type SlotGrant struct {
-	Seq int `json:"seq"`
+	Seq       int    `json:"seq"`
+	RunID     string `json:"run_id,omitempty"`
+	Semaphore string `json:"semaphore,omitempty"`
 }
 
 // SlotHolder is a granted slot.
@@ -72,6 +95,9 @@ type SemaphoreState struct {
 // (signal-with-start). A retry after a lost answer sends the request again; the semaphore ignores a duplicate.
 func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) error {
 	info := activity.GetInfo(ctx)
+	if req.Threads == 0 {
+		req.Threads = a.ProviderThreads // the plan this worker states
+	}
 	_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, ThreadsWorkflowID(info.TaskQueue), AcquireSlotSignal, req,
 		client.StartWorkflowOptions{TaskQueue: info.TaskQueue}, ThreadsWorkflowType, SemaphoreState{Threads: req.Threads})
 	if err != nil {

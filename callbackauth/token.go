@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -20,11 +21,39 @@ const CallbackPath = "/callback/"
 // TokenParam is the query parameter that carries the token.
 const TokenParam = "t"
 
+// RunParam and SubmissionParam name the run and the submission a pingback URL was made for; the token signs them.
+const (
+	RunParam        = "r"
+	SubmissionParam = "s"
+)
+
+// Submission names one submission of one run of a workflow, as a pingback URL carries it.
+type Submission struct {
+	RunID string
+	N     int
+}
+
+// named is the message a submission's token signs: the workflow ID, the run and the number, each unambiguous
+// (a workflow ID cannot hold a newline).
+func (s Submission) named(workflowID string) string {
+	return workflowID + "\n" + s.RunID + "\n" + strconv.Itoa(s.N)
+}
+
 // Token returns the lowercase hex HMAC-SHA256 of workflowID under secret.
 func Token(secret, workflowID string) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(workflowID))
 	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// TokenFor returns the token of one submission's pingback URL.
+func TokenFor(secret, workflowID string, sub Submission) string {
+	return Token(secret, sub.named(workflowID))
+}
+
+// ValidFor reports whether token was made for this submission of workflowID under any of the secrets.
+func ValidFor(token, workflowID string, sub Submission, secrets ...string) bool {
+	return Valid(token, sub.named(workflowID), secrets...)
 }
 
 // Valid reports whether token was made for workflowID under any of the non-empty secrets (the current one and,
@@ -51,6 +80,20 @@ func Valid(token, workflowID string, secrets ...string) bool {
 // URL builds the callback URL for workflowID under baseURL (the ingress's public base, e.g. https://cb.example.com
 // or http://127.0.0.1:8080/prefix).
 func URL(baseURL, workflowID, secret string) (string, error) {
+	return build(baseURL, workflowID, secret, url.Values{TokenParam: {Token(secret, workflowID)}})
+}
+
+// URLFor builds the pingback URL of one submission: it names the run and the submission, and its token signs them,
+// so a callback tells which submission it answers even when in.php's answer (the provider's ID) was lost.
+func URLFor(baseURL, workflowID, secret string, sub Submission) (string, error) {
+	if sub.RunID == "" || sub.N < 1 {
+		return "", errors.New("a submission's pingback URL needs its run ID and number")
+	}
+	return build(baseURL, workflowID, secret, url.Values{TokenParam: {TokenFor(secret, workflowID, sub)},
+		RunParam: {sub.RunID}, SubmissionParam: {strconv.Itoa(sub.N)}})
+}
+
+func build(baseURL, workflowID, secret string, query url.Values) (string, error) {
 	if secret == "" {
 		return "", errors.New("callback secret is empty")
 	}
@@ -66,7 +109,7 @@ func URL(baseURL, workflowID, secret string) (string, error) {
 		return "", errors.New("callback base URL has an invalid path escape")
 	}
 	base.Path, base.RawPath = path, rawPath
-	base.RawQuery = url.Values{TokenParam: {Token(secret, workflowID)}}.Encode()
+	base.RawQuery = query.Encode()
 	base.Fragment = ""
 	return base.String(), nil
 }

@@ -100,8 +100,8 @@ func run(logger *slog.Logger) error {
 		DeliveryTimeout:         cfg.DeliveryRequestTimeout,
 		NotifyAllowPrivate:      cfg.NotifyAllowPrivate,
 		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod, // Submit hands the method's value to the workflow
-		ProviderThreads:         cfg.ProviderThreads,         // Register binds it to SolveCaptcha
-	})
+		ProviderThreads:         cfg.ProviderThreads,
+	}, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -12,84 +11,98 @@ import (
 	"github.com/captchaflow/captchaflow/captchaai"
 )
 
-// await waits for the current submission's code: the callback while the timer runs, then the callback or the
-// poll, whichever comes first.
-func (s *solver) await(ctx workflow.Context) (code string, via captchaflow.Via, err error) {
-	w := &waiter{s: s, ctx: ctx}
+// await waits for an accepted submission's code: the callback while the timer runs, then the callback or the
+// poll, whichever comes first; a lost submission of the same solve answering first wins too.
+func (s *solver) await(ctx workflow.Context, sub *submission) outcome {
+	w := &waiter{s: s, ctx: ctx, sub: sub}
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	s.cancelTimer = cancelTimer
-
-	// A callback can overtake in.php's answer; if it is already here, no timer is needed at all.
-	var cb captchaflow.Callback
-	for w.code == "" && w.err == nil && s.callbacks.ReceiveAsync(&cb) {
-		w.onCallback(cb)
-	}
-	if w.code == "" && w.err == nil {
-		w.timer = workflow.NewTimer(timerCtx, min(s.in.CallbackTimeout(), s.remaining(ctx)))
-	}
-	for w.code == "" && w.err == nil {
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(s.callbacks, func(c workflow.ReceiveChannel, _ bool) {
-			var cb captchaflow.Callback
-			// ReceiveAsync, not Receive: a corrupt payload is dropped by the SDK and must not block the loop.
-			if c.ReceiveAsync(&cb) {
-				w.onCallback(cb)
-			}
-		})
-		if w.poll == nil {
-			sel.AddFuture(w.timer, w.onTimer)
-		} else {
-			sel.AddFuture(w.poll, w.onPoll)
+	s.wait(ctx, func() bool {
+		// A callback can overtake in.php's answer; if it is already here, no timer is needed at all.
+		if !w.step() && w.timer == nil {
+			w.timer = workflow.NewTimer(timerCtx, min(s.in.CallbackTimeout(), s.remaining(ctx)))
 		}
-		if w.confirm != nil {
-			sel.AddFuture(w.confirm, w.onConfirm)
-		}
-		sel.Select(ctx)
-	}
+		return w.done != nil
+	}, w.futures)
 	if w.cancelPoll != nil {
 		w.cancelPoll()
 	}
-	return w.code, w.via, w.err
+	return *w.done
 }
 
-// waiter is the state of one await: the futures it selects on and, once known, the code or the error. It reads
-// the solver (input, status, logger) through s and never changes it.
+// waiter is the state of one submission's wait: the futures it looks at and, once known, its outcome.
 type waiter struct {
 	s          *solver
 	ctx        workflow.Context
+	sub        *submission
 	timer      workflow.Future
 	poll       workflow.Future
 	cancelPoll workflow.CancelFunc
 	confirm    workflow.Future
 	// confirms counts the res.php confirmations this submission started (see maxConfirmsPerSubmission).
 	confirms int
-
-	code string
-	via  captchaflow.Via
-	err  error
+	done     *outcome
 }
 
-// onCallback takes an authenticated callback's code for the current submission when it is a solution. A provider
-// status word (2captcha-style pingbacks carry "the token, the answer, or an error code") is taken for what it
-// says: unsolvable means resubmit, anything else is checked with res.php. An unauthenticated callback only
-// triggers a res.php confirmation (whatever its code: nothing vouches for it, not even for "unsolvable"), and
-// anything stale, empty or oversized is logged and dropped.
+// futures are what the wait looks at: the timer until the poll starts, then the poll; a confirmation in flight.
+func (w *waiter) futures() []workflow.Future {
+	if w.poll != nil {
+		return []workflow.Future{w.poll, w.confirm}
+	}
+	return []workflow.Future{w.timer, w.confirm}
+}
+
+// step acts on what is ready, in the order callbacks, timer or poll, confirmation; it tells whether the wait
+// is over.
+func (w *waiter) step() bool {
+	for len(w.sub.inbox) > 0 && w.done == nil {
+		cb := w.sub.inbox[0]
+		w.sub.inbox = w.sub.inbox[1:]
+		w.onCallback(cb)
+	}
+	if w.done == nil {
+		if lost := w.s.table.answered(); lost != nil && lost != w.sub {
+			w.finish(w.s.solvedBy(w.ctx, lost, lost.answer.Code, captchaflow.ViaCallback))
+		}
+	}
+	if w.done == nil && w.poll == nil && w.timer != nil && w.timer.IsReady() {
+		w.onTimer()
+	}
+	if w.done == nil && w.poll != nil && w.poll.IsReady() {
+		w.onPoll()
+	}
+	if w.done == nil && w.confirm != nil && w.confirm.IsReady() {
+		w.onConfirm()
+	}
+	return w.done != nil
+}
+
+func (w *waiter) finish(o outcome) {
+	if o.kind == outResubmit {
+		w.sub.State = subUnsolvable
+	}
+	w.done = &o
+}
+
+// onCallback acts on a callback routed to this submission. An authenticated one carrying a solution is the
+// result; a provider status word (2captcha-style pingbacks carry "the token, the answer, or an error code") is
+// taken for what it says: unsolvable means resubmit, anything else is checked with res.php. An unauthenticated
+// callback only triggers a res.php confirmation (nothing vouches for it, not even for "unsolvable"), and an empty
+// or oversized code is logged and dropped.
 func (w *waiter) onCallback(cb captchaflow.Callback) {
+	logger := w.s.logger
 	switch {
-	case cb.ProviderTaskID != w.s.status.ProviderTaskID:
-		w.s.logger.Warn("ignoring callback for another provider task (stale or forged)",
-			"CallbackProviderTaskID", cb.ProviderTaskID, "ProviderTaskID", w.s.status.ProviderTaskID)
-	case cb.Code == "":
-		w.s.logger.Warn("ignoring callback without a code", "ProviderTaskID", cb.ProviderTaskID)
+	case cb.Code == "" && cb.Authenticated:
+		logger.Warn("ignoring callback without a code", "ProviderTaskID", cb.ProviderTaskID)
 	case len(cb.Code) > captchaflow.MaxCodeBytes && changed(w.ctx, changeIgnoreOversizedCallback):
-		w.s.logger.Warn("ignoring callback with a code over the bound on a code", "ProviderTaskID", cb.ProviderTaskID,
+		logger.Warn("ignoring callback with a code over the bound on a code", "ProviderTaskID", cb.ProviderTaskID,
 			"Bytes", len(cb.Code), "MaxCodeBytes", captchaflow.MaxCodeBytes, "Authenticated", cb.Authenticated)
 	case cb.Authenticated && captchaai.IsStatusWord(cb.Code) && changed(w.ctx, changeStatusWordCallback):
 		w.onStatusWord(strings.TrimSpace(cb.Code))
 	case cb.Authenticated:
-		w.code, w.via = cb.Code, captchaflow.ViaCallback
+		w.finish(w.s.solvedBy(w.ctx, w.sub, cb.Code, captchaflow.ViaCallback))
 	default:
-		// Nothing authenticates this callback, so its code is never used: res.php is asked instead.
+		// Nothing authenticates it (an untokened hint carries no code at all): res.php is asked instead.
 		w.confirmWithResPHP("unauthenticated callback")
 	}
 }
@@ -97,22 +110,21 @@ func (w *waiter) onCallback(cb captchaflow.Callback) {
 // onStatusWord handles an authenticated callback that carries a provider status word instead of a solution.
 func (w *waiter) onStatusWord(code string) {
 	if captchaai.ClassifyCode(code) == captchaai.ClassResubmit {
-		w.s.logger.Info("the provider called back that it gave up; resubmitting", "ProviderTaskID", w.s.status.ProviderTaskID, "Code", code)
-		w.err = fmt.Errorf("%w: the callback said %s", errResubmit, code)
+		w.s.logger.Info("the provider called back that it gave up; resubmitting", "ProviderTaskID", w.sub.ProviderID, "Code", code)
+		w.finish(resubmit(outResubmit, "the callback said "+code))
 		return
 	}
 	// An unknown ERROR_ word can be as long as a code may be; the log quotes its start.
 	w.confirmWithResPHP(fmt.Sprintf("callback with the status word %.64s", code))
 }
 
-// confirmWithResPHP asks res.php for the current submission's code, unless it is already being asked or this
-// submission's confirmations are spent: a flood of forged callbacks then costs at most maxConfirmsPerSubmission
-// res.php requests, and the timer and the poll still recover the result.
+// confirmWithResPHP asks res.php for the submission's code, unless it is already being asked or this submission's
+// confirmations are spent: a flood of hints then costs at most maxConfirmsPerSubmission res.php requests, and the
+// timer and the poll still recover the result.
 func (w *waiter) confirmWithResPHP(why string) {
-	id := w.s.status.ProviderTaskID
+	id := w.sub.ProviderID
 	switch {
 	case w.poll != nil || w.confirm != nil:
-		// Already asking res.php; the answer will come from there.
 		w.s.logger.Info(why+" while res.php is being asked; ignored", "ProviderTaskID", id)
 	case w.confirms >= maxConfirmsPerSubmission && changed(w.ctx, changeBoundConfirmations):
 		w.s.logger.Warn(why+" after this submission's res.php confirmations were spent; ignored (the timer and poll still run)",
@@ -127,48 +139,49 @@ func (w *waiter) confirmWithResPHP(why string) {
 
 // onTimer switches to polling when the callback timeout fires: the provider's pingback was lost, late or never
 // sent, and the one Poll activity's retry policy now asks res.php every poll interval until the deadline.
-func (w *waiter) onTimer(f workflow.Future) {
-	if err := f.Get(w.ctx, nil); err != nil {
-		w.err = err // only cancellation of the workflow itself gets here
+func (w *waiter) onTimer() {
+	if err := w.timer.Get(w.ctx, nil); err != nil {
+		w.finish(failed(err)) // only cancellation of the workflow itself gets here
 		return
 	}
 	if w.s.remaining(w.ctx) <= 0 {
-		w.err = deadlineExceeded(w.s.in.DeadlineSeconds)
+		w.finish(failed(deadlineExceeded(w.s.in.DeadlineSeconds)))
 		return
 	}
-	w.s.logger.Info("no callback in time; polling res.php", "ProviderTaskID", w.s.status.ProviderTaskID)
+	w.s.logger.Info("no callback in time; polling res.php", "ProviderTaskID", w.sub.ProviderID)
+	w.sub.State = subPolling
 	w.s.setPhaseSearchable(w.ctx, captchaflow.PhasePolling)
 	countFallbackPoll(w.ctx)
 	var pollCtx workflow.Context
 	pollCtx, w.cancelPoll = workflow.WithCancel(w.ctx)
 	w.poll = workflow.ExecuteActivity(pollOptions(pollCtx, w.s.in.PollInterval(), w.s.remaining(w.ctx)), acts.Poll,
-		activities.PollRequest{ProviderTaskID: w.s.status.ProviderTaskID})
+		activities.PollRequest{ProviderTaskID: w.sub.ProviderID})
 }
 
 // onPoll ends the wait with the polled code, or with the poll's classified failure (deadline, resubmit, config).
-func (w *waiter) onPoll(f workflow.Future) {
+func (w *waiter) onPoll() {
 	var r activities.PollResult
-	if err := f.Get(w.ctx, &r); err != nil {
-		w.err = w.s.classify(err)
+	if err := w.poll.Get(w.ctx, &r); err != nil {
+		w.finish(w.s.classify(err))
 		return
 	}
-	w.code, w.via = r.Code, captchaflow.ViaPoll
+	w.finish(w.s.solvedBy(w.ctx, w.sub, r.Code, captchaflow.ViaPoll))
 }
 
-// onConfirm settles an unauthenticated callback: res.php's code wins, "unsolvable" means resubmit, and any other
-// failure means the hint was wrong or early, so the wait goes on (the timer or poll still runs).
-func (w *waiter) onConfirm(f workflow.Future) {
+// onConfirm settles a confirmation: res.php's code wins, "unsolvable" means resubmit, and any other failure means
+// the hint was wrong or early, so the wait goes on (the timer or poll still runs).
+func (w *waiter) onConfirm() {
+	f := w.confirm
 	w.confirm = nil
 	var r activities.PollResult
 	err := f.Get(w.ctx, &r)
 	if err == nil {
-		w.code, w.via = r.Code, captchaflow.ViaCallback
+		w.finish(w.s.solvedBy(w.ctx, w.sub, r.Code, captchaflow.ViaCallback))
 		return
 	}
-	if classified := w.s.classify(err); errors.Is(classified, errResubmit) {
-		w.err = classified
+	if o := w.s.classify(err); o.kind == outResubmit {
+		w.finish(o)
 		return
 	}
-	w.s.logger.Warn("unauthenticated callback not confirmed by res.php; still waiting",
-		"ProviderTaskID", w.s.status.ProviderTaskID, "Error", err)
+	w.s.logger.Warn("callback not confirmed by res.php; still waiting", "ProviderTaskID", w.sub.ProviderID, "Error", err)
 }

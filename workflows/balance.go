@@ -13,10 +13,6 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// errAwaitedBalance marks an in.php request refused with ERROR_ZERO_BALANCE after the task waited for the balance:
-// solve submits again at once, and the refusal does not count against max_submits (nothing was created or paid).
-var errAwaitedBalance = errors.New("waited for the provider balance")
-
 // zeroBalanceWaitDefault is the wait when the failure does not carry one (the activity always does).
 const zeroBalanceWaitDefault = time.Minute
 
@@ -30,12 +26,12 @@ func zeroBalance(err error) bool {
 // awaitBalance pauses the task's submissions after an ERROR_ZERO_BALANCE answer: the phase becomes
 // PhaseAwaitingBalance (searchable once per pause, so the pause costs one upsert, not one per minute), the status
 // query and the current details say why and since when, and after the paced wait from the activity (60 s ±20 %)
-// attempt submits again. Each minute of the pause costs one failed Submit (3 events) and one timer (2 events).
+// attempt submits again (outBalance: not counted against max_submits, nothing was created or paid). Each minute of the pause costs one failed Submit (3 events) and one timer (2 events).
 //
 // The deadline keeps counting: deadline_seconds is the caller's bound on the whole task, a token solved past it is
 // of no use to them, and it bounds the history of a pause that never ends. A task whose deadline runs out while the
 // balance is zero fails DeadlineExceeded, and the failure says so.
-func (s *solver) awaitBalance(ctx workflow.Context, err error) error {
+func (s *solver) awaitBalance(ctx workflow.Context, err error) outcome {
 	var appErr *temporal.ApplicationError
 	wait := zeroBalanceWaitDefault
 	if errors.As(err, &appErr) {
@@ -55,17 +51,17 @@ func (s *solver) awaitBalance(ctx workflow.Context, err error) error {
 		s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
 	}
 	if d := min(wait, s.remaining(ctx)); d > 0 {
-		if err := workflow.Sleep(ctx, d); err != nil {
-			return err // cancelled
+		if err := s.sleep(ctx, d); err != nil {
+			return failed(err) // cancelled
 		}
 	}
 	if s.remaining(ctx) <= 0 {
-		return temporal.NewNonRetryableApplicationError(
+		return failed(temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no result within deadline_seconds=%d: the provider balance was zero (ERROR_ZERO_BALANCE) since %s",
 				s.in.DeadlineSeconds, s.status.WaitingSince.UTC().Format(time.RFC3339)),
-			captchaflow.FailureDeadlineExceeded, nil)
+			captchaflow.FailureDeadlineExceeded, nil))
 	}
-	return errAwaitedBalance
+	return outcome{kind: outBalance}
 }
 
 // CheckBalance reads the provider account's balance once (FetchBalance, which records it as the

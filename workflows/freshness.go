@@ -66,6 +66,7 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 		// A refresh is a solve of its own: a fresh deadline_seconds and max_submits, and no backoff carried over.
 		s.deadlineAt = workflow.Now(ctx).Add(s.in.SolveBudget())
 		s.refusals = 0
+		s.table.newRound()
 		next, err := s.solve(ctx)
 		if err != nil {
 			return res, err

@@ -81,7 +81,7 @@ func (s *SolveCaptchaSuite) TestExpiresAtPerMethodAndOverride() {
 		{"base64", captchaflow.Params{"body": "aGk="}, 600, 600 * time.Second},
 	} {
 		env := s.NewTestWorkflowEnvironment()
-		Register(env, &activities.Activities{})
+		Register(env, &activities.Activities{}, Settings{})
 		env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 		env.RegisterDelayedCallback(func() {
 			env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "C", Authenticated: true})
@@ -213,7 +213,7 @@ func (s *SolveCaptchaSuite) TestCallbackTimeoutByMethod() {
 		want time.Duration
 	}{{0, 30 * time.Second}, {50, 50 * time.Second}} {
 		env := s.NewTestWorkflowEnvironment()
-		Register(env, &activities.Activities{})
+		Register(env, &activities.Activities{}, Settings{})
 		// The worker's Submit hands back its per-method default (CALLBACK_TIMEOUT_BY_METHOD=userrecaptcha=30s).
 		env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
 			activities.SubmitResult{ProviderTaskID: "111", CallbackTimeoutSeconds: 30}, nil).Once()

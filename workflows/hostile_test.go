@@ -69,7 +69,7 @@ func TestStatusWordCallbacksAreConfirmedNotTaken(t *testing.T) {
 		t.Run(strings.TrimSpace(cb.Code), func(t *testing.T) {
 			var ts testsuite.WorkflowTestSuite
 			env := ts.NewTestWorkflowEnvironment()
-			Register(env, &activities.Activities{})
+			Register(env, &activities.Activities{}, Settings{})
 			env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 			env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).
 				Return(activities.PollResult{Code: "FROM-RES-PHP"}, nil).Once()
@@ -170,7 +170,7 @@ func TestCancelDuringDeliveryEndsCancelled(t *testing.T) {
 	metrics := newCapturingMetrics()
 	ts.SetMetricsHandler(metrics)
 	env := ts.NewTestWorkflowEnvironment()
-	Register(env, &activities.Activities{})
+	Register(env, &activities.Activities{}, Settings{})
 	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 	env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(
 		temporal.NewApplicationError("notify_url answered 503", activities.FailureDeliveryRejected))

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -13,16 +12,15 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/captchaai"
 )
 
-// Never pay twice for one submission (#10 §6). The provider has no idempotency key, so an in.php request whose
-// answer was lost — the worker was killed while it ran, or the request timed out or the connection broke after it
-// was written — may have created a task that is being solved and will be paid for. Submitting again at once (what
-// the Submit retry policy used to do) pays for a second one. But the pingback URL names this workflow and carries
-// its token: an authenticated callback with a provider task ID the workflow never learned can only come from such a
-// submission, so it is this task's answer. A submission whose outcome is unknown therefore waits up to the callback
-// timeout for that callback and only then submits again (counted against max_submits, bounded by the deadline).
+// Never pay twice for one submission. The provider has no idempotency key, so an in.php request whose answer was
+// lost — the worker was killed while it ran, or the request timed out or the connection broke after it was written
+// — may have created a task that is being solved and will be paid for. Submitting again at once pays for a second
+// one. But the pingback URL names this run and submission and carries their token: its callback is this
+// submission's answer. A submission whose outcome is unknown therefore waits up to lost_answer_wait_seconds for that
+// callback and only then submits again (counted against max_submits, bounded by the deadline); its answer is still
+// taken if it comes later.
 
 // lostSubmitTypes are the Submit failures whose outcome is unknown, as retry-policy error types: the activity's own
 // FailureSubmitOutcomeUnknown, and a start-to-close or heartbeat timeout of an attempt (a killed or stuck worker).
@@ -78,92 +76,81 @@ func submitOutcomeUnknown(err error) bool {
 	return errors.As(err, &appErr) && appErr.Type() == activities.FailureSubmitOutcomeUnknown
 }
 
-// awaitLostSubmission handles a Submit whose outcome is unknown. The request counts as a submission (it may have
-// been paid for). For up to the callback timeout (cut to the deadline) the workflow takes an authenticated callback
-// whose code is a solution and whose provider task ID is not the previous submission's: that is the lost
-// submission's answer, and its ID becomes the Result's provider_task_id (the submission the code came from). Nothing
-// else can be learned about the lost submission — there is no ID to poll res.php with — so status words and
-// unauthenticated callbacks are logged and dropped (an unsolvable lost task costs the wait, never a second payment
-// while it may still be solving). Without a callback in time it returns errResubmit (run submits again, within
-// max_submits) or, at the deadline, DeadlineExceeded.
-func (s *solver) awaitLostSubmission(ctx workflow.Context, submittedAt time.Time, cause error) (captchaflow.Result, error) {
-	previous := s.status.ProviderTaskID
-	// The status query shows this submission: its provider task ID is unknown until its callback names it.
+// lostWaitVersion is changeAwaitLostSubmission's current version: 1 waited the callback timeout and dropped a
+// later answer; 2 waits lost_answer_wait_seconds with the searchable phase set, and the submission stays open to
+// its answer until the task ends.
+const lostWaitVersion = 2
+
+// awaitLost handles a Submit whose outcome is unknown. The request counts as a submission (it may have been paid
+// for). Until the lost-answer wait ends (cut to the deadline) no other in.php request is made; the submission's
+// authenticated callback, routed to it by the table whatever the task is doing, is its answer. Nothing else can be
+// learned about it — there is no ID to poll res.php with — so status words and hints are dropped (an unsolvable
+// lost task costs the wait, never a second payment while it may still be solving).
+func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, version workflow.Version) outcome {
 	s.status.ProviderTaskID = ""
 	s.status.Submits++
-	s.status.SubmittedAt = submittedAt
-	s.setPhase(ctx, captchaflow.PhaseAwaitingCallback)
+	s.status.SubmittedAt = sub.SubmittedAt
+	wait := min(s.in.CallbackTimeout(), s.remaining(ctx))
+	if version >= lostWaitVersion {
+		wait = min(s.in.LostAnswerWait(), s.remaining(ctx))
+		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
+	} else {
+		s.setPhase(ctx, captchaflow.PhaseAwaitingCallback)
+	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**phase:** %s · submission %d/%d: in.php's answer was lost, waiting for its callback",
 		captchaflow.PhaseAwaitingCallback, s.status.Submits, s.in.MaxSubmits))
-	wait := min(s.in.CallbackTimeout(), s.remaining(ctx))
 	s.logger.Warn("in.php's answer was lost; waiting for the submission's callback before submitting again",
 		"Submits", s.status.Submits, "Wait", wait, "Error", cause)
-
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	s.cancelTimer = cancelTimer
-	var got *captchaflow.Callback
-	consider := func(cb captchaflow.Callback) {
-		if lostSubmissionAnswer(cb, previous) {
-			got = &cb
-			return
-		}
-		s.logger.Info("callback ignored while in.php's answer is lost (not an authenticated solution from another submission)",
-			"CallbackProviderTaskID", cb.ProviderTaskID, "Authenticated", cb.Authenticated, "PreviousProviderTaskID", previous)
-	}
-	var cb captchaflow.Callback
-	for got == nil && s.callbacks.ReceiveAsync(&cb) {
-		consider(cb)
-	}
-	if got == nil {
+	if s.table.lost(sub) == nil {
 		timer := workflow.NewTimer(timerCtx, wait)
-		var timerErr error
-		fired := false
-		for got == nil && !fired {
-			sel := workflow.NewSelector(ctx)
-			sel.AddReceive(s.callbacks, func(c workflow.ReceiveChannel, _ bool) {
-				var cb captchaflow.Callback
-				if c.ReceiveAsync(&cb) {
-					consider(cb)
-				}
-			})
-			sel.AddFuture(timer, func(f workflow.Future) { timerErr, fired = f.Get(ctx, nil), true })
-			sel.Select(ctx)
+		s.wait(ctx, func() bool { return sub.answer != nil || timer.IsReady() },
+			func() []workflow.Future { return []workflow.Future{timer} })
+		if sub.answer == nil {
+			return s.lostWaitOver(ctx, sub, timer)
 		}
-		if got == nil {
-			switch {
-			case timerErr != nil:
-				return captchaflow.Result{}, timerErr // only cancellation of the workflow itself gets here
-			case s.remaining(ctx) <= 0:
-				countLostSubmit(ctx, LostOutcomeDeadline)
-				return captchaflow.Result{}, deadlineExceeded(s.in.DeadlineSeconds)
-			}
-			countLostSubmit(ctx, LostOutcomeResubmit)
-			return captchaflow.Result{}, fmt.Errorf("%w: in.php's answer was lost and no callback came within %s", errResubmit, wait)
-		}
+		cancelTimer()
 	}
-	cancelTimer()
-	countLostSubmit(ctx, LostOutcomeCallback)
-	s.status.ProviderTaskID = got.ProviderTaskID
-	s.logger.Info("the lost submission called back", "ProviderTaskID", got.ProviderTaskID, "Submits", s.status.Submits)
-	// The provider task ID is known now: CaptchaTaskId finds the task by it, as for any other submission.
-	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
-	return captchaflow.Result{
-		ProviderTaskID: got.ProviderTaskID,
-		Code:           got.Code,
-		Via:            captchaflow.ViaCallback,
-		SubmittedAt:    submittedAt,
-		ReceivedAt:     workflow.Now(ctx),
-		Submits:        s.status.Submits,
-	}, nil
+	return s.lostAnswered(ctx, sub)
 }
 
-// lostSubmissionAnswer tells whether cb can be the answer of a submission whose in.php answer was lost: it is
-// authenticated (the sender knows this workflow's callback token, which only our pingback URLs carry), it names a
-// provider task other than the previous submission (whose late callbacks are stale), and its code is a solution —
-// not empty, not over captchaflow.MaxCodeBytes, not a provider status word.
-func lostSubmissionAnswer(cb captchaflow.Callback, previous string) bool {
-	return cb.Authenticated && cb.ProviderTaskID != "" && cb.ProviderTaskID != previous &&
-		strings.TrimSpace(cb.Code) != "" && len(cb.Code) <= captchaflow.MaxCodeBytes && !captchaai.IsStatusWord(cb.Code)
+// lostWaitOver ends a lost submission's wait without its answer: the task submits again (within max_submits) or,
+// at the deadline, fails. The submission stays open: its answer is still taken if it comes.
+func (s *solver) lostWaitOver(ctx workflow.Context, sub *submission, timer workflow.Future) outcome {
+	sub.lostWaitOver = true
+	if err := timer.Get(ctx, nil); err != nil {
+		return failed(err) // only cancellation of the workflow itself gets here
+	}
+	if s.remaining(ctx) <= 0 {
+		countLostSubmit(ctx, LostOutcomeDeadline)
+		return failed(deadlineExceeded(s.in.DeadlineSeconds))
+	}
+	countLostSubmit(ctx, LostOutcomeResubmit)
+	return resubmit(outResubmit, "in.php's answer was lost and no callback came in time")
+}
+
+// lostAnswered takes a lost submission's answer as the result; its provider task ID becomes the Result's and, for
+// CaptchaTaskId, the current one.
+func (s *solver) lostAnswered(ctx workflow.Context, sub *submission) outcome {
+	countLostSubmit(ctx, LostOutcomeCallback)
+	s.status.ProviderTaskID = sub.ProviderID
+	s.logger.Info("the lost submission called back", "ProviderTaskID", sub.ProviderID, "Submission", sub.N)
+	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
+	return s.solvedBy(ctx, sub, sub.answer.Code, captchaflow.ViaCallback)
+}
+
+// takeLostAnswer is the answer of a lost submission that came while the task was doing something else (queued,
+// paused, backing off), before a new submission is made.
+func (s *solver) takeLostAnswer(ctx workflow.Context) (outcome, bool) {
+	sub := s.table.answered()
+	if sub == nil {
+		return outcome{}, false
+	}
+	countLostSubmit(ctx, LostOutcomeCallback)
+	s.status.ProviderTaskID = sub.ProviderID
+	s.logger.Info("a lost submission called back before the next one", "ProviderTaskID", sub.ProviderID, "Submission", sub.N)
+	return s.solvedBy(ctx, sub, sub.answer.Code, captchaflow.ViaCallback), true
 }
 
 func countLostSubmit(ctx workflow.Context, outcome string) {

@@ -27,7 +27,7 @@ func TestReportVerdict(t *testing.T) { suite.Run(t, new(ReportVerdictSuite)) }
 
 func (s *ReportVerdictSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
-	Register(s.env, &activities.Activities{})
+	Register(s.env, &activities.Activities{}, Settings{})
 	s.t0 = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	s.env.SetStartTime(s.t0)
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "order-42/report"})

@@ -17,69 +17,156 @@ import (
 // acquireStartToClose bounds one AcquireSlot attempt (one signal-with-start).
 const acquireStartToClose = 10 * time.Second
 
+// slotsVersion is changeProviderThreads' current version: 1 asked once and waited for the grant until the
+// deadline; 2 re-asks every activities.SlotReaskInterval (a replaced semaphore learns of the request), checks that a
+// grant names this run, and keeps the searchable phase equal to the status phase during a balance pause.
+const slotsVersion = 2
+
+// admission is the task's side of PROVIDER_THREADS.
+type admission struct {
+	decided bool
+	version workflow.Version // 0: no slots
+	seq     int              // the submission whose slot is asked or held
+	granted bool
+	ticket  activities.SlotTicket
+}
+
+// onGrant takes a grant for the request being asked; one for another run or request changes nothing.
+func (a *admission) onGrant(g activities.SlotGrant, runID string) {
+	if g.Seq == a.seq && (g.RunID == "" || g.RunID == runID) {
+		a.granted = true
+		if g.Semaphore != "" {
+			a.ticket.Semaphore = g.Semaphore
+		}
+	}
+}
+
 // slotsInEffect decides, once per task, whether it takes slots. It asks changeProviderThreads only when this
 // worker has PROVIDER_THREADS set or the task is being replayed (so the recorded answer is found whatever this
 // worker's setting): a task that runs on a worker without the setting calls nothing new and records no marker.
 func (s *solver) slotsInEffect(ctx workflow.Context) bool {
-	if s.slotsDecided {
-		return s.slots
+	a := &s.admission
+	if !a.decided {
+		a.decided = true
+		if s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx) {
+			a.version = workflow.GetVersion(ctx, changeProviderThreads, workflow.DefaultVersion, slotsVersion)
+		}
+		if a.version > 0 {
+			s.signals.grants = workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)
+		}
 	}
-	s.slotsDecided = true
-	s.slots = (s.threads > 0 || workflow.IsReplaying(ctx)) && changed(ctx, changeProviderThreads)
-	if s.slots {
-		s.grants = workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)
-	}
-	return s.slots
+	return a.version > 0
 }
 
-// acquireSlot queues this submission for a slot and waits, in PhaseQueued, until the semaphore grants it or the
-// deadline comes. On any error the caller still releases (which also takes the task out of the queue).
-func (s *solver) acquireSlot(ctx workflow.Context, seq int) error {
-	s.setPhaseSearchable(ctx, captchaflow.PhaseQueued)
-	info := workflow.GetInfo(ctx)
+// admit holds a slot for the next submission when PROVIDER_THREADS is in effect. It returns the release to run
+// on every way out of the attempt, or the outcome that ends the attempt before it submits.
+func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool) {
+	none := func() {}
+	if s.remaining(ctx) <= 0 || !s.slotsInEffect(ctx) {
+		return none, outcome{}, true
+	}
+	a := &s.admission
+	a.seq++
+	a.granted, a.ticket = false, activities.SlotTicket{}
+	seq := a.seq
+	release = func() { s.releaseSlot(ctx, seq) }
+	if err := s.acquireSlot(ctx); err != nil {
+		release()
+		return none, failed(err), false
+	}
+	if o, ok := s.takeLostAnswer(ctx); ok {
+		release()
+		return none, o, false
+	}
+	return release, outcome{}, true
+}
+
+// acquireSlot queues the submission for a slot and waits, in PhaseQueued, until the semaphore grants it, the
+// deadline comes or (version 2) a lost submission answers. Callbacks are routed meanwhile.
+func (s *solver) acquireSlot(ctx workflow.Context) error {
+	a := &s.admission
+	phase := captchaflow.PhaseQueued
+	if a.version >= slotsVersion && s.status.Waiting != "" {
+		phase = captchaflow.PhaseAwaitingBalance // the pause goes on while the task queues: one phase, searched and queried
+	}
+	s.setPhaseSearchable(ctx, phase)
 	queuedAt := workflow.Now(ctx)
-	req := activities.SlotRequest{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-		Seq: seq, Threads: s.threads, RequestedAt: queuedAt}
+	for !a.granted {
+		if err := s.askSlot(ctx, queuedAt); err != nil {
+			return err
+		}
+		if a.granted {
+			break
+		}
+		if err := s.awaitGrant(ctx); err != nil {
+			return err
+		}
+		if s.table.answered() != nil {
+			return nil
+		}
+	}
+	workflow.GetMetricsHandler(ctx).Timer(MetricSlotQueueWait).Record(workflow.Now(ctx).Sub(queuedAt))
+	return nil
+}
+
+// askSlot runs AcquireSlot once (re-asking with the previous ticket, so nothing is sent while the semaphore that
+// queued the request still runs).
+func (s *solver) askSlot(ctx workflow.Context, queuedAt time.Time) error {
+	a := &s.admission
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	req := activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: a.seq, RequestedAt: queuedAt}
+	if a.version < slotsVersion {
+		req.Threads = s.settings.ProviderThreads
+	} else if a.ticket.Epoch != "" {
+		ticket := a.ticket
+		req.Ticket = &ticket
+	}
 	remaining := s.remaining(ctx)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    min(acquireStartToClose, remaining),
 		ScheduleToCloseTimeout: remaining,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second},
 	})
-	if err := workflow.ExecuteActivity(actx, acts.AcquireSlot, req).Get(ctx, nil); err != nil {
+	f := workflow.ExecuteActivity(actx, acts.AcquireSlot, req)
+	s.waitFor(ctx, f)
+	var ticket activities.SlotTicket
+	if err := f.Get(ctx, &ticket); err != nil {
 		if retryBudgetSpent(err) {
 			return deadlineExceeded(s.in.DeadlineSeconds)
 		}
 		return err
 	}
+	if ticket.Epoch != "" || ticket.Granted {
+		a.ticket, a.granted = ticket, a.granted || ticket.Granted
+	}
+	return nil
+}
+
+// awaitGrant waits for the grant: until the deadline (version 1), or one re-ask interval (version 2), ending
+// early when a lost submission answers.
+func (s *solver) awaitGrant(ctx workflow.Context) error {
+	a := &s.admission
+	d := s.remaining(ctx)
+	if a.version >= slotsVersion {
+		d = min(d, activities.SlotReaskInterval)
+	}
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
-	deadline := workflow.NewTimer(timerCtx, s.remaining(ctx))
-	for {
-		var granted, expired bool
-		var err error
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(s.grants, func(c workflow.ReceiveChannel, _ bool) {
-			var g activities.SlotGrant
-			if c.ReceiveAsync(&g) && g.Seq == seq {
-				granted = true
-			}
-		})
-		sel.AddFuture(deadline, func(f workflow.Future) {
-			expired = true
-			err = f.Get(ctx, nil)
-		})
-		sel.Select(ctx)
-		switch {
-		case granted:
-			workflow.GetMetricsHandler(ctx).Timer(MetricSlotQueueWait).Record(workflow.Now(ctx).Sub(queuedAt))
-			return nil
-		case expired && err != nil:
-			return err // cancelled
-		case expired:
-			return deadlineExceeded(s.in.DeadlineSeconds)
-		}
+	timer := workflow.NewTimer(timerCtx, d)
+	s.wait(ctx, func() bool {
+		return a.granted || timer.IsReady() || (a.version >= slotsVersion && s.table.answered() != nil)
+	}, func() []workflow.Future { return []workflow.Future{timer} })
+	switch {
+	case a.granted || !timer.IsReady():
+		return nil
+	case timer.Get(ctx, nil) != nil:
+		return timer.Get(ctx, nil) // cancelled
+	case s.remaining(ctx) <= 0:
+		return deadlineExceeded(s.in.DeadlineSeconds)
+	case a.version < slotsVersion:
+		return deadlineExceeded(s.in.DeadlineSeconds)
 	}
+	return nil // re-ask
 }
 
 // releaseSlot gives the slot of submission seq back (or leaves the queue), on every way out of the attempt:
@@ -89,21 +176,14 @@ func (s *solver) releaseSlot(ctx workflow.Context, seq int) {
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	info := workflow.GetInfo(ctx)
-	err := workflow.SignalExternalWorkflow(dctx, activities.ThreadsWorkflowID(info.TaskQueueName), "",
-		activities.ReleaseSlotSignal, activities.SlotRelease{WorkflowID: info.WorkflowExecution.ID,
-			RunID: info.WorkflowExecution.RunID, Seq: seq}).Get(dctx, nil)
+	semaphore := s.admission.ticket.Semaphore
+	if semaphore == "" {
+		semaphore = activities.ThreadsWorkflowID(info.TaskQueueName)
+	}
+	err := workflow.SignalExternalWorkflow(dctx, semaphore, "", activities.ReleaseSlotSignal,
+		activities.SlotRelease{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Seq: seq}).Get(dctx, nil)
 	if err != nil {
 		s.logger.Warn("could not release the provider slot; the semaphore reclaims it when the task ends", "Error", err)
-	}
-}
-
-// drainGrants consumes grants that crossed a release (they change nothing), so completing is not held up.
-func (s *solver) drainGrants() {
-	if s.grants == nil {
-		return
-	}
-	var g activities.SlotGrant
-	for s.grants.ReceiveAsync(&g) {
 	}
 }
 

@@ -26,7 +26,7 @@ type slotEnv struct {
 func newSlotEnv(t *testing.T) *slotEnv {
 	var ts testsuite.WorkflowTestSuite
 	e := &slotEnv{t: t, env: ts.NewTestWorkflowEnvironment()}
-	Register(e.env, &activities.Activities{ProviderThreads: 2})
+	Register(e.env, &activities.Activities{}, Settings{ProviderThreads: 2})
 	e.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, req activities.SlotRequest) error {
 			e.acquired = append(e.acquired, req)
@@ -169,7 +169,7 @@ func TestSlotNeverGrantedEndsAtTheDeadline(t *testing.T) {
 func TestNoSlotsWhenProviderThreadsUnset(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
-	Register(env, &activities.Activities{})
+	Register(env, &activities.Activities{}, Settings{})
 	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})

@@ -27,7 +27,7 @@ type semaphoreEnv struct {
 func newSemaphoreEnv(t *testing.T) *semaphoreEnv {
 	var ts testsuite.WorkflowTestSuite
 	e := &semaphoreEnv{t: t, env: ts.NewTestWorkflowEnvironment(), gone: map[string]bool{}}
-	Register(e.env, &activities.Activities{})
+	Register(e.env, &activities.Activities{}, Settings{})
 	e.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.SlotGrantedSignal, mock.Anything).
 		Return(func(_, workflowID, _, _ string, _ any) error {
 			if e.gone[workflowID] {

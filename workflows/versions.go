@@ -15,9 +15,9 @@ const (
 	// one waits a growing backoff (before: no count, no wait, and a panic on the first submission).
 	changeCountSubmitRefusals = "count-and-back-off-submit-refusals"
 	// changeAwaitLostSubmission: a Submit whose outcome is unknown (in.php's answer lost after the request was
-	// written, or the attempt timed out with its worker) is not retried at once: the task waits up to the callback
-	// timeout for an authenticated callback from the submission whose ID it never learned, and submits again only
-	// without one (see awaitLostSubmission). Asked only when such a failure reaches the workflow.
+	// written, or the attempt timed out with its worker) is not retried at once: the task waits for an
+	// authenticated callback from the submission whose ID it never learned, and submits again only without one
+	// (see awaitLost and lostWaitVersion). Asked only when such a failure reaches the workflow.
 	changeAwaitLostSubmission = "await-callback-of-lost-submission"
 	// changeBoundConfirmations: at most maxConfirmsPerSubmission res.php confirmations per submission.
 	changeBoundConfirmations = "bound-confirmations-per-submission"
@@ -33,8 +33,13 @@ const (
 	// reaches the workflow: a history recorded before it holds none (the server retried them).
 	changePauseOnZeroBalance = "pause-submissions-on-zero-balance"
 	// changeProviderThreads: each submission queues for a PROVIDER_THREADS slot (AcquireSlot, then the semaphore's
-	// grant) and releases it when it resolves. Asked only by a worker with PROVIDER_THREADS set, or on replay.
+	// grant) and releases it when it resolves. Asked only by a worker with PROVIDER_THREADS set, or on replay (see
+	// slotsVersion).
 	changeProviderThreads = "provider-threads-admission"
+	// changeTakeLateLostAnswer: the answer of a submission whose in.php answer was lost is taken when it comes after
+	// the wait for it ended (while the task queues, backs off, pauses or waits for a later submission). Asked only
+	// when such an answer arrives.
+	changeTakeLateLostAnswer = "take-late-lost-answer"
 )
 
 // changed tells whether this task runs with changeID's new behaviour.

@@ -105,7 +105,7 @@ func newFuzzRun(t *testing.T, seed uint64) *fuzzRun {
 	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	f.env = ts.NewTestWorkflowEnvironment()
 	f.env.SetTestTimeout(10 * time.Second) // wall clock: a stalled run fails instead of hanging
-	Register(f.env, &activities.Activities{})
+	Register(f.env, &activities.Activities{}, Settings{})
 
 	f.in = recaptcha()
 	f.in.MaxSubmits = 1 + f.rng.IntN(4)

@@ -25,7 +25,7 @@ func TestSolveCaptcha(t *testing.T) { suite.Run(t, new(SolveCaptchaSuite)) }
 
 func (s *SolveCaptchaSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
-	Register(s.env, &activities.Activities{})
+	Register(s.env, &activities.Activities{}, Settings{})
 }
 
 func (s *SolveCaptchaSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }

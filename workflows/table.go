@@ -1,0 +1,279 @@
+package workflows
+
+import (
+	"strings"
+	"time"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/captchaai"
+)
+
+// The table of a run's submissions and the one place that routes every callback to one of them. Routing only
+// changes the table; the workflow acts on what it says at its next wait, so a callback counts the same whatever
+// the workflow is doing when it arrives (queued for a slot, paused for the balance, submitting, waiting, polling,
+// delivering).
+
+// subState is what became of one submission.
+type subState string
+
+const (
+	subSubmitting subState = "submitting"  // in.php is being asked
+	subAnswerLost subState = "answer_lost" // in.php's answer was lost: the provider may be solving it, ID unknown
+	subWaiting    subState = "waiting"     // accepted: waiting for its callback
+	subPolling    subState = "polling"     // accepted: res.php is being polled
+	subSolved     subState = "solved"      // its code is the result (or was, before the token expired)
+	subUnsolvable subState = "unsolvable"  // the provider gave up on it
+	subRefused    subState = "refused"     // in.php refused it (unsolvable-class, zero balance, or a config error)
+	subExpired    subState = "expired"     // its solve round ended (a refresh): nothing it says is fresh
+	subSuperseded subState = "superseded"  // abandoned while still open: another submission answered first
+)
+
+// maxUnplaced bounds the legacy callbacks held for a provider ID the table does not know yet.
+const maxUnplaced = 8
+
+// submission is one in.php request of this run.
+type submission struct {
+	N           int
+	Round       int // the solve it belongs to: 0, then one per refresh
+	ProviderID  string
+	State       subState
+	SubmittedAt time.Time
+	// inbox holds the callbacks routed to the current submission that its wait has not acted on yet, in order.
+	inbox []captchaflow.Callback
+	// answer is the code of a submission whose in.php answer was lost, once its callback came.
+	answer *captchaflow.Callback
+	// untokened counts the untokened hints it took (captchaflow.MaxUntokenedPerSubmission).
+	untokened int
+	// lostWaitOver: its in.php answer was lost and the wait for its callback ended without one (the task submitted
+	// again); its answer is still taken if it comes, where lateLostAnswers allows.
+	lostWaitOver bool
+}
+
+// open tells whether the provider may still answer it.
+func (sub *submission) open() bool {
+	switch sub.State {
+	case subSubmitting, subAnswerLost, subWaiting, subPolling:
+		return true
+	}
+	return false
+}
+
+// table is the run's submissions, oldest first.
+type table struct {
+	runID string
+	round int
+	subs  []*submission
+	// unplaced are authenticated callbacks from pingback URLs that name no submission, whose provider ID no
+	// submission has yet: the one being submitted may learn it (the callback overtook in.php's answer).
+	unplaced []captchaflow.Callback
+	// lateLostAnswers tells whether a lost submission's answer is taken after its wait ended (asked only then: a
+	// task recorded before dropped such a callback).
+	lateLostAnswers func() bool
+}
+
+// routed says what routing did with a callback.
+type routed int
+
+const (
+	routedInbox      routed = iota // to the current submission's inbox, for its wait to act on
+	routedLostAnswer               // taken as the answer of a submission whose in.php answer was lost
+	routedHeld                     // held until a submission learns the provider ID it names
+	routedStale                    // dropped: an earlier run, round or submission, or nothing it can belong to
+)
+
+// current is the newest submission, nil before the first.
+func (t *table) current() *submission {
+	if len(t.subs) == 0 {
+		return nil
+	}
+	return t.subs[len(t.subs)-1]
+}
+
+// add starts a new submission of the current round.
+func (t *table) add(at time.Time) *submission {
+	sub := &submission{N: len(t.subs) + 1, Round: t.round, State: subSubmitting, SubmittedAt: at}
+	t.subs = append(t.subs, sub)
+	return sub
+}
+
+// newRound starts a refresh: every submission so far belongs to an expired round.
+func (t *table) newRound() {
+	t.round++
+	for _, sub := range t.subs {
+		if sub.open() {
+			sub.State = subExpired
+		}
+	}
+	t.unplaced = nil
+}
+
+// route files cb under the submission it belongs to. why names the reason when it is dropped.
+func (t *table) route(cb captchaflow.Callback) (sub *submission, r routed, why string) {
+	if cb.RunID != "" && cb.RunID != t.runID {
+		return nil, routedStale, "a callback of an earlier run"
+	}
+	if !cb.Authenticated {
+		return t.routeHint(cb)
+	}
+	sub = t.find(cb)
+	if sub == nil {
+		return t.routeUnknown(cb)
+	}
+	if sub.Round != t.round {
+		return sub, routedStale, "a callback of an expired solve round"
+	}
+	if sub.State == subAnswerLost {
+		return t.takeLostAnswer(sub, cb)
+	}
+	if sub != t.current() || !sub.open() {
+		return sub, routedStale, "a callback of an earlier or settled submission (" + string(sub.State) + ")"
+	}
+	sub.inbox = append(sub.inbox, cb)
+	return sub, routedInbox, ""
+}
+
+// find is the submission cb names: by number when its URL named one, else by provider ID.
+func (t *table) find(cb captchaflow.Callback) *submission {
+	if cb.Submission > 0 {
+		if cb.Submission <= len(t.subs) {
+			return t.subs[cb.Submission-1]
+		}
+		return nil
+	}
+	if cb.ProviderTaskID == "" {
+		return nil
+	}
+	for _, sub := range t.subs {
+		if sub.ProviderID == cb.ProviderTaskID {
+			return sub
+		}
+	}
+	return nil
+}
+
+// routeUnknown files a callback that names no submission of this table.
+func (t *table) routeUnknown(cb captchaflow.Callback) (*submission, routed, string) {
+	cur := t.current()
+	if cb.Submission > 0 {
+		return nil, routedStale, "a callback naming a submission this run never made"
+	}
+	if lost := t.legacyLost(); lost != nil {
+		return t.takeLostAnswer(lost, cb)
+	}
+	if cur != nil && cur.State == subSubmitting && len(t.unplaced) < maxUnplaced {
+		t.unplaced = append(t.unplaced, cb)
+		return nil, routedHeld, ""
+	}
+	return nil, routedStale, "a callback for another provider task (stale or forged)"
+}
+
+// routeHint files an unauthenticated callback: nothing vouches for its ID or code, so it only makes the waiting
+// submission ask res.php (its wait bounds how often).
+func (t *table) routeHint(cb captchaflow.Callback) (*submission, routed, string) {
+	cur := t.current()
+	if cur == nil || (cur.State != subWaiting && cur.State != subPolling) {
+		return nil, routedStale, "an unauthenticated callback while no submission waits for one"
+	}
+	if cb.ProviderTaskID != cur.ProviderID {
+		return nil, routedStale, "an unauthenticated callback for another provider task"
+	}
+	cur.inbox = append(cur.inbox, cb)
+	return cur, routedInbox, ""
+}
+
+// legacyLost is the newest lost submission of this round, when the callback's URL named none (a pingback URL
+// made before URLs named their submission): such a callback can only be a lost submission's answer.
+func (t *table) legacyLost() *submission {
+	for i := len(t.subs) - 1; i >= 0; i-- {
+		if sub := t.subs[i]; sub.Round == t.round && sub.State == subAnswerLost {
+			return sub
+		}
+	}
+	return nil
+}
+
+// takeLostAnswer makes cb the answer of lost, when it is one: authenticated and a solution.
+func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*submission, routed, string) {
+	if !lostSubmissionAnswer(cb) {
+		return lost, routedStale, "not an authenticated solution (a lost submission can only be answered by one)"
+	}
+	if lost.lostWaitOver && (t.lateLostAnswers == nil || !t.lateLostAnswers()) {
+		return lost, routedStale, "a lost submission's answer after its wait (recorded before such answers were taken)"
+	}
+	lost.answer = &cb
+	lost.ProviderID = cb.ProviderTaskID
+	lost.State = subSolved
+	return lost, routedLostAnswer, ""
+}
+
+// learnID records the provider ID in.php gave sub, and routes the callbacks that were held for it.
+func (t *table) learnID(sub *submission, id string) {
+	sub.ProviderID = id
+	sub.State = subWaiting
+	held := t.unplaced
+	t.unplaced = nil
+	for _, cb := range held {
+		if cb.ProviderTaskID == id {
+			sub.inbox = append(sub.inbox, cb)
+		} else if len(t.unplaced) < maxUnplaced {
+			t.unplaced = append(t.unplaced, cb)
+		}
+	}
+}
+
+// lost marks sub's in.php answer lost. A callback that came while it was submitting (named for it, or held for an
+// unknown ID) may be its answer.
+func (t *table) lost(sub *submission) *captchaflow.Callback {
+	sub.State = subAnswerLost
+	held := append(sub.inbox, t.unplaced...)
+	sub.inbox, t.unplaced = nil, nil
+	for _, cb := range held {
+		if _, r, _ := t.takeLostAnswer(sub, cb); r == routedLostAnswer {
+			return sub.answer
+		}
+	}
+	return nil
+}
+
+// answered is a lost submission of this round whose answer came, nil when none did.
+func (t *table) answered() *submission {
+	for _, sub := range t.subs {
+		if sub.Round == t.round && sub.answer != nil && sub.State == subSolved {
+			return sub
+		}
+	}
+	return nil
+}
+
+// settle closes the round once winner's code is the result: any other submission still open is superseded.
+func (t *table) settle(winner *submission) {
+	winner.State = subSolved
+	for _, sub := range t.subs {
+		if sub != winner && sub.open() {
+			sub.State = subSuperseded
+		}
+	}
+	t.unplaced = nil
+}
+
+// lostOpen tells whether a lost submission of this round may still answer.
+func (t *table) lostOpen() bool {
+	return t.legacyLost() != nil
+}
+
+// statuses is the table as the status query shows it.
+func (t *table) statuses() []captchaflow.SubmissionStatus {
+	out := make([]captchaflow.SubmissionStatus, 0, len(t.subs))
+	for _, sub := range t.subs {
+		out = append(out, captchaflow.SubmissionStatus{N: sub.N, ProviderTaskID: sub.ProviderID, State: string(sub.State)})
+	}
+	return out
+}
+
+// lostSubmissionAnswer tells whether cb can be the answer of a submission whose in.php answer was lost: it is
+// authenticated (only our pingback URLs carry the token), names a provider task, and its code is a solution — not
+// empty, not over captchaflow.MaxCodeBytes, not a provider status word.
+func lostSubmissionAnswer(cb captchaflow.Callback) bool {
+	return cb.Authenticated && cb.ProviderTaskID != "" && strings.TrimSpace(cb.Code) != "" &&
+		len(cb.Code) <= captchaflow.MaxCodeBytes && !captchaai.IsStatusWord(cb.Code)
+}
