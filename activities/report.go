@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -50,8 +51,8 @@ type ReportTarget struct {
 }
 
 // LookupReportTarget reads the SolveCaptcha workflow of the task through the worker's Temporal client and returns
-// the provider task its result came from. A completed task has a result; so has one that failed DeliveryFailed, or
-// was cancelled while delivering (their details carry it: the caller may have used the token). A running task is
+// the provider task its result came from. A completed task has a result; so has one that failed DeliveryFailed or
+// TokenExpired, or was cancelled while delivering (their details carry it). A running task is
 // a retryable TaskRunning error; anything else is TaskNotSolved.
 func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
 	return lookupReportTarget(ctx, activity.GetClient(ctx), req.TaskID)
@@ -103,10 +104,14 @@ func isOutcome(err error) bool {
 	return errors.As(err, &execErr) || errors.As(err, &appErr) || temporal.IsCanceledError(err)
 }
 
-// resultInDetails decodes the Result a DeliveryFailed failure or a cancellation while delivering carries.
+// resultFailures are the failures whose details carry the task's last Result.
+var resultFailures = []string{captchaflow.FailureDeliveryFailed, captchaflow.FailureTokenExpired}
+
+// resultInDetails decodes the Result a DeliveryFailed or TokenExpired failure, or a cancellation while delivering,
+// carries.
 func resultInDetails(err error, res *captchaflow.Result) bool {
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == captchaflow.FailureDeliveryFailed && appErr.HasDetails() {
+	if errors.As(err, &appErr) && slices.Contains(resultFailures, appErr.Type()) && appErr.HasDetails() {
 		return appErr.Details(res) == nil
 	}
 	var canceled *temporal.CanceledError

@@ -22,8 +22,11 @@ func lostAnswer() error {
 	return temporal.NewApplicationError("in.php's answer was lost after the request was sent: EOF", activities.FailureSubmitOutcomeUnknown)
 }
 
-func recaptchaSubmit() activities.SubmitRequest {
-	return activities.SubmitRequest{Method: "userrecaptcha", Params: map[string]string{"googlekey": "6Le-key", "pageurl": "https://example.com/login"}}
+// recaptchaSubmit matches the Submit of recaptcha()'s input, for any submission of any run.
+func recaptchaSubmit() any {
+	return mock.MatchedBy(func(r activities.SubmitRequest) bool {
+		return r.Method == "userrecaptcha" && r.Params["googlekey"] == "6Le-key" && r.Params["pageurl"] == "https://example.com/login"
+	})
 }
 
 // expectSubmitCalls expects one Submit per outcome (an ID, or an error), in order, and records when each ran.
@@ -77,11 +80,14 @@ func (s *SolveCaptchaSuite) TestLostSubmitCallbackAlreadyWaiting() {
 
 // No callback within callback_timeout: one resubmission, not before the timeout ran out; the result is the second
 // submission's.
-func (s *SolveCaptchaSuite) TestLostSubmitWithoutCallbackResubmitsAfterCallbackTimeout() {
+func (s *SolveCaptchaSuite) TestLostSubmitWithoutCallbackResubmitsAfterLostAnswerWait() {
 	at := s.expectSubmitCalls(lostAnswer(), "222")
-	s.signalAt(200*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true})
+	s.signalAt(122*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true})
+	in := recaptcha()
+	in.CallbackTimeoutSeconds = 5 // a caller's short callback timeout does not shorten the lost answer's wait
+	in.LostAnswerWaitSeconds = 120
 	start := s.env.Now()
-	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
 
 	r := s.result()
 	s.Equal("CODE-222", r.Code)
@@ -89,7 +95,7 @@ func (s *SolveCaptchaSuite) TestLostSubmitWithoutCallbackResubmitsAfterCallbackT
 	s.Equal(2, r.Submits)
 	s.Require().Len(*at, 2)
 	s.GreaterOrEqual((*at)[1].Sub(start), 120*time.Second, "the resubmission waits for the lost one's callback first")
-	s.Less((*at)[1].Sub(start), 130*time.Second, "and no longer than the callback timeout")
+	s.Less((*at)[1].Sub(start), 130*time.Second, "and no longer than lost_answer_wait_seconds")
 }
 
 // A connection refused (or DNS, TLS) is known not to have reached the provider: retried at once by the activity's

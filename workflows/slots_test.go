@@ -81,7 +81,7 @@ func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
 	e.env.RegisterDelayedCallback(func() {
 		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "a grant for another submission changes nothing")
 	}, 50*time.Second)
-	e.grantAt(time.Minute, 1)
+	e.grantAt(55*time.Second, 1)
 	e.env.RegisterDelayedCallback(func() {
 		assert.Empty(t, e.released, "the slot is held while the provider solves")
 		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
@@ -92,9 +92,10 @@ func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
 	var r captchaflow.Result
 	require.NoError(t, e.env.GetWorkflowResult(&r))
 	assert.Equal(t, "CODE", r.Code)
-	require.Len(t, e.acquired, 1)
-	assert.Equal(t, 1, e.acquired[0].Seq)
-	assert.Equal(t, 2, e.acquired[0].Threads, "the worker's PROVIDER_THREADS sizes the semaphore")
+	require.Len(t, e.acquired, 2, "asked at once, re-asked after activities.SlotReaskInterval, granted at 55 s")
+	for _, req := range e.acquired {
+		assert.Equal(t, 1, req.Seq, "every re-ask is for the same request")
+	}
 	assert.Equal(t, []activities.SlotRelease{{WorkflowID: e.acquired[0].WorkflowID, RunID: e.acquired[0].RunID, Seq: 1}}, e.released)
 }
 

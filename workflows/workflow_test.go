@@ -43,8 +43,7 @@ func unsolvable() error {
 
 func (s *SolveCaptchaSuite) expectSubmit(ids ...string) {
 	for _, id := range ids {
-		s.env.OnActivity(acts.Submit, mock.Anything, activities.SubmitRequest{Method: "userrecaptcha",
-			Params: map[string]string{"googlekey": "6Le-key", "pageurl": "https://example.com/login"}}).
+		s.env.OnActivity(acts.Submit, mock.Anything, recaptchaSubmit()).
 			Return(activities.SubmitResult{ProviderTaskID: id}, nil).Once()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/serviceerror"
@@ -35,8 +36,9 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	}
 	info.workflowID = workflowID
 	// The token is checked before the body is read: a forger gets nothing parsed.
-	if !callbackauth.Valid(c.QueryParam(callbackauth.TokenParam), workflowID, s.secrets...) {
-		return forbiddenError{}
+	sub, err := s.checkToken(c, workflowID)
+	if err != nil {
+		return err
 	}
 	id, code, err := callbackFields(c)
 	info.providerTaskID = id
@@ -57,6 +59,8 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		ProviderTaskID: id,
 		Code:           code,
 		Authenticated:  true,
+		RunID:          sub.RunID,
+		Submission:     sub.N,
 	})
 	if err != nil {
 		// Temporal did not take it: the provider's retry must find the budget as it was.
@@ -66,6 +70,34 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	s.seen.add(key, s.now())
 	return c.JSON(http.StatusOK, accepted)
 }
+
+// checkToken verifies the URL's token: over the run and submission when the URL names them, else over the workflow
+// ID alone (pingback URLs made before URLs named their submission).
+func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Submission, error) {
+	token := c.QueryParam(callbackauth.TokenParam)
+	run, n := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.SubmissionParam)
+	if run == "" && n == "" {
+		if !callbackauth.Valid(token, workflowID, s.secrets...) {
+			return callbackauth.Submission{}, forbiddenError{}
+		}
+		return callbackauth.Submission{}, nil
+	}
+	num, err := strconv.Atoi(n)
+	if err != nil || num < 1 || num > maxSubmissionNumber || len(run) > maxRunIDBytes {
+		return callbackauth.Submission{}, forbiddenError{} // nothing signed can look like this
+	}
+	sub := callbackauth.Submission{RunID: run, N: num}
+	if !callbackauth.ValidFor(token, workflowID, sub, s.secrets...) {
+		return callbackauth.Submission{}, forbiddenError{}
+	}
+	return sub, nil
+}
+
+// Bounds on what a named pingback URL can carry: far above any real run ID or submission count.
+const (
+	maxSubmissionNumber = 10000
+	maxRunIDBytes       = 64
+)
 
 // signal delivers cb to the workflow and answers only once Temporal accepted it (or said there is no such running
 // workflow). Anything else is unavailable: the provider may retry and the workflow's poll recovers regardless.

@@ -183,6 +183,15 @@ func (s *Simulator) rejectLocked(code string) {
 	s.stats.rejectedByCode[code]++
 }
 
+// clientTaskKey identifies the client's task behind a pingback URL: its path (the workflow), without the query
+// that names one submission, so "the first N submissions" counts a task's submissions, not its URLs.
+func clientTaskKey(pingback *url.URL) string {
+	if pingback == nil {
+		return ""
+	}
+	return pingback.Scheme + "://" + pingback.Host + pingback.EscapedPath()
+}
+
 // accept applies submit-time faults and the thread limit, then creates and
 // schedules the task.
 func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSpec, solveOverride *time.Duration) reply {
@@ -197,8 +206,9 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 		return errReplyf(ErrorNoSlotAvailable, "The simulator is shutting down.")
 	}
 	faults = faults.merge(matchRules(s.compiledRules, pingbackURL))
-	if faults.FailSubmit > s.failSubmitSeen[pingbackURL] {
-		s.failSubmitSeen[pingbackURL]++
+	client := clientTaskKey(pingback)
+	if faults.FailSubmit > s.failSubmitSeen[client] {
+		s.failSubmitSeen[client]++
 		code := faults.submitErrorCode()
 		s.rejectLocked(code)
 		return errReply(code)
@@ -239,8 +249,8 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 			late:      faults.LatePingback,
 			duplicate: faults.DuplicatePingback,
 		}
-		if faults.Unsolvable > s.unsolvableSeen[pingbackURL] {
-			s.unsolvableSeen[pingbackURL]++
+		if faults.Unsolvable > s.unsolvableSeen[client] {
+			s.unsolvableSeen[client]++
 			plan = pingbackPlan{unsolvable: true, unsolvablePingback: faults.UnsolvablePingback || s.cfg.UnsolvablePingback}
 		}
 	}
@@ -260,7 +270,7 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 	if pingback != nil {
 		t.redactedURL, t.pingbackPath = redactURL(pingback), pingback.Path
 	}
-	t.plan.submitLost, t.plan.submitStall = s.answerFateLocked(faults, pingbackURL)
+	t.plan.submitLost, t.plan.submitStall = s.answerFateLocked(faults, client)
 	s.tasks[id] = t
 	s.stats.accepted++
 	s.schedule(t, solve, func() { s.solve(t) })
