@@ -22,7 +22,7 @@ const (
 	DefaultMaxSubmits             = 2
 	// DefaultLostAnswerWaitSeconds covers the providers' solve times: a submission whose in.php answer was lost may
 	// still call back this long, so no second in.php request is made before it passes.
-	DefaultLostAnswerWaitSeconds = 180
+	DefaultLostAnswerWaitSeconds  = 180
 	DefaultDeliveryTimeoutSeconds = 24 * 60 * 60
 	// DefaultMaxRefreshes: one fresh solve (one more paid submission) when the token expires before notify_url
 	// took it.
