@@ -17,6 +17,8 @@ UNIT_TIMEOUT ?= 15m
 FUZZTIME ?= 2m
 TEST_FUZZTIME ?= 4s
 E2E_TIMEOUT ?= 40m
+# Schedules of the model-based test in make fuzz (make test runs its default, 1 000).
+MODEL_SCHEDULES ?= 20000
 
 # Every package but the end-to-end tests, which need the built stack and run on their own.
 unit_packages = $$($(GO) list ./... | grep -v -E '/tests(/|$$)')
@@ -53,6 +55,7 @@ fuzz: ## run every Go fuzz target (func Fuzz… in a tracked _test.go) for FUZZT
 		echo "fuzz: $$name ($$(dirname $$file), $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$file) || exit 1; \
 	done <<< "$$targets"
+	$(GO) test -count=1 -run '^TestSolveCaptchaModel$$' ./workflows -model.schedules=$(MODEL_SCHEDULES)
 
 test-fuzz: ## every fuzz target for a short bounded time (TEST_FUZZTIME each); its seed corpus also runs in test-unit
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)

@@ -1,0 +1,410 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
+)
+
+// modelSchedules is how many schedules TestSolveCaptchaModel runs; make fuzz raises it with -model.schedules.
+var modelSchedules = flag.Int("model.schedules", 1000, "schedules TestSolveCaptchaModel runs")
+
+// modelSeed reruns one schedule: go test ./workflows -run TestSolveCaptchaModel -model.seed=N
+var modelSeed = flag.Int64("model.seed", -1, "run only this schedule")
+
+// searchable are the phases CaptchaPhase holds while a task waits in them.
+var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captchaflow.PhaseAwaitingCallback: true,
+	captchaflow.PhasePolling: true, captchaflow.PhaseAwaitingBalance: true, captchaflow.PhaseDelivering: true}
+
+// TestSolveCaptchaModel is the model-based test: each seed draws a schedule that mixes every feature — lost in.php
+// answers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot queueing
+// with the semaphore replaced mid-wait, zero balance, unsolvable answers, delivery failing until the token
+// expires, cancellation — runs SolveCaptcha against a provider model, and checks after each schedule:
+//   - nothing that is not this run's provider code for a submission of the current solve is delivered as fresh;
+//   - no in.php request is made while a lost submission of the same solve may still answer;
+//   - every schedule ends by its deadlines plus its delivery bounds;
+//   - whenever the task waits in a searchable phase, CaptchaPhase says the same as the status query.
+//
+// A failure prints its seed; rerun it with -model.seed=N.
+func TestSolveCaptchaModel(t *testing.T) {
+	first, n := int64(0), int64(*modelSchedules)
+	if *modelSeed >= 0 {
+		first, n = *modelSeed, 1
+	}
+	for seed := first; seed < first+n; seed++ {
+		m := newModel(t, uint64(seed))
+		m.run()
+		if t.Failed() {
+			t.Fatalf("schedule %d failed (rerun: go test ./workflows -run TestSolveCaptchaModel -model.seed=%d)\ninput %+v\n%s",
+				seed, seed, m.in, strings.Join(m.trace, "\n"))
+		}
+	}
+	t.Logf("%d schedules, 4 invariants each", n)
+}
+
+// providerTask is one in.php request the model provider took.
+type providerTask struct {
+	id, code   string
+	n          int
+	lost       bool
+	unsolvable bool
+	at         time.Time // when in.php took it
+	solveAt    time.Time
+}
+
+// model is one schedule: the input, the provider's state and what the checks need.
+type model struct {
+	t        *testing.T
+	rng      *rand.Rand
+	env      *testsuite.TestWorkflowEnvironment
+	in       captchaflow.Input
+	settings Settings
+	epoch    time.Time
+
+	mu         sync.Mutex
+	tasks      []*providerTask
+	runID      string
+	searchedAs captchaflow.Phase
+	delivered  []captchaflow.Result // every delivery attempt's body
+	asks       int
+	deliverBad time.Duration // delivery fails until this long after the start
+	trace      []string
+}
+
+func newModel(t *testing.T, seed uint64) *model {
+	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))}
+	var ts testsuite.WorkflowTestSuite
+	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	m.env = ts.NewTestWorkflowEnvironment()
+	m.env.SetTestTimeout(10 * time.Second)
+	m.in = recaptcha()
+	m.in.MaxSubmits = 1 + m.rng.IntN(4)
+	m.in.CallbackTimeoutSeconds = 3 + m.rng.IntN(60)
+	m.in.PollIntervalSeconds = 1 + m.rng.IntN(10)
+	m.in.DeadlineSeconds = 60 + m.rng.IntN(540)
+	m.in.LostAnswerWaitSeconds = 10 + m.rng.IntN(200)
+	if m.rng.IntN(2) == 0 {
+		m.in.NotifyURL = "https://downstream.example/hook"
+		m.in.DeliveryTimeoutSeconds = 10 + m.rng.IntN(300)
+		m.in.TokenTTLSeconds = 10 + m.rng.IntN(120)
+		refreshes := m.rng.IntN(3)
+		m.in.MaxRefreshes = &refreshes
+		if m.rng.IntN(3) == 0 {
+			m.deliverBad = time.Duration(m.rng.IntN(400)) * time.Second
+		}
+	}
+	if m.rng.IntN(3) == 0 {
+		m.settings.ProviderThreads = 2
+	}
+	Register(m.env, &activities.Activities{}, m.settings)
+	return m
+}
+
+func (m *model) logf(format string, args ...any) {
+	m.trace = append(m.trace, fmt.Sprintf("%8v ", m.env.Now().Sub(m.epoch).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+func (m *model) run() {
+	m.epoch = m.env.Now()
+	m.mockProvider()
+	m.mockSlots()
+	m.mockDelivery()
+	m.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if sas, ok := args.Get(0).(temporal.SearchAttributes); ok {
+			if v, ok := sas.GetKeyword(captchaflow.PhaseKey); ok {
+				m.mu.Lock()
+				m.searchedAs = captchaflow.Phase(v)
+				m.mu.Unlock()
+			}
+		}
+	}).Return(nil)
+	m.scheduleNoise()
+	m.env.ExecuteWorkflow(SolveCaptcha, m.in)
+	if !m.env.IsWorkflowCompleted() {
+		m.t.Errorf("the schedule did not end")
+		return
+	}
+	m.checkEnd()
+	m.checkDeliveries()
+}
+
+// mockProvider answers Submit and Poll as a provider would, drawing each answer; a taken or lost submission is
+// solved (or found unsolvable) later and calls back by its named pingback URL, unless its pingback is dropped.
+func (m *model) mockProvider() {
+	m.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.runID = req.RunID
+			m.checkNoSubmitWhileLostMayAnswer()
+			answer := pick(m.rng, map[string]int{"ok": 55, "lost": 14, "zero": 7, "refused": 8, "transient": 8, "config": 1})
+			m.logf("Submit n=%d attempt %d -> %s", req.Submission, activity.GetInfo(ctx).Attempt, answer)
+			switch answer {
+			case "ok", "lost":
+				task := m.take(req.Submission, answer == "lost")
+				if task.lost {
+					return activities.SubmitResult{}, temporal.NewApplicationError("in.php's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown)
+				}
+				return activities.SubmitResult{ProviderTaskID: task.id}, nil
+			case "zero":
+				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("ERROR_ZERO_BALANCE",
+					activities.FailureProviderZeroBalance, nil, "ERROR_ZERO_BALANCE", 30*time.Second)
+			case "refused":
+				return activities.SubmitResult{}, providerFailure("resubmit")
+			}
+			return activities.SubmitResult{}, providerFailure(answer)
+		})
+	m.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.PollRequest) (activities.PollResult, error) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, task := range m.tasks {
+				if task.id == req.ProviderTaskID && !m.env.Now().Before(task.solveAt) {
+					if task.unsolvable {
+						return activities.PollResult{}, providerFailure("resubmit")
+					}
+					return activities.PollResult{Code: task.code}, nil
+				}
+			}
+			return activities.PollResult{}, providerFailure("not_ready")
+		})
+}
+
+// take records a new provider task and schedules its pingbacks: on time, dropped, duplicated or late.
+func (m *model) take(n int, lost bool) *providerTask {
+	id := fmt.Sprintf("P%d", len(m.tasks)+1)
+	now := m.env.Now()
+	task := &providerTask{id: id, code: "CODE-" + id, n: n, lost: lost, at: now,
+		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(time.Duration(1+m.rng.IntN(40)) * time.Second)}
+	m.tasks = append(m.tasks, task)
+	code := task.code
+	if task.unsolvable {
+		code = "ERROR_CAPTCHA_UNSOLVABLE"
+	}
+	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: m.runID, Submission: n}
+	delays := []time.Duration{task.solveAt.Sub(now)}
+	switch pick(m.rng, map[string]int{"on-time": 6, "dropped": 2, "duplicate": 1, "late": 1}) {
+	case "dropped":
+		delays = nil
+	case "duplicate":
+		delays = append(delays, delays[0]+time.Duration(m.rng.IntN(30))*time.Second)
+	case "late":
+		delays[0] += time.Duration(m.rng.IntN(600)) * time.Second
+	}
+	for _, d := range delays {
+		m.signalAt(d, "pingback", cb)
+	}
+	return task
+}
+
+// checkNoSubmitWhileLostMayAnswer: before the first delivery (a refresh starts a new solve), an in.php request
+// comes only once every lost submission's wait is over or its answer came.
+func (m *model) checkNoSubmitWhileLostMayAnswer() {
+	if len(m.delivered) > 0 {
+		return
+	}
+	now := m.env.Now()
+	for _, task := range m.tasks {
+		end := task.at.Add(m.in.LostAnswerWait())
+		if deadline := m.epoch.Add(m.in.SolveBudget()); deadline.Before(end) {
+			end = deadline
+		}
+		answered := !task.unsolvable && !task.solveAt.After(now)
+		if task.lost && now.Before(end) && !answered {
+			m.t.Errorf("in.php asked at %v while lost submission %d (%s) may still answer until %v",
+				now.Sub(m.epoch), task.n, task.id, end.Sub(m.epoch))
+		}
+	}
+}
+
+// mockSlots grants each asked slot after a while; some schedules lose the semaphore (the first ask of a request is
+// never granted), so only the re-ask gets the grant.
+func (m *model) mockSlots() {
+	if m.settings.ProviderThreads == 0 {
+		return
+	}
+	replaced := m.rng.IntN(3) == 0
+	asked := map[int]int{}
+	m.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.SlotRequest) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		asked[req.Seq]++
+		m.asks++
+		if replaced && asked[req.Seq] == 1 {
+			m.logf("AcquireSlot seq=%d: the semaphore is lost", req.Seq)
+			return nil
+		}
+		d := time.Duration(m.rng.IntN(40)) * time.Second
+		m.logf("AcquireSlot seq=%d ask %d: grant in %v", req.Seq, asked[req.Seq], d)
+		m.env.RegisterDelayedCallback(func() {
+			m.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: req.Seq, RunID: req.RunID})
+		}, d)
+		return nil
+	})
+	m.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.ReleaseSlotSignal, mock.Anything).Return(nil)
+}
+
+// mockDelivery records every delivery attempt's body; it fails while the schedule's downstream is down.
+func (m *model) mockDelivery() {
+	m.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.DeliverRequest) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var r captchaflow.Result
+		if err := json.Unmarshal(req.Body, &r); err != nil {
+			m.t.Errorf("delivery body: %v", err)
+		}
+		m.delivered = append(m.delivered, r)
+		if m.env.Now().Sub(m.epoch) < m.deliverBad {
+			return temporal.NewApplicationError("notify_url answered 503", activities.FailureDeliveryRejected)
+		}
+		return nil
+	})
+}
+
+// scheduleNoise sends what no provider task of this run said: forged hints, earlier-run callbacks, repeats of
+// earlier submissions' callbacks, untokened hints by Update, and sometimes a cancellation.
+func (m *model) scheduleNoise() {
+	horizon := int64(m.in.SolveBudget() + time.Minute)
+	for range m.rng.IntN(10) {
+		at := time.Duration(m.rng.Int64N(horizon))
+		kind := pick(m.rng, map[string]int{"forged": 3, "earlier-run": 3, "earlier-submission": 3, "hint": 3})
+		m.env.RegisterDelayedCallback(func() { m.sendNoise(kind) }, at)
+	}
+	if m.rng.IntN(10) == 0 {
+		m.env.RegisterDelayedCallback(func() { m.logf("cancel"); m.env.CancelWorkflow() }, time.Duration(m.rng.Int64N(horizon)))
+	}
+}
+
+func (m *model) sendNoise(kind string) {
+	m.mu.Lock()
+	var last *providerTask
+	if len(m.tasks) > 0 {
+		last = m.tasks[len(m.tasks)-1]
+	}
+	first := m.tasks
+	m.mu.Unlock()
+	switch {
+	case kind == "forged" && last != nil:
+		m.signal("forged", captchaflow.Callback{ProviderTaskID: last.id, Code: "FORGED"})
+	case kind == "earlier-run":
+		m.signal("earlier-run", captchaflow.Callback{ProviderTaskID: "P1", Code: "EARLIER-RUN", Authenticated: true,
+			RunID: "an-earlier-run", Submission: 1})
+	case kind == "earlier-submission" && len(first) > 1 && !m.env.Now().Before(first[0].solveAt):
+		old := first[0] // a repeat of what the provider said about it
+		code := old.code
+		if old.unsolvable {
+			code = "ERROR_CAPTCHA_UNSOLVABLE"
+		}
+		m.signal("earlier-submission", captchaflow.Callback{ProviderTaskID: old.id, Code: code, Authenticated: true,
+			RunID: m.runID, Submission: old.n})
+	case kind == "hint" && last != nil:
+		m.logf("untokened hint %s", last.id)
+		m.env.UpdateWorkflow(captchaflow.UntokenedUpdate, "", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(error) {}, OnComplete: func(any, error) {}},
+			captchaflow.UntokenedHint{ProviderTaskID: last.id})
+	}
+}
+
+func (m *model) signalAt(d time.Duration, kind string, cb captchaflow.Callback) {
+	m.env.RegisterDelayedCallback(func() { m.signal(kind, cb) }, d)
+}
+
+// signal sends cb, checking first that the task's searchable phase is what its status says.
+func (m *model) signal(kind string, cb captchaflow.Callback) {
+	m.checkPhases()
+	m.logf("signal %s {%s %.24q auth=%v n=%d}", kind, cb.ProviderTaskID, cb.Code, cb.Authenticated, cb.Submission)
+	m.env.SignalWorkflow(captchaflow.CallbackSignal, cb)
+}
+
+// checkPhases compares the status query's phase with the last CaptchaPhase upsert while the task waits.
+func (m *model) checkPhases() {
+	if m.env.IsWorkflowCompleted() {
+		return
+	}
+	v, err := m.env.QueryWorkflow(captchaflow.StatusQuery)
+	if err != nil {
+		return // not started yet
+	}
+	var st captchaflow.Status
+	if err := v.Get(&st); err != nil {
+		m.t.Errorf("status: %v", err)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if searchable[st.Phase] && st.Phase != m.searchedAs {
+		m.t.Errorf("status phase %s, CaptchaPhase %s", st.Phase, m.searchedAs)
+	}
+}
+
+// checkEnd: the schedule ended by its deadlines and delivery bounds, with a result or a contract failure.
+func (m *model) checkEnd() {
+	refreshes := 0
+	if m.in.MaxRefreshes != nil {
+		refreshes = *m.in.MaxRefreshes
+	}
+	solves := time.Duration(1+refreshes) * (m.in.SolveBudget() + m.in.DeliveryTimeout() + time.Minute)
+	if took := m.env.Now().Sub(m.epoch); took > solves {
+		m.t.Errorf("took %v, bound %v", took, solves)
+	}
+	if err := m.env.GetWorkflowError(); err != nil {
+		m.logf("ended: %v", err)
+		return
+	}
+	var r captchaflow.Result
+	if err := m.env.GetWorkflowResult(&r); err != nil {
+		m.t.Errorf("result: %v", err)
+	}
+	m.checkFresh(r, "the result")
+}
+
+// checkDeliveries: every delivery attempt carries this run's code of a submission of the solve it belongs to.
+func (m *model) checkDeliveries() {
+	m.mu.Lock()
+	delivered := append([]captchaflow.Result(nil), m.delivered...)
+	m.mu.Unlock()
+	seen := map[string]int{} // provider task -> the refresh it was first delivered in
+	for _, r := range delivered {
+		m.checkFresh(r, "a delivery")
+		if round, ok := seen[r.ProviderTaskID]; ok && round != r.Refreshes {
+			m.t.Errorf("provider task %s delivered in refresh %d after it expired in refresh %d", r.ProviderTaskID, r.Refreshes, round)
+		}
+		if _, ok := seen[r.ProviderTaskID]; !ok {
+			seen[r.ProviderTaskID] = r.Refreshes
+		}
+	}
+}
+
+func (m *model) checkFresh(r captchaflow.Result, what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, task := range m.tasks {
+		if task.id == r.ProviderTaskID {
+			if r.Code != task.code || task.unsolvable {
+				m.t.Errorf("%s carries %.30q for %s, whose code is %s", what, r.Code, task.id, task.code)
+			}
+			if r.ReceivedAt.Before(task.solveAt) {
+				m.t.Errorf("%s was received before %s was solved", what, task.id)
+			}
+			return
+		}
+	}
+	m.t.Errorf("%s names provider task %q, which this run never submitted (code %.30q)", what, r.ProviderTaskID, r.Code)
+}
