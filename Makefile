@@ -58,7 +58,7 @@ fuzz: ## run every Go fuzz target (func Fuzz… in a tracked _test.go) for FUZZT
 	$(GO) test -count=1 -run '^TestSolveCaptchaModel$$' ./workflows -model.schedules=$(MODEL_SCHEDULES)
 
 test-fuzz: ## every fuzz target for a short bounded time (TEST_FUZZTIME each); its seed corpus also runs in test-unit
-	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) MODEL_SCHEDULES=1000
 
 test-e2e: tools ## end-to-end, chaos and replay tests against the real stack
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./tests/...
