@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/captchaflow/captchaflow/internal/binaryenv"
 )
 
 const (
@@ -278,14 +280,14 @@ func checkImage(who, image string, built bool) []string {
 }
 
 // checkEnv: every variable set is one the binary reads, and every variable it requires is set.
-func checkEnv(name string, svc types.ServiceConfig, b binaryEnv) []string {
+func checkEnv(name string, svc types.ServiceConfig, b binaryenv.Env) []string {
 	var problems []string
 	for key := range svc.Environment {
-		if !b.reads(key) {
+		if !b.Reads(key) {
 			problems = append(problems, fmt.Sprintf("service %s sets %s, which the %s binary does not read", name, key, name))
 		}
 	}
-	for _, key := range b.required {
+	for _, key := range b.Required {
 		if envValue(svc, key) == "" {
 			problems = append(problems, fmt.Sprintf("service %s does not set %s, which the %s binary requires", name, key, name))
 		}
