@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -197,18 +195,8 @@ func TestE2E_ZeroBalancePausesSubmissions(t *testing.T) {
 
 	ids = append(ids, balanceCheckRuns(t, ctx, s)...)
 	replayLive(t, s, ids...)
-	if os.Getenv(envRecord) != "" && !s.external() {
-		for name, id := range map[string]string{"zero-balance-paused": paused[0].ID, "balance-checked": ids[len(ids)-1]} {
-			h, err := s.history(ctx, id)
-			require.NoError(t, err)
-			js, err := protojson.MarshalOptions{Multiline: true, Indent: " "}.Marshal(h)
-			require.NoError(t, err)
-			require.Empty(t, secretsIn(historyText(js)), "%s would leak secrets", name)
-			path := filepath.Join(testdataDir, name+".json")
-			require.NoError(t, os.WriteFile(path, append(js, '\n'), 0o644))
-			t.Logf("recorded %s (%d events)", path, len(h.GetEvents()))
-		}
-	}
+	recordNew(t, s, map[string]string{"zero-balance-paused": paused[0].ID, "balance-checked": ids[len(ids)-1],
+		"zero-balance-paused-routed": paused[0].ID})
 }
 
 // balanceCheckRuns are the workflow IDs of the schedule's recent CheckBalance runs that completed; their histories

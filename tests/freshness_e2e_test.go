@@ -7,15 +7,12 @@ package tests
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/simulator/sim"
@@ -120,16 +117,6 @@ func TestE2E_TokenRefreshedWhileDownstreamDown(t *testing.T) {
 
 	ids := []string{refreshed.ID, noRefresh.ID, byMethod.ID}
 	replayLive(t, s, ids...)
-	if os.Getenv(envRecord) != "" && !s.external() {
-		for _, tr := range []*taskRun{refreshed, noRefresh, byMethod} {
-			h, err := s.history(ctx, tr.ID)
-			require.NoError(t, err)
-			js, err := protojson.MarshalOptions{Multiline: true, Indent: " "}.Marshal(h)
-			require.NoError(t, err)
-			require.Empty(t, secretsIn(historyText(js)), "%s would leak secrets", tr.Kind)
-			path := filepath.Join(testdataDir, tr.Kind+".json")
-			require.NoError(t, os.WriteFile(path, append(js, '\n'), 0o644))
-			t.Logf("recorded %s (%d events)", path, len(h.GetEvents()))
-		}
-	}
+	recordNew(t, s, map[string]string{refreshed.Kind: refreshed.ID, noRefresh.Kind: noRefresh.ID, byMethod.Kind: byMethod.ID,
+		"token-refresh-round": refreshed.ID})
 }

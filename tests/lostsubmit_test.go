@@ -2,8 +2,8 @@ package tests
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -100,25 +99,13 @@ func TestE2E_LostSubmitAnswer(t *testing.T) {
 	assert.EqualValues(t, len(stalled), after.Submissions.AnswersStalled-before.Submissions.AnswersStalled)
 
 	recorded := map[string]*taskRun{"lost-submit-answered-by-callback": lost[0], "lost-submit-stalled": stalled[0],
-		"lost-submit-resubmitted": dropped[0]}
-	var ids []string
-	for _, tr := range recorded {
-		ids = append(ids, tr.ID)
-	}
-	replayLive(t, s, ids...)
-	if os.Getenv(envRecord) == "" || s.external() {
-		return
-	}
+		"lost-submit-resubmitted": dropped[0], "lost-answer-named-callback": lost[0]}
+	recordings := map[string]string{}
 	for name, tr := range recorded {
-		h, err := s.history(ctx, tr.ID)
-		require.NoError(t, err)
-		js, err := protojson.MarshalOptions{Multiline: true, Indent: " "}.Marshal(h)
-		require.NoError(t, err)
-		path := filepath.Join(testdataDir, name+".json")
-		require.Empty(t, secretsIn(historyText(js)), "%s would leak secrets", path)
-		require.NoError(t, os.WriteFile(path, append(js, '\n'), 0o644))
-		t.Logf("recorded %s (%d events)", path, len(h.GetEvents()))
+		recordings[name] = tr.ID
 	}
+	replayLive(t, s, slices.Collect(maps.Values(recordings))...)
+	recordNew(t, s, recordings)
 }
 
 // simStatsOrZero reads the simulator's counters (zero if it cannot).

@@ -29,8 +29,7 @@ const envRecord = "RECORD_HISTORIES"
 // TestReplayRecordedHistories, which runs without a server.
 func TestRecordHistories(t *testing.T) {
 	s := requireStack(t)
-	record := os.Getenv(envRecord) != ""
-	if record && s.external() {
+	if os.Getenv(envRecord) != "" && s.external() {
 		t.Fatalf("%s: record against the local dev server (unset %s)", envRecord, envExternalAddress)
 	}
 	ctx := context.Background()
@@ -76,20 +75,11 @@ func TestRecordHistories(t *testing.T) {
 		ids = append(ids, tr.ID)
 	}
 	replayLive(t, s, ids...)
-	if !record {
-		return
-	}
-	require.NoError(t, os.MkdirAll(testdataDir, 0o755))
+	recordings := map[string]string{}
 	for _, tr := range recorded {
-		h, err := s.history(ctx, tr.ID)
-		require.NoError(t, err)
-		js, err := protojson.MarshalOptions{Multiline: true, Indent: " "}.Marshal(h)
-		require.NoError(t, err)
-		path := filepath.Join(testdataDir, tr.Kind+".json")
-		require.NoError(t, os.WriteFile(path, append(js, '\n'), 0o644))
-		require.Empty(t, secretsIn(historyText(js)), "%s would leak secrets", path)
-		t.Logf("recorded %s (%d events, %d bytes)", path, len(h.GetEvents()), len(js))
+		recordings[tr.Kind] = tr.ID
 	}
+	recordNew(t, s, recordings)
 }
 
 // staleProviderID is a well-formed provider task ID that is not current (another, older submission's).
@@ -135,3 +125,28 @@ func (s *stack) sendUntokenedWhenSolved(t *testing.T, sc *scenario, tr *taskRun,
 }
 
 func tokenFor(workflowID string) string { return callbackauth.Token(callbackSecret, workflowID) }
+
+// recordNew writes the histories of the given workflows (file name → workflow ID) to testdata/ when RECORD_HISTORIES
+// is set, against the local dev server only. A file that exists is kept: a recording is the history some deployed
+// code wrote, and replaying it is what proves a change safe, so old paths are never re-recorded.
+func recordNew(t *testing.T, s *stack, recordings map[string]string) {
+	t.Helper()
+	if os.Getenv(envRecord) == "" || s.external() {
+		return
+	}
+	require.NoError(t, os.MkdirAll(testdataDir, 0o755))
+	for name, id := range recordings {
+		path := filepath.Join(testdataDir, name+".json")
+		if _, err := os.Stat(path); err == nil {
+			t.Logf("kept %s (recorded paths are never re-recorded)", path)
+			continue
+		}
+		h, err := s.history(context.Background(), id)
+		require.NoError(t, err)
+		js, err := protojson.MarshalOptions{Multiline: true, Indent: " "}.Marshal(h)
+		require.NoError(t, err)
+		require.Empty(t, secretsIn(historyText(js)), "%s would leak secrets", path)
+		require.NoError(t, os.WriteFile(path, append(js, '\n'), 0o644))
+		t.Logf("recorded %s (%d events, %d bytes)", path, len(h.GetEvents()), len(js))
+	}
+}
