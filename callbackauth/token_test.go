@@ -46,3 +46,33 @@ func TestURL(t *testing.T) {
 	_, err = URL("http://x", "id", "")
 	assert.EqualError(t, err, "callback secret is empty")
 }
+
+func TestURLForSignsTheRunAndSubmission(t *testing.T) {
+	sub := Submission{RunID: "run-1", N: 3}
+	got, err := URLFor("https://cb.example/base/", "order 42", "s3cret", sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	if u.Path != "/base/callback/order 42" || q.Get(RunParam) != "run-1" || q.Get(SubmissionParam) != "3" {
+		t.Fatalf("URL %s does not name the workflow, run and submission", got)
+	}
+	if !ValidFor(q.Get(TokenParam), "order 42", sub, "s3cret") {
+		t.Fatalf("its token does not verify")
+	}
+	for _, other := range []Submission{{RunID: "run-1", N: 4}, {RunID: "run-2", N: 3}} {
+		if ValidFor(q.Get(TokenParam), "order 42", other, "s3cret") {
+			t.Errorf("the token of %+v verifies for %+v", sub, other)
+		}
+	}
+	if Valid(q.Get(TokenParam), "order 42", "s3cret") {
+		t.Errorf("a submission's token verifies as the workflow's")
+	}
+	if _, err := URLFor("https://cb.example", "w", "s3cret", Submission{N: 1}); err == nil {
+		t.Errorf("a URL without its run was built")
+	}
+}

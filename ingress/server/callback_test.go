@@ -272,3 +272,36 @@ func TestCallbackBodyAtTheLimitIsAccepted(t *testing.T) {
 		require.Equal(t, status, rec.Code, "body of %d bytes: %s", size, rec.Body.String())
 	}
 }
+
+// A pingback URL that names its run and submission: the signal carries both, and its token covers them, so a URL
+// moved to another run or submission is refused.
+func TestNamedPingbackURLSignalsItsSubmission(t *testing.T) {
+	sub := callbackauth.Submission{RunID: "0190f3b2-run", N: 2}
+	pingback, err := callbackauth.URLFor("http://cb.example", testWorkflowID, testSecret, sub)
+	require.NoError(t, err)
+	u, err := url.Parse(pingback)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("id", "73491")
+	q.Set("code", "CODE")
+
+	e := newTestEnv(t)
+	require.Equal(t, http.StatusOK, e.get(t, u.Path+"?"+q.Encode()).Code)
+	require.Equal(t, []sentSignal{{WorkflowID: testWorkflowID, Name: captchaflow.CallbackSignal,
+		Callback: captchaflow.Callback{ProviderTaskID: "73491", Code: "CODE", Authenticated: true, RunID: sub.RunID, Submission: 2}}},
+		e.fake.sent())
+
+	for name, change := range map[string]func(url.Values){
+		"another submission":   func(v url.Values) { v.Set(callbackauth.SubmissionParam, "3") },
+		"another run":          func(v url.Values) { v.Set(callbackauth.RunParam, "0190f3b2-other") },
+		"no run":               func(v url.Values) { v.Del(callbackauth.RunParam) },
+		"not a number":         func(v url.Values) { v.Set(callbackauth.SubmissionParam, "two") },
+		"the workflow's token": func(v url.Values) { v.Set(callbackauth.TokenParam, callbackauth.Token(testSecret, testWorkflowID)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			v, _ := url.ParseQuery(q.Encode())
+			change(v)
+			assert.Equal(t, http.StatusForbidden, newTestEnv(t).get(t, u.Path+"?"+v.Encode()).Code)
+		})
+	}
+}
