@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,14 +14,14 @@ import (
 )
 
 // deliver POSTs res to notify_url, retried until delivery_timeout_seconds or, for a token that expires, until
-// just before it does (errTokenExpired then).
-func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
+// just before it does: expired then says so, and err says why.
+func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired bool, err error) {
 	s.setPhaseSearchable(ctx, captchaflow.PhaseDelivering)
 	// Marshalling a struct is deterministic; workflowcheck cannot see through encoding/json's type cache.
 	//workflowcheck:ignore
 	body, err := json.Marshal(notification{TaskID: workflow.GetInfo(ctx).WorkflowExecution.ID, Result: res})
 	if err != nil {
-		return err
+		return false, err
 	}
 	opts := deliverOptions(ctx, s.in.DeliveryTimeout())
 	// A token that expires is delivered only while it lives: the delivery's schedule-to-close ends just before
@@ -31,7 +32,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
 	if !res.ExpiresAt.IsZero() {
 		untilExpiry = res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
 		if untilExpiry <= 0 && changed(ctx, changeTokenExpiry) {
-			return fmt.Errorf("%w before its delivery began", errTokenExpired)
+			return true, errors.New("the token expired before its delivery began")
 		}
 		if untilExpiry < s.in.DeliveryTimeout() {
 			opts = expiringDeliverOptions(ctx, untilExpiry)
@@ -46,16 +47,16 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) error {
 		if temporal.IsCanceledError(err) && ctx.Err() != nil {
 			// The workflow was cancelled while delivering: it ends cancelled (as it asked), and the result stays in
 			// the cancellation's details, so it is not lost either.
-			return temporal.NewCanceledError(res)
+			return false, temporal.NewCanceledError(res)
 		}
 		if untilExpiry > 0 && expiredWhileFailing(err) && changed(ctx, changeTokenExpiry) {
-			return fmt.Errorf("%w while notify_url kept failing: %w", errTokenExpired, err)
+			return true, fmt.Errorf("the token expired while notify_url kept failing: %w", err)
 		}
 		// The result stays in the failure's details (and in history): a failed delivery never loses it.
-		return temporal.NewNonRetryableApplicationError("delivering the result to notify_url failed: "+err.Error(),
+		return false, temporal.NewNonRetryableApplicationError("delivering the result to notify_url failed: "+err.Error(),
 			captchaflow.FailureDeliveryFailed, err, res)
 	}
-	return nil
+	return false, nil
 }
 
 // notification is the body POSTed to notify_url.

@@ -15,10 +15,6 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// errTokenExpired marks a delivery that ended because the token expired (or would have before another attempt):
-// the workflow refreshes the token or fails TokenExpired.
-var errTokenExpired = errors.New("the token expired undelivered")
-
 // deliveryExpiryMargin ends a token's delivery this long before its expires_at, so that an attempt in flight is cut
 // off while the token still lives and workers' clocks a little apart cannot deliver it dead.
 const deliveryExpiryMargin = 2 * time.Second
@@ -48,12 +44,12 @@ func (s *solver) statusNow() captchaflow.Status {
 // TokenExpired with the last result in its details. It returns the result that was delivered.
 func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (captchaflow.Result, error) {
 	for {
-		err := s.deliver(ctx, res)
+		expired, err := s.deliver(ctx, res)
 		if err == nil {
 			recordTokenAgeAtDelivery(ctx, workflow.Now(ctx).Sub(res.ReceivedAt))
 			return res, nil
 		}
-		if !errors.Is(err, errTokenExpired) {
+		if !expired {
 			return res, err
 		}
 		if s.status.Refreshes >= s.in.Refreshes() || workerConfigFailure(err) {
