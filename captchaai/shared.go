@@ -38,3 +38,7 @@ func ClassifyStatus(status int) Class { return classifyStatus(status) }
 
 // Snippet quotes the start of an unparseable body for diagnostics (at most 64 bytes).
 func Snippet(b []byte) string { return snippet(b) }
+
+// DecodeImage decodes the base64 image a caller passes (standard or URL-safe, padded or not, with or without a data:
+// URI prefix), as in.php method "post" accepts it.
+func DecodeImage(encoded string) ([]byte, error) { return decodeImage(encoded) }
