@@ -186,7 +186,7 @@ func (c *Client) answer(op string, resp *http.Response) (envelope, error) {
 		if env, err := parseEnvelope(raw); readErr == nil && err == nil && env.failed() {
 			return envelope{}, c.providerError(op, env, resp.StatusCode)
 		}
-		return envelope{}, &captchaai.Error{Op: op, Class: captchaai.ClassifyStatus(resp.StatusCode),
+		return envelope{}, &captchaai.Error{Op: op, Class: captchaai.ClassifyStatus(resp.StatusCode), Provider: c.name(),
 			HTTPStatus: resp.StatusCode, Err: errors.New(http.StatusText(resp.StatusCode))}
 	}
 	if readErr != nil {
@@ -235,15 +235,22 @@ func (c *Client) providerError(op string, env envelope, status int) *captchaai.E
 		detail = errors.New(captchaai.Truncate(captchaai.RedactText(env.ErrorDescription, c.apiKey), captchaai.MaxErrorTextLen))
 	}
 	if code == "" {
-		return &captchaai.Error{Op: op, Class: captchaai.ClassUnknown, HTTPStatus: status,
+		return &captchaai.Error{Op: op, Class: captchaai.ClassUnknown, HTTPStatus: status, Provider: c.name(),
 			Err: fmt.Errorf("%w: errorId %d without an errorCode", errMalformed, env.errorID)}
 	}
-	return &captchaai.Error{Op: op, Code: code, Class: ClassifyCode(code), HTTPStatus: status, Err: detail}
+	class := ClassifyCode(code)
+	if class == captchaai.ClassUnknown && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
+		class = captchaai.ClassConfig // an undocumented code on 401/403 is still the key's or the account's problem
+	}
+	return &captchaai.Error{Op: op, Code: code, Class: class, HTTPStatus: status, Err: detail, Provider: c.name()}
 }
+
+// name prefixes the client's errors.
+func (c *Client) name() string { return "createtask " + string(c.profile.Flavor) }
 
 // fail wraps a failure without a provider answer, its cause redacted.
 func (c *Client) fail(op string, class captchaai.Class, err error) *captchaai.Error {
-	return &captchaai.Error{Op: op, Class: class, Err: captchaai.RedactError(err, c.apiKey)}
+	return &captchaai.Error{Op: op, Class: class, Err: captchaai.RedactError(err, c.apiKey), Provider: c.name()}
 }
 
 // failWritten is a transient failure after a 2xx status whose answer could not be read or understood: the provider

@@ -100,11 +100,11 @@ func (c *Client) result(ctx context.Context, taskID string, decode func(json.Raw
 	}
 	switch env.Status {
 	case "processing", "idle":
-		return "", &captchaai.Error{Op: OpResult, Code: codeNotReady, Class: captchaai.ClassNotReady, Err: errors.New("status " + env.Status)}
+		return "", &captchaai.Error{Op: OpResult, Code: codeNotReady, Class: captchaai.ClassNotReady, Provider: c.name(), Err: errors.New("status " + env.Status)}
 	case "ready":
 		return decode(env.Solution)
 	case "failed":
-		return "", &captchaai.Error{Op: OpResult, Code: codeUnsolvable, Class: captchaai.ClassResubmit, Err: errors.New("status failed")}
+		return "", &captchaai.Error{Op: OpResult, Code: codeUnsolvable, Class: captchaai.ClassResubmit, Provider: c.name(), Err: errors.New("status failed")}
 	}
 	return "", c.failWritten(OpResult, fmt.Errorf("%w: status %s", errMalformed, captchaai.Snippet([]byte(env.Status))))
 }
