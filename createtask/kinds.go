@@ -89,3 +89,14 @@ func flag(v string) (bool, error) {
 	}
 	return false, fmt.Errorf("must be 0, 1, true or false, got %.10q", v)
 }
+
+// Method is the in.php method a kind is asked with (reCAPTCHA's variants all use userrecaptcha, the image kind
+// base64).
+func (k Kind) Method() string {
+	for m, mk := range methodKinds {
+		if mk == k && m != "post" {
+			return m
+		}
+	}
+	return methodRecaptcha
+}
