@@ -31,6 +31,9 @@ type Error struct {
 	// the request was written, or partly written, to the connection: the provider may have acted on it. See
 	// OutcomeUnknown.
 	Written bool
+	// Provider names who answered, as the message's prefix; "" is this client ("captchaai"). The createTask client
+	// sets its flavor.
+	Provider string
 }
 
 // OutcomeUnknown reports whether err is a failed request that may nevertheless have reached the provider and been
@@ -48,7 +51,12 @@ func (e *Error) Error() string {
 		return "captchaai: <nil error>"
 	}
 	var b strings.Builder
-	b.WriteString("captchaai ")
+	if e.Provider != "" {
+		b.WriteString(e.Provider)
+	} else {
+		b.WriteString("captchaai")
+	}
+	b.WriteString(" ")
 	b.WriteString(e.Op)
 	b.WriteString(": ")
 	switch {

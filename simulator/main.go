@@ -1,4 +1,5 @@
-// Command simulator runs the CaptchaAI-compatible provider simulator.
+// Command simulator runs the provider simulator: CaptchaAI-compatible in.php by default, or one createTask provider
+// (-protocol createtask -flavor capsolver); run one process per provider.
 //
 // Configuration comes from SIM_* environment variables (see sim.Config);
 // command-line flags override them. Example:
@@ -69,6 +70,7 @@ func run() error {
 	// Never log the keys, only how many there are.
 	log.Info("simulator ready",
 		"addr", listener.Addr().String(),
+		"protocol", cfg.Protocol, "flavor", cfg.Flavor,
 		"api_keys", len(cfg.APIKeys),
 		"solve_min", cfg.SolveMin, "solve_max", cfg.SolveMax,
 		"threads", cfg.Threads, "busy_code", cfg.BusyCode, "seed", cfg.Seed,
@@ -98,6 +100,8 @@ func configFromEnvAndFlags(args []string) (sim.Config, error) {
 	}
 	fs := flag.NewFlagSet("simulator", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address (SIM_ADDR)")
+	fs.StringVar(&cfg.Protocol, "protocol", cfg.Protocol, "provider protocol: inphp or createtask (SIM_PROTOCOL)")
+	fs.StringVar(&cfg.Flavor, "flavor", cfg.Flavor, "createTask provider imitated: anticaptcha, 2captcha, capmonster or capsolver (SIM_FLAVOR)")
 	keys := strings.Join(cfg.APIKeys, ",")
 	fs.Func("api-keys", "comma-separated accepted API keys (SIM_API_KEYS)", func(v string) error {
 		keys = v

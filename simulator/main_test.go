@@ -30,3 +30,13 @@ func TestInvalidFlagsAreRejected(t *testing.T) {
 	_, err = configFromEnvAndFlags([]string{"-no-such-flag"})
 	assert.Error(t, err)
 }
+
+func TestProtocolAndFlavorFlags(t *testing.T) {
+	t.Setenv("SIM_PROTOCOL", "createtask")
+	cfg, err := configFromEnvAndFlags([]string{"-flavor", "capsolver"})
+	require.NoError(t, err)
+	assert.Equal(t, "createtask", cfg.Protocol)
+	assert.Equal(t, "capsolver", cfg.Flavor)
+	_, err = configFromEnvAndFlags([]string{"-protocol", "soap"})
+	assert.Error(t, err)
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/captchaflow/captchaflow/createtask"
 )
 
 // KeyLength is the length of a well-formed provider API key; anything else is
@@ -22,6 +24,12 @@ const DefaultAPIKey = "simulator0dev0key000000000000000"
 type Config struct {
 	// Addr is where simulator/main.go listens; unused when embedded.
 	Addr string `env:"SIM_ADDR" envDefault:"127.0.0.1:8099"`
+	// Protocol is the provider protocol this process speaks: ProtocolInPHP (in.php / res.php, GET pingbacks) or
+	// ProtocolCreateTask (JSON createTask / getTaskResult, POST callbacks), one per process as one provider speaks one.
+	Protocol string `env:"SIM_PROTOCOL" envDefault:"inphp"`
+	// Flavor is the createTask provider imitated (createtask.Flavor: task types, task-ID form, callback body, report
+	// calls, error statuses); only read with ProtocolCreateTask.
+	Flavor string `env:"SIM_FLAVOR" envDefault:"anticaptcha"`
 	// APIKeys are the accepted provider keys (each KeyLength characters).
 	APIKeys []string `env:"SIM_API_KEYS" envSeparator:"," envDefault:"simulator0dev0key000000000000000"`
 
@@ -83,6 +91,12 @@ type Config struct {
 	Logger *slog.Logger `env:"-"`
 }
 
+// The protocols a simulator process can speak (Config.Protocol).
+const (
+	ProtocolInPHP      = "inphp"
+	ProtocolCreateTask = "createtask"
+)
+
 // DefaultConfig returns the documented defaults, ignoring the environment.
 func DefaultConfig() Config {
 	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: map[string]string{}})
@@ -116,6 +130,12 @@ func (c Config) Validate() error {
 	}
 	if c.SolveMin < 0 || c.SolveMax < c.SolveMin {
 		errs = append(errs, fmt.Errorf("solve time range [%s, %s] is invalid", c.SolveMin, c.SolveMax))
+	}
+	if c.Protocol != ProtocolInPHP && c.Protocol != ProtocolCreateTask {
+		errs = append(errs, fmt.Errorf("protocol must be %s or %s, got %.20q", ProtocolInPHP, ProtocolCreateTask, c.Protocol))
+	}
+	if _, ok := createtask.ProfileOf(createtask.Flavor(c.Flavor)); !ok {
+		errs = append(errs, fmt.Errorf("flavor must be one of %v, got %.20q", createtask.Flavors, c.Flavor))
 	}
 	if c.Threads < 0 {
 		errs = append(errs, fmt.Errorf("threads must be >= 0, got %d", c.Threads))

@@ -9,10 +9,14 @@ import (
 // routes wires the provider protocol and the /_sim control API.
 func (s *Simulator) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /in.php", s.handleIn)
-	mux.HandleFunc("POST /in.php", s.handleIn)
-	mux.HandleFunc("GET /res.php", s.handleRes)
-	mux.HandleFunc("POST /res.php", s.handleRes)
+	if s.cfg.Protocol == ProtocolCreateTask {
+		s.createTaskRoutes(mux)
+	} else {
+		mux.HandleFunc("GET /in.php", s.handleIn)
+		mux.HandleFunc("POST /in.php", s.handleIn)
+		mux.HandleFunc("GET /res.php", s.handleRes)
+		mux.HandleFunc("POST /res.php", s.handleRes)
+	}
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/createtask"
 )
 
 const (
@@ -66,7 +67,7 @@ func (s *Simulator) submit(r *http.Request) reply {
 		d := time.Duration(ms) * time.Millisecond
 		solveOverride = &d
 	}
-	return s.accept(r.Form.Get("key"), method, pingback, faults, solveOverride)
+	return s.accept(submission{key: r.Form.Get("key"), method: method, pingback: pingback, faults: faults, solveOverride: solveOverride})
 }
 
 func parseForm(r *http.Request) error {
@@ -192,9 +193,20 @@ func clientTaskKey(pingback *url.URL) string {
 	return pingback.Scheme + "://" + pingback.Host + pingback.EscapedPath()
 }
 
+// submission is one accepted-for-checking request of either protocol.
+type submission struct {
+	key, method   string
+	taskType      string // createTask only
+	kind          createtask.Kind
+	pingback      *url.URL
+	faults        FaultSpec
+	solveOverride *time.Duration
+}
+
 // accept applies submit-time faults and the thread limit, then creates and
 // schedules the task.
-func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSpec, solveOverride *time.Duration) reply {
+func (s *Simulator) accept(sub submission) reply {
+	key, method, pingback, faults, solveOverride := sub.key, sub.method, sub.pingback, sub.faults, sub.solveOverride
 	pingbackURL := ""
 	if pingback != nil {
 		pingbackURL = pingback.String()
@@ -224,7 +236,7 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 
 	id := s.nextID
 	s.nextID++
-	idStr := strconv.FormatInt(id, 10)
+	idStr := s.formatID(id)
 	faults = faults.merge(matchRules(s.compiledRules, idStr))
 
 	// Every draw comes from a generator seeded by (seed, id), in a fixed order,
@@ -261,6 +273,8 @@ func (s *Simulator) accept(key, method string, pingback *url.URL, faults FaultSp
 		idStr:       idStr,
 		key:         key,
 		method:      method,
+		taskType:    sub.taskType,
+		kind:        sub.kind,
 		pingbackURL: pingbackURL,
 		submittedAt: time.Now(),
 		solveTime:   solve,

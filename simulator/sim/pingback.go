@@ -93,7 +93,7 @@ func (s *Simulator) send(t *task, kind PingbackKind) {
 
 	start := time.Now()
 	attempt := PingbackAttempt{Kind: kind, At: start, Outcome: OutcomeFailed}
-	req, err := http.NewRequestWithContext(s.ctx, http.MethodGet, pingbackTarget(t), nil)
+	req, err := s.pingbackRequest(t)
 	if err == nil {
 		req.Header.Set("User-Agent", "captchaflow-provider-simulator")
 		var resp *http.Response

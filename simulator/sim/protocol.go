@@ -50,6 +50,8 @@ var errorTexts = map[string]string{
 	ErrorWrongCaptchaID:        "You provided an invalid or expired captcha id.",
 	ErrorSimulatedUnknown:      "A simulated error no client knows (submit_error=unknown).",
 	ErrorDuplicateReport:       "You have already reported this captcha.",
+	ErrorTaskAbsent:            "The task property is missing in the createTask call.",
+	ErrorTaskNotSupported:      "The task type is not supported by this provider.",
 }
 
 // reply is one protocol answer.

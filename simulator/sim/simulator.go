@@ -12,14 +12,16 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/captchaflow/captchaflow/createtask"
 )
 
 // Simulator is a provider simulator. It is safe for concurrent use.
 type Simulator struct {
 	cfg     Config
+	profile createtask.Profile // the createTask flavor imitated (Config.Protocol createtask); zero on in.php
 	log     *slog.Logger
 	keys    map[string]struct{}
 	client  *http.Client
@@ -68,6 +70,8 @@ type task struct {
 	idStr        string
 	key          string
 	method       string
+	taskType     string          // createTask's task type, "" on in.php
+	kind         createtask.Kind // createTask only
 	pingbackURL  string
 	redactedURL  string
 	pingbackPath string
@@ -100,10 +104,12 @@ func New(cfg Config) (*Simulator, error) {
 		keys[k] = struct{}{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	profile, _ := createtask.ProfileOf(createtask.Flavor(cfg.Flavor)) // validated above
 	s := &Simulator{
-		cfg:  cfg,
-		log:  log,
-		keys: keys,
+		cfg:     cfg,
+		profile: profile,
+		log:     log,
+		keys:    keys,
 		client: &http.Client{
 			Timeout: cfg.PingbackTimeout,
 			Transport: &http.Transport{
@@ -248,6 +254,7 @@ func (s *Simulator) snapshot(t *task, now time.Time) Task {
 	out := Task{
 		ID:           t.idStr,
 		Method:       t.method,
+		TaskType:     t.taskType,
 		Status:       s.statusAt(t, now),
 		PingbackURL:  t.redactedURL,
 		PingbackPath: t.pingbackPath,
@@ -276,8 +283,8 @@ func (s *Simulator) snapshot(t *task, now time.Time) Task {
 
 // lookup finds a task owned by key. Caller holds mu.
 func (s *Simulator) lookup(key, id string) *task {
-	n, err := strconv.ParseInt(id, 10, 64)
-	if err != nil {
+	n, ok := s.parseID(id)
+	if !ok {
 		return nil
 	}
 	t := s.tasks[n]

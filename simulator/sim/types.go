@@ -61,9 +61,12 @@ type TaskList struct {
 
 // Task is one accepted submission as the provider saw it.
 type Task struct {
-	ID     string     `json:"id"`
-	Method string     `json:"method"`
-	Status TaskStatus `json:"status"`
+	ID     string `json:"id"`
+	Method string `json:"method"`
+	// TaskType is the createTask task type the task was created with ("" on in.php); Method is then the in.php
+	// method of its kind.
+	TaskType string     `json:"task_type,omitempty"`
+	Status   TaskStatus `json:"status"`
 	// PingbackURL has its query values redacted (they may carry a callback
 	// token); PingbackPath is the bare path, e.g. /callback/<workflow_id>.
 	PingbackURL  string `json:"pingback_url,omitempty"`
