@@ -20,6 +20,10 @@ const (
 	DefaultTaskQueue = "captcha-solve"
 	// CallbackSignal carries a provider callback (a Callback) into the workflow.
 	CallbackSignal = "captcha-callback"
+	// UntokenedUpdate carries an untokened callback into the workflow as an UntokenedHint: an Update, not a signal,
+	// so that the workflow's validator can refuse it without a history event. The ingress sends it; a workflow that
+	// does not know it (an older worker) gets the CallbackSignal instead.
+	UntokenedUpdate = "captcha-untokened-callback"
 	// StatusQuery returns the workflow's Status.
 	StatusQuery = "status"
 	// ReportWorkflowType is the registered name of the workflow that reports a task's verdict to the provider (see
@@ -113,6 +117,19 @@ type Callback struct {
 	// Authenticated is true only when the sender proved it knows the callback secret (the tokened route). An
 	// unauthenticated callback is a hint: the workflow confirms the code with res.php before accepting it.
 	Authenticated bool `json:"authenticated"`
+}
+
+// UntokenedHintsPerSubmission is how many UntokenedHints one submission (one provider task ID) accepts in its whole
+// life; the validator rejects the rest. It bounds what forged untokened callbacks can add to a task's history.
+const UntokenedHintsPerSubmission = 4
+
+// UntokenedHint is the payload of UntokenedUpdate: a hint that the provider says the task is solved. It carries no
+// code — nothing authenticates the sender, so the workflow never uses one — and the workflow confirms with res.php.
+// Its validator rejects it, leaving no history event, unless the task is waiting for a callback or polling for the
+// submission ProviderTaskID names and that submission has not spent its UntokenedHintsPerSubmission. Both
+// conditions only ever close for a provider task ID, so the ingress takes a rejection as final for that ID.
+type UntokenedHint struct {
+	ProviderTaskID string `json:"provider_task_id"`
 }
 
 // Result is what the workflow returns once the code is in (and delivered, if notify_url was set).
