@@ -150,15 +150,15 @@ func (b *signalBudget) refund(key string, now time.Time) {
 	}
 }
 
-// seenCallbacks remembers callbacks already handed to Temporal (as hashes, never the code), so an exact repeat
-// is answered without another signal.
+// seenCallbacks remembers keys for a while: callbacks already handed to Temporal (as hashes, never the code), so an
+// exact repeat is answered without another signal; provider task IDs whose untokened update was rejected.
 type seenCallbacks struct {
 	mu     sync.Mutex
 	hashes *boundedCache[struct{}]
 }
 
-func newSeenCallbacks() *seenCallbacks {
-	return &seenCallbacks{hashes: newBoundedCache[struct{}](maxSeenCallbacks, seenCallbackTTL)}
+func newSeenCallbacks(ttl time.Duration) *seenCallbacks {
+	return &seenCallbacks{hashes: newBoundedCache[struct{}](maxSeenCallbacks, ttl)}
 }
 
 // callbackKey identifies one callback's content on one route. Neither ID can contain NUL (their patterns forbid
