@@ -90,10 +90,10 @@ func TestUnknownUpdateIsToldFromARejection(t *testing.T) {
 	for msg, unknown := range map[string]bool{
 		errOlderWorker.Error(): true,
 		"Update handler for 'captcha-untokened-callback' expected but not found, and there is no dynamic handler": true,
-		"No handler registered for update captcha-untokened-callback":                                           true,
-		"untokened hints for 7300000042 spent (4 of 4)":                                                         false,
-		"task is delivering, not waiting for a callback":                                                        false,
-		"unknown update other-update. KnownUpdates=[]":                                                          false,
+		"No handler registered for update captcha-untokened-callback":                                             true,
+		"untokened hints for 7300000042 spent (4 of 4)":                                                           false,
+		"task is delivering, not waiting for a callback":                                                          false,
+		"unknown update other-update. KnownUpdates=[]":                                                            false,
 	} {
 		assert.Equal(t, unknown, unknownUpdate(errors.New(msg)), msg)
 	}
