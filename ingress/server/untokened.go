@@ -28,7 +28,8 @@ const (
 	// down cannot accept it, and the poll recovers the result anyway.
 	untokenedUpdateTimeout = 2 * time.Second
 	// rejectedHintTTL is how long a provider task ID whose untokened update the workflow rejected is answered
-	// without a lookup: a rejection is final for that ID (see captchaflow.UntokenedHint).
+	// without a lookup after its last callback (each one renews it): a rejection is final for that ID (see
+	// captchaflow.UntokenedHint).
 	rejectedHintTTL = time.Hour
 )
 
