@@ -177,8 +177,8 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 }
 
 // deliverUntokened hands the callback to the workflow as the UntokenedUpdate, without its code. A workflow that
-// does not know the update (its worker predates it) gets the CallbackSignal with the code instead, which such a
-// workflow needs. The update waits only until the workflow accepted or rejected it, within untokenedUpdateTimeout.
+// does not know the update (its worker predates it), or a server that serves no updates, gets the CallbackSignal
+// with the code instead, which such a workflow needs. The update waits only until the workflow accepted or rejected it, within untokenedUpdateTimeout.
 func (s *Server) deliverUntokened(ctx context.Context, workflowID string, job untokenedJob) untokenedResult {
 	uctx, cancel := context.WithTimeout(ctx, min(untokenedUpdateTimeout, s.cfg.SignalTimeout))
 	defer cancel()
@@ -193,15 +193,17 @@ func (s *Server) deliverUntokened(ctx context.Context, workflowID string, job un
 	case errors.As(err, &notFound):
 		// Completed meanwhile: nothing is waiting for this result.
 		return untokenedResult{outcome: outcomeLateOrUnknown}
+	case updatesDisabled(err):
 	case err != nil:
 		return untokenedResult{outcome: outcomeUnavailable, err: unavailable(err)}
-	}
-	rejection := updateRejection(handle)
-	switch {
-	case rejection == nil:
-		return untokenedResult{outcome: outcomeSignalled, as: deliveredAsUpdate}
-	case !unknownUpdate(rejection):
-		return untokenedResult{outcome: outcomeUntokenedRejected}
+	default:
+		rejection := updateRejection(handle)
+		switch {
+		case rejection == nil:
+			return untokenedResult{outcome: outcomeSignalled, as: deliveredAsUpdate}
+		case !unknownUpdate(rejection):
+			return untokenedResult{outcome: outcomeUntokenedRejected}
+		}
 	}
 	outcome, err := s.signal(ctx, workflowID, captchaflow.Callback{
 		ProviderTaskID: job.providerTaskID, Code: job.code, Authenticated: false,
@@ -245,6 +247,15 @@ func unknownUpdate(rejection error) bool {
 		}
 	}
 	return false
+}
+
+// updatesDisabled reports whether err is a Temporal server that does not serve updates at all (too old, or
+// frontend.enableUpdateWorkflowExecution off): its workflows can only be signalled.
+func updatesDisabled(err error) bool {
+	var unimplemented *serviceerror.Unimplemented
+	var denied *serviceerror.PermissionDenied
+	return errors.As(err, &unimplemented) ||
+		errors.As(err, &denied) && strings.Contains(strings.ToLower(denied.Error()), "disabled")
 }
 
 // lookupQuery finds the running workflow whose current submission has providerTaskID and that waits for its

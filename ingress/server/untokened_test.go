@@ -86,6 +86,31 @@ func TestUntokenedCallbackFallsBackToTheSignalForAnOlderWorker(t *testing.T) {
 	assert.Zero(t, e.deliveredAs(deliveredAsUpdate))
 }
 
+// A Temporal server that serves no updates gets the signal too.
+func TestUntokenedCallbackFallsBackToTheSignalWhenUpdatesAreDisabled(t *testing.T) {
+	for _, err := range []error{
+		serviceerror.NewPermissionDenied("UpdateWorkflowExecution operation is disabled on this namespace", ""),
+		serviceerror.NewUnimplemented("unknown method UpdateWorkflowExecution"),
+	} {
+		e := newTestEnv(t)
+		findsWaitingTask(e)
+		e.fake.updateFn = func(context.Context, sentUpdate) (error, error) { return nil, err }
+		require.Equal(t, http.StatusOK, e.get(t, "/callback?id="+waitingProviderID+"&code=abc").Code)
+		e.drainQueue(t)
+		assert.Len(t, e.fake.sent(), 1, "%v", err)
+		assert.Equal(t, 1.0, e.deliveredAs(deliveredAsSignal))
+	}
+	e := newTestEnv(t)
+	findsWaitingTask(e)
+	e.fake.updateFn = func(context.Context, sentUpdate) (error, error) {
+		return nil, serviceerror.NewPermissionDenied("request unauthorized", "")
+	}
+	require.Equal(t, http.StatusOK, e.get(t, "/callback?id="+waitingProviderID+"&code=abc").Code)
+	e.drainQueue(t)
+	assert.Empty(t, e.fake.sent(), "a credential problem is not a reason to signal")
+	assert.Equal(t, 1.0, e.callbacks(routeUntokened, outcomeUnavailable))
+}
+
 func TestUnknownUpdateIsToldFromARejection(t *testing.T) {
 	for msg, unknown := range map[string]bool{
 		errOlderWorker.Error(): true,
