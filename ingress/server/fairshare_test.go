@@ -64,16 +64,18 @@ func shippedLimits(t *testing.T) func(*config.Ingress) {
 // global budget's tokens was decided by timing: with flooders whose requests land just before the provider's, the
 // provider got 8 %, 11 % and 15 % of its callbacks admitted at 10, 5 and 1 per second, and 1 of 300 against
 // flooders at 100/s; with its callbacks in instants of their own, all of them (so a provider above its share, at
-// 10/s, now gets 74 % during such a flood instead of what timing gave it).
+// 10/s, now gets 71–75 % during such a flood instead of what timing gave it).
 func TestSixFloodingClientsDoNotStarveTheProvider(t *testing.T) {
 	for _, tc := range []struct {
 		floodRate, providerRate float64
 		wantShare               float64 // at least, whatever the phase
 	}{
+		// Under its share the provider gets all of it, but for one callback at the start while the flooders' first
+		// bursts (the per-client burst each) drain the global one.
 		{floodRate: 10, providerRate: 10, wantShare: 0.7}, // its fair share: 50/7 ≈ 7.1 of 10 per second
-		{floodRate: 10, providerRate: 5, wantShare: 1},    // under its share: all of it
-		{floodRate: 10, providerRate: 1, wantShare: 1},
-		{floodRate: 100, providerRate: 5, wantShare: 0.99}, // all but the first, while the flooders' first bursts drain the global one
+		{floodRate: 10, providerRate: 5, wantShare: 0.99},
+		{floodRate: 10, providerRate: 1, wantShare: 0.98},
+		{floodRate: 100, providerRate: 5, wantShare: 0.99},
 	} {
 		for _, phase := range []int{0, 8} {
 			t.Run(fmt.Sprintf("flood %g per s, provider %g per s, phase %d", tc.floodRate, tc.providerRate, phase), func(t *testing.T) {

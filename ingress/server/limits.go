@@ -181,11 +181,12 @@ func (s *seenCallbacks) add(key string, now time.Time) {
 	s.hashes.put(key, struct{}{}, now)
 }
 
-// clientRateLimit is the untokened route's admission control: each active source (client network) gets a fair
+// clientRateLimit is the untokened route's admission control: each active source (client network) refills at a fair
 // share of the global rate — global / active sources, at most the per-client rate — and the global limiter caps the
 // sum, so a handful of clients cannot take the whole budget from the provider's own callbacks: six clients flooding
-// at the per-client cap leave the provider a seventh of the global rate. A source is active while it sent a request
-// within activeSourceWindow.
+// at the per-client cap leave the provider a seventh of the global rate. A source keeps the per-client burst: a
+// flooder never idles long enough to refill it, while the share an idle source leaves unused accumulates in the
+// global bucket, where its burst finds it. A source is active while it sent a request within activeSourceWindow.
 type clientRateLimit struct {
 	global     *rate.Limiter
 	globalRate float64
@@ -230,11 +231,10 @@ func (l *clientRateLimit) limiterFor(key string, now time.Time) (*rate.Limiter, 
 	share := rate.Limit(math.Min(l.perClient, l.globalRate/float64(l.clients.len())))
 	switch {
 	case !found:
-		lim = rate.NewLimiter(share, burstFor(float64(share)))
+		lim = rate.NewLimiter(share, burstFor(l.perClient))
 		l.clients.put(key, lim, now)
 	case lim.Limit() != share:
 		lim.SetLimitAt(now, share)
-		lim.SetBurstAt(now, burstFor(float64(share)))
 	}
 	return lim, share
 }
