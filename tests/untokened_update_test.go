@@ -149,17 +149,6 @@ func finishProbe(ctx context.Context, t *testing.T, s *stack, p probe) (probeRes
 	return res, h
 }
 
-// countEvents counts h's events of type et.
-func countEvents(h *historypb.History, et enumspb.EventType) int {
-	n := 0
-	for _, ev := range h.GetEvents() {
-		if ev.GetEventType() == et {
-			n++
-		}
-	}
-	return n
-}
-
 // untokenedOutcomes scrapes the ingress's untokened callback counts by outcome.
 func (s *stack) untokenedOutcomes(ctx context.Context, t *testing.T) map[string]float64 {
 	t.Helper()
@@ -223,9 +212,9 @@ func TestE2E_UntokenedUpdate(t *testing.T) {
 	assert.Equal(t, []captchaflow.UntokenedHint{{ProviderTaskID: current.in.ProviderTaskID}}, res.Hints,
 		"one hint left of the submission's budget, then the validator rejects")
 	assert.Empty(t, res.Signals)
-	assert.Equal(t, 1, countEvents(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), "rejections leave no event")
-	assert.Equal(t, 1, countEvents(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED))
-	assert.Equal(t, 1, countEvents(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED), "only probe-done was signalled")
+	assert.Equal(t, 1, eventCount(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), "rejections leave no event")
+	assert.Equal(t, 1, eventCount(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED))
+	assert.Equal(t, 1, eventCount(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED), "only probe-done was signalled")
 	assert.NotContains(t, historyDump(h), "FORGED", "no untokened code reaches history")
 
 	oldRes, _ := finishProbe(ctx, t, s, older)
@@ -233,11 +222,11 @@ func TestE2E_UntokenedUpdate(t *testing.T) {
 		oldRes.Signals, "a workflow without the handler gets the signal with its code")
 	delRes, dh := finishProbe(ctx, t, s, delivering)
 	assert.Empty(t, delRes.Hints, "a delivering task is never looked up")
-	assert.Zero(t, countEvents(dh, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED))
+	assert.Zero(t, eventCount(dh, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED))
 
 	t.Logf("%d forged untokened callbacks (4 KiB codes) for a task with one hint left + 1 for an older worker + 1 for a "+
 		"delivering task: ingress outcomes %v; the task's history: %d events, %d update accepted, no code",
-		forged, delta, len(h.GetEvents()), countEvents(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED))
+		forged, delta, len(h.GetEvents()), eventCount(h, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED))
 	assert.GreaterOrEqual(t, delta["untokened_rejected"], 1.0)
 	assert.Equal(t, 2.0, delta["signalled"], "the accepted update and the older worker's signal")
 	assert.Equal(t, 1.0, delta["late_or_unknown"], "the delivering task")
