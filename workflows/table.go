@@ -42,7 +42,7 @@ type submission struct {
 	inbox []captchaflow.Callback
 	// answer is the code of a submission whose in.php answer was lost, once its callback came.
 	answer *captchaflow.Callback
-	// untokened counts the untokened hints it took (captchaflow.MaxUntokenedPerSubmission).
+	// untokened counts the untokened hints it took (captchaflow.UntokenedHintsPerSubmission).
 	untokened int
 	// lostWaitOver: its in.php answer was lost and the wait for its callback ended without one (the task submitted
 	// again); its answer is still taken if it comes, where lateLostAnswers allows.

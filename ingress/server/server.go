@@ -51,16 +51,20 @@ type Server struct {
 	http     *http.Server
 	// secrets are the callback secrets a token may be made with: the current one and, during a rotation, the
 	// previous one.
-	secrets       []string
-	lookupBackoff time.Duration
-	bodyLimit     int64
-	draining      atomic.Bool
+	secrets []string
+	// lookupDelay is how long after its arrival an untokened callback is looked up (untokenedLookupDelay; tests
+	// shorten it).
+	lookupDelay time.Duration
+	bodyLimit   int64
+	draining    atomic.Bool
 	// now is the clock of the budgets and rate limits; tests replace it to step time.
 	now func() time.Time
 
 	// Hostile-input guards: see handleUntokenedCallback and handleTokenedCallback.
 	clientLimit     *clientRateLimit
+	allowSources    []*net.IPNet // UNTOKENED_ALLOW_CIDRS; empty serves every source
 	seen            *seenCallbacks
+	rejectedIDs     *seenCallbacks // provider task IDs whose untokened update the workflow rejected
 	tokenedBudget   *signalBudget
 	untokenedBudget *signalBudget
 	queue           *jobQueue
@@ -91,10 +95,12 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		temporal:        tc,
 		log:             log,
 		secrets:         []string{cfg.CallbackSecret.Reveal(), cfg.CallbackSecretPrevious.Reveal()},
-		lookupBackoff:   lookupFirstBackoff,
+		lookupDelay:     untokenedLookupDelay,
 		now:             time.Now,
 		clientLimit:     newClientRateLimit(cfg.UntokenedRate, cfg.UntokenedRatePerIP),
-		seen:            newSeenCallbacks(),
+		allowSources:    parseCIDRs(cfg.UntokenedAllowCIDRs),
+		seen:            newSeenCallbacks(seenCallbackTTL),
+		rejectedIDs:     newSeenCallbacks(rejectedHintTTL),
 		tokenedBudget:   newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		untokenedBudget: newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 	}
@@ -114,7 +120,7 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		return nil, fmt.Errorf("registering ingress HTTP metrics: %w", err)
 	}
 	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated above
-	s.echo = s.routes(httpMetrics, trustedProxies(cfg.TrustedProxies))
+	s.echo = s.routes(httpMetrics, parseCIDRs(cfg.TrustedProxies))
 	s.http = &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -146,8 +152,9 @@ func metricsMux(reg *prometheus.Registry) http.Handler {
 	return mux
 }
 
-// trustedProxies parses INGRESS_TRUSTED_PROXIES (validated before).
-func trustedProxies(cidrs []string) []*net.IPNet {
+// parseCIDRs parses a list of CIDRs (INGRESS_TRUSTED_PROXIES, UNTOKENED_ALLOW_CIDRS) that validate accepted; blank
+// entries are skipped.
+func parseCIDRs(cidrs []string) []*net.IPNet {
 	var nets []*net.IPNet
 	for _, c := range cidrs {
 		if _, n, err := net.ParseCIDR(strings.TrimSpace(c)); err == nil {
@@ -155,6 +162,20 @@ func trustedProxies(cidrs []string) []*net.IPNet {
 		}
 	}
 	return nets
+}
+
+// cidrProblems names every entry of a CIDR list variable that is not a CIDR; blank entries are allowed.
+func cidrProblems(env string, cidrs []string) []string {
+	var problems []string
+	for _, c := range cidrs {
+		if strings.TrimSpace(c) == "" {
+			continue
+		}
+		if _, _, err := net.ParseCIDR(strings.TrimSpace(c)); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %q is not a CIDR like 10.0.0.0/8 (a single address is 192.0.2.1/32)", env, c))
+		}
+	}
+	return problems
 }
 
 // validate reports every configuration problem at once, so a bad deployment is fixed in one round.
@@ -187,11 +208,8 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 			problems = append(problems, d.env+" must be positive")
 		}
 	}
-	for _, c := range cfg.TrustedProxies {
-		if _, _, err := net.ParseCIDR(strings.TrimSpace(c)); err != nil {
-			problems = append(problems, fmt.Sprintf("INGRESS_TRUSTED_PROXIES: %q is not a CIDR like 10.0.0.0/8", c))
-		}
-	}
+	problems = append(problems, cidrProblems("INGRESS_TRUSTED_PROXIES", cfg.TrustedProxies)...)
+	problems = append(problems, cidrProblems("UNTOKENED_ALLOW_CIDRS", cfg.UntokenedAllowCIDRs)...)
 	if len(problems) > 0 {
 		return fmt.Errorf("ingress: %s", strings.Join(problems, "; "))
 	}

@@ -28,6 +28,10 @@ const (
 	// FaultSubmitStallMS is submit_stall_ms=MS: in.php's answer to those submissions (the first one without
 	// submit_lost) is held MS milliseconds after the task was created — past the client's timeout, the answer is lost.
 	FaultSubmitStallMS = "submit_stall_ms"
+	// FaultSubmitGatewayError is submit_gateway_error=STATUS (500–599): the first submission for a pingback URL
+	// creates its task (solved and called back as usual), and then in.php answers STATUS with a gateway's HTML page
+	// instead of the task id, as a proxy, load balancer or CDN in front of a provider does when it loses the answer.
+	FaultSubmitGatewayError = "submit_gateway_error"
 )
 
 // SubmitErrorClasses are the submit_error shorthands, one code for each way a client must react to an in.php
@@ -66,6 +70,10 @@ type FaultSpec struct {
 	// SubmitStallMS holds in.php's answer to those submissions (the first one
 	// when SubmitLost is 0) this many milliseconds before sending (or losing) it.
 	SubmitStallMS int
+	// SubmitGatewayStatus answers the first accepted submission for a pingback
+	// URL with this 5xx status and a gateway's page: the task exists, the
+	// client never learns its id.
+	SubmitGatewayStatus int
 }
 
 // ParseFaultSpec parses a comma-separated list such as
@@ -126,6 +134,11 @@ func ParseFaultSpec(list string) (FaultSpec, error) {
 				return FaultSpec{}, fmt.Errorf("fault %q needs a duration in milliseconds", name)
 			}
 			spec.SubmitStallMS = max(spec.SubmitStallMS, count)
+		case FaultSubmitGatewayError:
+			if count < 500 || count > 599 {
+				return FaultSpec{}, fmt.Errorf("fault %q needs an HTTP status from 500 to 599, e.g. %s=502", name, name)
+			}
+			spec.SubmitGatewayStatus = count
 		default:
 			return FaultSpec{}, fmt.Errorf("unknown fault %q", name)
 		}
@@ -169,9 +182,10 @@ func (f FaultSpec) merge(o FaultSpec) FaultSpec {
 		FailSubmit:        max(f.FailSubmit, o.FailSubmit),
 		SubmitError:       cmp.Or(f.SubmitError, o.SubmitError),
 		// Unsolvable pingbacks go with the merged unsolvable count, whichever spec asked for them.
-		UnsolvablePingback: f.UnsolvablePingback || o.UnsolvablePingback,
-		SubmitLost:         max(f.SubmitLost, o.SubmitLost),
-		SubmitStallMS:      max(f.SubmitStallMS, o.SubmitStallMS),
+		UnsolvablePingback:  f.UnsolvablePingback || o.UnsolvablePingback,
+		SubmitLost:          max(f.SubmitLost, o.SubmitLost),
+		SubmitStallMS:       max(f.SubmitStallMS, o.SubmitStallMS),
+		SubmitGatewayStatus: cmp.Or(f.SubmitGatewayStatus, o.SubmitGatewayStatus),
 	}
 }
 
@@ -254,6 +268,8 @@ type pingbackPlan struct {
 	// submitLost and submitStall are what happened to in.php's answer (see answerFate).
 	submitLost  bool
 	submitStall time.Duration
+	// submitGatewayStatus is the 5xx in.php answered instead of the task id (submit_gateway_error), 0 for none.
+	submitGatewayStatus int
 }
 
 // names lists the plan's faults for the task listing.
@@ -272,6 +288,7 @@ func (p pingbackPlan) names() []string {
 	add(p.duplicate, FaultDuplicatePingback)
 	add(p.submitLost, FaultSubmitLost)
 	add(p.submitStall > 0, FaultSubmitStallMS)
+	add(p.submitGatewayStatus != 0, FaultSubmitGatewayError)
 	return out
 }
 

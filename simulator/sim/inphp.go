@@ -32,6 +32,9 @@ func (s *Simulator) handleIn(w http.ResponseWriter, r *http.Request) {
 		_ = r.MultipartForm.RemoveAll()
 	}
 	s.holdAnswer(r, rp) // submit_stall_ms, submit_lost: may not return
+	if writeGatewayError(w, rp) {
+		return
+	}
 	rp.write(w, wantsJSON(r))
 }
 
@@ -284,13 +287,14 @@ func (s *Simulator) accept(sub submission) reply {
 	if pingback != nil {
 		t.redactedURL, t.pingbackPath = redactURL(pingback), pingback.Path
 	}
-	t.plan.submitLost, t.plan.submitStall = s.answerFateLocked(faults, client)
+	fate := s.answerFateLocked(faults, client)
+	t.plan.submitLost, t.plan.submitStall, t.plan.submitGatewayStatus = fate.lost, fate.stall, fate.gatewayStatus
 	s.tasks[id] = t
 	s.stats.accepted++
 	s.schedule(t, solve, func() { s.solve(t) })
 	s.log.Debug("task accepted", "task_id", idStr, "method", method, "solve_time", solve, "faults", t.plan.names())
 	rp := okReply(idStr)
-	rp.lost, rp.stall = t.plan.submitLost, t.plan.submitStall
+	rp.fate = fate
 	return rp
 }
 
