@@ -75,7 +75,7 @@ func TestRecordHistories(t *testing.T) {
 		ids = append(ids, tr.ID)
 	}
 	replayLive(t, s, ids...)
-	recordings := map[string]string{}
+	recordings := map[string]string{"untokened-hint-confirmed": unauth.ID, "callback-path-named-url": callback.ID}
 	for _, tr := range recorded {
 		recordings[tr.Kind] = tr.ID
 	}
