@@ -52,9 +52,9 @@ func TestE2E_GatewayErrorAfterCreate(t *testing.T) {
 	}
 	for _, tr := range dropped {
 		pts := provider[tr.ID]
-		require.Len(t, pts, 2, "%s: no callback within the callback timeout: submitted once more", tr.ID)
-		assert.GreaterOrEqual(t, pts[1].SubmittedAt.Sub(pts[0].SubmittedAt), callbackTimeoutSeconds*time.Second,
-			"%s: the second submission waited the callback timeout for the first one's callback", tr.ID)
+		require.Len(t, pts, 2, "%s: no callback within lost_answer_wait_seconds: submitted once more", tr.ID)
+		assert.GreaterOrEqual(t, pts[1].SubmittedAt.Sub(pts[0].SubmittedAt), lostAnswerWaitSeconds*time.Second,
+			"%s: the second submission waited lost_answer_wait_seconds for the first one's callback", tr.ID)
 	}
 	after := s.simStatsOrZero(ctx)
 	requests := (after.Submissions.Accepted + after.Submissions.Rejected) - (before.Submissions.Accepted + before.Submissions.Rejected)
@@ -63,7 +63,7 @@ func TestE2E_GatewayErrorAfterCreate(t *testing.T) {
 	perTask := float64(inPHP) / float64(len(answered))
 	sc.note("%d tasks whose in.php answer was a gateway's 5xx after the task was created (502, 504, 520, 524): "+
 		"%.2f in.php requests per solved task, %d extra paid tasks; %d with the pingback dropped as well: one more "+
-		"submission each, after the %d s callback timeout", len(answered), perTask, extra, len(dropped), callbackTimeoutSeconds)
+		"submission each, after the %d s lost-answer wait", len(answered), perTask, extra, len(dropped), lostAnswerWaitSeconds)
 	assert.Equal(t, 1.0, perTask, "in.php requests per solved task")
 	assert.Zero(t, extra, "extra paid tasks")
 	replayLive(t, s, answered[0].ID, dropped[0].ID)
