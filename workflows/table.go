@@ -256,11 +256,6 @@ func (t *table) settle(winner *submission) {
 	t.unplaced = nil
 }
 
-// lostOpen tells whether a lost submission of this round may still answer.
-func (t *table) lostOpen() bool {
-	return t.legacyLost() != nil
-}
-
 // statuses is the table as the status query shows it.
 func (t *table) statuses() []captchaflow.SubmissionStatus {
 	out := make([]captchaflow.SubmissionStatus, 0, len(t.subs))
