@@ -105,12 +105,31 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		untokenedBudget: newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 	}
 	var queueDepth atomic.Pointer[jobQueue] // the queue starts only once registration succeeded
+	httpMetrics, err := s.registerMetrics(reg, &queueDepth)
+	if err != nil {
+		return nil, err
+	}
+	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated above
+	s.echo = s.routes(httpMetrics, parseCIDRs(cfg.TrustedProxies))
+	s.http = newHTTPServer(cfg, s.echo, log)
+	s.metricsHandler = metricsMux(reg)
+	if cfg.MetricsAddr != "" {
+		s.metricsHTTP = newHTTPServer(cfg, s.metricsHandler, log)
+	}
+	s.queue = newJobQueue(cfg.UntokenedQueue, cfg.UntokenedWorkers, s.runUntokened)
+	queueDepth.Store(s.queue)
+	return s, nil
+}
+
+// registerMetrics registers the callback metrics (the untokened queue's depth read through queueDepth, which is
+// empty until the queue starts) and returns the middleware that records the HTTP metrics.
+func (s *Server) registerMetrics(reg *prometheus.Registry, queueDepth *atomic.Pointer[jobQueue]) (echo.MiddlewareFunc, error) {
 	m, err := newMetrics(reg, func() float64 {
 		if q := queueDepth.Load(); q != nil {
 			return float64(q.depth())
 		}
 		return 0
-	}, float64(cfg.UntokenedQueue))
+	}, float64(s.cfg.UntokenedQueue))
 	if err != nil {
 		return nil, fmt.Errorf("registering ingress metrics: %w", err)
 	}
@@ -119,30 +138,19 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 	if err != nil {
 		return nil, fmt.Errorf("registering ingress HTTP metrics: %w", err)
 	}
-	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated above
-	s.echo = s.routes(httpMetrics, parseCIDRs(cfg.TrustedProxies))
-	s.http = &http.Server{
-		Handler:           s.echo,
+	return httpMetrics, nil
+}
+
+// newHTTPServer applies the configured timeouts to h, so the callback and the metrics listeners are bounded alike.
+func newHTTPServer(cfg config.Ingress, h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	s.metricsHandler = metricsMux(reg)
-	if cfg.MetricsAddr != "" {
-		s.metricsHTTP = &http.Server{
-			Handler:           s.metricsHandler,
-			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-			ReadTimeout:       cfg.ReadTimeout,
-			WriteTimeout:      cfg.WriteTimeout,
-			IdleTimeout:       cfg.IdleTimeout,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
-	}
-	s.queue = newJobQueue(cfg.UntokenedQueue, cfg.UntokenedWorkers, s.runUntokened)
-	queueDepth.Store(s.queue)
-	return s, nil
 }
 
 // metricsMux serves reg on GET /metrics and nothing else.

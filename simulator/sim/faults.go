@@ -88,65 +88,78 @@ func ParseFaultSpec(list string) (FaultSpec, error) {
 		if item == "" {
 			continue
 		}
-		name, arg, hasArg := strings.Cut(item, "=")
-		if name == FaultSubmitError {
-			code, err := parseSubmitError(arg)
-			if err != nil {
-				return FaultSpec{}, err
-			}
-			spec.SubmitError = code
-			continue
-		}
-		count := 1
-		if hasArg {
-			n, err := strconv.Atoi(arg)
-			if err != nil || n < 1 {
-				return FaultSpec{}, fmt.Errorf("fault %q needs a positive count", item)
-			}
-			count = n
-		}
-		switch name {
-		case FaultDropPingback, FaultDuplicatePingback, FaultLatePingback, FaultHangPingback:
-			if hasArg {
-				return FaultSpec{}, fmt.Errorf("fault %q takes no count", name)
-			}
-		}
-		switch name {
-		case FaultDropPingback:
-			spec.DropPingback = true
-		case FaultDuplicatePingback:
-			spec.DuplicatePingback = true
-		case FaultLatePingback:
-			spec.LatePingback = true
-		case FaultHangPingback:
-			spec.HangPingback = true
-		case FaultUnsolvable:
-			spec.Unsolvable = max(spec.Unsolvable, count)
-		case FaultFailSubmit:
-			spec.FailSubmit = max(spec.FailSubmit, count)
-		case FaultUnsolvablePingback:
-			spec.Unsolvable = max(spec.Unsolvable, count)
-			spec.UnsolvablePingback = true
-		case FaultSubmitLost:
-			spec.SubmitLost = max(spec.SubmitLost, count)
-		case FaultSubmitStallMS:
-			if !hasArg {
-				return FaultSpec{}, fmt.Errorf("fault %q needs a duration in milliseconds", name)
-			}
-			spec.SubmitStallMS = max(spec.SubmitStallMS, count)
-		case FaultSubmitGatewayError:
-			if count < 500 || count > 599 {
-				return FaultSpec{}, fmt.Errorf("fault %q needs an HTTP status from 500 to 599, e.g. %s=502", name, name)
-			}
-			spec.SubmitGatewayStatus = count
-		default:
-			return FaultSpec{}, fmt.Errorf("unknown fault %q", name)
+		if err := spec.add(item); err != nil {
+			return FaultSpec{}, err
 		}
 	}
 	if spec.SubmitError != "" && spec.FailSubmit == 0 {
 		spec.FailSubmit = 1
 	}
 	return spec, nil
+}
+
+// add applies one "name" or "name=arg" item of a fault list; submit_error's argument is a code, the others' a count.
+func (f *FaultSpec) add(item string) error {
+	name, arg, hasArg := strings.Cut(item, "=")
+	if name == FaultSubmitError {
+		code, err := parseSubmitError(arg)
+		if err != nil {
+			return err
+		}
+		f.SubmitError = code
+		return nil
+	}
+	count := 1
+	if hasArg {
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return fmt.Errorf("fault %q needs a positive count", item)
+		}
+		count = n
+	}
+	return f.set(name, count, hasArg)
+}
+
+// set turns on fault name with its count; repeated counting faults keep the largest count.
+func (f *FaultSpec) set(name string, count int, hasArg bool) error {
+	switch name {
+	case FaultDropPingback, FaultDuplicatePingback, FaultLatePingback, FaultHangPingback:
+		if hasArg {
+			return fmt.Errorf("fault %q takes no count", name)
+		}
+	}
+	switch name {
+	case FaultDropPingback:
+		f.DropPingback = true
+	case FaultDuplicatePingback:
+		f.DuplicatePingback = true
+	case FaultLatePingback:
+		f.LatePingback = true
+	case FaultHangPingback:
+		f.HangPingback = true
+	case FaultUnsolvable:
+		f.Unsolvable = max(f.Unsolvable, count)
+	case FaultFailSubmit:
+		f.FailSubmit = max(f.FailSubmit, count)
+	case FaultUnsolvablePingback:
+		f.Unsolvable = max(f.Unsolvable, count)
+		f.UnsolvablePingback = true
+	case FaultSubmitLost:
+		f.SubmitLost = max(f.SubmitLost, count)
+	case FaultSubmitStallMS:
+		if !hasArg {
+			return fmt.Errorf("fault %q needs a duration in milliseconds", name)
+		}
+		f.SubmitStallMS = max(f.SubmitStallMS, count)
+	case FaultSubmitGatewayError:
+		if count < 500 || count > 599 {
+			return fmt.Errorf("fault %q needs an HTTP status from 500 to 599, e.g. %s=502", name, name)
+		}
+		f.SubmitGatewayStatus = count
+	default:
+		return fmt.Errorf("unknown fault %q", name)
+	}
+	return nil
 }
 
 // parseSubmitError resolves submit_error's argument to the code in.php answers.
