@@ -38,6 +38,8 @@ const (
 	LostOutcomeCallback = "callback"    // its authenticated callback came: the task is solved, nothing paid twice
 	LostOutcomeResubmit = "resubmitted" // no callback within the callback timeout: submitted again (or max_submits spent)
 	LostOutcomeDeadline = "deadline"    // the deadline came first
+	// LostOutcomeUnsolvable: its own pingback said the provider gave up on it; submitted again at once.
+	LostOutcomeUnsolvable = "unsolvable"
 )
 
 // submitOptionsLostAware are submitOptions whose retry policy does not retry a Submit failure of unknown outcome.
@@ -93,6 +95,7 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, v
 	wait := min(s.in.CallbackTimeout(), s.remaining(ctx))
 	if version >= lostWaitVersion {
 		wait = min(s.in.LostAnswerWait(), s.remaining(ctx))
+		s.table.lostUnsolvableEndsWait = true
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
 	} else {
 		s.setPhase(ctx, captchaflow.PhaseAwaitingCallback)
@@ -105,8 +108,13 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, v
 	s.cancelTimer = cancelTimer
 	if s.table.lost(sub) == nil {
 		timer := workflow.NewTimer(timerCtx, wait)
-		s.wait(ctx, func() bool { return sub.answer != nil || timer.IsReady() },
+		s.wait(ctx, func() bool { return sub.answer != nil || sub.State == subUnsolvable || timer.IsReady() },
 			func() []workflow.Future { return []workflow.Future{timer} })
+		if sub.State == subUnsolvable {
+			cancelTimer()
+			countLostSubmit(ctx, LostOutcomeUnsolvable)
+			return resubmit(outResubmit, "the submission whose in.php answer was lost called back unsolvable")
+		}
 		if sub.answer == nil {
 			return s.lostWaitOver(ctx, sub, timer)
 		}

@@ -216,3 +216,35 @@ func (s *SolveCaptchaSuite) TestLostSubmitStatusWhileWaiting() {
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.Equal("31", s.result().ProviderTaskID)
 }
+
+// The lost submission's own pingback URL says the provider gave up on it: nothing more can come, so the task submits
+// again at once instead of waiting out lost_answer_wait_seconds.
+func (s *SolveCaptchaSuite) TestLostSubmitCalledBackUnsolvableResubmitsAtOnce() {
+	at := s.expectSubmitCalls(lostAnswer(), "222")
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true,
+		RunID: "default-test-run-id", Submission: 1})
+	s.signalAt(30*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true,
+		RunID: "default-test-run-id", Submission: 2})
+	start := s.env.Now()
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+
+	r := s.result()
+	s.Equal("CODE-222", r.Code)
+	s.Equal(2, r.Submits)
+	s.Require().Len(*at, 2)
+	s.Less((*at)[1].Sub(start), 25*time.Second, "resubmitted on the lost submission's unsolvable word, not after the wait")
+}
+
+// A callback of another run (its URL names that run) is never a lost submission's answer, even while one waits.
+func (s *SolveCaptchaSuite) TestEarlierRunCallbackIsNotTheLostAnswer() {
+	s.expectSubmitCalls(lostAnswer())
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "900", Code: "EARLIER", Authenticated: true,
+		RunID: "an-earlier-run", Submission: 1})
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true,
+		RunID: "default-test-run-id", Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+
+	r := s.result()
+	s.Equal("CODE-111", r.Code)
+	s.Equal("111", r.ProviderTaskID)
+}

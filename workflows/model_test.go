@@ -65,6 +65,7 @@ type providerTask struct {
 	n          int
 	lost       bool
 	unsolvable bool
+	gaveUp     bool      // its own pingback said it is unsolvable: nothing more will come
 	at         time.Time // when in.php took it
 	solveAt    time.Time
 }
@@ -237,7 +238,7 @@ func (m *model) checkNoSubmitWhileLostMayAnswer() {
 			end = deadline
 		}
 		answered := !task.unsolvable && !task.solveAt.After(now)
-		if task.lost && now.Before(end) && !answered {
+		if task.lost && now.Before(end) && !answered && !task.gaveUp {
 			m.t.Errorf("in.php asked at %v while lost submission %d (%s) may still answer until %v",
 				now.Sub(m.epoch), task.n, task.id, end.Sub(m.epoch))
 		}
@@ -342,6 +343,13 @@ func (m *model) signalAt(d time.Duration, kind string, cb captchaflow.Callback) 
 // signal sends cb, checking first that the task's searchable phase is what its status says.
 func (m *model) signal(kind string, cb captchaflow.Callback) {
 	m.checkPhases()
+	m.mu.Lock()
+	for _, task := range m.tasks {
+		if kind == "pingback" && task.id == cb.ProviderTaskID && task.unsolvable {
+			task.gaveUp = true
+		}
+	}
+	m.mu.Unlock()
 	m.logf("signal %s {%s %.24q auth=%v n=%d}", kind, cb.ProviderTaskID, cb.Code, cb.Authenticated, cb.Submission)
 	m.env.SignalWorkflow(captchaflow.CallbackSignal, cb)
 }

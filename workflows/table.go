@@ -69,6 +69,9 @@ type table struct {
 	// lateLostAnswers tells whether a lost submission's answer is taken after its wait ended (asked only then: a
 	// task recorded before dropped such a callback).
 	lateLostAnswers func() bool
+	// lostUnsolvableEndsWait: an unsolvable word from a lost submission's own (named) pingback ends its wait. Set by
+	// tasks whose lost-answer wait is of lostWaitVersion.
+	lostUnsolvableEndsWait bool
 }
 
 // routed says what routing did with a callback.
@@ -194,6 +197,13 @@ func (t *table) legacyLost() *submission {
 
 // takeLostAnswer makes cb the answer of lost, when it is one: authenticated and a solution.
 func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*submission, routed, string) {
+	if cb.Submission == lost.N && cb.Authenticated && t.lostUnsolvableEndsWait &&
+		captchaai.ClassifyCode(strings.TrimSpace(cb.Code)) == captchaai.ClassResubmit {
+		// Its own pingback URL says the provider gave up on it: nothing more will come, so it is not waited for.
+		lost.ProviderID = cb.ProviderTaskID
+		lost.State = subUnsolvable
+		return lost, routedLostAnswer, ""
+	}
 	if !lostSubmissionAnswer(cb) {
 		return lost, routedStale, "not an authenticated solution (a lost submission can only be answered by one)"
 	}
