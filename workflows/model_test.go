@@ -79,14 +79,15 @@ type model struct {
 	settings Settings
 	epoch    time.Time
 
-	mu         sync.Mutex
-	tasks      []*providerTask
-	runID      string
-	searchedAs captchaflow.Phase
-	delivered  []captchaflow.Result // every delivery attempt's body
-	asks       int
-	deliverBad time.Duration // delivery fails until this long after the start
-	trace      []string
+	mu          sync.Mutex
+	tasks       []*providerTask
+	runID       string
+	searchedAs  captchaflow.Phase
+	delivered   []captchaflow.Result // every delivery attempt's body
+	asks        int
+	holdAsserts int
+	deliverBad  time.Duration // delivery fails until this long after the start
+	trace       []string
 }
 
 func newModel(t *testing.T, seed uint64) *model {
@@ -256,6 +257,11 @@ func (m *model) mockSlots() {
 	m.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.SlotRequest) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		if req.Held {
+			m.holdAsserts++
+			m.logf("AcquireSlot seq=%d: the holder re-asserts its slot", req.Seq)
+			return nil
+		}
 		asked[req.Seq]++
 		m.asks++
 		if replaced && asked[req.Seq] == 1 {

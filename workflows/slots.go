@@ -29,6 +29,52 @@ type admission struct {
 	seq     int              // the submission whose slot is asked or held
 	granted bool
 	ticket  activities.SlotTicket
+	// queuedAt is when the current request joined the queue (its place in line, kept across re-asks).
+	queuedAt time.Time
+	hold     hold
+}
+
+// hold re-asserts a held slot every activities.SlotReaskInterval while its submission lasts (version 2), so a
+// replaced semaphore learns its holders before it grants anything new.
+type hold struct {
+	timer  workflow.Future
+	cancel workflow.CancelFunc
+	assert workflow.Future
+}
+
+// keepSlot runs the hold's timer and re-assertions; the wait selects on what it returns.
+func (s *solver) keepSlot(ctx workflow.Context) []workflow.Future {
+	a := &s.admission
+	if a.version < slotsVersion || !a.granted {
+		return nil
+	}
+	h := &a.hold
+	if h.assert != nil && h.assert.IsReady() {
+		var ticket activities.SlotTicket
+		if h.assert.Get(ctx, &ticket) == nil && ticket.Epoch != "" {
+			a.ticket = ticket // the instance that knows the slot now
+		}
+		h.assert = nil
+	}
+	if h.timer != nil && h.timer.IsReady() {
+		h.timer = nil
+		h.assert = workflow.ExecuteActivity(acquireOptions(ctx, max(s.remaining(ctx), acquireStartToClose)),
+			acts.AcquireSlot, s.slotRequest(ctx, true))
+	}
+	if h.timer == nil {
+		var timerCtx workflow.Context
+		timerCtx, h.cancel = workflow.WithCancel(ctx)
+		h.timer = workflow.NewTimer(timerCtx, activities.SlotReaskInterval)
+	}
+	return []workflow.Future{h.timer, h.assert}
+}
+
+// stopHold ends the hold's timer when its submission resolves.
+func (a *admission) stopHold() {
+	if a.hold.cancel != nil {
+		a.hold.cancel()
+	}
+	a.hold = hold{}
 }
 
 // onGrant takes a grant for the request being asked; one for another run or request changes nothing.
@@ -69,7 +115,10 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	a.seq++
 	a.granted, a.ticket = false, activities.SlotTicket{}
 	seq := a.seq
-	release = func() { s.releaseSlot(ctx, seq) }
+	release = func() {
+		a.stopHold()
+		s.releaseSlot(ctx, seq)
+	}
 	if err := s.acquireSlot(ctx); err != nil {
 		release()
 		return none, failed(err), false
@@ -113,21 +162,8 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 // queued the request still runs).
 func (s *solver) askSlot(ctx workflow.Context, queuedAt time.Time) error {
 	a := &s.admission
-	info := workflow.GetInfo(ctx).WorkflowExecution
-	req := activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: a.seq, RequestedAt: queuedAt}
-	if a.version < slotsVersion {
-		req.Threads = s.settings.ProviderThreads
-	} else if a.ticket.Epoch != "" {
-		ticket := a.ticket
-		req.Ticket = &ticket
-	}
-	remaining := s.remaining(ctx)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    min(acquireStartToClose, remaining),
-		ScheduleToCloseTimeout: remaining,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second},
-	})
-	f := workflow.ExecuteActivity(actx, acts.AcquireSlot, req)
+	a.queuedAt = queuedAt
+	f := workflow.ExecuteActivity(acquireOptions(ctx, s.remaining(ctx)), acts.AcquireSlot, s.slotRequest(ctx, false))
 	s.waitFor(ctx, f)
 	var ticket activities.SlotTicket
 	if err := f.Get(ctx, &ticket); err != nil {
@@ -140,6 +176,29 @@ func (s *solver) askSlot(ctx workflow.Context, queuedAt time.Time) error {
 		a.ticket, a.granted = ticket, a.granted || ticket.Granted
 	}
 	return nil
+}
+
+// slotRequest is the request for the current submission's slot: an ask, or (held) a holder's re-assertion.
+func (s *solver) slotRequest(ctx workflow.Context, held bool) activities.SlotRequest {
+	a := &s.admission
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	req := activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: a.seq, RequestedAt: a.queuedAt, Held: held}
+	if a.version < slotsVersion {
+		req.Threads = s.settings.ProviderThreads
+	} else if a.ticket.Epoch != "" {
+		ticket := a.ticket
+		req.Ticket = &ticket
+	}
+	return req
+}
+
+// acquireOptions bound one AcquireSlot (one update or signal to the semaphore), retried until the deadline.
+func acquireOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    min(acquireStartToClose, remaining),
+		ScheduleToCloseTimeout: remaining,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second},
+	})
 }
 
 // awaitGrant waits for the grant: until the deadline (version 1), or one re-ask interval (version 2), ending

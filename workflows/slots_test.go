@@ -179,3 +179,36 @@ func TestNoSlotsWhenProviderThreadsUnset(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	env.AssertActivityNotCalled(t, activities.AcquireSlotName, mock.Anything, mock.Anything)
 }
+
+// A holder re-asserts its slot every activities.SlotReaskInterval while its submission lasts (a replaced semaphore
+// learns its holders from it), and a grant for another run is not taken.
+func TestHolderReassertsItsSlotAndIgnoresOtherRunsGrants(t *testing.T) {
+	e := newSlotEnv(t)
+	e.submits("111")
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 1, RunID: "another-run"})
+	}, time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "another run's grant is not this task's")
+	}, 2*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 1, RunID: "default-test-run-id"})
+	}, 3*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+	}, 100*time.Second) // the callback timeout is 120 s: the submission waits 97 s holding its slot
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.NoError(t, e.env.GetWorkflowError())
+	var held []activities.SlotRequest
+	for _, req := range e.acquired {
+		if req.Held {
+			held = append(held, req)
+		}
+	}
+	assert.Len(t, held, 3, "re-asserted at 30, 60 and 90 s of the 97 s held")
+	for _, req := range held {
+		assert.Equal(t, 1, req.Seq)
+	}
+	assert.Len(t, e.released, 1)
+}

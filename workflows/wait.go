@@ -73,11 +73,13 @@ func (s *solver) wait(ctx workflow.Context, done func() bool, futures func() []w
 		if s.signals.grants != nil {
 			sel.AddReceive(s.signals.grants, func(c workflow.ReceiveChannel, _ bool) { s.receiveGrant(c) })
 		}
+		var waitingFor []workflow.Future
 		if futures != nil {
-			for _, f := range futures() {
-				if f != nil {
-					sel.AddFuture(f, func(workflow.Future) {})
-				}
+			waitingFor = futures()
+		}
+		for _, f := range append(waitingFor, s.keepSlot(ctx)...) {
+			if f != nil {
+				sel.AddFuture(f, func(workflow.Future) {})
 			}
 		}
 		sel.Select(ctx)
