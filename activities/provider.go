@@ -42,6 +42,8 @@ type SubmitResult struct {
 	Provider string `json:"provider,omitempty"`
 	// Alternatives counts the other providers the task could have used: with none, it never gives up its provider.
 	Alternatives int `json:"alternatives,omitempty"`
+	// GiveUpSeconds is the worker's PROVIDER_GIVE_UP: past it unreachable, the provider's submissions are given up.
+	GiveUpSeconds int `json:"give_up_seconds,omitempty"`
 	// PollIntervalSeconds is the provider's least poll spacing (0: none).
 	PollIntervalSeconds int `json:"poll_interval_seconds,omitempty"`
 }

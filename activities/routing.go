@@ -84,9 +84,11 @@ func (a *Activities) submitRouted(ctx context.Context, req SubmitRequest, pingba
 			}
 			continue
 		}
-		res, err, next := a.submitTo(ctx, p, req, pingback)
+		alt := LostDetails{Provider: p.Name, Alternatives: len(cands) - 1,
+			GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second)}
+		res, err, next := a.submitTo(ctx, p, req, pingback, alt)
 		if err == nil {
-			res.Alternatives = len(cands) - 1
+			res.Alternatives, res.GiveUpSeconds = alt.Alternatives, alt.GiveUpSeconds
 			return res, nil
 		}
 		if !next {
@@ -119,7 +121,7 @@ func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Pro
 
 // submitTo makes one createTask / in.php request to p. next tells whether the task may go on to the next candidate
 // at once: nothing was created and p's circuit is now open.
-func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, pingback string) (SubmitResult, error, bool) {
+func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, pingback string, lost LostDetails) (SubmitResult, error, bool) {
 	if p.Protocol == providers.ProtocolCreateTask {
 		pingback = withFlavor(pingback, string(p.Flavor))
 	}
@@ -135,7 +137,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	}
 	if captchaai.OutcomeUnknown(err) {
 		countSubmission(ctx, p.Name, SubmissionLost)
-		return SubmitResult{}, submitOutcomeUnknownAt(ctx, p.Name, err), false
+		return SubmitResult{}, submitOutcomeUnknownAt(ctx, lost, err), false
 	}
 	countSubmission(ctx, p.Name, SubmissionRefused)
 	next := a.set().Breaker.IsOpen(p.Name) && captchaai.ClassOf(err) != captchaai.ClassResubmit
@@ -189,10 +191,28 @@ func countAnswerAt(ctx context.Context, provider, op, code string) {
 		Counter(MetricProviderAnswers).Inc(1)
 }
 
-// submitOutcomeUnknownAt is submitOutcomeUnknown naming the provider in its details.
-func submitOutcomeUnknownAt(ctx context.Context, provider string, err error) error {
+// LostDetails are the details of a routed FailureSubmitOutcomeUnknown: where the lost submission went, and whether
+// (after how long unreachable) the task may give it up.
+type LostDetails struct {
+	Provider      string `json:"provider"`
+	Alternatives  int    `json:"alternatives,omitempty"`
+	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
+}
+
+// submitOutcomeUnknownAt is submitOutcomeUnknown with LostDetails.
+func submitOutcomeUnknownAt(ctx context.Context, lost LostDetails, err error) error {
 	activity.GetLogger(ctx).Warn("the provider failed after the request was sent: it may have created the task",
-		"Provider", provider, "Error", err)
+		"Provider", lost.Provider, "Error", err)
 	return temporal.NewApplicationError("the provider's answer was lost after the request was sent: "+err.Error(),
-		FailureSubmitOutcomeUnknown, provider)
+		FailureSubmitOutcomeUnknown, lost)
+}
+
+// ProviderGivenUpName is the registered name of ProviderGivenUp.
+const ProviderGivenUpName = "ProviderGivenUp"
+
+// ProviderGivenUp tells whether provider has been unreachable past PROVIDER_GIVE_UP on this worker. Run as a local
+// activity by a task whose submission's answer was lost there, every PROVIDER_GIVE_UP of its wait; its answer is
+// recorded, so replay gives up (or not) the same way.
+func (a *Activities) ProviderGivenUp(_ context.Context, provider string) (bool, error) {
+	return a.set().Routed && a.set().Breaker.GivenUp(provider), nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/createtask"
 )
 
@@ -38,11 +39,11 @@ type Spec struct {
 	Threads   int    `yaml:"threads"`
 }
 
-// NamePattern is what a provider's name may be: it is a metric label, a search attribute value and a JSON field.
-var NamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+// NamePattern is what a provider's name may be (declared with the Input's providers field).
+var NamePattern = captchaflow.ProviderNamePattern
 
 // MaxProviders bounds the file: a metric label's values stay a small fixed set.
-const MaxProviders = 16
+const MaxProviders = captchaflow.MaxProviders
 
 // ParseFile reads and validates a providers file's content. Every problem is reported at once, each naming its
 // field (providers[1].flavor); an API key's value is never read here, only whether its variable is set.
