@@ -50,7 +50,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 		s.setPhase(ctx, captchaflow.PhaseSubmitting)
 	} else {
 		// A task waiting for the balance stays in PhaseAwaitingBalance until in.php accepts.
-		s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
+		s.balancePhase(ctx)
 	}
 	remaining := s.remaining(ctx)
 	if remaining <= 0 {

@@ -31,6 +31,7 @@ func (s *solver) setPhase(ctx workflow.Context, phase captchaflow.Phase) {
 // event, so it is used only for the phases an operator searches for (and the untokened route looks up by).
 func (s *solver) setPhaseSearchable(ctx workflow.Context, phase captchaflow.Phase) {
 	s.setPhase(ctx, phase)
+	s.searched = phase
 	updates := []temporal.SearchAttributeUpdate{
 		captchaflow.TaskIDKey.ValueSet(s.status.ProviderTaskID),
 		captchaflow.PhaseKey.ValueSet(string(phase)),

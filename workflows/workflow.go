@@ -69,6 +69,8 @@ type solver struct {
 	// roundSubmits is status.Submits when the current solve began: max_submits bounds each solve on its own.
 	roundSubmits int
 	admission    admission
+	// searched is the phase CaptchaPhase was last set to.
+	searched captchaflow.Phase
 	// route is what this task learned about its providers (PROVIDERS_FILE): whom to avoid or exclude.
 	route route
 }
