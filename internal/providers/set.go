@@ -59,6 +59,9 @@ func Single(name string, c Client) *Set {
 	return &Set{list: []*Provider{{Name: name, Protocol: ProtocolInPHP, Client: c}}}
 }
 
+// NewSet is a routed set of ready providers, in order of preference (tests, and Build).
+func NewSet(list []*Provider, b *Breaker) *Set { return &Set{list: list, Routed: true, Breaker: b} }
+
 // Build makes the clients of a validated file. timeout bounds each request, maxCode a solved code.
 func Build(f File, getenv func(string) string, timeout time.Duration, maxCode int, circuits CircuitSettings) (*Set, error) {
 	set := &Set{Routed: true, Breaker: NewBreaker(circuits, time.Now)}
