@@ -23,6 +23,7 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/captchaai"
 	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/internal/providers"
 	"github.com/captchaflow/captchaflow/workflows"
 )
 
@@ -49,10 +50,9 @@ func run(logger *slog.Logger) error {
 	if err := checkSettings(cfg); err != nil {
 		return configError{fmt.Errorf("worker configuration: %w", err)}
 	}
-	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout),
-		captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+	acts, err := newActivities(cfg)
 	if err != nil {
-		return configError{fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)}
+		return configError{err}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,7 +78,7 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
 	}
 	defer c.Close()
-	if err := checkSearchAttributes(ctx, c, opts.Namespace); err != nil {
+	if err := checkSearchAttributes(ctx, c, opts.Namespace, acts.Providers != nil); err != nil {
 		return configError{err}
 	}
 
@@ -92,16 +92,7 @@ func run(logger *slog.Logger) error {
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	workflows.Register(w, &activities.Activities{
-		Provider:                provider,
-		CallbackBaseURL:         cfg.CallbackBaseURL,
-		CallbackSecret:          cfg.CallbackSecret.Reveal(),
-		NotifySecret:            cfg.NotifySecret.Reveal(),
-		DeliveryTimeout:         cfg.DeliveryRequestTimeout,
-		NotifyAllowPrivate:      cfg.NotifyAllowPrivate,
-		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod, // Submit hands the method's value to the workflow
-		ProviderThreads:         cfg.ProviderThreads,
-	}, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
+	workflows.Register(w, acts, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}
@@ -126,7 +117,7 @@ func run(logger *slog.Logger) error {
 		logger.Info("metrics listening", "addr", addr)
 	}
 	logger.Info("worker ready", "task_queue", cfg.TaskQueue, "namespace", opts.Namespace,
-		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "callback_base_url", cfg.CallbackBaseURL,
+		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile, "callback_base_url", cfg.CallbackBaseURL,
 		"callback_timeout_by_method", cfg.CallbackTimeoutByMethod, "provider_threads", cfg.ProviderThreads)
 	<-ctx.Done()
 	logger.Info("shutting down")
@@ -139,4 +130,48 @@ func logLevel() slog.Level {
 		return slog.LevelInfo
 	}
 	return l
+}
+
+// newActivities builds the activities: the providers of PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
+func newActivities(cfg config.Worker) (*activities.Activities, error) {
+	acts := &activities.Activities{
+		CallbackBaseURL:         cfg.CallbackBaseURL,
+		CallbackSecret:          cfg.CallbackSecret.Reveal(),
+		NotifySecret:            cfg.NotifySecret.Reveal(),
+		DeliveryTimeout:         cfg.DeliveryRequestTimeout,
+		NotifyAllowPrivate:      cfg.NotifyAllowPrivate,
+		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod, // Submit hands the method's value to the workflow
+		ProviderThreads:         cfg.ProviderThreads,
+	}
+	if cfg.ProvidersFile != "" {
+		set, err := loadProviders(cfg)
+		acts.Providers = set
+		return acts, err
+	}
+	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout),
+		captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+	if err != nil {
+		return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
+	}
+	acts.Provider = provider
+	return acts, nil
+}
+
+// loadProviders reads PROVIDERS_FILE and builds its clients; each key variable is unset once read, like
+// CAPTCHAAI_API_KEY, so no child process or crash dump of the environment carries it.
+func loadProviders(cfg config.Worker) (*providers.Set, error) {
+	f, err := providers.ReadFile(cfg.ProvidersFile, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	circuits := providers.DefaultCircuitSettings
+	circuits.GiveUp, circuits.NoSlotBudget = cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget
+	set, err := providers.Build(f, os.Getenv, cfg.ProviderTimeout, captchaflow.MaxCodeBytes, circuits)
+	for _, spec := range f.Providers {
+		_ = os.Unsetenv(spec.APIKeyEnv)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("PROVIDERS_FILE %s: %w", cfg.ProvidersFile, err)
+	}
+	return set, nil
 }

@@ -101,7 +101,8 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 
 	var sent activities.SendReportResult
 	err = workflow.ExecuteActivity(sendReportOptions(ctx, left), acts.SendReport,
-		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict}).Get(ctx, &sent)
+		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
+			Provider: target.Provider, Kind: target.Kind}).Get(ctx, &sent)
 	if err != nil {
 		if isTimeout(err) || isRetryable(err) {
 			// The retries ran into the end of the window: whatever the last attempt met, the report is too late now.
