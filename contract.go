@@ -20,6 +20,10 @@ const (
 	DefaultTaskQueue = "captcha-solve"
 	// CallbackSignal carries a provider callback (a Callback) into the workflow.
 	CallbackSignal = "captcha-callback"
+	// UntokenedUpdate carries an untokened callback into the workflow as an UntokenedHint: an Update, not a signal,
+	// so that the workflow's validator can refuse it without a history event. The ingress sends it; a workflow that
+	// does not know it (an older worker) gets the CallbackSignal instead.
+	UntokenedUpdate = "captcha-untokened-callback"
 	// StatusQuery returns the workflow's Status.
 	StatusQuery = "status"
 	// ReportWorkflowType is the registered name of the workflow that reports a task's verdict to the provider (see
@@ -127,6 +131,19 @@ type Callback struct {
 	Submission int    `json:"submission,omitempty"`
 }
 
+// UntokenedHintsPerSubmission is how many UntokenedHints one submission (one provider task ID) accepts in its whole
+// life; the validator rejects the rest. It bounds what forged untokened callbacks can add to a task's history.
+const UntokenedHintsPerSubmission = 4
+
+// UntokenedHint is the payload of UntokenedUpdate: a hint that the provider says the task is solved. It carries no
+// code — nothing authenticates the sender, so the workflow never uses one — and the workflow confirms with res.php.
+// Its validator rejects it, leaving no history event, unless the task is waiting for a callback or polling for the
+// submission ProviderTaskID names and that submission has not spent its UntokenedHintsPerSubmission. Both
+// conditions only ever close for a provider task ID, so the ingress takes a rejection as final for that ID.
+type UntokenedHint struct {
+	ProviderTaskID string `json:"provider_task_id"`
+}
+
 // Result is what the workflow returns once the code is in (and delivered, if notify_url was set).
 type Result struct {
 	ProviderTaskID string `json:"provider_task_id"`
@@ -176,20 +193,6 @@ type SubmissionStatus struct {
 	// State is one of answer_lost, submitting, waiting, polling, solved, unsolvable, expired, refused, superseded,
 	// abandoned (given up at a provider unreachable past PROVIDER_GIVE_UP).
 	State string `json:"state"`
-}
-
-// UntokenedUpdate is the Update the ingress sends for a callback that came without the URL's token (an
-// UntokenedHint). Its validator rejects it, leaving no history event, unless the task is waiting for a callback
-// or polling and the submission's budget of untokened hints (MaxUntokenedPerSubmission) is not spent; an accepted
-// hint makes the workflow ask res.php, never take a code from the sender.
-const UntokenedUpdate = "captcha-untokened-callback"
-
-// MaxUntokenedPerSubmission bounds the untokened hints one submission takes in its whole life.
-const MaxUntokenedPerSubmission = 4
-
-// UntokenedHint is the payload of UntokenedUpdate: only the provider task ID the sender says is solved.
-type UntokenedHint struct {
-	ProviderTaskID string `json:"provider_task_id"`
 }
 
 // WaitingZeroBalance is Status.Waiting while in.php answers ERROR_ZERO_BALANCE.

@@ -218,6 +218,18 @@ func (in Input) Validate() error {
 	if in.decodeErr != nil {
 		return in.decodeErr
 	}
+	if err := in.validateMethodParams(); err != nil {
+		return err
+	}
+	if err := in.validateWaits(); err != nil {
+		return err
+	}
+	return in.validateTokenAndNotify()
+}
+
+// validateMethodParams checks the method and its in.php parameters: none that captchaflow sets itself, every one
+// the method requires, and a page URL a provider can open.
+func (in Input) validateMethodParams() error {
 	switch {
 	case in.Method == "":
 		return errors.New("method: required")
@@ -246,24 +258,31 @@ func (in Input) Validate() error {
 			return fmt.Errorf("params.pageurl: %w", err)
 		}
 	}
-	if err := checkRange("callback_timeout_seconds", in.CallbackTimeoutSeconds, 1, 24*60*60); err != nil {
-		return err
+	return nil
+}
+
+// validateWaits keeps every wait and budget within bounds a workflow can honour.
+func (in Input) validateWaits() error {
+	for _, r := range []struct {
+		field  string
+		v, max int
+	}{
+		{"callback_timeout_seconds", in.CallbackTimeoutSeconds, 24 * 60 * 60},
+		{"poll_interval_seconds", in.PollIntervalSeconds, 60 * 60},
+		{"deadline_seconds", in.DeadlineSeconds, 7 * 24 * 60 * 60},
+		{"max_submits", in.MaxSubmits, 10},
+		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 30 * 24 * 60 * 60},
+		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 60 * 60},
+	} {
+		if err := checkRange(r.field, r.v, 1, r.max); err != nil {
+			return err
+		}
 	}
-	if err := checkRange("poll_interval_seconds", in.PollIntervalSeconds, 1, 60*60); err != nil {
-		return err
-	}
-	if err := checkRange("deadline_seconds", in.DeadlineSeconds, 1, 7*24*60*60); err != nil {
-		return err
-	}
-	if err := checkRange("max_submits", in.MaxSubmits, 1, 10); err != nil {
-		return err
-	}
-	if err := checkRange("delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30*24*60*60); err != nil {
-		return err
-	}
-	if err := checkRange("lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60*60); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateTokenAndNotify checks the token's lifetime, its refresh budget and where the result is delivered.
+func (in Input) validateTokenAndNotify() error {
 	if in.TokenTTLSeconds != 0 { // 0: the method's lifetime
 		// Under MinTokenTTLSeconds a token could not even be offered to notify_url before it expired, and every
 		// refresh would be paid for nothing.

@@ -30,7 +30,7 @@ const (
 	// FailureDeliveryRejected: notify_url answered with a non-2xx status; retried.
 	FailureDeliveryRejected = "DeliveryRejected"
 	// FailureSubmitOutcomeUnknown: in.php failed after the request was written (timeout, connection reset or EOF,
-	// an unreadable answer), so the provider may have created the task and charged for it. Retryable as far as the
+	// an unreadable answer, a 5xx that is not the provider's own error word: a gateway lost its answer), so the provider may have created the task and charged for it. Retryable as far as the
 	// activity is concerned (a workflow scheduled before this type existed retries it as the transient failure it
 	// used to be); the workflow's Submit retry policy lists it as non-retryable and waits for the task's
 	// authenticated callback instead of paying for a second submission at once.

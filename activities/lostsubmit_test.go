@@ -22,6 +22,18 @@ func TestSubmitClassifiesLostAnswers(t *testing.T) {
 	assert.False(t, appErr.NonRetryable(), "an older workflow's policy still retries it, as before")
 	assert.Contains(t, appErr.Message(), "EOF")
 
+	// #15 §1: a gateway's 5xx after forwarding the request (the task exists at the provider) is the same.
+	for _, status := range []int{500, 502, 503, 504, 520, 524} {
+		provider.submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, HTTPStatus: status, Written: true,
+			Err: errors.New("Bad Gateway")}
+		_, err = env.ExecuteActivity(acts.Submit, req)
+		assert.Equal(t, FailureSubmitOutcomeUnknown, appError(t, err).Type(), "HTTP %d", status)
+	}
+	// A 4xx was refused before anything was done.
+	provider.submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, HTTPStatus: 429, Written: true}
+	_, err = env.ExecuteActivity(acts.Submit, req)
+	assert.Equal(t, FailureProviderTransient, appError(t, err).Type())
+
 	provider.submitErr = transportError("submit")
 	_, err = env.ExecuteActivity(acts.Submit, req)
 	assert.Equal(t, FailureProviderTransient, appError(t, err).Type(), "connection refused: known not sent")

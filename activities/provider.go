@@ -50,8 +50,8 @@ type SubmitResult struct {
 
 // Submit sends the task to in.php with this workflow's callback URL as pingback. Its answer is counted in
 // MetricProviderAnswers; a busy or rate-limit answer asks Temporal for the provider's documented wait before the next
-// attempt (transientError). A request that failed after it was written (timeout, reset, EOF: the provider may have
-// created the task) is a FailureSubmitOutcomeUnknown error, which the workflow's retry policy does not retry.
+// attempt (transientError). A request that failed after it was written (timeout, reset, EOF, a gateway's 5xx: the
+// provider may have created the task) is a FailureSubmitOutcomeUnknown error, which the workflow's retry policy does not retry.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	pingback, err := a.pingbackURL(activity.GetInfo(ctx).WorkflowExecution.ID, req)
 	if err != nil {

@@ -144,14 +144,16 @@ func TestLookupReportTarget(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, got, "the code itself is not returned")
 	})
-	t.Run("delivery failed: the result is in the details", func(t *testing.T) {
-		c := &mocks.Client{}
-		failed := temporal.NewNonRetryableApplicationError("delivering failed", captchaflow.FailureDeliveryFailed, nil, solved)
-		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil, failed)
-		got, err := lookupReportTarget(ctx, c, "order-42")
-		require.NoError(t, err)
-		assert.Equal(t, want, got)
-	})
+	for _, typ := range []string{captchaflow.FailureDeliveryFailed, captchaflow.FailureTokenExpired} {
+		t.Run(typ+": the result is in the details", func(t *testing.T) {
+			c := &mocks.Client{}
+			failed := temporal.NewNonRetryableApplicationError("delivering failed", typ, nil, solved)
+			describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil, failed)
+			got, err := lookupReportTarget(ctx, c, "order-42")
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
 	t.Run("unsolvable", func(t *testing.T) {
 		c := &mocks.Client{}
 		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil,

@@ -108,43 +108,74 @@ type externalStack struct {
 	providerKey, callbackSecret, notif string
 }
 
+// startExternalStack builds the binaries and, once the external Temporal answers, starts simulator, worker and
+// ingress against it; on failure whatever was started is stopped.
 func startExternalStack(ctx context.Context, cfg stackConfig) (_ stack, err error) {
-	root, err := devstack.ModuleRoot()
+	bins, err := buildForTemporal(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	started := time.Now()
-	bins, err := devstack.BuildBinaries(ctx, filepath.Join(root, ".bin"))
+	e, err := newExternalStack(cfg)
 	if err != nil {
 		return nil, err
-	}
-	cfg.Logf("built binaries in %s", time.Since(started).Round(time.Millisecond))
-	check, closeCheck, err := devstack.TemporalReady(cfg.TemporalAddress, cfg.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	defer closeCheck()
-	if err := devstack.WaitReady(ctx, "temporal at "+cfg.TemporalAddress, 30*time.Second, check, nil); err != nil {
-		return nil, err
-	}
-
-	e := &externalStack{cfg: cfg, providerKey: randomHex(16), callbackSecret: randomHex(32)}
-	nb := make([]byte, 32)
-	_, _ = rand.Read(nb)
-	e.notif = "whsec_" + base64.StdEncoding.EncodeToString(nb)
-	for _, p := range []*int{&e.simPort, &e.metricsPort, &e.ingressPort} {
-		if *p, err = devstack.FreePort(); err != nil {
-			return nil, err
-		}
 	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.Stop())
 		}
 	}()
+	if err = e.startProcesses(ctx, bins); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// buildForTemporal builds the binaries while nothing is running, then waits for the external Temporal's namespace
+// to answer, so the processes never start against a server that is not there.
+func buildForTemporal(ctx context.Context, cfg stackConfig) (devstack.Binaries, error) {
+	root, err := devstack.ModuleRoot()
+	if err != nil {
+		return devstack.Binaries{}, err
+	}
+	started := time.Now()
+	bins, err := devstack.BuildBinaries(ctx, filepath.Join(root, ".bin"))
+	if err != nil {
+		return devstack.Binaries{}, err
+	}
+	cfg.Logf("built binaries in %s", time.Since(started).Round(time.Millisecond))
+	check, closeCheck, err := devstack.TemporalReady(cfg.TemporalAddress, cfg.Namespace)
+	if err != nil {
+		return devstack.Binaries{}, err
+	}
+	defer closeCheck()
+	if err := devstack.WaitReady(ctx, "temporal at "+cfg.TemporalAddress, 30*time.Second, check, nil); err != nil {
+		return devstack.Binaries{}, err
+	}
+	return bins, nil
+}
+
+// newExternalStack draws this stack's own secrets and free ports, so it shares neither with another stack.
+func newExternalStack(cfg stackConfig) (*externalStack, error) {
+	e := &externalStack{cfg: cfg, providerKey: randomHex(16), callbackSecret: randomHex(32)}
+	nb := make([]byte, 32)
+	_, _ = rand.Read(nb)
+	e.notif = "whsec_" + base64.StdEncoding.EncodeToString(nb)
+	for _, p := range []*int{&e.simPort, &e.metricsPort, &e.ingressPort} {
+		var err error
+		if *p, err = devstack.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startProcesses starts simulator, worker and ingress in dependency order, each wired to the others and ready
+// before the next starts.
+func (e *externalStack) startProcesses(ctx context.Context, bins devstack.Binaries) (err error) {
+	cfg := e.cfg
 	simEnv := map[string]string{"SIM_ADDR": loopback(e.simPort), "SIM_API_KEYS": e.providerKey}
 	if e.simulator, err = e.start(ctx, "simulator", bins.Simulator, simEnv, cfg.SimulatorEnv, e.SimulatorURL()+"/healthz"); err != nil {
-		return nil, err
+		return err
 	}
 	workerEnv := map[string]string{
 		"CAPTCHAAI_API_KEY":   e.providerKey,
@@ -158,7 +189,7 @@ func startExternalStack(ctx context.Context, cfg stackConfig) (_ stack, err erro
 		"TEMPORAL_NAMESPACE":  cfg.Namespace,
 	}
 	if e.worker, err = e.start(ctx, "worker", bins.Worker, workerEnv, cfg.WorkerEnv, e.WorkerMetricsURL()+"/healthz"); err != nil {
-		return nil, err
+		return err
 	}
 	ingressEnv := map[string]string{
 		"INGRESS_ADDR":         loopback(e.ingressPort),
@@ -167,10 +198,8 @@ func startExternalStack(ctx context.Context, cfg stackConfig) (_ stack, err erro
 		"TEMPORAL_ADDRESS":     cfg.TemporalAddress,
 		"TEMPORAL_NAMESPACE":   cfg.Namespace,
 	}
-	if e.ingress, err = e.start(ctx, "ingress", bins.Ingress, ingressEnv, cfg.IngressEnv, "http://"+loopback(e.ingressPort)+"/readyz"); err != nil {
-		return nil, err
-	}
-	return e, nil
+	e.ingress, err = e.start(ctx, "ingress", bins.Ingress, ingressEnv, cfg.IngressEnv, "http://"+loopback(e.ingressPort)+"/readyz")
+	return err
 }
 
 func (e *externalStack) start(ctx context.Context, name, bin string, env, overrides map[string]string, readyURL string) (*devstack.Process, error) {

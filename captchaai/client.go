@@ -9,6 +9,7 @@ package captchaai
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -31,7 +33,10 @@ const (
 	// maxDrainBytes is how much of an unread body we discard to keep the
 	// connection reusable before giving up on it.
 	maxDrainBytes = 64 << 10
-	userAgent     = "captchaflow-captchaai/1"
+	// maxStatusBodyBytes is how much of a 5xx body is read to see whether it is the provider's own error word
+	// (a few dozen bytes, or a short JSON answer) rather than a gateway's page.
+	maxStatusBodyBytes = 4 << 10
+	userAgent          = "captchaflow-captchaai/1"
 	// Provider-supplied codes and texts end up in logs and workflow history;
 	// a misbehaving provider must not be able to bloat them.
 	maxCodeLen      = 128
@@ -55,6 +60,8 @@ type Client struct {
 	timeout time.Duration
 	maxCode int
 	http    *http.Client
+	// dial opens the client's own connections (tests replace it); nil is a plain net.Dialer.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Option configures a Client.
@@ -102,7 +109,7 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 		}
 	}
 	if c.http == nil {
-		c.http = newHTTPClient(c.timeout)
+		c.http = newHTTPClient(c.timeout, c.dial)
 	}
 	return c, nil
 }
@@ -129,13 +136,21 @@ func parseBaseURL(raw string) (*url.URL, error) {
 // http.DefaultTransport: many workflows poll concurrently, so keep plenty of
 // idle connections per host, and bound every phase so a stuck provider cannot
 // hold an activity slot forever.
-func newHTTPClient(timeout time.Duration) *http.Client {
+// Its connections count the bytes written to them (countingConn), so a failed request can tell whether the
+// provider may have seen it.
+func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	transport := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &countingConn{Conn: conn}, nil
+		},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          128,
 		MaxIdleConnsPerHost:   64,
@@ -247,30 +262,18 @@ func (c *Client) call(ctx context.Context, op string, newRequest func(context.Co
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
 
-	// written records whether any of the request reached the connection: a failure after that may have left the
-	// provider acting on it (an in.php task created, its answer lost), one before it certainly did not.
-	var written atomic.Bool
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		WroteHeaders: func() { written.Store(true) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { written.Store(true) },
-	}))
+	var w writeTrace
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), w.trace()))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		e := c.fail(op, ClassTransient, err)
-		e.Written = written.Load()
+		e.Written = w.mayHaveReached()
 		return answer{}, e
 	}
 	defer closeBody(resp.Body)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		// The body of a failed status is a proxy/front-end page, not an
-		// answer; the status alone decides.
-		return answer{}, &Error{
-			Op:         op,
-			Class:      classifyStatus(resp.StatusCode),
-			HTTPStatus: resp.StatusCode,
-			Err:        errors.New(http.StatusText(resp.StatusCode)),
-		}
+		return answer{}, c.statusError(op, resp)
 	}
 
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
@@ -285,18 +288,112 @@ func (c *Client) call(ctx context.Context, op string, newRequest func(context.Co
 		return answer{}, c.failWritten(op, err)
 	}
 	if !ans.OK {
-		var detail error
-		if ans.ErrorText != "" {
-			detail = errors.New(truncate(redactText(ans.ErrorText, c.apiKey), maxErrorTextLen))
-		}
-		return answer{}, &Error{
-			Op:    op,
-			Code:  truncate(redactText(ans.Code, c.apiKey), maxCodeLen),
-			Class: classifyCode(ans.Code),
-			Err:   detail,
-		}
+		return answer{}, c.codeError(op, ans)
 	}
 	return ans, nil
+}
+
+// writeTrace follows one request onto the connection, to tell a failure the provider may have acted on (an in.php
+// task created, its answer lost) from one it provably never saw: no connection was made (DNS, refused, TLS
+// handshake), or not one byte of the request left on it.
+type writeTrace struct {
+	mu      sync.Mutex
+	gotConn bool
+	conn    *countingConn // the client's own connection; nil on a transport that is not ours
+	base    int64         // conn's bytes written when the request got it
+	headers bool          // the transport began writing (the headers are buffered or sent)
+}
+
+func (w *writeTrace) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.gotConn, w.conn = true, countingOf(info.Conn)
+			if w.conn != nil {
+				w.base = w.conn.written.Load()
+			}
+		},
+		WroteHeaders: func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.headers = true
+		},
+	}
+}
+
+// mayHaveReached is true once any byte of the request left on the connection. On a connection that does not
+// count its bytes (a caller's own transport), the headers being written is taken for that: erring that way costs a
+// wait, the other way a second payment.
+func (w *writeTrace) mayHaveReached() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case !w.gotConn:
+		return false
+	case w.conn != nil:
+		return w.conn.written.Load() > w.base
+	default:
+		return w.headers
+	}
+}
+
+// countingConn counts the bytes written to a connection, so a failed request can tell whether any of it left.
+type countingConn struct {
+	net.Conn
+	written atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written.Add(int64(n))
+	return n, err
+}
+
+// countingOf finds the countingConn under conn (directly, or under TLS), or nil.
+func countingOf(conn net.Conn) *countingConn {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	cc, _ := conn.(*countingConn)
+	return cc
+}
+
+// statusError is the error for a non-2xx answer. The body of a failed status is usually a proxy or front-end page,
+// not an answer, so the status decides, with one exception: a 5xx whose body is the provider's own error word
+// (ERROR_…, as some providers send on their own 500s) is that answer. Any other 5xx may come from a gateway that
+// forwarded the request and lost the provider's answer (a 502 or 504, a CDN's 52x), so it is Written: for in.php
+// its outcome is unknown (OutcomeUnknown).
+func (c *Client) statusError(op string, resp *http.Response) *Error {
+	if resp.StatusCode >= 500 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBodyBytes))
+		if ans, err := parseAnswer(body); err == nil && !ans.OK && IsStatusWord(ans.Code) {
+			e := c.codeError(op, ans)
+			e.HTTPStatus = resp.StatusCode
+			return e
+		}
+	}
+	return &Error{
+		Op:         op,
+		Class:      classifyStatus(resp.StatusCode),
+		HTTPStatus: resp.StatusCode,
+		Err:        errors.New(http.StatusText(resp.StatusCode)),
+		Written:    resp.StatusCode >= 500,
+	}
+}
+
+// codeError is the error for a provider's error answer: its code (redacted, bounded) decides the class.
+func (c *Client) codeError(op string, ans answer) *Error {
+	var detail error
+	if ans.ErrorText != "" {
+		detail = errors.New(truncate(redactText(ans.ErrorText, c.apiKey), maxErrorTextLen))
+	}
+	return &Error{
+		Op:    op,
+		Code:  truncate(redactText(ans.Code, c.apiKey), maxCodeLen),
+		Class: classifyCode(ans.Code),
+		Err:   detail,
+	}
 }
 
 // fail wraps a non-provider failure with its redacted cause.

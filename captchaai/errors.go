@@ -27,9 +27,9 @@ type Error struct {
 	Class      Class
 	HTTPStatus int   // when the failure was an HTTP status
 	Err        error // underlying cause, already redacted (never contains the API key)
-	// Written is set on a failure without a provider answer (network, timeout, unreadable answer) that came after
-	// the request was written, or partly written, to the connection: the provider may have acted on it. See
-	// OutcomeUnknown.
+	// Written is set on a failure without a provider answer (network, timeout, unreadable answer, a 5xx that is not
+	// the provider's own error word) that came after the request was written, or partly written, to the
+	// connection: the provider may have acted on it. See OutcomeUnknown.
 	Written bool
 	// Provider names who answered, as the message's prefix; "" is this client ("captchaai"). The createTask client
 	// sets its flavor.
@@ -37,13 +37,14 @@ type Error struct {
 }
 
 // OutcomeUnknown reports whether err is a failed request that may nevertheless have reached the provider and been
-// acted on: the connection broke, timed out or gave an unreadable answer after the request was written. For in.php
-// that means a task may exist (and be paid for) whose ID the caller never learned; submitting again at once could
-// pay twice. A failure before anything was written (DNS, connection refused, TLS handshake), an HTTP error status
-// and any provider code are known outcomes: false.
+// acted on: after the request was written, the connection broke or timed out, the answer was unreadable, or a 5xx
+// came that is not the provider's own error word (a gateway in front of the provider answers 502, 504 or a CDN's
+// 52x after forwarding the request). For in.php that means a task may exist (and be paid for) whose ID the caller
+// never learned; submitting again at once could pay twice. A failure before anything was written (DNS, connection
+// refused, TLS handshake), a 4xx status and any provider code are known outcomes: false.
 func OutcomeUnknown(err error) bool {
 	var ce *Error
-	return errors.As(err, &ce) && ce != nil && ce.Written && ce.Code == "" && ce.HTTPStatus == 0
+	return errors.As(err, &ce) && ce != nil && ce.Written && ce.Code == "" && (ce.HTTPStatus == 0 || ce.HTTPStatus >= 500)
 }
 
 func (e *Error) Error() string {

@@ -19,7 +19,7 @@ const (
 )
 
 // NewHTTPClient is the transport every provider client uses: its own pool, every phase bounded by timeout.
-func NewHTTPClient(timeout time.Duration) *http.Client { return newHTTPClient(timeout) }
+func NewHTTPClient(timeout time.Duration) *http.Client { return newHTTPClient(timeout, nil) }
 
 // CloseBody drains a bounded amount of body so the keep-alive connection can be reused, then closes it.
 var CloseBody = closeBody

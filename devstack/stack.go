@@ -93,14 +93,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	if opts, err = resolveOptions(opts); err != nil {
 		return nil, err
 	}
-	s = &Stack{opts: opts}
-	s.useSim = opts.ProviderBaseURL == "" && opts.ProviderAPIKey == ""
-	if s.useSim {
-		s.opts.ProviderAPIKey = newProviderKey()
-		s.providerURL = "http://" + loopback(opts.SimulatorPort)
-	} else {
-		s.providerURL = cmp.Or(opts.ProviderBaseURL, config.DefaultProviderBaseURL)
-	}
+	s = newStack(opts)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Stop())
@@ -113,8 +106,29 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		return s, err
 	}
 	s.logf("built binaries in %s", time.Since(started).Round(time.Millisecond))
+	if err = s.startTemporal(ctx); err != nil {
+		return s, err
+	}
+	return s, s.startServices(ctx)
+}
 
-	started = time.Now()
+// newStack picks the provider: the simulator, with a fresh key, unless a real provider's URL or key is given.
+func newStack(opts Options) *Stack {
+	s := &Stack{opts: opts}
+	s.useSim = opts.ProviderBaseURL == "" && opts.ProviderAPIKey == ""
+	if s.useSim {
+		s.opts.ProviderAPIKey = newProviderKey()
+		s.providerURL = "http://" + loopback(opts.SimulatorPort)
+	} else {
+		s.providerURL = cmp.Or(opts.ProviderBaseURL, config.DefaultProviderBaseURL)
+	}
+	return s
+}
+
+// startTemporal starts the dev server with its database in the data directory and its log in the run directory.
+func (s *Stack) startTemporal(ctx context.Context) (err error) {
+	opts := s.opts
+	started := time.Now()
 	s.Temporal, err = StartTemporal(ctx, TemporalOptions{
 		CLIPath:       opts.TemporalCLI,
 		DBFile:        filepath.Join(opts.DataDir, "temporal.db"),
@@ -126,26 +140,30 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		ReadyTimeout:  max(opts.ReadyTimeout, defaultTemporalReadyTimeout),
 	})
 	if err != nil {
-		return s, err
+		return err
 	}
 	s.logf("temporal ready on %s in %s", s.Temporal.Address(), time.Since(started).Round(time.Millisecond))
+	return nil
+}
 
-	if s.useSim && !opts.SkipSimulator {
-		if err = s.StartSimulator(ctx); err != nil {
-			return s, err
+// startServices starts simulator, worker and ingress in dependency order, leaving out the skipped ones.
+func (s *Stack) startServices(ctx context.Context) error {
+	if s.useSim && !s.opts.SkipSimulator {
+		if err := s.StartSimulator(ctx); err != nil {
+			return err
 		}
 	}
-	if !opts.SkipWorker {
-		if err = s.StartWorker(ctx); err != nil {
-			return s, err
+	if !s.opts.SkipWorker {
+		if err := s.StartWorker(ctx); err != nil {
+			return err
 		}
 	}
-	if !opts.SkipIngress {
-		if err = s.StartIngress(ctx); err != nil {
-			return s, err
+	if !s.opts.SkipIngress {
+		if err := s.StartIngress(ctx); err != nil {
+			return err
 		}
 	}
-	return s, nil
+	return nil
 }
 
 func resolveOptions(opts Options) (Options, error) {

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/captchaflow/captchaflow/devstack"
@@ -88,54 +89,19 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 		fmt.Fprintln(out, "run:", err)
 		return 2
 	}
-	if err := checkPortsFree(s); err != nil {
-		fmt.Fprintln(out, "run:", err)
-		return 1
-	}
-	root, err := devstack.ModuleRoot()
+	root, logDir, err := prepareDirs(&s)
 	if err != nil {
-		fmt.Fprintln(out, "run:", err)
-		return 1
-	}
-	if s.dataDir == "" {
-		s.dataDir = filepath.Join(root, ".data")
-	}
-	logDir := filepath.Join(s.dataDir, "logs")
-	// Each run starts with fresh logs; Temporal's state in the data directory is kept.
-	if err := os.RemoveAll(logDir); err != nil {
 		fmt.Fprintln(out, "run:", err)
 		return 1
 	}
 
 	fmt.Fprintln(out, "starting the captchaflow stack (logs in "+logDir+")")
-	started := time.Now()
-	stack, err := devstack.Start(ctx, devstack.Options{
-		RunDir:            logDir,
-		DataDir:           s.dataDir,
-		TemporalPort:      s.temporalPort,
-		TemporalUIPort:    s.uiPort,
-		IngressPort:       s.ingressPort,
-		SimulatorPort:     s.simulatorPort,
-		WorkerMetricsPort: s.metricsPort,
-		ProviderAPIKey:    os.Getenv("CAPTCHAAI_API_KEY"),
-		ProviderBaseURL:   os.Getenv("CAPTCHAAI_BASE_URL"),
-		CallbackSecret:    os.Getenv("CALLBACK_SECRET"),
-		NotifySecret:      os.Getenv("NOTIFY_SECRET"),
-		SimulatorEnv:      demoSimulatorEnv,
-		Logf:              func(format string, a ...any) { fmt.Fprintf(out, "  "+format+"\n", a...) },
-	})
+	stack, err := startStack(ctx, s, logDir, out)
 	if err != nil {
 		fmt.Fprintln(out, "run: the stack did not start:", err)
 		return 1
 	}
-	defer func() {
-		fmt.Fprintln(out, "stopping the stack…")
-		if err := stack.Stop(); err != nil {
-			fmt.Fprintln(out, "run: stopping:", err)
-		}
-		fmt.Fprintln(out, "stopped; nothing is left running")
-	}()
-	fmt.Fprintf(out, "stack ready in %s\n", time.Since(started).Round(100*time.Millisecond))
+	defer stopStack(stack, out)
 
 	cli := cliForDisplay(root)
 	code := 0
@@ -155,6 +121,61 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	fmt.Fprintln(out, "\nThe stack stays up for browsing. Press Ctrl-C to stop it.")
 	<-ctx.Done()
 	return code
+}
+
+// prepareDirs fails early when a fixed port is taken, defaults the data directory to the module root's .data and
+// empties the log directory: each run starts with fresh logs, while Temporal's state in the data directory is kept.
+func prepareDirs(s *settings) (root, logDir string, err error) {
+	if err := checkPortsFree(*s); err != nil {
+		return "", "", err
+	}
+	root, err = devstack.ModuleRoot()
+	if err != nil {
+		return "", "", err
+	}
+	if s.dataDir == "" {
+		s.dataDir = filepath.Join(root, ".data")
+	}
+	logDir = filepath.Join(s.dataDir, "logs")
+	if err := os.RemoveAll(logDir); err != nil {
+		return "", "", err
+	}
+	return root, logDir, nil
+}
+
+// startStack starts the local stack on the chosen ports with the demo's simulator settings, passing the provider
+// and secrets through from the environment.
+func startStack(ctx context.Context, s settings, logDir string, out io.Writer) (*devstack.Stack, error) {
+	started := time.Now()
+	stack, err := devstack.Start(ctx, devstack.Options{
+		RunDir:            logDir,
+		DataDir:           s.dataDir,
+		TemporalPort:      s.temporalPort,
+		TemporalUIPort:    s.uiPort,
+		IngressPort:       s.ingressPort,
+		SimulatorPort:     s.simulatorPort,
+		WorkerMetricsPort: s.metricsPort,
+		ProviderAPIKey:    os.Getenv("CAPTCHAAI_API_KEY"),
+		ProviderBaseURL:   os.Getenv("CAPTCHAAI_BASE_URL"),
+		CallbackSecret:    os.Getenv("CALLBACK_SECRET"),
+		NotifySecret:      os.Getenv("NOTIFY_SECRET"),
+		SimulatorEnv:      demoSimulatorEnv,
+		Logf:              func(format string, a ...any) { fmt.Fprintf(out, "  "+format+"\n", a...) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "stack ready in %s\n", time.Since(started).Round(100*time.Millisecond))
+	return stack, nil
+}
+
+// stopStack stops every process of the stack and says so, so the user knows nothing is left running.
+func stopStack(stack *devstack.Stack, out io.Writer) {
+	fmt.Fprintln(out, "stopping the stack…")
+	if err := stack.Stop(); err != nil {
+		fmt.Fprintln(out, "run: stopping:", err)
+	}
+	fmt.Fprintln(out, "stopped; nothing is left running")
 }
 
 // runDemo starts the batch, reports progress until it is done (or the timeout, or Ctrl-C) and prints the summary.
@@ -179,6 +200,22 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 		"unsolvable first attempts (some with an error-code pingback), and an in.php that is busy or refuses a task as\n"+
 		"unsolvable; the customer's webhook receiver is %s\n\n", len(tasks), runID, receiver.URL())
 
+	track, elapsed := runBatch(ctx, c, tasks, s, out)
+	sum := summarize(ctx, c, stack, runID, receiver, track, elapsed)
+	writeSummary(out, sum)
+	if id := exampleTask(tasks); id != "" {
+		fmt.Fprintf(out, "\nSee one task's history (a pingback that never came, so it was polled):\n  %s workflow show --address %s --workflow-id %s\n",
+			cli, stack.Temporal.Address(), id)
+	}
+	if !sum.ok() {
+		return 1
+	}
+	return 0
+}
+
+// runBatch starts every task and watches them until all have finished, the timeout passes or Ctrl-C; it returns
+// the tracker and how long the batch took.
+func runBatch(ctx context.Context, c client.Client, tasks []demoTask, s settings, out io.Writer) (*tracker, time.Duration) {
 	watchCtx, stopWatching := context.WithTimeout(ctx, s.timeout)
 	defer stopWatching()
 	start := time.Now()
@@ -201,9 +238,14 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	showProgress(watchCtx, track, start, s.progressEvery, out)
 	stopWatching()
 	track.wg.Wait()
+	return track, time.Since(start)
+}
 
+// summarize sends the demo's verdicts and audits the batch against the simulator's own record of its tasks, so the
+// summary's "lost" comes from the provider's side, not from what the workflows claim.
+func summarize(ctx context.Context, c client.Client, stack *devstack.Stack, runID string, receiver *downstream.Receiver,
+	track *tracker, elapsed time.Duration) summary {
 	total, byScenario := track.snapshot()
-	elapsed := time.Since(start)
 	// A caller learns whether each token worked on the target site and says so; the provider refunds bad ones.
 	reports := sendReports(ctx, c, reportPlan(track.results()))
 	sum := summary{
@@ -221,15 +263,7 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 		a.Reports = reports
 		sum.Audit = &a
 	}
-	writeSummary(out, sum)
-	if id := exampleTask(tasks); id != "" {
-		fmt.Fprintf(out, "\nSee one task's history (a pingback that never came, so it was polled):\n  %s workflow show --address %s --workflow-id %s\n",
-			cli, stack.Temporal.Address(), id)
-	}
-	if !sum.ok() {
-		return 1
-	}
-	return 0
+	return sum
 }
 
 // showProgress prints a line every interval until every task has finished or ctx ends.

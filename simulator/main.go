@@ -31,16 +31,16 @@ func main() {
 	}
 }
 
+// run loads the configuration, starts the simulator and serves it until a signal arrives.
 func run() error {
 	cfg, err := configFromEnvAndFlags(os.Args[1:])
 	if err != nil {
 		return err
 	}
-	level := new(slog.LevelVar)
-	if err := level.UnmarshalText([]byte(envOr("SIM_LOG_LEVEL", "info"))); err != nil {
-		return fmt.Errorf("SIM_LOG_LEVEL: %w", err)
+	log, err := newLogger()
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Logger = log
 
 	simulator, err := sim.New(cfg)
@@ -53,23 +53,41 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	server := &http.Server{
-		Handler:           simulator.Handler(),
+	server := newServer(simulator.Handler(), log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- server.Serve(listener) }()
+	logReady(log, listener.Addr().String(), cfg)
+	return waitAndShutdown(ctx, server, serveErr, log)
+}
+
+// newLogger logs JSON to stderr at SIM_LOG_LEVEL.
+func newLogger() (*slog.Logger, error) {
+	level := new(slog.LevelVar)
+	if err := level.UnmarshalText([]byte(envOr("SIM_LOG_LEVEL", "info"))); err != nil {
+		return nil, fmt.Errorf("SIM_LOG_LEVEL: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// newServer bounds every phase of a request, so a slow client cannot hold a connection forever.
+func newServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- server.Serve(listener) }()
-
-	// Never log the keys, only how many there are.
+// logReady says where the simulator listens and how it behaves; never the keys, only how many there are.
+func logReady(log *slog.Logger, addr string, cfg sim.Config) {
 	log.Info("simulator ready",
-		"addr", listener.Addr().String(),
+		"addr", addr,
 		"protocol", cfg.Protocol, "flavor", cfg.Flavor,
 		"api_keys", len(cfg.APIKeys),
 		"solve_min", cfg.SolveMin, "solve_max", cfg.SolveMax,
@@ -77,7 +95,10 @@ func run() error {
 		"drop_rate", cfg.DropRate, "dup_rate", cfg.DupRate, "late_rate", cfg.LateRate,
 		"hang_rate", cfg.HangRate, "unsolvable_rate", cfg.UnsolvableRate,
 		"fault_rules", cfg.FaultRules != "")
+}
 
+// waitAndShutdown returns when the server fails or, on a signal, once it has shut down gracefully.
+func waitAndShutdown(ctx context.Context, server *http.Server, serveErr <-chan error, log *slog.Logger) error {
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)

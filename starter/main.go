@@ -41,10 +41,58 @@ func (p params) Set(v string) error {
 	return nil
 }
 
+// run is the starter command; it returns the exit code: 0 started (or, with --wait, solved), 1 failed, 2 bad usage.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "report" {
 		return runReport(args[1:], stdout, stderr)
 	}
+	a, ok := parseStartFlags(args, stderr)
+	if !ok {
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	c, code := dial(ctx, "starter", stderr)
+	if c == nil {
+		return code
+	}
+	defer c.Close()
+
+	run, err := captchaflow.Start(ctx, c, a.id, a.in, captchaflow.StartOptions{TaskQueue: a.taskQueue})
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return 1
+	}
+	if !a.wait {
+		fmt.Fprintf(stdout, "started workflow %s (run %s)\n", run.GetID(), run.GetRunID())
+		return 0
+	}
+	if a.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+	}
+	var res captchaflow.Result
+	if err := run.Get(ctx, &res); err != nil {
+		fmt.Fprintln(stderr, "starter:", describe(err))
+		return 1
+	}
+	writeJSON(stdout, res)
+	return 0
+}
+
+// startArgs is what the command line asks the starter to do.
+type startArgs struct {
+	id, taskQueue string
+	in            captchaflow.Input
+	wait          bool
+	timeout       time.Duration
+}
+
+// parseStartFlags reads the start command's flags into the workflow input; ok is false on bad usage, already
+// explained on stderr.
+func parseStartFlags(args []string, stderr io.Writer) (a startArgs, ok bool) {
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	p := params{}
@@ -60,14 +108,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
 	timeout := fs.Duration("timeout", 0, "with --wait, stop waiting after this long (0 = until the workflow ends)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return a, false
 	}
 	if *id == "" || *method == "" {
 		fmt.Fprintln(stderr, "starter: --id and --method are required")
 		fs.Usage()
-		return 2
+		return a, false
 	}
-	in := captchaflow.Input{
+	return startArgs{id: *id, taskQueue: *taskQueue, wait: *wait, timeout: *timeout, in: captchaflow.Input{
 		Method:                 *method,
 		Params:                 captchaflow.Params(p),
 		CallbackTimeoutSeconds: wholeSeconds(*callbackTimeout),
@@ -75,45 +123,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 		DeadlineSeconds:        wholeSeconds(*deadline),
 		MaxSubmits:             *maxSubmits,
 		NotifyURL:              *notifyURL,
-	}
+	}}, true
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+// dial connects to Temporal with the environment's client options (TEMPORAL_ADDRESS and friends). On failure it
+// explains on stderr, prefixed with the command's name, and returns a nil client and the exit code: 2 for bad
+// configuration, 1 for an unreachable server.
+func dial(ctx context.Context, command string, stderr io.Writer) (client.Client, int) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		fmt.Fprintln(stderr, "starter: temporal client configuration:", err)
-		return 2
+		fmt.Fprintln(stderr, command+": temporal client configuration:", err)
+		return nil, 2
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "starter: connecting to Temporal at %s: %v\n", opts.HostPort, err)
-		return 1
+		fmt.Fprintf(stderr, "%s: connecting to Temporal at %s: %v\n", command, opts.HostPort, err)
+		return nil, 1
 	}
-	defer c.Close()
+	return c, 0
+}
 
-	run, err := captchaflow.Start(ctx, c, *id, in, captchaflow.StartOptions{TaskQueue: *taskQueue})
-	if err != nil {
-		fmt.Fprintln(stderr, "starter:", err)
-		return 1
-	}
-	if !*wait {
-		fmt.Fprintf(stdout, "started workflow %s (run %s)\n", run.GetID(), run.GetRunID())
-		return 0
-	}
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
-	var res captchaflow.Result
-	if err := run.Get(ctx, &res); err != nil {
-		fmt.Fprintln(stderr, "starter:", describe(err))
-		return 1
-	}
-	enc := json.NewEncoder(stdout)
+// writeJSON prints v indented, for people and scripts alike.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(res)
-	return 0
+	_ = enc.Encode(v)
 }
 
 // describe puts the typed failure reason first, so scripts can grep it.

@@ -58,6 +58,30 @@ func activityAttempts(h *historypb.History) map[string]int32 {
 	return out
 }
 
+// untokenedDeliveries are the untokened callbacks that reached the workflow, in order: the unauthenticated callback
+// signals (with their code: a workflow without the untokened update's handler) and the accepted UntokenedUpdates
+// (their provider task ID only, Code empty).
+func untokenedDeliveries(t *testing.T, h *historypb.History) []captchaflow.Callback {
+	var out []captchaflow.Callback
+	dc := converter.GetDefaultDataConverter()
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.GetSignalName() == captchaflow.CallbackSignal {
+			var cb captchaflow.Callback
+			require.NoError(t, dc.FromPayloads(a.GetInput(), &cb))
+			if !cb.Authenticated {
+				out = append(out, cb)
+			}
+		}
+		in := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()
+		if in.GetName() == captchaflow.UntokenedUpdate {
+			var hint captchaflow.UntokenedHint
+			require.NoError(t, dc.FromPayloads(in.GetArgs(), &hint))
+			out = append(out, captchaflow.Callback{ProviderTaskID: hint.ProviderTaskID})
+		}
+	}
+	return out
+}
+
 // signals are the callbacks the workflow received, in order.
 func signals(t *testing.T, h *historypb.History) []captchaflow.Callback {
 	var out []captchaflow.Callback

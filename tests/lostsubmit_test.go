@@ -54,7 +54,7 @@ func pingbackMayMissCallbackTimeout(tr *taskRun) bool {
 // without one (submit_lost) or the answer stalls past the worker's 5 s CAPTCHAAI_TIMEOUT (submit_stall_ms). The
 // workflow does not submit again at once: the submission's authenticated callback, with a provider task ID the
 // workflow never learned, is its answer. Extra paid submissions: 0. Only where the pingback is dropped as well does
-// the workflow submit once more, after the callback timeout.
+// the workflow submit once more, after lost_answer_wait_seconds.
 func TestE2E_LostSubmitAnswer(t *testing.T) {
 	s := requireStack(t)
 	ctx := context.Background()
@@ -85,15 +85,15 @@ func TestE2E_LostSubmitAnswer(t *testing.T) {
 	}
 	for _, tr := range dropped {
 		pts := provider[tr.ID]
-		require.Len(t, pts, 2, "%s: no callback within the callback timeout: submitted once more", tr.ID)
+		require.Len(t, pts, 2, "%s: no callback within lost_answer_wait_seconds: submitted once more", tr.ID)
 		assert.Equal(t, pts[1].ID, tr.Result.ProviderTaskID)
-		assert.GreaterOrEqual(t, pts[1].SubmittedAt.Sub(pts[0].SubmittedAt), callbackTimeoutSeconds*time.Second,
-			"%s: the second submission waited the callback timeout for the first one's callback", tr.ID)
+		assert.GreaterOrEqual(t, pts[1].SubmittedAt.Sub(pts[0].SubmittedAt), lostAnswerWaitSeconds*time.Second,
+			"%s: the second submission waited lost_answer_wait_seconds for the first one's callback", tr.ID)
 	}
 	after := s.simStatsOrZero(ctx)
 	sc.note("%d answers lost (connection closed), %d stalled past the client timeout, %d lost with the pingback dropped; "+
-		"extra paid submissions where the callback could come: %d; where it could not: %d (one per task, after the %d s callback timeout)",
-		len(lost), len(stalled), len(dropped), extra, len(dropped), callbackTimeoutSeconds)
+		"extra paid submissions where the callback could come: %d; where it could not: %d (one per task, after the %d s lost-answer wait)",
+		len(lost), len(stalled), len(dropped), extra, len(dropped), lostAnswerWaitSeconds)
 	assert.Zero(t, extra, "extra paid submissions")
 	assert.EqualValues(t, len(lost)+len(dropped), after.Submissions.AnswersLost-before.Submissions.AnswersLost)
 	assert.EqualValues(t, len(stalled), after.Submissions.AnswersStalled-before.Submissions.AnswersStalled)

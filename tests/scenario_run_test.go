@@ -124,6 +124,7 @@ func (s *stack) input(spec taskSpec) captchaflow.Input {
 		MaxSubmits:             3,
 		NotifyURL:              s.notifyURL(),
 		DeliveryTimeoutSeconds: deliveryTimeoutSeconds,
+		LostAnswerWaitSeconds:  lostAnswerWaitSeconds,
 	}
 }
 

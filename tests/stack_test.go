@@ -32,6 +32,9 @@ const (
 	callbackTimeoutSeconds = 2 // the workflow waits this long for the pingback before polling res.php
 	pollIntervalSeconds    = 1
 	deadlineSeconds        = 240 // leaves room for a 45 s activity timeout after a worker SIGKILL
+	// lostAnswerWaitSeconds covers the simulator's solve times (at most a few seconds here), so a task whose in.php
+	// answer was lost waits that long for its callback, not the production default of minutes.
+	lostAnswerWaitSeconds  = 15
 	deliveryTimeoutSeconds = 600
 
 	simSolveMin        = 100 * time.Millisecond

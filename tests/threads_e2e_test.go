@@ -70,7 +70,8 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 		held = watch()
 		return len(held.Holders) == 2 && len(held.Queue) == 4
 	}, 30*time.Second, 50*time.Millisecond, "two slots held and four tasks queued")
-	v, err := s.c.QueryWorkflow(ctx, held.Queue[0].WorkflowID, "", captchaflow.StatusQuery)
+	queuedFirst := held.Queue[0].WorkflowID
+	v, err := s.c.QueryWorkflow(ctx, queuedFirst, "", captchaflow.StatusQuery)
 	require.NoError(t, err)
 	var st captchaflow.Status
 	require.NoError(t, v.Get(&st))
@@ -109,4 +110,5 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 	// The replayer registers SolveCaptcha without PROVIDER_THREADS, as a worker without the setting would: the
 	// recorded change marker alone takes these histories down the slot path. The semaphore's own history too.
 	replayLive(t, s, append(done, semID)...)
+	recordNew(t, s, map[string]string{"slot-queued-granted-released": queuedFirst})
 }

@@ -42,17 +42,11 @@ func main() {
 // configError marks problems an operator must fix before the worker can start.
 type configError struct{ error }
 
+// run wires the worker: configuration, Temporal connection, registration, then serving until a signal arrives.
 func run(logger *slog.Logger) error {
-	cfg, err := config.LoadWorker()
+	cfg, acts, err := loadConfig()
 	if err != nil {
-		return configError{err}
-	}
-	if err := checkSettings(cfg); err != nil {
-		return configError{fmt.Errorf("worker configuration: %w", err)}
-	}
-	acts, err := newActivities(cfg)
-	if err != nil {
-		return configError{err}
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -64,24 +58,73 @@ func run(logger *slog.Logger) error {
 	}
 	defer metrics.Close()
 
+	c, opts, err := dial(ctx, logger, metrics, acts.Providers != nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	w := newWorker(c, cfg, acts)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("starting worker: %w", err)
+	}
+	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+
+	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
+	ensureBalanceScheduleOrWarn(ctx, c, cfg, logger)
+	if err := serveMetrics(metrics, cfg.MetricsAddr, logger); err != nil {
+		return err
+	}
+	logger.Info("worker ready", "task_queue", cfg.TaskQueue, "namespace", opts.Namespace,
+		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile, "callback_base_url", cfg.CallbackBaseURL,
+		"callback_timeout_by_method", cfg.CallbackTimeoutByMethod, "provider_threads", cfg.ProviderThreads)
+	<-ctx.Done()
+	logger.Info("shutting down")
+	return nil
+}
+
+// loadConfig reads and checks the worker's settings and builds the activities with their provider clients, so a
+// bad setting stops the worker before it connects anywhere.
+func loadConfig() (config.Worker, *activities.Activities, error) {
+	cfg, err := config.LoadWorker()
+	if err != nil {
+		return cfg, nil, configError{err}
+	}
+	if err := checkSettings(cfg); err != nil {
+		return cfg, nil, configError{fmt.Errorf("worker configuration: %w", err)}
+	}
+	acts, err := newActivities(cfg)
+	if err != nil {
+		return cfg, nil, configError{err}
+	}
+	return cfg, acts, nil
+}
+
+// dial connects to Temporal with the environment's client options and checks the namespace has the search
+// attributes the workflows set, so a missing one fails at start rather than on the first task.
+func dial(ctx context.Context, logger *slog.Logger, m *metrics, routed bool) (client.Client, client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		return configError{fmt.Errorf("temporal client configuration: %w", err)}
+		return nil, opts, configError{fmt.Errorf("temporal client configuration: %w", err)}
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = client.DefaultNamespace
 	}
 	opts.Logger = sdklog.NewStructuredLogger(logger)
-	opts.MetricsHandler = metrics.Handler()
+	opts.MetricsHandler = m.Handler()
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
+		return nil, opts, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
 	}
-	defer c.Close()
-	if err := checkSearchAttributes(ctx, c, opts.Namespace, acts.Providers != nil); err != nil {
-		return configError{err}
+	if err := checkSearchAttributes(ctx, c, opts.Namespace, routed); err != nil {
+		c.Close()
+		return nil, opts, configError{err}
 	}
+	return c, opts, nil
+}
 
+// newWorker creates the task-queue worker and registers the workflows and their activities on it.
+func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {
 	// The sticky cache is created by the first worker.New: size it before. It bounds memory: each cached workflow
 	// costs ~50 KB, and an evicted one is replayed from its short history when its callback arrives.
 	if cfg.StickyCacheSize > 0 {
@@ -93,34 +136,33 @@ func run(logger *slog.Logger) error {
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
 	workflows.Register(w, acts, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("starting worker: %w", err)
-	}
-	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+	return w
+}
 
-	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
-	if cfg.ProviderBalanceInterval > 0 {
-		// A failure here costs the gauge, not a task: the worker runs on, and says so.
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second) // never holds up /metrics and /healthz for long
-		err := ensureBalanceSchedule(sctx, c.ScheduleClient(), cfg.TaskQueue, cfg.ProviderBalanceInterval, logger)
-		cancel()
-		if err != nil {
-			logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read", "error", err)
-		}
+// ensureBalanceScheduleOrWarn keeps the balance schedule as configured; a failure costs the gauge, not a task, so
+// the worker runs on and says so.
+func ensureBalanceScheduleOrWarn(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) {
+	if cfg.ProviderBalanceInterval <= 0 {
+		return
 	}
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second) // never holds up /metrics and /healthz for long
+	err := ensureBalanceSchedule(sctx, c.ScheduleClient(), cfg.TaskQueue, cfg.ProviderBalanceInterval, logger)
+	cancel()
+	if err != nil {
+		logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read", "error", err)
+	}
+}
 
-	if cfg.MetricsAddr != "" {
-		addr, err := metrics.Serve(cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
-		}
-		logger.Info("metrics listening", "addr", addr)
+// serveMetrics exposes /metrics and /healthz when WORKER_METRICS_ADDR is set.
+func serveMetrics(m *metrics, addr string, logger *slog.Logger) error {
+	if addr == "" {
+		return nil
 	}
-	logger.Info("worker ready", "task_queue", cfg.TaskQueue, "namespace", opts.Namespace,
-		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile, "callback_base_url", cfg.CallbackBaseURL,
-		"callback_timeout_by_method", cfg.CallbackTimeoutByMethod, "provider_threads", cfg.ProviderThreads)
-	<-ctx.Done()
-	logger.Info("shutting down")
+	bound, err := m.Serve(addr)
+	if err != nil {
+		return fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
+	}
+	logger.Info("metrics listening", "addr", bound)
 	return nil
 }
 

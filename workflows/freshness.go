@@ -31,6 +31,7 @@ func (s *solver) received(ctx workflow.Context, res captchaflow.Result) captchaf
 // (workflow time stands still while a delivery is retried, so it would not tell the age).
 func (s *solver) statusNow() captchaflow.Status {
 	st := s.status
+	st.Submissions = s.table.statuses()
 	if !st.ReceivedAt.IsZero() {
 		// A query changes nothing in the workflow; the wall clock only shapes its answer.
 		//workflowcheck:ignore

@@ -147,7 +147,7 @@ func (m *model) run() {
 		}
 	}).Return(nil)
 	m.scheduleNoise()
-	m.env.ExecuteWorkflow(SolveCaptcha, m.in)
+	m.env.ExecuteWorkflow(captchaflow.WorkflowType, m.in)
 	if !m.env.IsWorkflowCompleted() {
 		m.t.Errorf("the schedule did not end")
 		return
@@ -159,7 +159,7 @@ func (m *model) run() {
 // mockProvider answers Submit and Poll as a provider would, drawing each answer; a taken or lost submission is
 // solved (or found unsolvable) later and calls back by its named pingback URL, unless its pingback is dropped.
 func (m *model) mockProvider() {
-	m.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+	m.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).AfterFn(m.latency).Return(
 		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
@@ -219,6 +219,16 @@ func (m *model) mockProvider() {
 			}
 			return activities.PollResult{}, providerFailure("not_ready")
 		})
+}
+
+// latency is how long a provider request takes: mostly at once, sometimes seconds (the task waits in it).
+func (m *model) latency() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rng.IntN(3) == 0 {
+		return time.Duration(m.rng.IntN(5000)) * time.Millisecond
+	}
+	return 0
 }
 
 // take records a new provider task and schedules its pingbacks: on time, dropped, duplicated or late.
@@ -329,6 +339,9 @@ func (m *model) scheduleNoise() {
 	}
 	if m.rng.IntN(10) == 0 {
 		m.env.RegisterDelayedCallback(func() { m.logf("cancel"); m.env.CancelWorkflow() }, time.Duration(m.rng.Int64N(horizon)))
+	}
+	for at := 1500 * time.Millisecond; at < time.Duration(horizon); at += 1500 * time.Millisecond {
+		m.env.RegisterDelayedCallback(m.checkPhases, at) // probes between the events
 	}
 }
 

@@ -68,26 +68,14 @@ func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflo
 	return res, nil
 }
 
+// report does ReportVerdict's work and names its MetricReports result: check, look up, check the window, send.
 func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.ReportResult, string, error) {
-	taskID, err := captchaflow.ReportedTaskID(workflow.GetInfo(ctx).WorkflowExecution.ID)
-	if err == nil {
-		err = in.Verdict.Validate()
-	}
+	taskID, err := reportedTask(ctx, in)
 	if err != nil {
-		return captchaflow.ReportResult{}, ReportInvalid, temporal.NewNonRetryableApplicationError(
-			"invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil)
+		return captchaflow.ReportResult{}, ReportInvalid, err
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** looking up task %s", in.Verdict, taskID))
-
-	var target activities.ReportTarget
-	err = workflow.ExecuteActivity(lookupOptions(ctx), acts.LookupReportTarget,
-		activities.ReportTargetRequest{TaskID: taskID}).Get(ctx, &target)
+	target, err := lookupTarget(ctx, in.Verdict, taskID)
 	if err != nil {
-		if isTimeout(err) || hasFailureType(err, activities.FailureTaskRunning) {
-			err = temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("task %s is still running after %s: report it once it has its result", taskID, reportSettleTimeout),
-				captchaflow.FailureTaskNotSolved, nil)
-		}
 		return captchaflow.ReportResult{}, reportOutcome(err), err
 	}
 
@@ -96,18 +84,8 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 	if left < minReportTime {
 		return captchaflow.ReportResult{}, ReportWindowClosed, windowClosed(taskID, target, closes, nil)
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** sending for provider task %s (window closes %s)",
-		in.Verdict, target.ProviderTaskID, closes.UTC().Format(time.RFC3339)))
-
-	var sent activities.SendReportResult
-	err = workflow.ExecuteActivity(sendReportOptions(ctx, left), acts.SendReport,
-		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
-			Provider: target.Provider, Kind: target.Kind}).Get(ctx, &sent)
+	sent, err := sendVerdict(ctx, in.Verdict, taskID, target, closes, left)
 	if err != nil {
-		if isTimeout(err) || isRetryable(err) {
-			// The retries ran into the end of the window: whatever the last attempt met, the report is too late now.
-			err = windowClosed(taskID, target, closes, err)
-		}
 		return captchaflow.ReportResult{}, reportOutcome(err), err
 	}
 	res := captchaflow.ReportResult{
@@ -122,6 +100,51 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 		return res, ReportAlreadyRecorded, nil
 	}
 	return res, ReportSent, nil
+}
+
+// reportedTask is the task this report's workflow ID names, once the verdict is known to be valid; bad input
+// fails for good, since no retry changes it.
+func reportedTask(ctx workflow.Context, in captchaflow.ReportInput) (string, error) {
+	taskID, err := captchaflow.ReportedTaskID(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	if err == nil {
+		err = in.Verdict.Validate()
+	}
+	if err != nil {
+		return "", temporal.NewNonRetryableApplicationError(
+			"invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil)
+	}
+	return taskID, nil
+}
+
+// lookupTarget reads which provider task the task's result came from, waiting a while for a task still running and
+// then telling the caller it has nothing to report yet.
+func lookupTarget(ctx workflow.Context, verdict captchaflow.Verdict, taskID string) (activities.ReportTarget, error) {
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** looking up task %s", verdict, taskID))
+	var target activities.ReportTarget
+	err := workflow.ExecuteActivity(lookupOptions(ctx), acts.LookupReportTarget,
+		activities.ReportTargetRequest{TaskID: taskID}).Get(ctx, &target)
+	if err != nil && (isTimeout(err) || hasFailureType(err, activities.FailureTaskRunning)) {
+		err = temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("task %s is still running after %s: report it once it has its result", taskID, reportSettleTimeout),
+			captchaflow.FailureTaskNotSolved, nil)
+	}
+	return target, err
+}
+
+// sendVerdict sends the report to the provider, retrying within what is left of the window; retries that ran into
+// its end make the report too late, whatever the last attempt met.
+func sendVerdict(ctx workflow.Context, verdict captchaflow.Verdict, taskID string, target activities.ReportTarget,
+	closes time.Time, left time.Duration) (activities.SendReportResult, error) {
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** sending for provider task %s (window closes %s)",
+		verdict, target.ProviderTaskID, closes.UTC().Format(time.RFC3339)))
+	var sent activities.SendReportResult
+	err := workflow.ExecuteActivity(sendReportOptions(ctx, left), acts.SendReport,
+		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: verdict,
+			Provider: target.Provider, Kind: target.Kind}).Get(ctx, &sent)
+	if err != nil && (isTimeout(err) || isRetryable(err)) {
+		err = windowClosed(taskID, target, closes, err)
+	}
+	return sent, err
 }
 
 func windowClosed(taskID string, target activities.ReportTarget, closes time.Time, cause error) error {

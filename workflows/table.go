@@ -34,10 +34,10 @@ const maxUnplaced = 8
 
 // submission is one in.php request of this run.
 type submission struct {
-	N           int
-	Round       int // the solve it belongs to: 0, then one per refresh
-	ProviderID  string
-	State       subState
+	N          int
+	Round      int // the solve it belongs to: 0, then one per refresh
+	ProviderID string
+	State      subState
 	// Provider took it (PROVIDERS_FILE name; "" on a worker without the file). giveUp is the worker's
 	// PROVIDER_GIVE_UP as the activity reported it, 0 when the task has nowhere else to go: it never gives it up.
 	Provider    string
@@ -47,7 +47,7 @@ type submission struct {
 	inbox []captchaflow.Callback
 	// answer is the code of a submission whose in.php answer was lost, once its callback came.
 	answer *captchaflow.Callback
-	// untokened counts the untokened hints it took (captchaflow.MaxUntokenedPerSubmission).
+	// untokened counts the untokened hints it took (captchaflow.UntokenedHintsPerSubmission).
 	untokened int
 	// lostWaitOver: its in.php answer was lost and the wait for its callback ended without one (the task submitted
 	// again); its answer is still taken if it comes, where lateLostAnswers allows.
@@ -259,11 +259,6 @@ func (t *table) settle(winner *submission) {
 		}
 	}
 	t.unplaced = nil
-}
-
-// lostOpen tells whether a lost submission of this round may still answer.
-func (t *table) lostOpen() bool {
-	return t.legacyLost() != nil
 }
 
 // statuses is the table as the status query shows it.

@@ -21,7 +21,7 @@ type signals struct {
 func newSignals(ctx workflow.Context) signals {
 	return signals{
 		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
-		hints:     workflow.NewBufferedChannel(ctx, captchaflow.MaxUntokenedPerSubmission),
+		hints:     workflow.NewBufferedChannel(ctx, captchaflow.UntokenedHintsPerSubmission),
 	}
 }
 
@@ -51,8 +51,8 @@ func (s *solver) acceptsHint(hint captchaflow.UntokenedHint) error {
 		return fmt.Errorf("the task is not waiting for a callback")
 	case hint.ProviderTaskID != cur.ProviderID:
 		return fmt.Errorf("the task waits for another provider task")
-	case cur.untokened >= captchaflow.MaxUntokenedPerSubmission:
-		return fmt.Errorf("this submission's %d untokened hints are spent", captchaflow.MaxUntokenedPerSubmission)
+	case cur.untokened >= captchaflow.UntokenedHintsPerSubmission:
+		return fmt.Errorf("this submission's %d untokened hints are spent", captchaflow.UntokenedHintsPerSubmission)
 	}
 	return nil
 }

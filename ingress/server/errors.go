@@ -33,6 +33,7 @@ type retryAfterError interface {
 var (
 	_ callbackError   = (*badRequestError)(nil)
 	_ callbackError   = forbiddenError{}
+	_ callbackError   = sourceRefusedError{}
 	_ callbackError   = (*unavailableError)(nil)
 	_ callbackError   = (*rateLimitedError)(nil)
 	_ callbackError   = (*overloadedError)(nil)
@@ -61,6 +62,16 @@ func (forbiddenError) Error() string           { return "missing or invalid call
 func (forbiddenError) Status() int             { return http.StatusForbidden }
 func (e forbiddenError) PublicMessage() string { return e.Error() }
 func (forbiddenError) Outcome() string         { return outcomeForged }
+
+// sourceRefusedError is an untokened callback from a client outside UNTOKENED_ALLOW_CIDRS.
+type sourceRefusedError struct{}
+
+func (sourceRefusedError) Error() string {
+	return "untokened callbacks are accepted only from the provider's addresses (UNTOKENED_ALLOW_CIDRS); use the tokened callback URL"
+}
+func (sourceRefusedError) Status() int             { return http.StatusForbidden }
+func (e sourceRefusedError) PublicMessage() string { return e.Error() }
+func (sourceRefusedError) Outcome() string         { return outcomeSourceRefused }
 
 // unavailableError means Temporal did not accept the signal in time. The provider may retry; the workflow's
 // fallback poll recovers the result anyway. cause is logged, never sent to the caller.

@@ -44,6 +44,13 @@ func (f *fuzzTemporal) SignalWorkflow(_ context.Context, _, _, _ string, arg any
 	return nil
 }
 
+func (f *fuzzTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	if hint, ok := o.Args[0].(captchaflow.UntokenedHint); !ok || hint.ProviderTaskID == "" {
+		f.badCode.Store(true)
+	}
+	return fakeUpdateHandle{}, nil
+}
+
 func (f *fuzzTemporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
 	// The query is CaptchaTaskId = '<id>' AND …, the ID validated non-empty.
 	if parts := strings.Split(req.GetQuery(), "'"); len(parts) > 1 && parts[1] != "" &&
@@ -69,7 +76,7 @@ func newFuzzServer(f *testing.F) (*Server, *fuzzTemporal) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	srv.lookupBackoff = time.Millisecond
+	srv.lookupDelay = 0
 	f.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

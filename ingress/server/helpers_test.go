@@ -60,13 +60,24 @@ type sentSignal struct {
 	Callback                captchaflow.Callback
 }
 
+// sentUpdate is one UpdateWorkflow call the fake received.
+type sentUpdate struct {
+	WorkflowID, Name string
+	Stage            client.WorkflowUpdateStage
+	Hint             captchaflow.UntokenedHint
+}
+
 // fakeTemporal records calls; its behaviour is set per test through the func fields.
 type fakeTemporal struct {
 	mu      sync.Mutex
 	signals []sentSignal
+	updates []sentUpdate
 	queries []string
 
 	signalFn func(ctx context.Context) error
+	// updateFn decides an update: an error from the call, or the rejection its handle holds (nil: accepted). Unset,
+	// every update is accepted.
+	updateFn func(ctx context.Context, u sentUpdate) (rejection, err error)
 	listFn   func(ctx context.Context, call int) (*workflowservice.ListWorkflowExecutionsResponse, error)
 	healthFn func(ctx context.Context) error
 }
@@ -81,6 +92,64 @@ func (f *fakeTemporal) SignalWorkflow(ctx context.Context, workflowID, runID, si
 		return fn(ctx)
 	}
 	return nil
+}
+
+func (f *fakeTemporal) UpdateWorkflow(ctx context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	u := sentUpdate{WorkflowID: o.WorkflowID, Name: o.UpdateName, Stage: o.WaitForStage}
+	if len(o.Args) == 1 {
+		u.Hint, _ = o.Args[0].(captchaflow.UntokenedHint)
+	}
+	f.mu.Lock()
+	f.updates = append(f.updates, u)
+	fn := f.updateFn
+	f.mu.Unlock()
+	if fn == nil {
+		return fakeUpdateHandle{}, nil
+	}
+	rejection, err := fn(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return fakeUpdateHandle{rejection: rejection}, nil
+}
+
+// fakeUpdateHandle behaves as the SDK's handle at WorkflowUpdateStageAccepted: a rejected update's Get returns its
+// failure at once, an accepted one's waits for the handler's result.
+type fakeUpdateHandle struct{ rejection error }
+
+func (fakeUpdateHandle) WorkflowID() string { return "" }
+func (fakeUpdateHandle) RunID() string      { return "" }
+func (fakeUpdateHandle) UpdateID() string   { return "" }
+func (h fakeUpdateHandle) Get(ctx context.Context, _ any) error {
+	if h.rejection != nil {
+		return h.rejection
+	}
+	<-ctx.Done()
+	return client.NewWorkflowUpdateServiceTimeoutOrCanceledError(ctx.Err())
+}
+
+// handedTo counts the callbacks handed to workflowID, as signals or untokened updates ("" counts every workflow).
+func (f *fakeTemporal) handedTo(workflowID string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, s := range f.signals {
+		if workflowID == "" || s.WorkflowID == workflowID {
+			n++
+		}
+	}
+	for _, u := range f.updates {
+		if workflowID == "" || u.WorkflowID == workflowID {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeTemporal) sentUpdates() []sentUpdate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sentUpdate(nil), f.updates...)
 }
 
 func (f *fakeTemporal) ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
@@ -157,7 +226,7 @@ func newTestEnv(t testing.TB, mutate ...func(*config.Ingress)) *testEnv {
 	log := slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := New(cfg, env.fake, log, env.reg)
 	require.NoError(t, err)
-	srv.lookupBackoff = 5 * time.Millisecond
+	srv.lookupDelay = 0
 	env.srv = srv
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -26,8 +26,10 @@ const (
 	// maxClientLimiters bounds the per-IP rate limiters. An evicted limiter resets that client's budget; the global
 	// limit still holds.
 	maxClientLimiters = 1 << 14
-	// clientLimiterTTL forgets a client idle this long; its limiter would have refilled long before.
-	clientLimiterTTL = 10 * time.Minute
+	// activeSourceWindow is how long a client counts as an active source of untokened callbacks after its last
+	// request, for the fair share; its limiter is forgotten then too (it would have refilled long before: its burst
+	// is two seconds' worth).
+	activeSourceWindow = 10 * time.Second
 )
 
 // boundedCache is an LRU map with a time to live per entry and a hard cap on entries, so state keyed by what
@@ -76,9 +78,7 @@ func (c *boundedCache[V]) put(key string, val V, now time.Time) {
 		c.order.MoveToFront(el)
 		return
 	}
-	for back := c.order.Back(); back != nil && !now.Before(back.Value.(*cacheEntry[V]).expires); back = c.order.Back() {
-		c.remove(back)
-	}
+	c.expire(now)
 	for c.order.Len() >= c.capacity {
 		c.remove(c.order.Back())
 	}
@@ -91,6 +91,13 @@ func (c *boundedCache[V]) remove(el *list.Element) {
 }
 
 func (c *boundedCache[V]) len() int { return c.order.Len() }
+
+// expire drops the entries whose time to live ended by now (the least recently touched are at the back).
+func (c *boundedCache[V]) expire(now time.Time) {
+	for back := c.order.Back(); back != nil && !now.Before(back.Value.(*cacheEntry[V]).expires); back = c.order.Back() {
+		c.remove(back)
+	}
+}
 
 // bucket is a token bucket that can give a token back, which x/time/rate's reservations cannot once time moved.
 type bucket struct {
@@ -143,15 +150,15 @@ func (b *signalBudget) refund(key string, now time.Time) {
 	}
 }
 
-// seenCallbacks remembers callbacks already handed to Temporal (as hashes, never the code), so an exact repeat
-// is answered without another signal.
+// seenCallbacks remembers keys for a while: callbacks already handed to Temporal (as hashes, never the code), so an
+// exact repeat is answered without another signal; provider task IDs whose untokened update was rejected.
 type seenCallbacks struct {
 	mu     sync.Mutex
 	hashes *boundedCache[struct{}]
 }
 
-func newSeenCallbacks() *seenCallbacks {
-	return &seenCallbacks{hashes: newBoundedCache[struct{}](maxSeenCallbacks, seenCallbackTTL)}
+func newSeenCallbacks(ttl time.Duration) *seenCallbacks {
+	return &seenCallbacks{hashes: newBoundedCache[struct{}](maxSeenCallbacks, ttl)}
 }
 
 // callbackKey identifies one callback's content on one route. Neither ID can contain NUL (their patterns forbid
@@ -174,20 +181,26 @@ func (s *seenCallbacks) add(key string, now time.Time) {
 	s.hashes.put(key, struct{}{}, now)
 }
 
-// clientRateLimit is the untokened route's admission control: a global limiter and one per client network, so a
-// single source cannot take the whole global budget from the provider's own callbacks.
+// clientRateLimit is the untokened route's admission control: each active source (client network) refills at a fair
+// share of the global rate — global / active sources, at most the per-client rate — and the global limiter caps the
+// sum, so a handful of clients cannot take the whole budget from the provider's own callbacks: six clients flooding
+// at the per-client cap leave the provider a seventh of the global rate. A source keeps the per-client burst: a
+// flooder never idles long enough to refill it, while the share an idle source leaves unused accumulates in the
+// global bucket, where its burst finds it. A source is active while it sent a request within activeSourceWindow.
 type clientRateLimit struct {
-	global    *rate.Limiter
-	perClient rate.Limit
-	mu        sync.Mutex
-	clients   *boundedCache[*rate.Limiter]
+	global     *rate.Limiter
+	globalRate float64
+	perClient  float64
+	mu         sync.Mutex
+	clients    *boundedCache[*rate.Limiter] // the active sources; least recently seen at the back
 }
 
 func newClientRateLimit(globalPerSecond, perClientPerSecond float64) *clientRateLimit {
 	return &clientRateLimit{
-		global:    rate.NewLimiter(rate.Limit(globalPerSecond), burstFor(globalPerSecond)),
-		perClient: rate.Limit(perClientPerSecond),
-		clients:   newBoundedCache[*rate.Limiter](maxClientLimiters, clientLimiterTTL),
+		global:     rate.NewLimiter(rate.Limit(globalPerSecond), burstFor(globalPerSecond)),
+		globalRate: globalPerSecond,
+		perClient:  perClientPerSecond,
+		clients:    newBoundedCache[*rate.Limiter](maxClientLimiters, activeSourceWindow),
 	}
 }
 
@@ -196,21 +209,42 @@ func burstFor(perSecond float64) int { return max(1, int(math.Ceil(2*perSecond))
 
 // allow admits one request from clientIP at now, or returns how long the caller should wait.
 func (l *clientRateLimit) allow(clientIP string, now time.Time) (retryAfter time.Duration, ok bool) {
-	key := clientNetwork(clientIP)
-	l.mu.Lock()
-	lim, found := l.clients.get(key, now)
-	if !found {
-		lim = rate.NewLimiter(l.perClient, burstFor(float64(l.perClient)))
-		l.clients.put(key, lim, now)
-	}
-	l.mu.Unlock()
+	lim, share := l.limiterFor(clientNetwork(clientIP), now)
 	if !lim.AllowN(now, 1) {
-		return retryAfterFor(l.perClient), false
+		return retryAfterFor(share), false
 	}
 	if !l.global.AllowN(now, 1) {
 		return retryAfterFor(l.global.Limit()), false
 	}
 	return 0, true
+}
+
+// limiterFor is key's limiter, set to the fair share of the sources active at now (key included).
+func (l *clientRateLimit) limiterFor(key string, now time.Time) (*rate.Limiter, rate.Limit) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clients.expire(now)
+	lim, found := l.clients.get(key, now)
+	if !found {
+		l.clients.put(key, nil, now) // count it before its share is computed
+	}
+	share := rate.Limit(math.Min(l.perClient, l.globalRate/float64(l.clients.len())))
+	switch {
+	case !found:
+		lim = rate.NewLimiter(share, burstFor(l.perClient))
+		l.clients.put(key, lim, now)
+	case lim.Limit() != share:
+		lim.SetLimitAt(now, share)
+	}
+	return lim, share
+}
+
+// activeSources is the number of sources sharing the global rate at now.
+func (l *clientRateLimit) activeSources(now time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clients.expire(now)
+	return l.clients.len()
 }
 
 // retryAfterFor is the time one token takes to come back at limit, in whole seconds, at least one.

@@ -76,6 +76,9 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			level = slog.LevelInfo
 			attrs = append(attrs,
 				slog.String("callback_route", info.route),
+				// The client, so an operator can learn the provider's callback sources (for UNTOKENED_ALLOW_CIDRS)
+				// from the tokened callbacks it answered 200.
+				slog.String("client_ip", c.RealIP()),
 				slog.String("workflow_id", info.workflowID),
 				slog.String("provider_task_id", info.providerTaskID),
 				slog.String("outcome", cmp.Or(info.outcome, queuedLabel(info.queued))))

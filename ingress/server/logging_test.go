@@ -44,6 +44,7 @@ func TestOneLogLinePerCallbackWithSafeFields(t *testing.T) {
 	assert.Equal(t, "73491", line["provider_task_id"])
 	assert.Equal(t, outcomeSignalled, line["outcome"])
 	assert.Equal(t, routeTokened, line["callback_route"])
+	assert.Equal(t, "192.0.2.1", line["client_ip"], "httptest's client: where an operator learns the provider's sources")
 	assert.Equal(t, "/callback/:workflow_id", line["route"])
 	assert.EqualValues(t, http.StatusOK, line["status"])
 	assert.Contains(t, line, "duration_ms")

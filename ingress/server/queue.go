@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // untokenedJob is one accepted untokened callback waiting for its lookup and signal.
 type untokenedJob struct {
 	providerTaskID string
-	code           string
+	code           string    // sent only to a workflow that does not know the untokened update
+	arrived        time.Time // when the request was answered (wall clock): the lookup waits untokenedLookupDelay after it
 }
 
 // jobQueue runs untokened callbacks in the background on a fixed number of workers, so an untokened request is

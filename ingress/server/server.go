@@ -51,16 +51,20 @@ type Server struct {
 	http     *http.Server
 	// secrets are the callback secrets a token may be made with: the current one and, during a rotation, the
 	// previous one.
-	secrets       []string
-	lookupBackoff time.Duration
-	bodyLimit     int64
-	draining      atomic.Bool
+	secrets []string
+	// lookupDelay is how long after its arrival an untokened callback is looked up (untokenedLookupDelay; tests
+	// shorten it).
+	lookupDelay time.Duration
+	bodyLimit   int64
+	draining    atomic.Bool
 	// now is the clock of the budgets and rate limits; tests replace it to step time.
 	now func() time.Time
 
 	// Hostile-input guards: see handleUntokenedCallback and handleTokenedCallback.
 	clientLimit     *clientRateLimit
+	allowSources    []*net.IPNet // UNTOKENED_ALLOW_CIDRS; empty serves every source
 	seen            *seenCallbacks
+	rejectedIDs     *seenCallbacks // provider task IDs whose untokened update the workflow rejected
 	tokenedBudget   *signalBudget
 	untokenedBudget *signalBudget
 	queue           *jobQueue
@@ -91,20 +95,41 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		temporal:        tc,
 		log:             log,
 		secrets:         []string{cfg.CallbackSecret.Reveal(), cfg.CallbackSecretPrevious.Reveal()},
-		lookupBackoff:   lookupFirstBackoff,
+		lookupDelay:     untokenedLookupDelay,
 		now:             time.Now,
 		clientLimit:     newClientRateLimit(cfg.UntokenedRate, cfg.UntokenedRatePerIP),
-		seen:            newSeenCallbacks(),
+		allowSources:    parseCIDRs(cfg.UntokenedAllowCIDRs),
+		seen:            newSeenCallbacks(seenCallbackTTL),
+		rejectedIDs:     newSeenCallbacks(rejectedHintTTL),
 		tokenedBudget:   newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		untokenedBudget: newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 	}
 	var queueDepth atomic.Pointer[jobQueue] // the queue starts only once registration succeeded
+	httpMetrics, err := s.registerMetrics(reg, &queueDepth)
+	if err != nil {
+		return nil, err
+	}
+	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated above
+	s.echo = s.routes(httpMetrics, parseCIDRs(cfg.TrustedProxies))
+	s.http = newHTTPServer(cfg, s.echo, log)
+	s.metricsHandler = metricsMux(reg)
+	if cfg.MetricsAddr != "" {
+		s.metricsHTTP = newHTTPServer(cfg, s.metricsHandler, log)
+	}
+	s.queue = newJobQueue(cfg.UntokenedQueue, cfg.UntokenedWorkers, s.runUntokened)
+	queueDepth.Store(s.queue)
+	return s, nil
+}
+
+// registerMetrics registers the callback metrics (the untokened queue's depth read through queueDepth, which is
+// empty until the queue starts) and returns the middleware that records the HTTP metrics.
+func (s *Server) registerMetrics(reg *prometheus.Registry, queueDepth *atomic.Pointer[jobQueue]) (echo.MiddlewareFunc, error) {
 	m, err := newMetrics(reg, func() float64 {
 		if q := queueDepth.Load(); q != nil {
 			return float64(q.depth())
 		}
 		return 0
-	}, float64(cfg.UntokenedQueue))
+	}, float64(s.cfg.UntokenedQueue))
 	if err != nil {
 		return nil, fmt.Errorf("registering ingress metrics: %w", err)
 	}
@@ -113,30 +138,19 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 	if err != nil {
 		return nil, fmt.Errorf("registering ingress HTTP metrics: %w", err)
 	}
-	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated above
-	s.echo = s.routes(httpMetrics, trustedProxies(cfg.TrustedProxies))
-	s.http = &http.Server{
-		Handler:           s.echo,
+	return httpMetrics, nil
+}
+
+// newHTTPServer applies the configured timeouts to h, so the callback and the metrics listeners are bounded alike.
+func newHTTPServer(cfg config.Ingress, h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	s.metricsHandler = metricsMux(reg)
-	if cfg.MetricsAddr != "" {
-		s.metricsHTTP = &http.Server{
-			Handler:           s.metricsHandler,
-			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-			ReadTimeout:       cfg.ReadTimeout,
-			WriteTimeout:      cfg.WriteTimeout,
-			IdleTimeout:       cfg.IdleTimeout,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
-	}
-	s.queue = newJobQueue(cfg.UntokenedQueue, cfg.UntokenedWorkers, s.runUntokened)
-	queueDepth.Store(s.queue)
-	return s, nil
 }
 
 // metricsMux serves reg on GET /metrics and nothing else.
@@ -146,8 +160,9 @@ func metricsMux(reg *prometheus.Registry) http.Handler {
 	return mux
 }
 
-// trustedProxies parses INGRESS_TRUSTED_PROXIES (validated before).
-func trustedProxies(cidrs []string) []*net.IPNet {
+// parseCIDRs parses a list of CIDRs (INGRESS_TRUSTED_PROXIES, UNTOKENED_ALLOW_CIDRS) that validate accepted; blank
+// entries are skipped.
+func parseCIDRs(cidrs []string) []*net.IPNet {
 	var nets []*net.IPNet
 	for _, c := range cidrs {
 		if _, n, err := net.ParseCIDR(strings.TrimSpace(c)); err == nil {
@@ -155,6 +170,20 @@ func trustedProxies(cidrs []string) []*net.IPNet {
 		}
 	}
 	return nets
+}
+
+// cidrProblems names every entry of a CIDR list variable that is not a CIDR; blank entries are allowed.
+func cidrProblems(env string, cidrs []string) []string {
+	var problems []string
+	for _, c := range cidrs {
+		if strings.TrimSpace(c) == "" {
+			continue
+		}
+		if _, _, err := net.ParseCIDR(strings.TrimSpace(c)); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %q is not a CIDR like 10.0.0.0/8 (a single address is 192.0.2.1/32)", env, c))
+		}
+	}
+	return problems
 }
 
 // validate reports every configuration problem at once, so a bad deployment is fixed in one round.
@@ -187,11 +216,8 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 			problems = append(problems, d.env+" must be positive")
 		}
 	}
-	for _, c := range cfg.TrustedProxies {
-		if _, _, err := net.ParseCIDR(strings.TrimSpace(c)); err != nil {
-			problems = append(problems, fmt.Sprintf("INGRESS_TRUSTED_PROXIES: %q is not a CIDR like 10.0.0.0/8", c))
-		}
-	}
+	problems = append(problems, cidrProblems("INGRESS_TRUSTED_PROXIES", cfg.TrustedProxies)...)
+	problems = append(problems, cidrProblems("UNTOKENED_ALLOW_CIDRS", cfg.UntokenedAllowCIDRs)...)
 	if len(problems) > 0 {
 		return fmt.Errorf("ingress: %s", strings.Join(problems, "; "))
 	}

@@ -11,6 +11,7 @@ import (
 // satisfies it.
 type TemporalClient interface {
 	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
+	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
 	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
 	CheckHealth(ctx context.Context, request *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
 }

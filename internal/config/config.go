@@ -103,6 +103,10 @@ type Ingress struct {
 	// a callback that finds the queue full is answered 503.
 	UntokenedQueue   int `env:"INGRESS_UNTOKENED_QUEUE" envDefault:"512"`
 	UntokenedWorkers int `env:"INGRESS_UNTOKENED_WORKERS" envDefault:"8"`
+	// UntokenedAllowCIDRs, when set, are the only client networks served on the untokened route (the provider's
+	// callback sources); others get 403. Comma-separated CIDRs; empty serves everyone. The client is the TCP peer,
+	// or what a trusted proxy (INGRESS_TRUSTED_PROXIES) names.
+	UntokenedAllowCIDRs []string `env:"UNTOKENED_ALLOW_CIDRS"`
 	// CallbackBurst and CallbackRefill budget the signals one workflow (tokened route) or one provider task ID
 	// (untokened route) receives: CallbackBurst at once, then one per CallbackRefill. Callbacks past the budget,
 	// and exact repeats, are answered 200 without a signal; the workflow's fallback poll still gets the result.

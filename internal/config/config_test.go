@@ -92,3 +92,16 @@ func TestWorkerMetricsAddrDefaultsWhenUnsetAndIsOffWhenEmpty(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, cfg.MetricsAddr, "set but empty disables the metrics listener, as the README says")
 }
+
+func TestIngressUntokenedAllowCIDRs(t *testing.T) {
+	t.Setenv("CALLBACK_SECRET", "s")
+	cfg, err := LoadIngress()
+	require.NoError(t, err)
+	assert.Empty(t, cfg.UntokenedAllowCIDRs, "unset: every source is served")
+
+	t.Setenv("CALLBACK_SECRET", "s")
+	t.Setenv("UNTOKENED_ALLOW_CIDRS", "198.51.100.0/24, 2001:db8::/32")
+	cfg, err = LoadIngress()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"198.51.100.0/24", " 2001:db8::/32"}, cfg.UntokenedAllowCIDRs, "the ingress trims and checks them")
+}

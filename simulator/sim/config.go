@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -118,6 +119,11 @@ func ConfigFromEnv() (Config, error) {
 
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
+	return errors.Join(slices.Concat(c.keyErrors(), c.serviceErrors(), c.timingErrors(), c.faultErrors())...)
+}
+
+// keyErrors checks the API keys without ever echoing one.
+func (c Config) keyErrors() []error {
 	var errs []error
 	if len(c.APIKeys) == 0 {
 		errs = append(errs, errors.New("at least one API key is required"))
@@ -128,6 +134,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("API key #%d has %d characters, want %d", i+1, len(k), KeyLength))
 		}
 	}
+	return errs
+}
+
+// serviceErrors checks what the simulated service is: its solve times, protocol, flavor, threads and task ids.
+func (c Config) serviceErrors() []error {
+	var errs []error
 	if c.SolveMin < 0 || c.SolveMax < c.SolveMin {
 		errs = append(errs, fmt.Errorf("solve time range [%s, %s] is invalid", c.SolveMin, c.SolveMax))
 	}
@@ -146,6 +158,12 @@ func (c Config) Validate() error {
 	if c.TaskIDBase < 1 {
 		errs = append(errs, fmt.Errorf("task id base must be positive, got %d", c.TaskIDBase))
 	}
+	return errs
+}
+
+// timingErrors checks the durations and the pingback concurrency the simulator's timers and senders run with.
+func (c Config) timingErrors() []error {
+	var errs []error
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -160,6 +178,12 @@ func (c Config) Validate() error {
 	if c.PingbackConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("pingback concurrency must be >= 1, got %d", c.PingbackConcurrency))
 	}
+	return errs
+}
+
+// faultErrors checks the fault rates are probabilities that fit in one draw, and the fault rules parse.
+func (c Config) faultErrors() []error {
+	var errs []error
 	for _, r := range []struct {
 		name string
 		v    float64
@@ -174,5 +198,5 @@ func (c Config) Validate() error {
 	if _, err := ParseFaultRules(c.FaultRules); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return errs
 }

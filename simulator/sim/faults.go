@@ -28,6 +28,10 @@ const (
 	// FaultSubmitStallMS is submit_stall_ms=MS: in.php's answer to those submissions (the first one without
 	// submit_lost) is held MS milliseconds after the task was created — past the client's timeout, the answer is lost.
 	FaultSubmitStallMS = "submit_stall_ms"
+	// FaultSubmitGatewayError is submit_gateway_error=STATUS (500–599): the first submission for a pingback URL
+	// creates its task (solved and called back as usual), and then in.php answers STATUS with a gateway's HTML page
+	// instead of the task id, as a proxy, load balancer or CDN in front of a provider does when it loses the answer.
+	FaultSubmitGatewayError = "submit_gateway_error"
 )
 
 // SubmitErrorClasses are the submit_error shorthands, one code for each way a client must react to an in.php
@@ -66,6 +70,10 @@ type FaultSpec struct {
 	// SubmitStallMS holds in.php's answer to those submissions (the first one
 	// when SubmitLost is 0) this many milliseconds before sending (or losing) it.
 	SubmitStallMS int
+	// SubmitGatewayStatus answers the first accepted submission for a pingback
+	// URL with this 5xx status and a gateway's page: the task exists, the
+	// client never learns its id.
+	SubmitGatewayStatus int
 }
 
 // ParseFaultSpec parses a comma-separated list such as
@@ -80,60 +88,78 @@ func ParseFaultSpec(list string) (FaultSpec, error) {
 		if item == "" {
 			continue
 		}
-		name, arg, hasArg := strings.Cut(item, "=")
-		if name == FaultSubmitError {
-			code, err := parseSubmitError(arg)
-			if err != nil {
-				return FaultSpec{}, err
-			}
-			spec.SubmitError = code
-			continue
-		}
-		count := 1
-		if hasArg {
-			n, err := strconv.Atoi(arg)
-			if err != nil || n < 1 {
-				return FaultSpec{}, fmt.Errorf("fault %q needs a positive count", item)
-			}
-			count = n
-		}
-		switch name {
-		case FaultDropPingback, FaultDuplicatePingback, FaultLatePingback, FaultHangPingback:
-			if hasArg {
-				return FaultSpec{}, fmt.Errorf("fault %q takes no count", name)
-			}
-		}
-		switch name {
-		case FaultDropPingback:
-			spec.DropPingback = true
-		case FaultDuplicatePingback:
-			spec.DuplicatePingback = true
-		case FaultLatePingback:
-			spec.LatePingback = true
-		case FaultHangPingback:
-			spec.HangPingback = true
-		case FaultUnsolvable:
-			spec.Unsolvable = max(spec.Unsolvable, count)
-		case FaultFailSubmit:
-			spec.FailSubmit = max(spec.FailSubmit, count)
-		case FaultUnsolvablePingback:
-			spec.Unsolvable = max(spec.Unsolvable, count)
-			spec.UnsolvablePingback = true
-		case FaultSubmitLost:
-			spec.SubmitLost = max(spec.SubmitLost, count)
-		case FaultSubmitStallMS:
-			if !hasArg {
-				return FaultSpec{}, fmt.Errorf("fault %q needs a duration in milliseconds", name)
-			}
-			spec.SubmitStallMS = max(spec.SubmitStallMS, count)
-		default:
-			return FaultSpec{}, fmt.Errorf("unknown fault %q", name)
+		if err := spec.add(item); err != nil {
+			return FaultSpec{}, err
 		}
 	}
 	if spec.SubmitError != "" && spec.FailSubmit == 0 {
 		spec.FailSubmit = 1
 	}
 	return spec, nil
+}
+
+// add applies one "name" or "name=arg" item of a fault list; submit_error's argument is a code, the others' a count.
+func (f *FaultSpec) add(item string) error {
+	name, arg, hasArg := strings.Cut(item, "=")
+	if name == FaultSubmitError {
+		code, err := parseSubmitError(arg)
+		if err != nil {
+			return err
+		}
+		f.SubmitError = code
+		return nil
+	}
+	count := 1
+	if hasArg {
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return fmt.Errorf("fault %q needs a positive count", item)
+		}
+		count = n
+	}
+	return f.set(name, count, hasArg)
+}
+
+// set turns on fault name with its count; repeated counting faults keep the largest count.
+func (f *FaultSpec) set(name string, count int, hasArg bool) error {
+	switch name {
+	case FaultDropPingback, FaultDuplicatePingback, FaultLatePingback, FaultHangPingback:
+		if hasArg {
+			return fmt.Errorf("fault %q takes no count", name)
+		}
+	}
+	switch name {
+	case FaultDropPingback:
+		f.DropPingback = true
+	case FaultDuplicatePingback:
+		f.DuplicatePingback = true
+	case FaultLatePingback:
+		f.LatePingback = true
+	case FaultHangPingback:
+		f.HangPingback = true
+	case FaultUnsolvable:
+		f.Unsolvable = max(f.Unsolvable, count)
+	case FaultFailSubmit:
+		f.FailSubmit = max(f.FailSubmit, count)
+	case FaultUnsolvablePingback:
+		f.Unsolvable = max(f.Unsolvable, count)
+		f.UnsolvablePingback = true
+	case FaultSubmitLost:
+		f.SubmitLost = max(f.SubmitLost, count)
+	case FaultSubmitStallMS:
+		if !hasArg {
+			return fmt.Errorf("fault %q needs a duration in milliseconds", name)
+		}
+		f.SubmitStallMS = max(f.SubmitStallMS, count)
+	case FaultSubmitGatewayError:
+		if count < 500 || count > 599 {
+			return fmt.Errorf("fault %q needs an HTTP status from 500 to 599, e.g. %s=502", name, name)
+		}
+		f.SubmitGatewayStatus = count
+	default:
+		return fmt.Errorf("unknown fault %q", name)
+	}
+	return nil
 }
 
 // parseSubmitError resolves submit_error's argument to the code in.php answers.
@@ -169,9 +195,10 @@ func (f FaultSpec) merge(o FaultSpec) FaultSpec {
 		FailSubmit:        max(f.FailSubmit, o.FailSubmit),
 		SubmitError:       cmp.Or(f.SubmitError, o.SubmitError),
 		// Unsolvable pingbacks go with the merged unsolvable count, whichever spec asked for them.
-		UnsolvablePingback: f.UnsolvablePingback || o.UnsolvablePingback,
-		SubmitLost:         max(f.SubmitLost, o.SubmitLost),
-		SubmitStallMS:      max(f.SubmitStallMS, o.SubmitStallMS),
+		UnsolvablePingback:  f.UnsolvablePingback || o.UnsolvablePingback,
+		SubmitLost:          max(f.SubmitLost, o.SubmitLost),
+		SubmitStallMS:       max(f.SubmitStallMS, o.SubmitStallMS),
+		SubmitGatewayStatus: cmp.Or(f.SubmitGatewayStatus, o.SubmitGatewayStatus),
 	}
 }
 
@@ -254,6 +281,8 @@ type pingbackPlan struct {
 	// submitLost and submitStall are what happened to in.php's answer (see answerFate).
 	submitLost  bool
 	submitStall time.Duration
+	// submitGatewayStatus is the 5xx in.php answered instead of the task id (submit_gateway_error), 0 for none.
+	submitGatewayStatus int
 }
 
 // names lists the plan's faults for the task listing.
@@ -272,6 +301,7 @@ func (p pingbackPlan) names() []string {
 	add(p.duplicate, FaultDuplicatePingback)
 	add(p.submitLost, FaultSubmitLost)
 	add(p.submitStall > 0, FaultSubmitStallMS)
+	add(p.submitGatewayStatus != 0, FaultSubmitGatewayError)
 	return out
 }
 

@@ -32,6 +32,9 @@ func (s *Simulator) handleIn(w http.ResponseWriter, r *http.Request) {
 		_ = r.MultipartForm.RemoveAll()
 	}
 	s.holdAnswer(r, rp) // submit_stall_ms, submit_lost: may not return
+	if writeGatewayError(w, rp) {
+		return
+	}
 	rp.write(w, wantsJSON(r))
 }
 
@@ -206,92 +209,112 @@ type submission struct {
 // accept applies submit-time faults and the thread limit, then creates and
 // schedules the task.
 func (s *Simulator) accept(sub submission) reply {
-	key, method, pingback, faults, solveOverride := sub.key, sub.method, sub.pingback, sub.faults, sub.solveOverride
 	pingbackURL := ""
-	if pingback != nil {
-		pingbackURL = pingback.String()
+	if sub.pingback != nil {
+		pingbackURL = sub.pingback.String()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		s.rejectLocked(ErrorNoSlotAvailable)
-		return errReplyf(ErrorNoSlotAvailable, "The simulator is shutting down.")
-	}
-	faults = faults.merge(matchRules(s.compiledRules, pingbackURL))
-	client := clientTaskKey(pingback)
-	if faults.FailSubmit > s.failSubmitSeen[client] {
-		s.failSubmitSeen[client]++
-		code := faults.submitErrorCode()
-		s.rejectLocked(code)
-		return errReply(code)
-	}
-	if s.balance <= 0 {
-		s.rejectLocked(ErrorZeroBalance)
-		return errReplyf(ErrorZeroBalance, "Your account balance is zero.")
-	}
-	if !s.threads.take(key) {
-		s.rejectLocked(s.cfg.BusyCode)
-		return errReply(s.cfg.BusyCode)
+	faults := sub.faults.merge(matchRules(s.compiledRules, pingbackURL))
+	client := clientTaskKey(sub.pingback)
+	if rp, ok := s.admitLocked(faults, client, sub.key); !ok {
+		return rp
 	}
 
 	id := s.nextID
 	s.nextID++
 	idStr := s.formatID(id)
 	faults = faults.merge(matchRules(s.compiledRules, idStr))
+	solve, unsolvableDraw, pingbackDraw := s.draw(id)
+	if sub.solveOverride != nil {
+		solve = *sub.solveOverride
+	}
 
-	// Every draw comes from a generator seeded by (seed, id), in a fixed order,
-	// so a task's fate does not depend on how concurrent submissions interleave.
+	t := s.newTask(sub, id, idStr, solve, s.planLocked(faults, client, unsolvableDraw, pingbackDraw))
+	fate := s.answerFateLocked(faults, client)
+	t.plan.submitLost, t.plan.submitStall, t.plan.submitGatewayStatus = fate.lost, fate.stall, fate.gatewayStatus
+	s.tasks[id] = t
+	s.stats.accepted++
+	s.schedule(t, solve, func() { s.solve(t) })
+	s.log.Debug("task accepted", "task_id", idStr, "method", sub.method, "solve_time", solve, "faults", t.plan.names())
+	rp := okReply(idStr)
+	rp.fate = fate
+	return rp
+}
+
+// admitLocked refuses a submission the way the real service would: shutting down, a scripted submit failure, an
+// empty balance or no free thread for the key, in that order. Callers hold s.mu.
+func (s *Simulator) admitLocked(faults FaultSpec, client, key string) (reply, bool) {
+	if s.closed {
+		s.rejectLocked(ErrorNoSlotAvailable)
+		return errReplyf(ErrorNoSlotAvailable, "The simulator is shutting down."), false
+	}
+	if faults.FailSubmit > s.failSubmitSeen[client] {
+		s.failSubmitSeen[client]++
+		code := faults.submitErrorCode()
+		s.rejectLocked(code)
+		return errReply(code), false
+	}
+	if s.balance <= 0 {
+		s.rejectLocked(ErrorZeroBalance)
+		return errReplyf(ErrorZeroBalance, "Your account balance is zero."), false
+	}
+	if !s.threads.take(key) {
+		s.rejectLocked(s.cfg.BusyCode)
+		return errReply(s.cfg.BusyCode), false
+	}
+	return reply{}, true
+}
+
+// draw returns task id's solve time and its two fate draws. Every draw comes from a generator seeded by (seed, id),
+// in a fixed order, so a task's fate does not depend on how concurrent submissions interleave.
+func (s *Simulator) draw(id int64) (solve time.Duration, unsolvableDraw, pingbackDraw float64) {
 	rng := rand.New(rand.NewPCG(s.cfg.Seed, uint64(id)))
-	solve := s.cfg.SolveMin
+	solve = s.cfg.SolveMin
 	if spread := s.cfg.SolveMax - s.cfg.SolveMin; spread > 0 {
 		solve += time.Duration(rng.Int64N(int64(spread) + 1))
 	}
-	unsolvableDraw, pingbackDraw := rng.Float64(), rng.Float64()
-	if solveOverride != nil {
-		solve = *solveOverride
-	}
+	return solve, rng.Float64(), rng.Float64()
+}
 
-	var plan pingbackPlan
+// planLocked decides what happens to the task's pingback: the configured rates by the draws, or the explicit
+// faults when any are set. Callers hold s.mu.
+func (s *Simulator) planLocked(faults FaultSpec, client string, unsolvableDraw, pingbackDraw float64) pingbackPlan {
 	if faults.IsZero() {
-		plan = drawPlan(&s.cfg, unsolvableDraw, pingbackDraw)
-	} else {
-		plan = pingbackPlan{
-			drop:      faults.DropPingback,
-			hang:      faults.HangPingback,
-			late:      faults.LatePingback,
-			duplicate: faults.DuplicatePingback,
-		}
-		if faults.Unsolvable > s.unsolvableSeen[client] {
-			s.unsolvableSeen[client]++
-			plan = pingbackPlan{unsolvable: true, unsolvablePingback: faults.UnsolvablePingback || s.cfg.UnsolvablePingback}
-		}
+		return drawPlan(&s.cfg, unsolvableDraw, pingbackDraw)
 	}
+	if faults.Unsolvable > s.unsolvableSeen[client] {
+		s.unsolvableSeen[client]++
+		return pingbackPlan{unsolvable: true, unsolvablePingback: faults.UnsolvablePingback || s.cfg.UnsolvablePingback}
+	}
+	return pingbackPlan{
+		drop:      faults.DropPingback,
+		hang:      faults.HangPingback,
+		late:      faults.LatePingback,
+		duplicate: faults.DuplicatePingback,
+	}
+}
 
+// newTask builds the task record of an accepted submission.
+func (s *Simulator) newTask(sub submission, id int64, idStr string, solve time.Duration, plan pingbackPlan) *task {
 	t := &task{
 		gen:         s.gen,
 		id:          id,
 		idStr:       idStr,
-		key:         key,
-		method:      method,
+		key:         sub.key,
+		method:      sub.method,
 		taskType:    sub.taskType,
 		kind:        sub.kind,
-		pingbackURL: pingbackURL,
 		submittedAt: time.Now(),
 		solveTime:   solve,
 		plan:        plan,
 		status:      StatusSolving,
 	}
-	if pingback != nil {
-		t.redactedURL, t.pingbackPath = redactURL(pingback), pingback.Path
+	if sub.pingback != nil {
+		t.pingbackURL = sub.pingback.String()
+		t.redactedURL, t.pingbackPath = redactURL(sub.pingback), sub.pingback.Path
 	}
-	t.plan.submitLost, t.plan.submitStall = s.answerFateLocked(faults, client)
-	s.tasks[id] = t
-	s.stats.accepted++
-	s.schedule(t, solve, func() { s.solve(t) })
-	s.log.Debug("task accepted", "task_id", idStr, "method", method, "solve_time", solve, "faults", t.plan.names())
-	rp := okReply(idStr)
-	rp.lost, rp.stall = t.plan.submitLost, t.plan.submitStall
-	return rp
+	return t
 }
 
 // redactURL hides query values (a callback token) and userinfo.

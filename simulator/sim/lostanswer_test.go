@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -93,4 +94,43 @@ func TestParseFaultSpecAnswerFaults(t *testing.T) {
 	_, err = http.PostForm(h.srv.URL+"/in.php", recaptchaParams("http://127.0.0.1:1/callback/rule-lost-1", url.Values{}))
 	require.Error(t, err)
 	assert.EqualValues(t, 1, h.stats().Submissions.AnswersLost)
+}
+
+// submit_gateway_error=502: the task is created (and solved and called back), then in.php answers the gateway's 502
+// page instead of its id; the next submission for the same pingback URL is answered.
+func TestSubmitGatewayErrorCreatesTheTaskAndAnswers5xx(t *testing.T) {
+	h := startSim(t, testConfig())
+	rc := startReceiver(t, http.StatusOK)
+	params := recaptchaParams(rc.url("wf-gateway"), fault("submit_gateway_error=502"))
+
+	resp, err := http.PostForm(h.srv.URL+"/in.php", params)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	assert.Contains(t, string(body), "<html>", "a gateway's page, not an in.php answer")
+
+	tasks := h.listTasks()
+	require.Len(t, tasks, 1, "the task exists all the same")
+	assert.Contains(t, tasks[0].Faults, sim.FaultSubmitGatewayError)
+	require.Eventually(t, func() bool { return rc.count() == 1 }, waitFor, pollEvery, "its pingback still comes")
+	assert.Equal(t, tasks[0].ID, rc.received()[0].Get("id"))
+
+	id, ok := cutOK(h.call("/in.php", params))
+	require.True(t, ok, "the resubmission is answered")
+	assert.NotEqual(t, tasks[0].ID, id)
+	st := h.stats().Submissions
+	assert.EqualValues(t, 2, st.Accepted)
+	assert.EqualValues(t, 1, st.AnswersGatewayError)
+	assert.Zero(t, st.AnswersLost)
+}
+
+func TestSubmitGatewayErrorWantsA5xx(t *testing.T) {
+	for _, bad := range []string{"submit_gateway_error", "submit_gateway_error=404", "submit_gateway_error=600", "submit_gateway_error=x"} {
+		_, err := sim.ParseFaultSpec(bad)
+		assert.Error(t, err, bad)
+	}
+	spec, err := sim.ParseFaultSpec("submit_gateway_error=524")
+	require.NoError(t, err)
+	assert.Equal(t, 524, spec.SubmitGatewayStatus)
 }

@@ -91,8 +91,18 @@ func (s *Simulator) send(t *task, kind PingbackKind) {
 	}
 	defer func() { <-s.sem }()
 
+	attempt, ok := s.deliver(t, kind)
+	if !ok {
+		return // shutting down; not a delivery outcome
+	}
+	s.recordPingback(t, attempt)
+}
+
+// deliver makes the pingback request and describes how it went; ok is false when shutdown interrupted it, which
+// says nothing about the target.
+func (s *Simulator) deliver(t *task, kind PingbackKind) (attempt PingbackAttempt, ok bool) {
 	start := time.Now()
-	attempt := PingbackAttempt{Kind: kind, At: start, Outcome: OutcomeFailed}
+	attempt = PingbackAttempt{Kind: kind, At: start, Outcome: OutcomeFailed}
 	req, err := s.pingbackRequest(t)
 	if err == nil {
 		req.Header.Set("User-Agent", "captchaflow-provider-simulator")
@@ -110,12 +120,16 @@ func (s *Simulator) send(t *task, kind PingbackKind) {
 	}
 	if err != nil {
 		if s.ctx.Err() != nil {
-			return // shutting down; not a delivery outcome
+			return attempt, false
 		}
 		attempt.Error = describeError(err)
 	}
 	attempt.DurationMS = time.Since(start).Milliseconds()
+	return attempt, true
+}
 
+// recordPingback adds the attempt to a task still current and counts it in the pingback stats.
+func (s *Simulator) recordPingback(t *task, attempt PingbackAttempt) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.current(t) {
@@ -128,9 +142,9 @@ func (s *Simulator) send(t *task, kind PingbackKind) {
 		p.Succeeded++
 	} else {
 		p.Failed++
-		s.log.Info("pingback failed", "task_id", t.idStr, "kind", kind, "error", attempt.Error)
+		s.log.Info("pingback failed", "task_id", t.idStr, "kind", attempt.Kind, "error", attempt.Error)
 	}
-	switch kind {
+	switch attempt.Kind {
 	case PingbackDuplicate:
 		p.Duplicated++
 	case PingbackLate:

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 )
 
 // Reply values of the in.php / res.php protocol, spelled as the real service
@@ -64,9 +63,8 @@ type reply struct {
 	bare bool
 	// detail extends error_text for parameter errors (e.g. which parameter).
 	detail string
-	// stall holds an in.php answer this long, and lost drops it (the task exists): see holdAnswer.
-	stall time.Duration
-	lost  bool
+	// fate holds, drops or replaces an in.php answer (the task exists): see holdAnswer and writeGatewayError.
+	fate answerFate
 }
 
 func okReply(v string) reply     { return reply{ok: true, value: v} }

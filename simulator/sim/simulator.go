@@ -49,14 +49,15 @@ type Simulator struct {
 }
 
 type counters struct {
-	accepted       int64
-	rejected       int64
-	answersLost    int64
-	answersStalled int64
-	rejectedByCode map[string]int64
-	resCalls       map[string]int64
-	pingbacks      PingbackStats
-	reports        ReportStats
+	accepted            int64
+	rejected            int64
+	answersLost         int64
+	answersStalled      int64
+	answersGatewayError int64
+	rejectedByCode      map[string]int64
+	resCalls            map[string]int64
+	pingbacks           PingbackStats
+	reports             ReportStats
 }
 
 func newCounters() counters {
@@ -215,11 +216,12 @@ func (s *Simulator) Stats() Stats {
 	}
 	return Stats{
 		Submissions: SubmissionStats{
-			Accepted:       s.stats.accepted,
-			Rejected:       s.stats.rejected,
-			AnswersLost:    s.stats.answersLost,
-			AnswersStalled: s.stats.answersStalled,
-			RejectedByCode: maps.Clone(s.stats.rejectedByCode),
+			Accepted:            s.stats.accepted,
+			Rejected:            s.stats.rejected,
+			AnswersLost:         s.stats.answersLost,
+			AnswersStalled:      s.stats.answersStalled,
+			AnswersGatewayError: s.stats.answersGatewayError,
+			RejectedByCode:      maps.Clone(s.stats.rejectedByCode),
 		},
 		ResCalls:  maps.Clone(s.stats.resCalls),
 		Pingbacks: s.stats.pingbacks,

@@ -27,6 +27,9 @@ type SubmissionStats struct {
 	// whose answer was held (submit_stall_ms); each such task exists and counts in Accepted.
 	AnswersLost    int64 `json:"answers_lost"`
 	AnswersStalled int64 `json:"answers_stalled"`
+	// AnswersGatewayError counts accepted submissions answered with a gateway's 5xx instead of their task id
+	// (submit_gateway_error); each such task exists and counts in Accepted.
+	AnswersGatewayError int64 `json:"answers_gateway_error"`
 }
 
 // PingbackStats counts pingback deliveries. Sent counts HTTP requests actually
