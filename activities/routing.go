@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/captchaai"
 	"github.com/captchaflow/captchaflow/internal/providers"
 )
@@ -25,9 +26,8 @@ const (
 	FailureProviderGaveUp = "ProviderGaveUp"
 )
 
-// FlavorParam is the pingback URL's query parameter naming a createTask provider's flavor, so the ingress reads its
-// callback body; it is not signed (the token is), and a wrong one only makes the body unreadable.
-const FlavorParam = "f"
+// FlavorParam is callbackauth.FlavorParam.
+const FlavorParam = callbackauth.FlavorParam
 
 // Metrics of routing, each with the tag provider (a name from PROVIDERS_FILE: a fixed set).
 const (
