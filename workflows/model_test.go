@@ -375,10 +375,6 @@ func (m *model) sendNoise(kind string) {
 	}
 }
 
-func (m *model) signalAt(d time.Duration, kind string, cb captchaflow.Callback) {
-	m.env.RegisterDelayedCallback(func() { m.signal(kind, cb) }, d)
-}
-
 // signal sends cb, checking first that the task's searchable phase is what its status says.
 func (m *model) signal(kind string, cb captchaflow.Callback) {
 	m.checkPhases()
