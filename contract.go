@@ -49,8 +49,15 @@ var (
 	TaskIDKey = temporal.NewSearchAttributeKeyKeyword("CaptchaTaskId")
 	// PhaseKey is the workflow's current Phase while it runs.
 	PhaseKey = temporal.NewSearchAttributeKeyKeyword("CaptchaPhase")
-	// SearchAttributeKeys are all of them, for registering and checking them on a namespace.
-	SearchAttributeKeys = []temporal.SearchAttributeKeyKeyword{TaskIDKey, PhaseKey}
+	// ProviderKey is the provider (its PROVIDERS_FILE name) of the current submission; set only on a worker with
+	// PROVIDERS_FILE, which alone requires it on the namespace.
+	ProviderKey = temporal.NewSearchAttributeKeyKeyword("CaptchaProvider")
+	// SearchAttributeKeys are all of them, for registering them on a namespace.
+	SearchAttributeKeys = []temporal.SearchAttributeKeyKeyword{TaskIDKey, PhaseKey, ProviderKey}
+	// BaseSearchAttributeKeys are the ones every worker needs; RoutingSearchAttributeKeys those a worker with
+	// PROVIDERS_FILE needs besides.
+	BaseSearchAttributeKeys    = []temporal.SearchAttributeKeyKeyword{TaskIDKey, PhaseKey}
+	RoutingSearchAttributeKeys = []temporal.SearchAttributeKeyKeyword{ProviderKey}
 )
 
 // Failure types: the temporal.ApplicationError types a failed SolveCaptcha carries, for callers to branch on.
@@ -139,12 +146,14 @@ type UntokenedHint struct {
 
 // Result is what the workflow returns once the code is in (and delivered, if notify_url was set).
 type Result struct {
-	ProviderTaskID string    `json:"provider_task_id"`
-	Code           string    `json:"code"`
-	Via            Via       `json:"via"`
-	SubmittedAt    time.Time `json:"submitted_at"`
-	ReceivedAt     time.Time `json:"received_at"`
-	Submits        int       `json:"submits"`
+	ProviderTaskID string `json:"provider_task_id"`
+	// Provider is the PROVIDERS_FILE name of the provider that solved it; absent on a worker without the file.
+	Provider    string    `json:"provider,omitempty"`
+	Code        string    `json:"code"`
+	Via         Via       `json:"via"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	ReceivedAt  time.Time `json:"received_at"`
+	Submits     int       `json:"submits"`
 	// ExpiresAt is when the token stops being usable: ReceivedAt + the method's lifetime (TokenLifetimes) or
 	// token_ttl_seconds. Absent (zero) for a code that does not expire (image and text methods).
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
@@ -154,10 +163,12 @@ type Result struct {
 
 // Status is the answer to StatusQuery.
 type Status struct {
-	Phase          Phase     `json:"phase"`
-	ProviderTaskID string    `json:"provider_task_id,omitempty"`
-	Submits        int       `json:"submits"`
-	SubmittedAt    time.Time `json:"submitted_at,omitzero"`
+	Phase          Phase  `json:"phase"`
+	ProviderTaskID string `json:"provider_task_id,omitempty"`
+	// Provider is the current submission's provider (PROVIDERS_FILE name; absent without the file).
+	Provider    string    `json:"provider,omitempty"`
+	Submits     int       `json:"submits"`
+	SubmittedAt time.Time `json:"submitted_at,omitzero"`
 	// ReceivedAt is when the current token arrived (unset before the first one).
 	ReceivedAt time.Time `json:"received_at,omitzero"`
 	// ExpiresAt is when the current token expires (unset when it does not).
@@ -178,7 +189,9 @@ type Status struct {
 type SubmissionStatus struct {
 	N              int    `json:"n"`
 	ProviderTaskID string `json:"provider_task_id,omitempty"`
-	// State is one of answer_lost, submitting, waiting, polling, solved, unsolvable, expired, refused, superseded.
+	Provider       string `json:"provider,omitempty"`
+	// State is one of answer_lost, submitting, waiting, polling, solved, unsolvable, expired, refused, superseded,
+	// abandoned (given up at a provider unreachable past PROVIDER_GIVE_UP).
 	State string `json:"state"`
 }
 

@@ -63,6 +63,9 @@ type Input struct {
 	// LostAnswerWaitSeconds is how long a submission whose in.php answer was lost may still answer by callback
 	// before the task submits again (cut to the deadline); its answer is taken whenever it comes before the task ends.
 	LostAnswerWaitSeconds int `json:"lost_answer_wait_seconds,omitempty"`
+	// Providers restricts and orders the worker's PROVIDERS_FILE providers for this task (names; empty: all, in the
+	// file's order). A task naming one provider waits for it. A worker without the file ignores it.
+	Providers []string `json:"providers,omitempty"`
 
 	// decodeErr keeps a JSON decoding problem for Validate: a start with bad JSON must end in a clear, typed
 	// InvalidInput failure, not in a workflow task that fails to decode its input forever.
@@ -295,6 +298,28 @@ func (in Input) validateTokenAndNotify() error {
 	if in.NotifyURL != "" {
 		if err := checkHTTPURL(in.NotifyURL); err != nil {
 			return fmt.Errorf("notify_url: %w", err)
+		}
+	}
+	return checkProviders(in.Providers)
+}
+
+// ProviderNamePattern is what a provider's name may be (PROVIDERS_FILE and Input.providers): it is a metric label,
+// a search attribute value and a JSON field.
+var ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+
+// MaxProviders bounds PROVIDERS_FILE and Input.providers.
+const MaxProviders = 16
+
+func checkProviders(names []string) error {
+	if len(names) > MaxProviders {
+		return fmt.Errorf("providers: at most %d names", MaxProviders)
+	}
+	for i, name := range names {
+		if !ProviderNamePattern.MatchString(name) {
+			return fmt.Errorf("providers[%d]: %.40q is not a provider name (%s)", i, name, ProviderNamePattern)
+		}
+		if slices.Contains(names[:i], name) {
+			return fmt.Errorf("providers[%d]: %q is named twice", i, name)
 		}
 	}
 	return nil

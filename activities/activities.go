@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/captchaflow/captchaflow/internal/providers"
 )
 
 // Provider is the part of the CaptchaAI client the activities use; *captchaai.Client satisfies it.
@@ -18,7 +20,9 @@ type Provider interface {
 
 // Activities are registered on the worker as one struct so that they share the provider client and secrets.
 type Activities struct {
-	Provider Provider
+	// Provider is the one provider of a worker without PROVIDERS_FILE; Providers, when set, replaces it.
+	Provider  Provider
+	Providers *providers.Set
 	// CallbackBaseURL is the ingress's public base; CallbackSecret signs the per-workflow callback URL.
 	CallbackBaseURL string
 	CallbackSecret  string

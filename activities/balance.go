@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/internal/providers"
 )
 
 // BalanceChecker is the part of the provider client that reads the account balance; *captchaai.Client satisfies it.
@@ -41,6 +42,9 @@ type BalanceResult struct {
 // MetricProviderBalanceChecked on this worker. A provider failure is typed like Poll's (a wrong key fails at once as
 // ProviderConfig; trouble is transient); the key never appears in the error, the client removed it.
 func (a *Activities) FetchBalance(ctx context.Context) (BalanceResult, error) {
+	if set := a.set(); set.Routed {
+		return a.fetchBalances(ctx, set)
+	}
 	bc, ok := a.Provider.(BalanceChecker)
 	if !ok {
 		return BalanceResult{}, temporal.NewNonRetryableApplicationError("the provider client cannot read the balance",
@@ -57,4 +61,35 @@ func (a *Activities) FetchBalance(ctx context.Context) (BalanceResult, error) {
 	h.Gauge(MetricProviderBalanceChecked).Update(float64(now.UnixMilli()) / 1000)
 	activity.GetLogger(ctx).Info("provider balance", "Balance", balance)
 	return BalanceResult{Balance: balance, CheckedAt: now}, nil
+}
+
+// fetchBalances reads every provider's balance into the gauges, tagged provider; the result is the first
+// provider's. A provider whose balance cannot be read is logged and skipped; all failing fails like one.
+func (a *Activities) fetchBalances(ctx context.Context, set *providers.Set) (BalanceResult, error) {
+	defer keepAlive(ctx)()
+	var first *BalanceResult
+	var lastErr error
+	for _, p := range set.All() {
+		bc, ok := p.Client.(BalanceChecker)
+		if !ok {
+			continue
+		}
+		balance, err := bc.Balance(ctx)
+		if err != nil {
+			activity.GetLogger(ctx).Warn("provider balance not read", "Provider", p.Name, "Error", err)
+			lastErr = err
+			continue
+		}
+		now := time.Now()
+		h := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": p.Name})
+		h.Gauge(MetricProviderBalance).Update(balance)
+		h.Gauge(MetricProviderBalanceChecked).Update(float64(now.UnixMilli()) / 1000)
+		if first == nil {
+			first = &BalanceResult{Balance: balance, CheckedAt: now}
+		}
+	}
+	if first == nil {
+		return BalanceResult{}, providerError(ctx, lastErr)
+	}
+	return *first, nil
 }

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -21,6 +22,12 @@ type SubmitRequest struct {
 	// even when in.php's answer is lost. Requests scheduled before they existed leave them empty.
 	RunID      string `json:"run_id,omitempty"`
 	Submission int    `json:"submission,omitempty"`
+	// Providers restricts and orders the providers this task may use (Input.providers; empty: the worker's file
+	// order), Exclude are those it gave up on, Avoid those that found it unsolvable (tried last). A worker without
+	// PROVIDERS_FILE ignores all three.
+	Providers []string `json:"providers,omitempty"`
+	Exclude   []string `json:"exclude,omitempty"`
+	Avoid     []string `json:"avoid,omitempty"`
 }
 
 // SubmitResult is the provider's task ID for the new submission.
@@ -30,6 +37,15 @@ type SubmitResult struct {
 	// it has none. A task that left callback_timeout_seconds unset waits this long: carried in the activity's
 	// result, the value is in history, so the task keeps it on replay and on any worker, at no extra event.
 	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
+	// Provider is the provider that took the submission, chosen here (circuits, Providers, Exclude, Avoid): the
+	// route is in history with the result, at no extra event. Empty on a worker without PROVIDERS_FILE.
+	Provider string `json:"provider,omitempty"`
+	// Alternatives counts the other providers the task could have used: with none, it never gives up its provider.
+	Alternatives int `json:"alternatives,omitempty"`
+	// GiveUpSeconds is the worker's PROVIDER_GIVE_UP: past it unreachable, the provider's submissions are given up.
+	GiveUpSeconds int `json:"give_up_seconds,omitempty"`
+	// PollIntervalSeconds is the provider's least poll spacing (0: none).
+	PollIntervalSeconds int `json:"poll_interval_seconds,omitempty"`
 }
 
 // Submit sends the task to in.php with this workflow's callback URL as pingback. Its answer is counted in
@@ -42,6 +58,9 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 		return SubmitResult{}, temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
 	}
 	defer keepAlive(ctx)()
+	if a.set().Routed {
+		return a.submitRouted(ctx, req, pingback)
+	}
 	id, err := a.Provider.Submit(ctx, req.Method, req.Params, pingback)
 	countAnswer(ctx, AnswerOpSubmit, answerCode(err))
 	if err != nil {
@@ -69,6 +88,10 @@ func (a *Activities) pingbackURL(workflowID string, req SubmitRequest) (string, 
 // PollRequest names the provider task to look up.
 type PollRequest struct {
 	ProviderTaskID string `json:"provider_task_id"`
+	// Provider took the submission ("": the worker's only or first provider). GiveUp lets the poll give the
+	// submission up once the provider has been unreachable past PROVIDER_GIVE_UP (the task has somewhere else to go).
+	Provider string `json:"provider,omitempty"`
+	GiveUp   bool   `json:"give_up,omitempty"`
 }
 
 // PollResult is the solved code.
@@ -84,16 +107,31 @@ type PollResult struct {
 // rate-limit answer is paced like Submit's.
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
-	code, err := a.Provider.Get(ctx, req.ProviderTaskID)
+	set := a.set()
+	p, ok := set.Get(req.Provider)
+	if !ok {
+		return PollResult{}, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", req.Provider), FailureWorkerConfig)
+	}
+	if set.Routed && req.GiveUp && set.Breaker.GivenUp(p.Name) {
+		countSubmission(ctx, p.Name, SubmissionAbandon)
+		return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",
+			p.Name, set.Breaker.DownFor(p.Name).Round(time.Second)), FailureProviderGaveUp, nil, p.Name)
+	}
+	count := func(code string) { countAnswer(ctx, AnswerOpGet, code) }
+	if set.Routed {
+		count = func(code string) { countAnswerAt(ctx, p.Name, AnswerOpGet, code) }
+	}
+	code, err := p.Client.Get(ctx, req.ProviderTaskID)
+	a.record(ctx, p.Name, err)
 	if err != nil {
-		countAnswer(ctx, AnswerOpGet, answerCode(err))
+		count(answerCode(err))
 		return PollResult{}, providerError(ctx, err)
 	}
 	if err := solutionError(ctx, code); err != nil {
-		countAnswer(ctx, AnswerOpGet, refusedSolutionCode(code))
+		count(refusedSolutionCode(code))
 		return PollResult{}, err
 	}
-	countAnswer(ctx, AnswerOpGet, AnswerOK)
+	count(AnswerOK)
 	return PollResult{Code: code}, nil
 }
 

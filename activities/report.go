@@ -11,10 +11,13 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/internal/providers"
 )
 
 // Activity names of the ReportVerdict workflow (method names, like SubmitName).
@@ -45,9 +48,13 @@ type ReportTargetRequest struct {
 // ReportTarget is what a report needs to know of a solved task. The code itself is never returned: it stays out of
 // the report's history.
 type ReportTarget struct {
-	ProviderTaskID string    `json:"provider_task_id"`
-	SubmittedAt    time.Time `json:"submitted_at"`
-	ReceivedAt     time.Time `json:"received_at"`
+	ProviderTaskID string `json:"provider_task_id"`
+	// Provider solved it (PROVIDERS_FILE name; "" without the file); Kind is its createTask kind, for a provider
+	// whose report call depends on it.
+	Provider    string    `json:"provider,omitempty"`
+	Kind        string    `json:"kind,omitempty"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	ReceivedAt  time.Time `json:"received_at"`
 }
 
 // LookupReportTarget reads the SolveCaptcha workflow of the task through the worker's Temporal client and returns
@@ -55,7 +62,14 @@ type ReportTarget struct {
 // TokenExpired, or was cancelled while delivering (their details carry it). A running task is
 // a retryable TaskRunning error; anything else is TaskNotSolved.
 func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
-	return lookupReportTarget(ctx, activity.GetClient(ctx), req.TaskID)
+	target, err := lookupReportTarget(ctx, activity.GetClient(ctx), req.TaskID)
+	if err != nil || target.Provider == "" {
+		return target, err
+	}
+	if p, ok := a.set().Get(target.Provider); ok && p.Protocol == providers.ProtocolCreateTask {
+		target.Kind, err = taskKind(ctx, activity.GetClient(ctx), req.TaskID)
+	}
+	return target, err
 }
 
 func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (ReportTarget, error) {
@@ -94,7 +108,31 @@ func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (Re
 	if res.ProviderTaskID == "" {
 		return ReportTarget{}, notSolved("task %s has no provider task in its result", taskID)
 	}
-	return ReportTarget{ProviderTaskID: res.ProviderTaskID, SubmittedAt: res.SubmittedAt, ReceivedAt: res.ReceivedAt}, nil
+	return ReportTarget{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, SubmittedAt: res.SubmittedAt,
+		ReceivedAt: res.ReceivedAt}, nil
+}
+
+// taskKind is the createTask kind of the task's input (its method and params, read from the start event): the
+// provider's report call depends on it.
+func taskKind(ctx context.Context, c client.Client, taskID string) (string, error) {
+	iter := c.GetWorkflowHistory(ctx, taskID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return "", notSolved("task %s has no history", taskID)
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return "", err // a Temporal hiccup: retried
+	}
+	var in captchaflow.Input
+	payloads := ev.GetWorkflowExecutionStartedEventAttributes().GetInput()
+	if err := converter.GetDefaultDataConverter().FromPayloads(payloads, &in); err != nil {
+		return "", notSolved("task %s: its input cannot be read: %v", taskID, err)
+	}
+	kind, err := createtask.KindOf(in.Method, in.Params)
+	if err != nil {
+		return "", notSolved("task %s: %v", taskID, err)
+	}
+	return string(kind), nil
 }
 
 // isOutcome tells a closed workflow's failure (what Get returns for it) from a failure to read it (an RPC error).
@@ -153,8 +191,11 @@ func notSolved(format string, args ...any) error {
 
 // SendReportRequest is the input of SendReport; no secret in it.
 type SendReportRequest struct {
-	ProviderTaskID string              `json:"provider_task_id"`
-	Verdict        captchaflow.Verdict `json:"verdict"`
+	ProviderTaskID string `json:"provider_task_id"`
+	// Provider and Kind are the ReportTarget's: the report goes to the provider that solved the task.
+	Provider string              `json:"provider,omitempty"`
+	Kind     string              `json:"kind,omitempty"`
+	Verdict  captchaflow.Verdict `json:"verdict"`
 }
 
 // SendReportResult says how the provider took the report.
@@ -168,9 +209,9 @@ type SendReportResult struct {
 // answer was lost) and is a success; ERROR_REPORT_NOT_RECORDED is ReportRefused; an unknown or expired task ID is
 // ReportWindowClosed (the provider forgets a task when its window closes).
 func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (SendReportResult, error) {
-	reporter, ok := a.Provider.(Reporter)
-	if !ok {
-		return SendReportResult{}, temporal.NewApplicationError("the provider client cannot send reports", FailureWorkerConfig)
+	reporter, err := a.reporter(req)
+	if err != nil {
+		return SendReportResult{}, err
 	}
 	send := reporter.ReportBad
 	switch req.Verdict {
@@ -182,7 +223,12 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 			fmt.Sprintf("verdict %.20q is neither good nor bad", string(req.Verdict)), captchaflow.FailureInvalidInput, nil)
 	}
 	defer keepAlive(ctx)()
-	err := send(ctx, req.ProviderTaskID)
+	err = send(ctx, req.ProviderTaskID)
+	if errors.Is(err, createtask.ErrReportUnsupported) {
+		return SendReportResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"provider %s has no report call for a %s verdict on a %s task: nothing sent", req.Provider, req.Verdict, req.Kind),
+			captchaflow.FailureReportRefused, nil)
+	}
 	countAnswer(ctx, AnswerOpReport, answerCode(err))
 	if err == nil {
 		activity.GetLogger(ctx).Info("report recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict)
@@ -223,4 +269,33 @@ func reportError(ctx context.Context, err error) error {
 	default:
 		return transientError(ctx, err.Error(), code)
 	}
+}
+
+// reporter is the report call of the provider that solved the task.
+func (a *Activities) reporter(req SendReportRequest) (Reporter, error) {
+	p, ok := a.set().Get(req.Provider)
+	if !ok {
+		return nil, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", req.Provider), FailureWorkerConfig)
+	}
+	if ct, ok := p.Client.(*createtask.Client); ok {
+		return kindReporter{c: ct, kind: createtask.Kind(req.Kind)}, nil
+	}
+	reporter, ok := p.Client.(Reporter)
+	if !ok {
+		return nil, temporal.NewApplicationError("the provider client cannot send reports", FailureWorkerConfig)
+	}
+	return reporter, nil
+}
+
+// kindReporter is a createTask client's report call for tasks of one kind.
+type kindReporter struct {
+	c    *createtask.Client
+	kind createtask.Kind
+}
+
+func (k kindReporter) ReportGood(ctx context.Context, id string) error {
+	return k.c.Report(ctx, k.kind, id, true)
+}
+func (k kindReporter) ReportBad(ctx context.Context, id string) error {
+	return k.c.Report(ctx, k.kind, id, false)
 }

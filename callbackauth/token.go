@@ -27,6 +27,10 @@ const (
 	SubmissionParam = "s"
 )
 
+// FlavorParam names a createTask provider's flavor in its pingback URL, so the ingress reads its callback body. It
+// is not signed (the token is): a wrong one only makes the body unreadable.
+const FlavorParam = "f"
+
 // Submission names one submission of one run of a workflow, as a pingback URL carries it.
 type Submission struct {
 	RunID string

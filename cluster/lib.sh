@@ -32,7 +32,7 @@ export CLUSTER_DYNAMIC_CONFIG=${CLUSTER_DYNAMIC_CONFIG:-$REPO_ROOT/deploy/tempor
 FRONTEND_ADDRESS=127.0.0.1:$CLUSTER_FRONTEND_PORT
 NAMESPACE=${CLUSTER_NAMESPACE:-default}
 # Search attributes the SolveCaptcha workflow upserts (registered by deploy/temporal/register-namespace.sh).
-SEARCH_ATTRIBUTES=(CaptchaTaskId CaptchaPhase)
+SEARCH_ATTRIBUTES=(CaptchaTaskId CaptchaPhase CaptchaProvider)
 
 SERVER_PID_FILE=$STATE_DIR/temporal-server.pid
 SERVER_LOG=$STATE_DIR/temporal-server.log

@@ -23,6 +23,7 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/captchaai"
 	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/internal/providers"
 	"github.com/captchaflow/captchaflow/workflows"
 )
 
@@ -43,7 +44,7 @@ type configError struct{ error }
 
 // run wires the worker: configuration, Temporal connection, registration, then serving until a signal arrives.
 func run(logger *slog.Logger) error {
-	cfg, provider, err := loadConfig()
+	cfg, acts, err := loadConfig()
 	if err != nil {
 		return err
 	}
@@ -57,13 +58,13 @@ func run(logger *slog.Logger) error {
 	}
 	defer metrics.Close()
 
-	c, opts, err := dial(ctx, logger, metrics)
+	c, opts, err := dial(ctx, logger, metrics, acts.Providers != nil)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 
-	w := newWorker(c, cfg, provider)
+	w := newWorker(c, cfg, acts)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}
@@ -75,16 +76,16 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	logger.Info("worker ready", "task_queue", cfg.TaskQueue, "namespace", opts.Namespace,
-		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "callback_base_url", cfg.CallbackBaseURL,
+		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile, "callback_base_url", cfg.CallbackBaseURL,
 		"callback_timeout_by_method", cfg.CallbackTimeoutByMethod, "provider_threads", cfg.ProviderThreads)
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return nil
 }
 
-// loadConfig reads and checks the worker's settings and builds the provider client, so a bad setting stops the
-// worker before it connects anywhere.
-func loadConfig() (config.Worker, *captchaai.Client, error) {
+// loadConfig reads and checks the worker's settings and builds the activities with their provider clients, so a
+// bad setting stops the worker before it connects anywhere.
+func loadConfig() (config.Worker, *activities.Activities, error) {
 	cfg, err := config.LoadWorker()
 	if err != nil {
 		return cfg, nil, configError{err}
@@ -92,17 +93,16 @@ func loadConfig() (config.Worker, *captchaai.Client, error) {
 	if err := checkSettings(cfg); err != nil {
 		return cfg, nil, configError{fmt.Errorf("worker configuration: %w", err)}
 	}
-	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout),
-		captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+	acts, err := newActivities(cfg)
 	if err != nil {
-		return cfg, nil, configError{fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)}
+		return cfg, nil, configError{err}
 	}
-	return cfg, provider, nil
+	return cfg, acts, nil
 }
 
 // dial connects to Temporal with the environment's client options and checks the namespace has the search
 // attributes the workflows set, so a missing one fails at start rather than on the first task.
-func dial(ctx context.Context, logger *slog.Logger, m *metrics) (client.Client, client.Options, error) {
+func dial(ctx context.Context, logger *slog.Logger, m *metrics, routed bool) (client.Client, client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, opts, configError{fmt.Errorf("temporal client configuration: %w", err)}
@@ -116,7 +116,7 @@ func dial(ctx context.Context, logger *slog.Logger, m *metrics) (client.Client, 
 	if err != nil {
 		return nil, opts, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
 	}
-	if err := checkSearchAttributes(ctx, c, opts.Namespace); err != nil {
+	if err := checkSearchAttributes(ctx, c, opts.Namespace, routed); err != nil {
 		c.Close()
 		return nil, opts, configError{err}
 	}
@@ -124,7 +124,7 @@ func dial(ctx context.Context, logger *slog.Logger, m *metrics) (client.Client, 
 }
 
 // newWorker creates the task-queue worker and registers the workflows and their activities on it.
-func newWorker(c client.Client, cfg config.Worker, provider *captchaai.Client) worker.Worker {
+func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {
 	// The sticky cache is created by the first worker.New: size it before. It bounds memory: each cached workflow
 	// costs ~50 KB, and an evicted one is replayed from its short history when its callback arrives.
 	if cfg.StickyCacheSize > 0 {
@@ -135,16 +135,7 @@ func newWorker(c client.Client, cfg config.Worker, provider *captchaai.Client) w
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	workflows.Register(w, &activities.Activities{
-		Provider:                provider,
-		CallbackBaseURL:         cfg.CallbackBaseURL,
-		CallbackSecret:          cfg.CallbackSecret.Reveal(),
-		NotifySecret:            cfg.NotifySecret.Reveal(),
-		DeliveryTimeout:         cfg.DeliveryRequestTimeout,
-		NotifyAllowPrivate:      cfg.NotifyAllowPrivate,
-		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod, // Submit hands the method's value to the workflow
-		ProviderThreads:         cfg.ProviderThreads,
-	}, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
+	workflows.Register(w, acts, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
 	return w
 }
 
@@ -181,4 +172,48 @@ func logLevel() slog.Level {
 		return slog.LevelInfo
 	}
 	return l
+}
+
+// newActivities builds the activities: the providers of PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
+func newActivities(cfg config.Worker) (*activities.Activities, error) {
+	acts := &activities.Activities{
+		CallbackBaseURL:         cfg.CallbackBaseURL,
+		CallbackSecret:          cfg.CallbackSecret.Reveal(),
+		NotifySecret:            cfg.NotifySecret.Reveal(),
+		DeliveryTimeout:         cfg.DeliveryRequestTimeout,
+		NotifyAllowPrivate:      cfg.NotifyAllowPrivate,
+		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod, // Submit hands the method's value to the workflow
+		ProviderThreads:         cfg.ProviderThreads,
+	}
+	if cfg.ProvidersFile != "" {
+		set, err := loadProviders(cfg)
+		acts.Providers = set
+		return acts, err
+	}
+	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout),
+		captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+	if err != nil {
+		return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
+	}
+	acts.Provider = provider
+	return acts, nil
+}
+
+// loadProviders reads PROVIDERS_FILE and builds its clients; each key variable is unset once read, like
+// CAPTCHAAI_API_KEY, so no child process or crash dump of the environment carries it.
+func loadProviders(cfg config.Worker) (*providers.Set, error) {
+	f, err := providers.ReadFile(cfg.ProvidersFile, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	circuits := providers.DefaultCircuitSettings
+	circuits.GiveUp, circuits.NoSlotBudget = cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget
+	set, err := providers.Build(f, os.Getenv, cfg.ProviderTimeout, captchaflow.MaxCodeBytes, circuits)
+	for _, spec := range f.Providers {
+		_ = os.Unsetenv(spec.APIKeyEnv)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("PROVIDERS_FILE %s: %w", cfg.ProvidersFile, err)
+	}
+	return set, nil
 }

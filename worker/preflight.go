@@ -15,7 +15,7 @@ import (
 
 // checkSearchAttributes refuses to start when the namespace lacks the workflow's search attributes: the workflow
 // would otherwise fail its upserts on every task, visible only as stuck workflow tasks.
-func checkSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+func checkSearchAttributes(ctx context.Context, c client.Client, namespace string, routed bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
@@ -23,7 +23,11 @@ func checkSearchAttributes(ctx context.Context, c client.Client, namespace strin
 		return fmt.Errorf("listing search attributes of namespace %q: %w", namespace, err)
 	}
 	var missing []string
-	for _, key := range captchaflow.SearchAttributeKeys {
+	keys := captchaflow.BaseSearchAttributeKeys
+	if routed { // CaptchaProvider is upserted only by tasks of a worker with PROVIDERS_FILE
+		keys = captchaflow.SearchAttributeKeys
+	}
+	for _, key := range keys {
 		name := key.GetName()
 		if t, ok := resp.GetCustomAttributes()[name]; !ok || t != enums.INDEXED_VALUE_TYPE_KEYWORD {
 			missing = append(missing, name)

@@ -35,12 +35,16 @@ func TestPreflightPassesWithBothKeywordAttributes(t *testing.T) {
 		"CaptchaTaskId": enums.INDEXED_VALUE_TYPE_KEYWORD,
 		"CaptchaPhase":  enums.INDEXED_VALUE_TYPE_KEYWORD,
 	})
-	require.NoError(t, checkSearchAttributes(context.Background(), c, "default"))
+	require.NoError(t, checkSearchAttributes(context.Background(), c, "default", false))
+	// A worker with PROVIDERS_FILE needs CaptchaProvider besides.
+	err := checkSearchAttributes(context.Background(), c, "default", true)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--name CaptchaProvider --type Keyword")
 }
 
 func TestPreflightSaysHowToRegisterMissingOrMistypedAttributes(t *testing.T) {
 	c := clientWith(map[string]enums.IndexedValueType{"CaptchaPhase": enums.INDEXED_VALUE_TYPE_TEXT})
-	err := checkSearchAttributes(context.Background(), c, "prod")
+	err := checkSearchAttributes(context.Background(), c, "prod", false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "CaptchaTaskId, CaptchaPhase")
 	assert.Contains(t, err.Error(), "temporal operator search-attribute create --namespace prod --name CaptchaTaskId --type Keyword")

@@ -16,6 +16,14 @@ import (
 // checkSettings refuses settings that would let the worker start and then fail every task that meets them: a
 // callback URL the provider cannot call, a notify secret that cannot sign, a provider timeout the activity's own
 // timeout cuts short. Every problem is reported at once, naming its variable and never a secret's value.
+// Bounds on the routing settings: a give-up under MinGiveUp would abandon (and pay again for) submissions over a
+// provider's blip; one over MaxGiveUp keeps tasks on a dead provider for most of a token's life.
+const (
+	MinGiveUp       = 10 * time.Second
+	MaxGiveUp       = 10 * time.Minute
+	MinNoSlotBudget = 5 * time.Second
+)
+
 func checkSettings(cfg config.Worker) error {
 	var errs []error
 	if err := checkCallbackBaseURL(cfg.CallbackBaseURL); err != nil {
@@ -37,6 +45,9 @@ func checkSettings(cfg config.Worker) error {
 	}
 	if cfg.ProviderBalanceLow < 0 || math.IsNaN(cfg.ProviderBalanceLow) || math.IsInf(cfg.ProviderBalanceLow, 0) {
 		errs = append(errs, fmt.Errorf("PROVIDER_BALANCE_LOW: %v is not a balance (>= 0; 0 = no low-balance alert)", cfg.ProviderBalanceLow))
+	}
+	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
+		errs = append(errs, checkRouting(cfg)...)
 	}
 	if cfg.ProviderThreads < 0 {
 		errs = append(errs, fmt.Errorf("PROVIDER_THREADS: %d is negative (0 or unset turns admission control off)", cfg.ProviderThreads))
@@ -78,4 +89,15 @@ func checkCallbackBaseURL(raw string) error {
 		return err
 	}
 	return nil
+}
+
+func checkRouting(cfg config.Worker) []error {
+	var errs []error
+	if cfg.ProviderGiveUp < MinGiveUp || cfg.ProviderGiveUp > MaxGiveUp {
+		errs = append(errs, fmt.Errorf("PROVIDER_GIVE_UP: %s is outside [%s, %s]", cfg.ProviderGiveUp, MinGiveUp, MaxGiveUp))
+	}
+	if cfg.ProviderNoSlotBudget < MinNoSlotBudget || cfg.ProviderNoSlotBudget > MaxGiveUp {
+		errs = append(errs, fmt.Errorf("PROVIDER_NO_SLOT_BUDGET: %s is outside [%s, %s]", cfg.ProviderNoSlotBudget, MinNoSlotBudget, MaxGiveUp))
+	}
+	return errs
 }

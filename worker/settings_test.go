@@ -114,3 +114,14 @@ func TestCheckSettingsProviderThreads(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "PROVIDER_THREADS")
 }
+
+func TestCheckSettingsRoutingBounds(t *testing.T) {
+	cfg := goodSettings()
+	cfg.ProvidersFile, cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget = "providers.yaml", 2*time.Minute, time.Minute
+	require.NoError(t, checkSettings(cfg))
+	cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget = time.Second, time.Hour
+	err := checkSettings(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "PROVIDER_GIVE_UP: 1s")
+	assert.Contains(t, err.Error(), "PROVIDER_NO_SLOT_BUDGET: 1h")
+}

@@ -20,6 +20,7 @@ const (
 	outRefused                     // in.php refused it as unsolvable: counted, and the next one backs off
 	outBalance                     // in.php answered zero balance and the task waited: submit again, uncounted
 	outFailed                      // the task fails with err
+	outGaveUp                      // its provider was unreachable past PROVIDER_GIVE_UP: submit elsewhere, uncounted
 )
 
 // outcome is one attempt's result as a value.
@@ -49,7 +50,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 		s.setPhase(ctx, captchaflow.PhaseSubmitting)
 	} else {
 		// A task waiting for the balance stays in PhaseAwaitingBalance until in.php accepts.
-		s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
+		s.balancePhase(ctx)
 	}
 	remaining := s.remaining(ctx)
 	if remaining <= 0 {
@@ -58,7 +59,8 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	sub := s.table.add(workflow.Now(ctx))
 	info := workflow.GetInfo(ctx).WorkflowExecution
 	f := workflow.ExecuteActivity(submitOptionsLostAware(ctx, remaining), acts.Submit, activities.SubmitRequest{
-		Method: s.in.Method, Params: s.in.Params, RunID: info.RunID, Submission: sub.N})
+		Method: s.in.Method, Params: s.in.Params, RunID: info.RunID, Submission: sub.N,
+		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid})
 	s.waitFor(ctx, f)
 	var r activities.SubmitResult
 	if err := f.Get(ctx, &r); err != nil {
@@ -75,6 +77,7 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 		s.status.Waiting, s.status.WaitingSince = "", time.Time{} // in.php answered something else: the pause is over
 	}
 	if submitOutcomeUnknown(err) {
+		sub.Provider, sub.giveUp = lostAt(err)
 		// in.php's answer was lost: the provider may be solving (and charging for) a task we have no ID for.
 		if s.remaining(ctx) <= 0 {
 			return failed(deadlineExceeded(s.in.DeadlineSeconds))
@@ -105,6 +108,8 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	}
 	s.status.Waiting, s.status.WaitingSince = "", time.Time{} // the balance is back
 	s.status.ProviderTaskID = r.ProviderTaskID
+	s.route.accepted(sub, r, &s.in)
+	s.status.Provider = r.Provider
 	s.status.Submits++
 	s.status.SubmittedAt = workflow.Now(ctx)
 	s.table.learnID(sub, r.ProviderTaskID)
@@ -117,6 +122,7 @@ func (s *solver) solvedBy(ctx workflow.Context, sub *submission, code string, vi
 	s.table.settle(sub)
 	return outcome{kind: outSolved, res: captchaflow.Result{
 		ProviderTaskID: sub.ProviderID,
+		Provider:       sub.Provider,
 		Code:           code,
 		Via:            via,
 		SubmittedAt:    sub.SubmittedAt,
@@ -146,7 +152,8 @@ func retryBudgetSpent(err error) bool {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
-		case activities.FailureNotReady, activities.FailureProviderTransient, activities.FailureProviderZeroBalance:
+		case activities.FailureNotReady, activities.FailureProviderTransient, activities.FailureProviderZeroBalance,
+			activities.FailureProviderUnavailable:
 			return true
 		}
 	}

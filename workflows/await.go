@@ -80,6 +80,7 @@ func (w *waiter) step() bool {
 func (w *waiter) finish(o outcome) {
 	if o.kind == outResubmit {
 		w.sub.State = subUnsolvable
+		w.s.route.unsolvable(w.ctx, w.sub)
 	}
 	w.done = &o
 }
@@ -133,7 +134,7 @@ func (w *waiter) confirmWithResPHP(why string) {
 		w.s.logger.Info(why+"; confirming with res.php", "ProviderTaskID", id)
 		w.confirms++
 		w.confirm = workflow.ExecuteActivity(confirmOptions(w.ctx, w.s.remaining(w.ctx)), acts.Poll,
-			activities.PollRequest{ProviderTaskID: id})
+			activities.PollRequest{ProviderTaskID: id, Provider: w.sub.Provider})
 	}
 }
 
@@ -155,13 +156,17 @@ func (w *waiter) onTimer() {
 	var pollCtx workflow.Context
 	pollCtx, w.cancelPoll = workflow.WithCancel(w.ctx)
 	w.poll = workflow.ExecuteActivity(pollOptions(pollCtx, w.s.in.PollInterval(), w.s.remaining(w.ctx)), acts.Poll,
-		activities.PollRequest{ProviderTaskID: w.sub.ProviderID})
+		activities.PollRequest{ProviderTaskID: w.sub.ProviderID, Provider: w.sub.Provider, GiveUp: w.sub.giveUp > 0})
 }
 
 // onPoll ends the wait with the polled code, or with the poll's classified failure (deadline, resubmit, config).
 func (w *waiter) onPoll() {
 	var r activities.PollResult
 	if err := w.poll.Get(w.ctx, &r); err != nil {
+		if gaveUp(err) {
+			w.finish(w.s.giveUp(w.ctx, w.sub))
+			return
+		}
 		w.finish(w.s.classify(err))
 		return
 	}

@@ -48,7 +48,7 @@ func (s *solver) awaitBalance(ctx workflow.Context, err error) outcome {
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingBalance)
 		s.logger.Warn("provider balance is zero: submissions wait until it is back", "Wait", wait)
 	} else {
-		s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
+		s.balancePhase(ctx)
 	}
 	if d := min(wait, s.remaining(ctx)); d > 0 {
 		if err := s.sleep(ctx, d); err != nil {
@@ -91,4 +91,15 @@ const BalanceCheckTimeout = 50 * time.Second
 // registerBalance registers CheckBalance under its contract name (RegisterWorkflow calls it).
 func registerBalance(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(CheckBalance, workflow.RegisterOptions{Name: captchaflow.BalanceWorkflowType})
+}
+
+// balancePhase sets PhaseAwaitingBalance during a pause that already began. When another searchable phase came
+// since (a lost answer's wait between two zero-balance answers), CaptchaPhase is upserted again so that search says
+// what the status says.
+func (s *solver) balancePhase(ctx workflow.Context) {
+	if s.searched != captchaflow.PhaseAwaitingBalance && changed(ctx, changeResearchBalancePause) {
+		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingBalance)
+		return
+	}
+	s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
 }

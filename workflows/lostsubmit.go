@@ -90,6 +90,7 @@ const lostWaitVersion = 2
 // lost task costs the wait, never a second payment while it may still be solving).
 func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, version workflow.Version) outcome {
 	s.status.ProviderTaskID = ""
+	s.status.Provider = sub.Provider
 	s.status.Submits++
 	s.status.SubmittedAt = sub.SubmittedAt
 	wait := min(s.in.CallbackTimeout(), s.remaining(ctx))
@@ -108,8 +109,10 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, v
 	s.cancelTimer = cancelTimer
 	if s.table.lost(sub) == nil {
 		timer := workflow.NewTimer(timerCtx, wait)
-		s.wait(ctx, func() bool { return sub.answer != nil || sub.State == subUnsolvable || timer.IsReady() },
-			func() []workflow.Future { return []workflow.Future{timer} })
+		if s.waitLostAnswer(ctx, sub, timer) {
+			cancelTimer()
+			return s.giveUp(ctx, sub)
+		}
 		if sub.State == subUnsolvable {
 			cancelTimer()
 			countLostSubmit(ctx, LostOutcomeUnsolvable)
@@ -121,6 +124,44 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, v
 		cancelTimer()
 	}
 	return s.lostAnswered(ctx, sub)
+}
+
+// waitLostAnswer waits for the lost submission's answer until timer fires. A submission whose task may go elsewhere
+// (sub.giveUp set) asks every sub.giveUp whether its provider has been unreachable that long: then it tells the
+// caller to give the submission up. Asked only on this path, so a task whose answers are not lost records nothing.
+func (s *solver) waitLostAnswer(ctx workflow.Context, sub *submission, timer workflow.Future) (giveUp bool) {
+	for {
+		var check workflow.Future
+		checkCtx, cancelCheck := workflow.WithCancel(ctx)
+		if sub.giveUp > 0 {
+			check = workflow.NewTimer(checkCtx, sub.giveUp)
+		}
+		settled := func() bool { return sub.answer != nil || sub.State == subUnsolvable || timer.IsReady() }
+		s.wait(ctx, func() bool { return settled() || (check != nil && check.IsReady()) },
+			func() []workflow.Future { return []workflow.Future{timer, check} })
+		if check == nil || !check.IsReady() || settled() {
+			cancelCheck()
+			return false
+		}
+		if s.providerGivenUp(ctx, sub.Provider) {
+			return true
+		}
+	}
+}
+
+// providerGivenUp asks the worker (a local activity: one marker, recorded) whether provider is unreachable past
+// PROVIDER_GIVE_UP. A failure to ask counts as no: the task keeps waiting for the lost answer.
+func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 5 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
+	f := workflow.ExecuteLocalActivity(lctx, acts.ProviderGivenUp, provider)
+	s.waitFor(ctx, f)
+	var down bool
+	if err := f.Get(ctx, &down); err != nil {
+		s.logger.Warn("could not ask whether the provider is given up; still waiting", "Provider", provider, "Error", err)
+		return false
+	}
+	return down
 }
 
 // lostWaitOver ends a lost submission's wait without its answer: the task submits again (within max_submits) or,

@@ -40,7 +40,12 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //   - nothing that is not this run's provider code for a submission of the current solve is delivered as fresh;
 //   - no in.php request is made while a lost submission of the same solve may still answer;
 //   - every schedule ends by its deadlines plus its delivery bounds;
-//   - whenever the task waits in a searchable phase, CaptchaPhase says the same as the status query.
+//   - whenever the task waits in a searchable phase, CaptchaPhase says the same as the status query;
+//   - with providers (PROVIDERS_FILE: outages, pinned and reordered tasks, give-up): a new submission, at any
+//     provider, comes only once every earlier one of the solve said unsolvable, had its lost-answer wait end, or
+//     was given up after its provider stayed down PROVIDER_GIVE_UP; the task asks for its own providers, excludes
+//     only given-up ones, avoids only ones that found it unsolvable, polls the provider that took the submission,
+//     and its result names that provider.
 //
 // A failure prints its seed; rerun it with -model.seed=N.
 func TestSolveCaptchaModel(t *testing.T) {
@@ -48,20 +53,23 @@ func TestSolveCaptchaModel(t *testing.T) {
 	if *modelSeed >= 0 {
 		first, n = *modelSeed, 1
 	}
+	covered := map[string]int{}
 	for seed := first; seed < first+n; seed++ {
 		m := newModel(t, uint64(seed))
 		m.run()
+		m.cover(covered)
 		if t.Failed() {
-			t.Fatalf("schedule %d failed (rerun: go test ./workflows -run TestSolveCaptchaModel -model.seed=%d)\ninput %+v\n%s",
-				seed, seed, m.in, strings.Join(m.trace, "\n"))
+			t.Fatalf("schedule %d failed (rerun: go test ./workflows -run TestSolveCaptchaModel -model.seed=%d)\ninput %+v\n%s\n%s",
+				seed, seed, m.in, m.describeRouting(), strings.Join(m.trace, "\n"))
 		}
 	}
-	t.Logf("%d schedules, 4 invariants each", n)
+	t.Logf("%d schedules, 4 invariants each; routing: %v", n, covered)
 }
 
 // providerTask is one in.php request the model provider took.
 type providerTask struct {
 	id, code   string
+	provider   string
 	n          int
 	lost       bool
 	unsolvable bool
@@ -88,6 +96,7 @@ type model struct {
 	holdAsserts int
 	deliverBad  time.Duration // delivery fails until this long after the start
 	trace       []string
+	routing     routingModel
 }
 
 func newModel(t *testing.T, seed uint64) *model {
@@ -115,6 +124,7 @@ func newModel(t *testing.T, seed uint64) *model {
 	if m.rng.IntN(3) == 0 {
 		m.settings.ProviderThreads = 2
 	}
+	m.drawRouting()
 	Register(m.env, &activities.Activities{}, m.settings)
 	return m
 }
@@ -126,6 +136,7 @@ func (m *model) logf(format string, args ...any) {
 func (m *model) run() {
 	m.epoch = m.env.Now()
 	m.mockProvider()
+	m.mockGivenUp()
 	m.mockSlots()
 	m.mockDelivery()
 	m.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
@@ -156,15 +167,31 @@ func (m *model) mockProvider() {
 			defer m.mu.Unlock()
 			m.runID = req.RunID
 			m.checkNoSubmitWhileLostMayAnswer()
+			m.checkNoSubmitWhileOpen()
+			provider, alternatives, lostThere := "", 0, false
+			if m.routed() {
+				var ok bool
+				if provider, alternatives, lostThere, ok = m.route(req); !ok {
+					m.logf("Submit n=%d: every provider skipped", req.Submission)
+					return activities.SubmitResult{}, temporal.NewApplicationError("circuits open", activities.FailureProviderUnavailable)
+				}
+			}
 			answer := pick(m.rng, map[string]int{"ok": 55, "lost": 14, "zero": 7, "refused": 8, "transient": 8, "config": 1})
-			m.logf("Submit n=%d attempt %d -> %s", req.Submission, activity.GetInfo(ctx).Attempt, answer)
+			if lostThere {
+				answer = "lost"
+			}
+			m.logf("Submit n=%d attempt %d at %q -> %s", req.Submission, activity.GetInfo(ctx).Attempt, provider, answer)
 			switch answer {
 			case "ok", "lost":
-				task := m.take(req.Submission, answer == "lost")
+				task := m.take(req.Submission, answer == "lost", provider)
+				if task.lost && provider != "" {
+					return activities.SubmitResult{}, m.lostFailure(provider, alternatives)
+				}
 				if task.lost {
 					return activities.SubmitResult{}, temporal.NewApplicationError("in.php's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown)
 				}
-				return activities.SubmitResult{ProviderTaskID: task.id}, nil
+				return activities.SubmitResult{ProviderTaskID: task.id, Provider: provider, Alternatives: alternatives,
+					GiveUpSeconds: int(m.routing.giveUp / time.Second)}, nil
 			case "zero":
 				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("ERROR_ZERO_BALANCE",
 					activities.FailureProviderZeroBalance, nil, "ERROR_ZERO_BALANCE", 30*time.Second)
@@ -177,7 +204,14 @@ func (m *model) mockProvider() {
 		func(ctx context.Context, req activities.PollRequest) (activities.PollResult, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
+			if err := m.pollDown(req); err != nil {
+				m.logf("Poll %s at %q: down -> %v", req.ProviderTaskID, req.Provider, err)
+				return activities.PollResult{}, err
+			}
 			for _, task := range m.tasks {
+				if task.id == req.ProviderTaskID && task.provider != req.Provider {
+					m.t.Errorf("Poll asked %q for %s, which %q took", req.Provider, task.id, task.provider)
+				}
 				if task.id == req.ProviderTaskID && !m.env.Now().Before(task.solveAt) {
 					if task.unsolvable {
 						return activities.PollResult{}, providerFailure("resubmit")
@@ -200,10 +234,10 @@ func (m *model) latency() time.Duration {
 }
 
 // take records a new provider task and schedules its pingbacks: on time, dropped, duplicated or late.
-func (m *model) take(n int, lost bool) *providerTask {
+func (m *model) take(n int, lost bool, provider string) *providerTask {
 	id := fmt.Sprintf("P%d", len(m.tasks)+1)
 	now := m.env.Now()
-	task := &providerTask{id: id, code: "CODE-" + id, n: n, lost: lost, at: now,
+	task := &providerTask{id: id, code: "CODE-" + id, n: n, lost: lost, at: now, provider: provider,
 		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(time.Duration(1+m.rng.IntN(40)) * time.Second)}
 	m.tasks = append(m.tasks, task)
 	code := task.code
@@ -221,7 +255,13 @@ func (m *model) take(n int, lost bool) *providerTask {
 		delays[0] += time.Duration(m.rng.IntN(600)) * time.Second
 	}
 	for _, d := range delays {
-		m.signalAt(d, "pingback", cb)
+		m.env.RegisterDelayedCallback(func() {
+			if down, _ := m.down(provider); down {
+				m.logf("pingback of %s not sent: %q is down", id, provider)
+				return
+			}
+			m.signal("pingback", cb)
+		}, d)
 	}
 	return task
 }
@@ -239,7 +279,7 @@ func (m *model) checkNoSubmitWhileLostMayAnswer() {
 			end = deadline
 		}
 		answered := !task.unsolvable && !task.solveAt.After(now)
-		if task.lost && now.Before(end) && !answered && !task.gaveUp {
+		if task.lost && now.Before(end) && !answered && !task.gaveUp && !m.abandoned(task, now) {
 			m.t.Errorf("in.php asked at %v while lost submission %d (%s) may still answer until %v",
 				now.Sub(m.epoch), task.n, task.id, end.Sub(m.epoch))
 		}
@@ -342,10 +382,6 @@ func (m *model) sendNoise(kind string) {
 	}
 }
 
-func (m *model) signalAt(d time.Duration, kind string, cb captchaflow.Callback) {
-	m.env.RegisterDelayedCallback(func() { m.signal(kind, cb) }, d)
-}
-
 // signal sends cb, checking first that the task's searchable phase is what its status says.
 func (m *model) signal(kind string, cb captchaflow.Callback) {
 	m.checkPhases()
@@ -426,6 +462,9 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 		if task.id == r.ProviderTaskID {
 			if r.Code != task.code || task.unsolvable {
 				m.t.Errorf("%s carries %.30q for %s, whose code is %s", what, r.Code, task.id, task.code)
+			}
+			if r.Provider != task.provider {
+				m.t.Errorf("%s names provider %q for %s, which %q took", what, r.Provider, task.id, task.provider)
 			}
 			if r.ReceivedAt.Before(task.solveAt) {
 				m.t.Errorf("%s was received before %s was solved", what, task.id)

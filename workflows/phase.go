@@ -15,6 +15,9 @@ import (
 func (s *solver) setPhase(ctx workflow.Context, phase captchaflow.Phase) {
 	s.status.Phase = phase
 	details := fmt.Sprintf("**phase:** %s", phase)
+	if s.status.Provider != "" {
+		details += " · provider " + s.status.Provider
+	}
 	if s.status.ProviderTaskID != "" {
 		details += fmt.Sprintf(" · provider task %s · submission %d/%d", s.status.ProviderTaskID, s.status.Submits, s.in.MaxSubmits)
 	}
@@ -28,9 +31,16 @@ func (s *solver) setPhase(ctx workflow.Context, phase captchaflow.Phase) {
 // event, so it is used only for the phases an operator searches for (and the untokened route looks up by).
 func (s *solver) setPhaseSearchable(ctx workflow.Context, phase captchaflow.Phase) {
 	s.setPhase(ctx, phase)
-	err := workflow.UpsertTypedSearchAttributes(ctx,
+	s.searched = phase
+	updates := []temporal.SearchAttributeUpdate{
 		captchaflow.TaskIDKey.ValueSet(s.status.ProviderTaskID),
-		captchaflow.PhaseKey.ValueSet(string(phase)))
+		captchaflow.PhaseKey.ValueSet(string(phase)),
+	}
+	if s.status.Provider != "" {
+		// Part of the same upsert (replay matches an upsert by its type alone): no event of its own.
+		updates = append(updates, captchaflow.ProviderKey.ValueSet(s.status.Provider))
+	}
+	err := workflow.UpsertTypedSearchAttributes(ctx, updates...)
 	if err != nil {
 		s.logger.Warn("could not upsert search attributes", "Error", err)
 	}

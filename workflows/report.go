@@ -139,7 +139,8 @@ func sendVerdict(ctx workflow.Context, verdict captchaflow.Verdict, taskID strin
 		verdict, target.ProviderTaskID, closes.UTC().Format(time.RFC3339)))
 	var sent activities.SendReportResult
 	err := workflow.ExecuteActivity(sendReportOptions(ctx, left), acts.SendReport,
-		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: verdict}).Get(ctx, &sent)
+		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: verdict,
+			Provider: target.Provider, Kind: target.Kind}).Get(ctx, &sent)
 	if err != nil && (isTimeout(err) || isRetryable(err)) {
 		err = windowClosed(taskID, target, closes, err)
 	}

@@ -26,6 +26,7 @@ const (
 	subRefused    subState = "refused"     // in.php refused it (unsolvable-class, zero balance, or a config error)
 	subExpired    subState = "expired"     // its solve round ended (a refresh): nothing it says is fresh
 	subSuperseded subState = "superseded"  // abandoned while still open: another submission answered first
+	subAbandoned  subState = "abandoned"   // given up: its provider was unreachable past PROVIDER_GIVE_UP
 )
 
 // maxUnplaced bounds the legacy callbacks held for a provider ID the table does not know yet.
@@ -33,10 +34,14 @@ const maxUnplaced = 8
 
 // submission is one in.php request of this run.
 type submission struct {
-	N           int
-	Round       int // the solve it belongs to: 0, then one per refresh
-	ProviderID  string
-	State       subState
+	N          int
+	Round      int // the solve it belongs to: 0, then one per refresh
+	ProviderID string
+	State      subState
+	// Provider took it (PROVIDERS_FILE name; "" on a worker without the file). giveUp is the worker's
+	// PROVIDER_GIVE_UP as the activity reported it, 0 when the task has nowhere else to go: it never gives it up.
+	Provider    string
+	giveUp      time.Duration
 	SubmittedAt time.Time
 	// inbox holds the callbacks routed to the current submission that its wait has not acted on yet, in order.
 	inbox []captchaflow.Callback
@@ -270,7 +275,8 @@ func (t *table) settle(winner *submission) {
 func (t *table) statuses() []captchaflow.SubmissionStatus {
 	out := make([]captchaflow.SubmissionStatus, 0, len(t.subs))
 	for _, sub := range t.subs {
-		out = append(out, captchaflow.SubmissionStatus{N: sub.N, ProviderTaskID: sub.ProviderID, State: string(sub.State)})
+		out = append(out, captchaflow.SubmissionStatus{N: sub.N, ProviderTaskID: sub.ProviderID, Provider: sub.Provider,
+			State: string(sub.State)})
 	}
 	return out
 }

@@ -40,6 +40,10 @@ const (
 	// the wait for it ended (while the task queues, backs off, pauses or waits for a later submission). Asked only
 	// when such an answer arrives.
 	changeTakeLateLostAnswer = "take-late-lost-answer"
+	// changeResearchBalancePause: a zero-balance pause that follows another searchable phase (a lost answer's wait
+	// between two zero-balance answers) upserts CaptchaPhase again, so search says what the status says. Asked only
+	// then.
+	changeResearchBalancePause = "research-balance-pause"
 )
 
 // changed tells whether this task runs with changeID's new behaviour.

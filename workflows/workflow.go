@@ -69,6 +69,10 @@ type solver struct {
 	// roundSubmits is status.Submits when the current solve began: max_submits bounds each solve on its own.
 	roundSubmits int
 	admission    admission
+	// searched is the phase CaptchaPhase was last set to.
+	searched captchaflow.Phase
+	// route is what this task learned about its providers (PROVIDERS_FILE): whom to avoid or exclude.
+	route route
 }
 
 // setup registers the status query and the untokened hint's Update before anything can block, so both answer
@@ -139,11 +143,17 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 		case outSolved:
 			res := s.received(ctx, o.res)
 			recordResultLatency(ctx, res.ReceivedAt.Sub(res.SubmittedAt))
+			if res.Provider != "" {
+				workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": res.Provider}).
+					Timer(MetricProviderSolveSeconds).Record(res.ReceivedAt.Sub(res.SubmittedAt))
+			}
 			return res, nil
 		case outFailed:
 			return captchaflow.Result{}, o.err
 		case outBalance:
 			continue // no submission was made: max_submits is untouched
+		case outGaveUp:
+			s.roundSubmits++ // the provider failed, not the task: a given-up submission leaves max_submits untouched
 		}
 		if n := s.status.Submits - s.roundSubmits; n >= s.in.MaxSubmits {
 			return captchaflow.Result{}, temporal.NewNonRetryableApplicationError(

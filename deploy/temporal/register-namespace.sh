@@ -14,7 +14,7 @@ export TEMPORAL_ADDRESS
 namespace=${NAMESPACE:-default}
 retention=${NAMESPACE_RETENTION:-72h}
 wait_seconds=${WAIT_SECONDS:-60}
-search_attributes="CaptchaTaskId CaptchaPhase"
+search_attributes="CaptchaTaskId CaptchaPhase CaptchaProvider"
 
 log() { printf 'register-namespace: %s\n' "$*" >&2; }
 

@@ -40,7 +40,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id, code, err := callbackFields(c)
+	id, code, err := tokenedFields(c)
 	info.providerTaskID = id
 	if err != nil {
 		return err
@@ -55,7 +55,9 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		info.outcome = outcomeSuppressed
 		return c.JSON(http.StatusOK, accepted)
 	}
-	info.outcome, err = s.signal(c.Request().Context(), workflowID, captchaflow.Callback{
+	sigCtx, cancel := signalContext(c)
+	defer cancel()
+	info.outcome, err = s.signal(sigCtx, workflowID, captchaflow.Callback{
 		ProviderTaskID: id,
 		Code:           code,
 		Authenticated:  true,

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -22,7 +23,8 @@ const DefaultStickyCacheSize = 2000
 
 // Worker is the worker's configuration.
 type Worker struct {
-	ProviderAPIKey  Secret `env:"CAPTCHAAI_API_KEY,required,notEmpty,unset"`
+	// ProviderAPIKey is required unless ProvidersFile names the providers (each with its own key variable).
+	ProviderAPIKey  Secret `env:"CAPTCHAAI_API_KEY,unset"`
 	ProviderBaseURL string `env:"CAPTCHAAI_BASE_URL"` // default DefaultProviderBaseURL
 	// CallbackBaseURL is the public base of the ingress; the provider calls CallbackBaseURL/callback/<id>?t=….
 	CallbackBaseURL string `env:"CALLBACK_BASE_URL,required,notEmpty"`
@@ -61,6 +63,12 @@ type Worker struct {
 	// every worker of the task queue, the rest wait in phase queued (0 or unset: no admission control). Give every
 	// worker of a task queue the same value; the semaphore follows the latest task's worker.
 	ProviderThreads int `env:"PROVIDER_THREADS" envDefault:"0"`
+	// ProvidersFile names the YAML file of providers (see internal/providers); empty: CAPTCHAAI_* is the one provider.
+	ProvidersFile string `env:"PROVIDERS_FILE"`
+	// ProviderGiveUp: a provider unreachable this long gives up its open submissions, which go elsewhere.
+	ProviderGiveUp time.Duration `env:"PROVIDER_GIVE_UP" envDefault:"2m"`
+	// ProviderNoSlotBudget: a provider answering no-slot without a break this long is skipped for a while.
+	ProviderNoSlotBudget time.Duration `env:"PROVIDER_NO_SLOT_BUDGET" envDefault:"60s"`
 }
 
 // Ingress is the ingress's configuration.
@@ -121,6 +129,9 @@ func LoadWorker() (Worker, error) {
 		StickyCacheSize: DefaultStickyCacheSize,
 	})
 	defaultUnlessSet(&cfg.MetricsAddr, "WORKER_METRICS_ADDR", DefaultWorkerMetricsAddr)
+	if err == nil && cfg.ProvidersFile == "" && cfg.ProviderAPIKey == "" {
+		err = errors.New("worker configuration: CAPTCHAAI_API_KEY: required (or name the providers in PROVIDERS_FILE)")
+	}
 	return cfg, err
 }
 

@@ -1,0 +1,137 @@
+package activities
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/internal/providers"
+)
+
+// routedEnv is an activity environment with providers a (in.php), b (in.php) and c (createTask, CapMonster), each
+// a fake, sharing one breaker on a clock the test moves.
+func routedEnv(t *testing.T) (*testsuite.TestActivityEnvironment, *Activities, map[string]*fakeProvider, *time.Time) {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	now := time.Unix(1_000_000, 0)
+	fakes := map[string]*fakeProvider{"a": {getCode: "CODE-A"}, "b": {getCode: "CODE-B"}, "c": {getCode: "CODE-C"}}
+	set := providers.NewSet([]*providers.Provider{
+		{Name: "a", Protocol: providers.ProtocolInPHP, Client: fakes["a"]},
+		{Name: "b", Protocol: providers.ProtocolInPHP, Client: fakes["b"]},
+		{Name: "c", Protocol: providers.ProtocolCreateTask, Flavor: "capmonster", Client: fakes["c"]},
+	}, providers.NewBreaker(providers.DefaultCircuitSettings, func() time.Time { return now }))
+	acts := &Activities{Providers: set, CallbackBaseURL: "https://cb.example.com/hooks", CallbackSecret: "callback-secret-value"}
+	env.RegisterActivity(acts)
+	return env, acts, fakes, &now
+}
+
+var recaptchaReq = SubmitRequest{Method: "userrecaptcha", Params: map[string]string{"googlekey": "k", "pageurl": "https://x.example"},
+	RunID: "run", Submission: 1}
+
+func submitResult(t *testing.T, env *testsuite.TestActivityEnvironment, acts *Activities, req SubmitRequest) (SubmitResult, error) {
+	t.Helper()
+	v, err := env.ExecuteActivity(acts.Submit, req)
+	var r SubmitResult
+	if err == nil {
+		require.NoError(t, v.Get(&r))
+	}
+	return r, err
+}
+
+// The route is in the result: the first provider, the count of alternatives, the give-up bound.
+func TestSubmitRoutesToTheFirstProviderAndSaysSo(t *testing.T) {
+	env, acts, fakes, _ := routedEnv(t)
+	r, err := submitResult(t, env, acts, recaptchaReq)
+	require.NoError(t, err)
+	require.Equal(t, "a", r.Provider)
+	require.Equal(t, 2, r.Alternatives)
+	require.Equal(t, 120, r.GiveUpSeconds)
+	require.Len(t, fakes["a"].pingbacks, 1)
+	require.NotContains(t, fakes["a"].pingbacks[0], FlavorParam+"=")
+}
+
+// A zero balance opens a's circuit and the same attempt goes on to b: nothing was created at a.
+func TestZeroBalanceMovesOnWithinTheAttempt(t *testing.T) {
+	env, acts, fakes, _ := routedEnv(t)
+	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient}
+	r, err := submitResult(t, env, acts, recaptchaReq)
+	require.NoError(t, err)
+	require.Equal(t, "b", r.Provider)
+	r, err = submitResult(t, env, acts, recaptchaReq) // a is skipped now: not asked again
+	require.NoError(t, err)
+	require.Equal(t, "b", r.Provider)
+	require.Len(t, fakes["a"].pingbacks, 1)
+}
+
+// An answer lost after the request was written is never taken elsewhere: the failure names the provider.
+func TestLostAnswerStaysWithItsProvider(t *testing.T) {
+	env, acts, fakes, _ := routedEnv(t)
+	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, Written: true, Err: errors.New("read: connection reset by peer")}
+	_, err := submitResult(t, env, acts, recaptchaReq)
+	appErr := appError(t, err)
+	require.Equal(t, FailureSubmitOutcomeUnknown, appErr.Type())
+	var d LostDetails
+	require.NoError(t, appErr.Details(&d))
+	require.Equal(t, LostDetails{Provider: "a", Alternatives: 2, GiveUpSeconds: 120}, d)
+	require.Empty(t, fakes["b"].pingbacks)
+}
+
+// Unreachable three times: a's circuit opens and the third attempt goes on to b (nothing was written to a); a task
+// pinned to a waits for it (ProviderUnavailable, retried when a half-opens).
+func TestUnreachableOpensTheCircuitAndPinnedTasksWait(t *testing.T) {
+	env, acts, fakes, now := routedEnv(t)
+	fakes["a"].submitErr = transportError("submit")
+	for range 2 {
+		_, err := submitResult(t, env, acts, recaptchaReq)
+		require.Equal(t, FailureProviderTransient, appError(t, err).Type())
+	}
+	r, err := submitResult(t, env, acts, recaptchaReq)
+	require.NoError(t, err)
+	require.Equal(t, "b", r.Provider)
+	pinned := recaptchaReq
+	pinned.Providers = []string{"a"}
+	_, err = submitResult(t, env, acts, pinned)
+	appErr := appError(t, err)
+	require.Equal(t, FailureProviderUnavailable, appErr.Type())
+	require.False(t, appErr.NonRetryable())
+	*now = now.Add(2 * time.Minute)
+	fakes["a"].getErr = transportError("get")
+	_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a", GiveUp: true})
+	require.Equal(t, FailureProviderGaveUp, appError(t, err).Type())
+	_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a"}) // nowhere else to go
+	require.Equal(t, FailureProviderTransient, appError(t, err).Type())
+}
+
+// A method a createTask provider cannot serve is skipped for it, never sent; none serving it fails naming why.
+func TestUnsupportedMethodsAreSkipped(t *testing.T) {
+	env, acts, fakes, _ := routedEnv(t)
+	req := SubmitRequest{Method: "textcaptcha", Params: map[string]string{"textcaptcha": "2+2?"}, RunID: "run", Submission: 1}
+	req.Providers = []string{"c", "b"}
+	r, err := submitResult(t, env, acts, req)
+	require.NoError(t, err)
+	require.Equal(t, "b", r.Provider)
+	require.Empty(t, fakes["c"].pingbacks)
+	req.Providers = []string{"c"}
+	_, err = submitResult(t, env, acts, req)
+	appErr := appError(t, err)
+	require.True(t, appErr.NonRetryable())
+	require.True(t, strings.Contains(appErr.Message(), "c: "), appErr.Message())
+}
+
+// A createTask provider's pingback names its flavor, so the ingress reads its JSON body.
+func TestCreateTaskPingbackNamesTheFlavor(t *testing.T) {
+	env, acts, fakes, _ := routedEnv(t)
+	req := recaptchaReq
+	req.Providers = []string{"c"}
+	r, err := submitResult(t, env, acts, req)
+	require.NoError(t, err)
+	require.Equal(t, "c", r.Provider)
+	require.Equal(t, 2, r.PollIntervalSeconds) // CapMonster: at most every 2 s
+	require.Contains(t, fakes["c"].pingbacks[0], FlavorParam+"=capmonster")
+}

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/callbackauth"
+)
+
+// A createTask provider POSTs its getTaskResult-shaped JSON (2captcha v2 its form) to the tokened URL that names
+// its flavor: the code and task ID reach the workflow as an authenticated callback, a status word as the word.
+func TestCreateTaskCallbacksSignalTheWorkflow(t *testing.T) {
+	cases := []struct {
+		flavor, contentType, body string
+		want                      captchaflow.Callback
+	}{
+		{"capmonster", "application/json", `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03AG-token"}}`,
+			captchaflow.Callback{Code: "03AG-token", Authenticated: true}},
+		{"capsolver", "application/json", `{"errorId":0,"taskId":"61138bb6-19fb","status":"ready","solution":{"gRecaptchaResponse":"03AG-cs"}}`,
+			captchaflow.Callback{ProviderTaskID: "61138bb6-19fb", Code: "03AG-cs", Authenticated: true}},
+		{"anticaptcha", "application/json", `{"errorId":0,"taskId":7654321,"status":"failed"}`,
+			captchaflow.Callback{ProviderTaskID: "7654321", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true}},
+		{"2captcha", "application/x-www-form-urlencoded", "id=72000001&code=03AG-2c",
+			captchaflow.Callback{ProviderTaskID: "72000001", Code: "03AG-2c", Authenticated: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.flavor, func(t *testing.T) {
+			e := newTestEnv(t)
+			target := tokenedURL(testWorkflowID, testSecret, url.Values{callbackauth.FlavorParam: {c.flavor}})
+			rec := e.do(t, http.MethodPost, target, strings.NewReader(c.body), c.contentType)
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			require.Len(t, e.fake.sent(), 1)
+			assert.Equal(t, c.want, e.fake.sent()[0].Callback)
+		})
+	}
+}
+
+// A body that is not the flavor's is a 400 naming the body; without the token nothing is read (403).
+func TestCreateTaskCallbackRefusals(t *testing.T) {
+	e := newTestEnv(t)
+	target := tokenedURL(testWorkflowID, testSecret, url.Values{callbackauth.FlavorParam: {"capmonster"}})
+	rec := e.do(t, http.MethodPost, target, strings.NewReader(`{"status":"what"}`), "application/json")
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), "body")
+	forged := tokenedURL(testWorkflowID, "another-secret-of-32-bytes-or-so!", url.Values{callbackauth.FlavorParam: {"capmonster"}})
+	rec = e.do(t, http.MethodPost, forged, strings.NewReader(`{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"x"}}`), "application/json")
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	assert.Empty(t, e.fake.sent())
+}

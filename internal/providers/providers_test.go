@@ -1,0 +1,204 @@
+package providers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/captchaflow/captchaflow/captchaai"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+const goodFile = `
+providers:
+  - name: captchaai
+    protocol: inphp
+    base_url: https://ocr.captchaai.com
+    api_key_env: CAPTCHAAI_API_KEY
+    threads: 50
+  - name: capsolver
+    protocol: createtask
+    flavor: capsolver
+    api_key_env: CAPSOLVER_API_KEY
+`
+
+func TestParseFileAcceptsTheDocumentedExample(t *testing.T) {
+	f, err := ParseFile([]byte(goodFile), env(map[string]string{"CAPTCHAAI_API_KEY": "k1", "CAPSOLVER_API_KEY": "k2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Providers) != 2 || f.Providers[1].Flavor != "capsolver" || f.Providers[0].Threads != 50 {
+		t.Fatalf("parsed %+v", f)
+	}
+	set, err := Build(f, env(map[string]string{"CAPTCHAAI_API_KEY": "k1", "CAPSOLVER_API_KEY": "k2"}), time.Second, 1024, DefaultCircuitSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(set.Names(), ","); got != "captchaai,capsolver" || !set.Routed {
+		t.Fatalf("set %s routed %v", got, set.Routed)
+	}
+}
+
+// Every problem is reported at once, each naming its field; a key's value never appears.
+func TestParseFileNamesEveryBadField(t *testing.T) {
+	bad := `
+providers:
+  - name: Bad_Name
+    protocol: inphp
+    flavor: capsolver
+    api_key_env: MISSING_KEY
+  - name: x
+    protocol: createtask
+    flavor: deathbycaptcha
+    api_key_env: SET_KEY
+  - name: x
+    protocol: soap
+    api_key_env: "not a var"
+    threads: -1
+`
+	_, err := ParseFile([]byte(bad), env(map[string]string{"SET_KEY": "s3cr3t-value"}))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		"providers[0].name", "providers[0].flavor: only for protocol createtask", "providers[0].base_url: required",
+		"providers[0].api_key_env: MISSING_KEY is not set", "providers[1].flavor: must be one of",
+		"providers[2].protocol", "providers[2].api_key_env: must be an environment variable", "providers[2].threads",
+		`providers[2].name: "x" is used twice`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "s3cr3t-value") {
+		t.Error("the key's value is in the error")
+	}
+}
+
+func TestParseFileRefusesUnknownFieldsAndEmptyFiles(t *testing.T) {
+	for name, content := range map[string]string{
+		"unknown field": "providers:\n  - name: a\n    protocol: inphp\n    base_url: https://x\n    api_key: inline\n    api_key_env: K\n",
+		"empty":         "providers: []\n",
+	} {
+		if _, err := ParseFile([]byte(content), env(map[string]string{"K": "k"})); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestCandidatesRestrictReorderExcludeAvoid(t *testing.T) {
+	set := &Set{Routed: true}
+	for _, n := range []string{"a", "b", "c"} {
+		set.list = append(set.list, &Provider{Name: n})
+	}
+	names := func(ps []*Provider) string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	cases := []struct {
+		preferred, excluded, avoided []string
+		want                         string
+	}{
+		{nil, nil, nil, "a,b,c"},
+		{[]string{"c", "a"}, nil, nil, "c,a"},
+		{[]string{"zz", "b"}, nil, nil, "b"},
+		{nil, []string{"a"}, nil, "b,c"},
+		{nil, nil, []string{"a"}, "b,c,a"},
+		{[]string{"a"}, nil, []string{"a"}, "a"}, // pinned: avoided but still the only one
+		{[]string{"a"}, []string{"a"}, nil, ""},
+	}
+	for _, c := range cases {
+		if got := names(set.Candidates(c.preferred, c.excluded, c.avoided)); got != c.want {
+			t.Errorf("Candidates(%v, %v, %v) = %s, want %s", c.preferred, c.excluded, c.avoided, got, c.want)
+		}
+	}
+}
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func TestBreakerOpensOnUnreachableAndHalfOpensOneProbe(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	b := NewBreaker(DefaultCircuitSettings, c.now)
+	for i := range 3 {
+		if ok, _, _ := b.Allow("a"); !ok {
+			t.Fatalf("closed circuit refused request %d", i)
+		}
+		opened := b.Record("a", OutcomeUnreachable)
+		if (opened != "") != (i == 2) {
+			t.Fatalf("request %d: opened %q", i, opened)
+		}
+	}
+	if ok, at, reason := b.Allow("a"); ok || reason != ReasonUnreachable || !at.Equal(c.t.Add(30*time.Second)) {
+		t.Fatalf("open circuit: ok %v at %v reason %s", ok, at, reason)
+	}
+	c.advance(30 * time.Second)
+	if ok, _, _ := b.Allow("a"); !ok {
+		t.Fatal("no probe once half-open")
+	}
+	if ok, _, _ := b.Allow("a"); ok {
+		t.Fatal("a second probe while the first is out")
+	}
+	b.Record("a", OutcomeUnreachable) // the probe failed: open for twice as long
+	if _, at, _ := b.Allow("a"); !at.Equal(c.t.Add(time.Minute)) {
+		t.Fatalf("reopened until %v", at)
+	}
+	if b.GivenUp("a") {
+		t.Fatal("given up after 30 s")
+	}
+	c.advance(2 * time.Minute)
+	if !b.GivenUp("a") || b.DownFor("a") != 150*time.Second {
+		t.Fatalf("not given up after %v", b.DownFor("a"))
+	}
+	b.Allow("a")
+	b.Record("a", OutcomeOK)
+	if b.State("a") != StateClosed || b.GivenUp("a") {
+		t.Fatal("a success did not close it")
+	}
+}
+
+func TestBreakerZeroBalanceKeyAndNoSlotBudget(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	b := NewBreaker(DefaultCircuitSettings, c.now)
+	if b.Record("a", OutcomeZeroBalance) != ReasonZeroBalance || !b.IsOpen("a") {
+		t.Fatal("zero balance did not open")
+	}
+	if b.Record("k", OutcomeKeyRefused) != ReasonKeyRefused {
+		t.Fatal("a refused key did not open")
+	}
+	for range 12 { // no slot every 5 s: open once the 60 s budget is spent
+		if b.Record("n", OutcomeNoSlot) != "" {
+			t.Fatalf("opened after %v of no-slot", c.t.Sub(time.Unix(1000, 0)))
+		}
+		c.advance(5 * time.Second)
+	}
+	if b.Record("n", OutcomeNoSlot) != ReasonNoSlot {
+		t.Fatal("no-slot past its budget did not open")
+	}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	cases := map[Outcome]error{
+		OutcomeOK:          nil,
+		OutcomeUnreachable: &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, Err: errors.New("connection refused")},
+		OutcomeZeroBalance: &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient},
+		OutcomeNoSlot:      &captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient},
+		OutcomeKeyRefused:  &captchaai.Error{Op: "submit", Code: "ERROR_WRONG_USER_KEY", Class: captchaai.ClassConfig},
+		OutcomeOther:       &captchaai.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: captchaai.ClassResubmit},
+	}
+	for want, err := range cases {
+		if got := OutcomeOf(err); got != want {
+			t.Errorf("OutcomeOf(%v) = %d, want %d", err, got, want)
+		}
+	}
+	if got := OutcomeOf(&captchaai.Error{Op: "submit", HTTPStatus: 502, Class: captchaai.ClassTransient}); got != OutcomeUnreachable {
+		t.Errorf("502: %d", got)
+	}
+}

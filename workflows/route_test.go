@@ -1,0 +1,81 @@
+package workflows
+
+import (
+	"context"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
+)
+
+// The routed callback path costs what the one-provider path costs: the provider comes in Submit's result and rides
+// on the one searchable upsert (ProviderGivenUp, the only new local activity, is not mocked: a call would fail the
+// test). The result, the status and its submission name the provider.
+func (s *SolveCaptchaSuite) TestRoutedCallbackPathAddsNoCommand() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{
+		ProviderTaskID: "cs-1", Provider: "capsolver", Alternatives: 1, GiveUpSeconds: 120}, nil).Once()
+	var upserted []string
+	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(captchaflow.ProviderKey); ok {
+			upserted = append(upserted, v)
+		}
+	}).Return(nil)
+	s.env.RegisterDelayedCallback(func() {
+		v, err := s.env.QueryWorkflow(captchaflow.StatusQuery)
+		s.Require().NoError(err)
+		var st captchaflow.Status
+		s.Require().NoError(v.Get(&st))
+		s.Equal("capsolver", st.Provider)
+		s.Equal("capsolver", st.Submissions[0].Provider)
+		s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "cs-1", Code: "TOKEN",
+			Authenticated: true, Submission: 1})
+	}, 10*time.Second)
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res captchaflow.Result
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal("capsolver", res.Provider)
+	s.Equal([]string{"capsolver"}, upserted)
+}
+
+// A poll that finds its provider given up abandons the submission and submits elsewhere, excluding the provider,
+// without counting it against max_submits; an unsolvable answer moves the next submission away (avoid).
+func (s *SolveCaptchaSuite) TestGiveUpAndUnsolvableSteerTheNextSubmission() {
+	in := recaptcha()
+	in.MaxSubmits, in.CallbackTimeoutSeconds = 2, 5
+	var reqs []activities.SubmitRequest
+	results := []activities.SubmitResult{
+		{ProviderTaskID: "a-1", Provider: "a", Alternatives: 1, GiveUpSeconds: 120},
+		{ProviderTaskID: "b-1", Provider: "b", Alternatives: 1, GiveUpSeconds: 120},
+		{ProviderTaskID: "b-2", Provider: "b", Alternatives: 0, GiveUpSeconds: 120},
+	}
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			reqs = append(reqs, req)
+			return results[len(reqs)-1], nil
+		})
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.PollRequest) (activities.PollResult, error) {
+			switch req.ProviderTaskID {
+			case "a-1":
+				s.True(req.GiveUp)
+				return activities.PollResult{}, temporal.NewNonRetryableApplicationError("gave up", activities.FailureProviderGaveUp, nil, "a")
+			case "b-1":
+				return activities.PollResult{}, unsolvable()
+			}
+			s.Equal("b", req.Provider)
+			return activities.PollResult{Code: "CODE-B2"}, nil
+		})
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res captchaflow.Result
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal("b", res.Provider)
+	s.Equal("CODE-B2", res.Code)
+	s.Require().Len(reqs, 3)
+	s.Equal([]string{"a"}, reqs[1].Exclude)
+	s.Equal([]string{"b"}, reqs[2].Avoid)
+}
