@@ -122,7 +122,7 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 		count = func(code string) { countAnswerAt(ctx, p.Name, AnswerOpGet, code) }
 	}
 	code, err := p.Client.Get(ctx, req.ProviderTaskID)
-	a.record(ctx, p.Name, err)
+	a.recordPoll(ctx, p.Name, err)
 	if err != nil {
 		count(answerCode(err))
 		return PollResult{}, providerError(ctx, err)

@@ -33,7 +33,8 @@ const FlavorParam = callbackauth.FlavorParam
 const (
 	// MetricProviderSubmissions counts Submit requests by provider and outcome (SubmissionAccepted, …).
 	MetricProviderSubmissions = "captchaflow_provider_submissions_total"
-	// MetricCircuitState is a provider's circuit: 0 closed, 1 half-open, 2 open.
+	// MetricCircuitState is a provider's circuit: 0 closed, 1 half-open, 2 open. The worker computes it when /metrics
+	// is scraped (a circuit half-opens by time alone), not the activities.
 	MetricCircuitState = "captchaflow_provider_circuit_state"
 	// MetricCircuitOpened counts circuits opening, by provider and reason (providers.Reason*).
 	MetricCircuitOpened = "captchaflow_provider_circuit_opened_total"
@@ -147,18 +148,25 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	return SubmitResult{}, providerError(ctx, err), next
 }
 
-// record feeds a request's outcome to p's circuit, and the circuit to the metrics.
+// record feeds a submission's outcome to p's circuit, and an opening to the metrics.
 func (a *Activities) record(ctx context.Context, name string, err error) {
-	b := a.set().Breaker
-	if b == nil {
+	a.recordWith(ctx, name, err, a.set().Breaker.Record)
+}
+
+// recordPoll feeds a result request's outcome to p's circuit (Breaker.RecordPoll: it proves reachability only).
+func (a *Activities) recordPoll(ctx context.Context, name string, err error) {
+	a.recordWith(ctx, name, err, a.set().Breaker.RecordPoll)
+}
+
+func (a *Activities) recordWith(ctx context.Context, name string, err error, rec func(string, providers.Outcome) string) {
+	if a.set().Breaker == nil {
 		return
 	}
-	h := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": name})
-	if reason := b.Record(name, providers.OutcomeOf(err)); reason != "" {
+	if reason := rec(name, providers.OutcomeOf(err)); reason != "" {
 		activity.GetLogger(ctx).Warn("provider circuit opened", "Provider", name, "Reason", reason)
-		h.WithTags(map[string]string{"reason": reason}).Counter(MetricCircuitOpened).Inc(1)
+		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": name, "reason": reason}).
+			Counter(MetricCircuitOpened).Inc(1)
 	}
-	h.Gauge(MetricCircuitState).Update(float64(b.State(name)))
 }
 
 // unavailable is the retryable FailureProviderUnavailable error, retried when the first circuit half-opens.

@@ -71,6 +71,9 @@ func run(logger *slog.Logger) error {
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
 
 	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
+	if err := metrics.exportCircuits(acts.Providers, opts.Namespace, cfg.TaskQueue); err != nil {
+		return err
+	}
 	ensureBalanceScheduleOrWarn(ctx, c, cfg, logger)
 	if err := serveMetrics(metrics, cfg.MetricsAddr, logger); err != nil {
 		return err

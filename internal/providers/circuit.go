@@ -145,6 +145,26 @@ func (b *Breaker) Record(name string, o Outcome) (opened string) {
 	return ""
 }
 
+// RecordPoll feeds a result request's outcome to name's circuit. An answer proves the provider reachable and nothing
+// more (one out of money or of slots still answers for the tasks it has), so it closes only an unreachable circuit
+// and leaves a no-slot run going.
+func (b *Breaker) RecordPoll(name string, o Outcome) (opened string) {
+	if b == nil {
+		return ""
+	}
+	if o == OutcomeUnreachable {
+		return b.Record(name, o)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.get(name)
+	c.failures, c.downSince = 0, time.Time{}
+	if c.reason == ReasonUnreachable {
+		c.openUntil, c.openFor, c.reason, c.probeAt = time.Time{}, 0, "", time.Time{}
+	}
+	return ""
+}
+
 func (b *Breaker) unreachable(c *circuit, now time.Time) string {
 	if c.downSince.IsZero() {
 		c.downSince = now

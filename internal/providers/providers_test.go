@@ -202,3 +202,34 @@ func TestOutcomeOf(t *testing.T) {
 		t.Errorf("502: %d", got)
 	}
 }
+
+func TestBreakerPollAnswersProveReachabilityOnly(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	b := NewBreaker(DefaultCircuitSettings, c.now)
+	b.Record("z", OutcomeZeroBalance)
+	if b.RecordPoll("z", OutcomeOther) != "" || !b.IsOpen("z") {
+		t.Fatal("a poll's answer closed a zero-balance circuit")
+	}
+	for range 12 { // no slot every 5 s, a task's poll answered in between: the run goes on
+		b.Record("n", OutcomeNoSlot)
+		b.RecordPoll("n", OutcomeOther)
+		c.advance(5 * time.Second)
+	}
+	if b.Record("n", OutcomeNoSlot) != ReasonNoSlot {
+		t.Fatal("polls answered during a no-slot run kept it from opening")
+	}
+	for range 3 {
+		b.Record("u", OutcomeUnreachable)
+	}
+	if b.RecordPoll("u", OutcomeOK); b.State("u") != StateClosed || b.DownFor("u") != 0 {
+		t.Fatal("a poll's answer did not close an unreachable circuit")
+	}
+	for range 3 {
+		if b.RecordPoll("p", OutcomeUnreachable); b.IsOpen("p") {
+			break
+		}
+	}
+	if !b.IsOpen("p") {
+		t.Fatal("unreachable polls did not open the circuit")
+	}
+}

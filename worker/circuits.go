@@ -1,0 +1,38 @@
+package main
+
+import (
+	prom "github.com/prometheus/client_golang/prometheus"
+
+	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/internal/providers"
+)
+
+// circuitCollector exports each provider's circuit state when /metrics is scraped, so a circuit that half-opened by
+// time alone shows it without waiting for a request (the alert CaptchaflowProviderCircuitOpen would otherwise keep
+// firing through a quiet recovery).
+type circuitCollector struct {
+	set  *providers.Set
+	desc *prom.Desc
+}
+
+func newCircuitCollector(set *providers.Set, namespace, taskQueue string) *circuitCollector {
+	return &circuitCollector{set: set, desc: prom.NewDesc(activities.MetricCircuitState,
+		"a provider's circuit: 0 closed, 1 half-open, 2 open", []string{"provider"},
+		prom.Labels{"namespace": namespace, "task_queue": taskQueue})}
+}
+
+func (c *circuitCollector) Describe(ch chan<- *prom.Desc) { ch <- c.desc }
+
+func (c *circuitCollector) Collect(ch chan<- prom.Metric) {
+	for _, name := range c.set.Names() {
+		ch <- prom.MustNewConstMetric(c.desc, prom.GaugeValue, float64(c.set.Breaker.State(name)), name)
+	}
+}
+
+// exportCircuits registers the circuit gauge of a routed worker (PROVIDERS_FILE); a one-provider worker has none.
+func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string) error {
+	if set == nil || !set.Routed {
+		return nil
+	}
+	return m.registry.Register(newCircuitCollector(set, namespace, taskQueue))
+}
