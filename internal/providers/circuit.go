@@ -170,6 +170,9 @@ func (b *Breaker) unreachable(c *circuit, now time.Time) string {
 		c.downSince = now
 	}
 	c.failures++
+	if !c.openUntil.IsZero() && now.Before(c.openUntil) { // a request sent while open (a poll): changes nothing
+		return ""
+	}
 	if !c.openUntil.IsZero() { // a failed probe: open again, for longer
 		return c.open(now, min(max(2*c.openFor, b.cfg.OpenFor), b.cfg.MaxOpenFor), ReasonUnreachable)
 	}

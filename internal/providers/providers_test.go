@@ -139,6 +139,7 @@ func TestBreakerOpensOnUnreachableAndHalfOpensOneProbe(t *testing.T) {
 	if ok, at, reason := b.Allow("a"); ok || reason != ReasonUnreachable || !at.Equal(c.t.Add(30*time.Second)) {
 		t.Fatalf("open circuit: ok %v at %v reason %s", ok, at, reason)
 	}
+	b.RecordPoll("a", OutcomeUnreachable) // a task's poll while open: the circuit half-opens on time all the same
 	c.advance(30 * time.Second)
 	if ok, _, _ := b.Allow("a"); !ok {
 		t.Fatal("no probe once half-open")
