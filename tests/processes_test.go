@@ -14,22 +14,27 @@ import (
 )
 
 func (s *stack) startSimulator(ctx context.Context) (err error) {
-	s.sim, err = s.startProcess(ctx, "simulator", s.bins.Simulator, map[string]string{
-		"SIM_ADDR":      loopback(s.simPort),
+	s.sim, err = s.startProcess(ctx, "simulator", s.bins.Simulator, simEnv(s.simPort, 0), s.simURL()+"/healthz")
+	return err
+}
+
+// simEnv is a simulator's environment on port; idOffset keeps the task IDs of several simulators apart.
+func simEnv(port int, idOffset int64) map[string]string {
+	return map[string]string{
+		"SIM_ADDR":      loopback(port),
 		"SIM_API_KEYS":  providerKey,
 		"SIM_SOLVE_MIN": simSolveMin.String(),
 		"SIM_SOLVE_MAX": simSolveMax.String(),
 		"SIM_SEED":      strconv.Itoa(simSeed),
 		// Provider task IDs unique across runs (10 digits, like CaptchaAI's), so that a search by CaptchaTaskId on
 		// an external server that keeps earlier runs' workflows finds only this run's.
-		"SIM_TASK_ID_BASE":     strconv.FormatInt(7_000_000_000+(time.Now().Unix()%200_000)*10_000, 10),
+		"SIM_TASK_ID_BASE":     strconv.FormatInt(7_000_000_000+(time.Now().Unix()%200_000)*10_000+idOffset, 10),
 		"SIM_LATE_DELAY":       simLateDelay.String(),
 		"SIM_DUP_GAP":          "50ms",
 		"SIM_HANG_FOR":         simHangFor.String(),
 		"SIM_PINGBACK_TIMEOUT": simPingbackTimeout.String(),
 		"SIM_CLOSE_TIMEOUT":    "2s",
-	}, s.simURL()+"/healthz")
-	return err
+	}
 }
 
 func (s *stack) workerEnv() map[string]string {

@@ -16,7 +16,12 @@ import (
 
 // simTasks lists the simulator's provider tasks whose pingback path starts with pathPrefix.
 func (s *stack) simTasks(ctx context.Context, pathPrefix string) ([]sim.Task, error) {
-	status, body, err := httpGet(ctx, s.simURL()+"/_sim/tasks?pingback_path_prefix="+url.QueryEscape(pathPrefix))
+	return simTasksAt(ctx, s.simURL(), pathPrefix)
+}
+
+// simTasksAt lists the tasks of the simulator at base whose pingback path starts with pathPrefix.
+func simTasksAt(ctx context.Context, base, pathPrefix string) ([]sim.Task, error) {
+	status, body, err := httpGet(ctx, base+"/_sim/tasks?pingback_path_prefix="+url.QueryEscape(pathPrefix))
 	if err != nil {
 		return nil, err
 	}
@@ -29,11 +34,16 @@ func (s *stack) simTasks(ctx context.Context, pathPrefix string) ([]sim.Task, er
 
 // simRules replaces the simulator's fault rules; nil clears them.
 func (s *stack) simRules(ctx context.Context, rules []sim.FaultRule) error {
+	return simRulesAt(ctx, s.simURL(), rules)
+}
+
+// simRulesAt replaces the fault rules of the simulator at base.
+func simRulesAt(ctx context.Context, base string, rules []sim.FaultRule) error {
 	if rules == nil {
 		rules = []sim.FaultRule{}
 	}
 	body, _ := json.Marshal(sim.FaultRuleList{Rules: rules})
-	return s.simDo(ctx, http.MethodPut, "/_sim/rules", string(body), http.StatusOK)
+	return simDoAt(ctx, base, http.MethodPut, "/_sim/rules", string(body), http.StatusOK)
 }
 
 // simReset makes the simulator forget every task and counter (task IDs keep increasing).
@@ -43,9 +53,14 @@ func (s *stack) simReset(ctx context.Context) error {
 
 // simDo sends one request to the simulator's control API and fails unless the status is want.
 func (s *stack) simDo(ctx context.Context, method, path, body string, want int) error {
+	return simDoAt(ctx, s.simURL(), method, path, body, want)
+}
+
+// simDoAt sends one request to the control API of the simulator at base and fails unless the status is want.
+func simDoAt(ctx context.Context, base, method, path, body string, want int) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, s.simURL()+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
 	if err != nil {
 		return err
 	}
