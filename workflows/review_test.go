@@ -81,3 +81,26 @@ func (s *SolveCaptchaSuite) TestReviewLateLostAnswerDuringRefusedSubmit() {
 	r := s.result()
 	s.Equal("CODE-111", r.Code)
 }
+
+// A run whose every pingback URL names its run and submission can only receive a URL-without-names callback from
+// an earlier run of the same workflow ID (started before the deploy). table.routeUnknown still holds such a
+// callback in t.unplaced while a submission is being made, learnID keeps it there when the ID does not match, and
+// table.lost then takes it as the next lost submission's answer: an earlier run's code delivered as this run's.
+func (s *SolveCaptchaSuite) TestReviewEarlierRunLegacyCallbackHeldThenTakenAsLostAnswer() {
+	s.env.OnActivity(acts.Submit, mock.Anything, recaptchaSubmit()).Once().
+		Return(func(context.Context, activities.SubmitRequest) (activities.SubmitResult, error) {
+			// The earlier run's pingback URL named only the workflow: no RunID, no Submission.
+			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "900", Code: "EARLIER-RUN",
+				Authenticated: true})
+			return activities.SubmitResult{ProviderTaskID: "111"}, nil
+		})
+	s.expectSubmitCalls(lostAnswer())
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE",
+		Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(30*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222",
+		Authenticated: true, RunID: testRunID, Submission: 2})
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+
+	r := s.result()
+	s.Equal("CODE-222", r.Code, "the lost submission's own answer, not the earlier run's")
+}
