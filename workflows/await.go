@@ -55,6 +55,17 @@ func (w *waiter) futures() []workflow.Future {
 // step acts on what is ready, in the order callbacks, timer or poll, confirmation; it tells whether the wait
 // is over.
 func (w *waiter) step() bool {
+	for w.done == nil {
+		cb, why, ok := w.s.table.takeLegacy(w.sub)
+		if !ok {
+			break
+		}
+		if why != "" {
+			w.s.logger.Warn("ignoring callback: "+why, "CallbackProviderTaskID", cb.ProviderTaskID, "ProviderTaskID", w.sub.ProviderID)
+			continue
+		}
+		w.onCallback(cb)
+	}
 	for len(w.sub.inbox) > 0 && w.done == nil {
 		cb := w.sub.inbox[0]
 		w.sub.inbox = w.sub.inbox[1:]

@@ -1,6 +1,6 @@
 package workflows
 
-// Review findings for the issue-14 rework: each test fails on the code it was written against.
+// Where features meet: lost answers × later submissions, refusals, slots and earlier runs.
 
 import (
 	"context"
@@ -18,11 +18,9 @@ import (
 
 const testRunID = "default-test-run-id"
 
-// Two submissions in a row lose their in.php answer. Submission 1's answer comes (late, by its own named pingback)
-// while submission 2's lost-answer wait runs. It is a paid, fresh solution of this round and must be the result at
-// once; instead waitLostAnswer only looks at submission 2, waits out lost_answer_wait_seconds, and with the default
-// max_submits=2 the task then fails Unsolvable with the answer sitting in the table.
-func (s *SolveCaptchaSuite) TestReviewEarlierLostAnswerDuringLaterLostWait() {
+// Submission 1's answer (lost, then late by its own named pingback) comes during submission 2's lost-answer wait:
+// it is a paid, fresh solution of this round and is the result at once.
+func (s *SolveCaptchaSuite) TestEarlierLostAnswerDuringLaterLostWait() {
 	s.expectSubmitCalls(lostAnswer(), lostAnswer())
 	in := recaptcha()
 	in.LostAnswerWaitSeconds = 60
@@ -38,12 +36,8 @@ func (s *SolveCaptchaSuite) TestReviewEarlierLostAnswerDuringLaterLostWait() {
 	s.Less(s.env.Now().Sub(start), 90*time.Second, "taken when it came, not after submission 2's wait")
 }
 
-// Under PROVIDER_THREADS (slots version 2) the slot is released when the attempt ends, but admission.granted stays
-// true, so keepSlot keeps running in every later wait: during the delivery (and a refusal's backoff) it starts a
-// fresh hold timer and, every SlotReaskInterval, re-asserts (AcquireSlot Held) the slot it already gave back. The
-// semaphore queues and grants that request again, so a delivering task takes a provider thread it never releases
-// until the semaphore's reclaim finds the task ended.
-func TestReviewNoSlotReassertedAfterRelease(t *testing.T) {
+// A released slot is not re-asserted: during the delivery and a refusal's backoff the task holds no slot.
+func TestNoSlotReassertedAfterRelease(t *testing.T) {
 	e := newSlotEnv(t)
 	e.submits("111")
 	e.grantAt(time.Second, 1)
@@ -62,11 +56,9 @@ func TestReviewNoSlotReassertedAfterRelease(t *testing.T) {
 	}
 }
 
-// Same root cause as above, other door: solve checks max_submits (and attempt fails on any non-resubmit error)
-// without looking at the table. Submission 1 is lost, its wait ends, submission 2's in.php request is made, and
-// while it runs submission 1's answer comes (the table takes it: take-late-lost-answer). in.php then refuses
-// submission 2; with max_submits=2 the task fails Unsolvable, throwing away the paid answer it holds.
-func (s *SolveCaptchaSuite) TestReviewLateLostAnswerDuringRefusedSubmit() {
+// A lost submission's late answer that comes while the next in.php request is refused is the result, even with
+// max_submits spent.
+func (s *SolveCaptchaSuite) TestLateLostAnswerDuringRefusedSubmit() {
 	s.expectSubmitCalls(lostAnswer())
 	s.env.OnActivity(acts.Submit, mock.Anything, recaptchaSubmit()).Once().
 		Return(func(context.Context, activities.SubmitRequest) (activities.SubmitResult, error) {
@@ -82,11 +74,9 @@ func (s *SolveCaptchaSuite) TestReviewLateLostAnswerDuringRefusedSubmit() {
 	s.Equal("CODE-111", r.Code)
 }
 
-// A run whose every pingback URL names its run and submission can only receive a URL-without-names callback from
-// an earlier run of the same workflow ID (started before the deploy). table.routeUnknown still holds such a
-// callback in t.unplaced while a submission is being made, learnID keeps it there when the ID does not match, and
-// table.lost then takes it as the next lost submission's answer: an earlier run's code delivered as this run's.
-func (s *SolveCaptchaSuite) TestReviewEarlierRunLegacyCallbackHeldThenTakenAsLostAnswer() {
+// A callback from a URL that names only the workflow, arriving while a submission is made, is never the answer
+// of a later lost submission unless it is one by the rules of such URLs.
+func (s *SolveCaptchaSuite) TestEarlierRunLegacyCallbackHeldThenTakenAsLostAnswer() {
 	s.env.OnActivity(acts.Submit, mock.Anything, recaptchaSubmit()).Once().
 		Return(func(context.Context, activities.SubmitRequest) (activities.SubmitResult, error) {
 			// The earlier run's pingback URL named only the workflow: no RunID, no Submission.
