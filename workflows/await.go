@@ -20,7 +20,12 @@ func (s *solver) await(ctx workflow.Context, sub *submission) outcome {
 	s.wait(ctx, func() bool {
 		// A callback can overtake in.php's answer; if it is already here, no timer is needed at all.
 		if !w.step() && w.timer == nil {
-			w.timer = workflow.NewTimer(timerCtx, min(s.in.CallbackTimeout(), s.remaining(ctx)))
+			d := min(s.in.CallbackTimeout(), s.remaining(ctx))
+			if d <= 0 { // a workflow task that ran past the deadline (after an outage): no timer can be set
+				w.finish(failed(deadlineExceeded(s.in.DeadlineSeconds)))
+				return true
+			}
+			w.timer = workflow.NewTimer(timerCtx, d)
 		}
 		return w.done != nil
 	}, w.futures)

@@ -207,6 +207,9 @@ func acquireOptions(ctx workflow.Context, remaining time.Duration) workflow.Cont
 func (s *solver) awaitGrant(ctx workflow.Context) error {
 	a := &s.admission
 	d := s.remaining(ctx)
+	if d <= 0 {
+		return deadlineExceeded(s.in.DeadlineSeconds)
+	}
 	if a.version >= slotsVersion {
 		d = min(d, activities.SlotReaskInterval)
 	}
