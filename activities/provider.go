@@ -37,6 +37,9 @@ type SubmitResult struct {
 	// it has none. A task that left callback_timeout_seconds unset waits this long: carried in the activity's
 	// result, the value is in history, so the task keeps it on replay and on any worker, at no extra event.
 	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
+	// Named tells that the pingback URL named the run and the submission: the task's callbacks then all do, and a
+	// callback that names none comes from an earlier run's URL. Absent in results recorded before URLs named them.
+	Named bool `json:"named,omitempty"`
 	// Provider is the provider that took the submission, chosen here (circuits, Providers, Exclude, Avoid): the
 	// route is in history with the result, at no extra event. Empty on a worker without PROVIDERS_FILE.
 	Provider string `json:"provider,omitempty"`
@@ -73,7 +76,8 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 		return SubmitResult{}, providerError(ctx, err)
 	}
 	activity.GetLogger(ctx).Info("submitted to provider", "ProviderTaskID", id)
-	return SubmitResult{ProviderTaskID: id, CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil
+	return SubmitResult{ProviderTaskID: id, CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second),
+		Named: req.Submission > 0}, nil
 }
 
 // pingbackURL names the submission when the request does, else only the workflow.

@@ -73,9 +73,6 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 // balance (pause), an in.php refusal (count it, back off), or a failure of the task.
 func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) outcome {
 	sub.State = subRefused
-	if !zeroBalance(err) {
-		s.status.Waiting, s.status.WaitingSince = "", time.Time{} // in.php answered something else: the pause is over
-	}
 	if submitOutcomeUnknown(err) {
 		sub.Provider, sub.giveUp = lostAt(err)
 		// in.php's answer was lost: the provider may be solving (and charging for) a task we have no ID for.
@@ -112,7 +109,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	s.status.Provider = r.Provider
 	s.status.Submits++
 	s.status.SubmittedAt = workflow.Now(ctx)
-	s.table.learnID(sub, r.ProviderTaskID)
+	s.table.learnID(sub, r.ProviderTaskID, r.Named)
 	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
 	return s.await(ctx, sub)
 }

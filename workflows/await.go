@@ -20,7 +20,12 @@ func (s *solver) await(ctx workflow.Context, sub *submission) outcome {
 	s.wait(ctx, func() bool {
 		// A callback can overtake in.php's answer; if it is already here, no timer is needed at all.
 		if !w.step() && w.timer == nil {
-			w.timer = workflow.NewTimer(timerCtx, min(s.in.CallbackTimeout(), s.remaining(ctx)))
+			d := min(s.in.CallbackTimeout(), s.remaining(ctx))
+			if d <= 0 { // a workflow task that ran past the deadline (after an outage): no timer can be set
+				w.finish(failed(deadlineExceeded(s.in.DeadlineSeconds)))
+				return true
+			}
+			w.timer = workflow.NewTimer(timerCtx, d)
 		}
 		return w.done != nil
 	}, w.futures)
@@ -55,6 +60,17 @@ func (w *waiter) futures() []workflow.Future {
 // step acts on what is ready, in the order callbacks, timer or poll, confirmation; it tells whether the wait
 // is over.
 func (w *waiter) step() bool {
+	for w.done == nil {
+		cb, why, ok := w.s.table.takeLegacy(w.sub)
+		if !ok {
+			break
+		}
+		if why != "" {
+			w.s.logger.Warn("ignoring callback: "+why, "CallbackProviderTaskID", cb.ProviderTaskID, "ProviderTaskID", w.sub.ProviderID)
+			continue
+		}
+		w.onCallback(cb)
+	}
 	for len(w.sub.inbox) > 0 && w.done == nil {
 		cb := w.sub.inbox[0]
 		w.sub.inbox = w.sub.inbox[1:]

@@ -343,3 +343,39 @@ func (m *capturingMetrics) count(name, outcome string) int64 {
 type counterFunc func(int64)
 
 func (f counterFunc) Inc(n int64) { f(n) }
+
+// Untokened hints arrive as an Update: the validator lets in at most UntokenedHintsPerSubmission per submission,
+// only while it waits for its callback, only for its provider task; each accepted one asks res.php (no code is
+// taken from the sender), at most maxConfirmsPerSubmission of them.
+func TestUntokenedHintsAreBoundedAndConfirmed(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	Register(env, &activities.Activities{}, Settings{})
+	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111", Named: true}, nil)
+	polls := 0
+	env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(func(context.Context, activities.PollRequest) (activities.PollResult, error) {
+		polls++
+		return activities.PollResult{}, temporal.NewApplicationError("CAPCHA_NOT_READY", activities.FailureNotReady)
+	})
+	accepted, rejected := 0, 0
+	hint := func(id string) {
+		env.UpdateWorkflow(captchaflow.UntokenedUpdate, "", &testsuite.TestUpdateCallback{
+			OnAccept: func() { accepted++ }, OnReject: func(error) { rejected++ }, OnComplete: func(any, error) {}},
+			captchaflow.UntokenedHint{ProviderTaskID: id})
+	}
+	for i := range 6 {
+		env.RegisterDelayedCallback(func() { hint("111") }, time.Duration(i+1)*time.Second)
+	}
+	env.RegisterDelayedCallback(func() { hint("999") }, 8*time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111",
+			Authenticated: true, RunID: "default-test-run-id", Submission: 1})
+	}, 20*time.Second)
+	env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, captchaflow.UntokenedHintsPerSubmission, accepted, "accepted hints")
+	assert.Equal(t, 3, rejected, "two over the budget and one for another provider task")
+	assert.LessOrEqual(t, polls, maxConfirmsPerSubmission*confirmAttempts, "res.php confirmations")
+	assert.Positive(t, polls, "an accepted hint asks res.php")
+}

@@ -89,6 +89,7 @@ const lostWaitVersion = 2
 // learned about it — there is no ID to poll res.php with — so status words and hints are dropped (an unsolvable
 // lost task costs the wait, never a second payment while it may still be solving).
 func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, version workflow.Version) outcome {
+	previous := s.status.ProviderTaskID
 	s.status.ProviderTaskID = ""
 	s.status.Provider = sub.Provider
 	s.status.Submits++
@@ -97,6 +98,7 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, v
 	if version >= lostWaitVersion {
 		wait = min(s.in.LostAnswerWait(), s.remaining(ctx))
 		s.table.lostUnsolvableEndsWait = true
+		s.status.Waiting, s.status.WaitingSince = "", time.Time{} // in.php answered something: no zero-balance pause
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
 	} else {
 		s.setPhase(ctx, captchaflow.PhaseAwaitingCallback)
@@ -107,44 +109,47 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, v
 		"Submits", s.status.Submits, "Wait", wait, "Error", cause)
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	s.cancelTimer = cancelTimer
-	if s.table.lost(sub) == nil {
-		timer := workflow.NewTimer(timerCtx, wait)
-		if s.waitLostAnswer(ctx, sub, timer) {
-			cancelTimer()
-			return s.giveUp(ctx, sub)
-		}
-		if sub.State == subUnsolvable {
-			cancelTimer()
-			countLostSubmit(ctx, LostOutcomeUnsolvable)
-			return resubmit(outResubmit, "the submission whose in.php answer was lost called back unsolvable")
-		}
-		if sub.answer == nil {
-			return s.lostWaitOver(ctx, sub, timer)
-		}
-		cancelTimer()
+	if s.table.lost(sub, previous) != nil {
+		return s.lostAnswered(ctx, sub)
 	}
-	return s.lostAnswered(ctx, sub)
+	timer := workflow.NewTimer(timerCtx, wait)
+	if s.waitLostAnswer(ctx, sub, previous, timer) {
+		cancelTimer()
+		return s.giveUp(ctx, sub)
+	}
+	if answered := s.table.answered(); answered != nil {
+		cancelTimer() // this submission's answer, or an earlier lost one's that came meanwhile
+		return s.lostAnswered(ctx, answered)
+	}
+	if sub.State == subUnsolvable {
+		cancelTimer()
+		countLostSubmit(ctx, LostOutcomeUnsolvable)
+		return resubmit(outResubmit, "the submission whose in.php answer was lost called back unsolvable")
+	}
+	return s.lostWaitOver(ctx, sub, timer)
 }
 
 // waitLostAnswer waits for the lost submission's answer until timer fires. A submission whose task may go elsewhere
 // (sub.giveUp set) asks every sub.giveUp whether its provider has been unreachable that long: then it tells the
 // caller to give the submission up. Asked only on this path, so a task whose answers are not lost records nothing.
-func (s *solver) waitLostAnswer(ctx workflow.Context, sub *submission, timer workflow.Future) (giveUp bool) {
+func (s *solver) waitLostAnswer(ctx workflow.Context, sub *submission, previous string, timer workflow.Future) (giveUp bool) {
+	settled := func() bool {
+		return s.table.takeLegacyLost(sub, previous) || s.table.answered() != nil || sub.State == subUnsolvable || timer.IsReady()
+	}
 	for {
 		var check workflow.Future
 		checkCtx, cancelCheck := workflow.WithCancel(ctx)
 		if sub.giveUp > 0 {
 			check = workflow.NewTimer(checkCtx, sub.giveUp)
 		}
-		settled := func() bool { return sub.answer != nil || sub.State == subUnsolvable || timer.IsReady() }
 		s.wait(ctx, func() bool { return settled() || (check != nil && check.IsReady()) },
 			func() []workflow.Future { return []workflow.Future{timer, check} })
 		if check == nil || !check.IsReady() || settled() {
 			cancelCheck()
 			return false
 		}
-		if s.providerGivenUp(ctx, sub.Provider) {
-			return true
+		if s.providerGivenUp(ctx, sub.Provider) && !settled() {
+			return true // an answer that came while the worker was asked still wins
 		}
 	}
 }

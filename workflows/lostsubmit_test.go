@@ -54,7 +54,7 @@ func (s *SolveCaptchaSuite) expectSubmitCalls(outcomes ...any) *[]time.Time {
 // never learned. It is this task's answer: completed with one submission, the callback's ID in the Result.
 func (s *SolveCaptchaSuite) TestLostSubmitAnsweredByItsCallback() {
 	s.expectSubmitCalls(lostAnswer())
-	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "7300000777", Code: "CODE-777", Authenticated: true})
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "7300000777", Code: "CODE-777", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -69,7 +69,7 @@ func (s *SolveCaptchaSuite) TestLostSubmitAnsweredByItsCallback() {
 func (s *SolveCaptchaSuite) TestLostSubmitCallbackAlreadyWaiting() {
 	s.env.OnActivity(acts.Submit, mock.Anything, recaptchaSubmit()).Once().
 		Return(func(context.Context, activities.SubmitRequest) (activities.SubmitResult, error) {
-			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "55", Code: "CODE-55", Authenticated: true})
+			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "55", Code: "CODE-55", Authenticated: true, RunID: testRunID, Submission: 1})
 			return activities.SubmitResult{}, lostAnswer()
 		})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
@@ -212,7 +212,7 @@ func (s *SolveCaptchaSuite) TestLostSubmitStatusWhileWaiting() {
 		s.Equal(1, st.Submits)
 		s.Empty(st.ProviderTaskID)
 	}, 10*time.Second)
-	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "31", Code: "CODE-31", Authenticated: true})
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "31", Code: "CODE-31", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.Equal("31", s.result().ProviderTaskID)
 }

@@ -190,7 +190,7 @@ func (m *model) mockProvider() {
 				if task.lost {
 					return activities.SubmitResult{}, temporal.NewApplicationError("in.php's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown)
 				}
-				return activities.SubmitResult{ProviderTaskID: task.id, Provider: provider, Alternatives: alternatives,
+				return activities.SubmitResult{ProviderTaskID: task.id, Named: true, Provider: provider, Alternatives: alternatives,
 					GiveUpSeconds: int(m.routing.giveUp / time.Second)}, nil
 			case "zero":
 				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("ERROR_ZERO_BALANCE",
@@ -341,7 +341,7 @@ func (m *model) scheduleNoise() {
 	horizon := int64(m.in.SolveBudget() + time.Minute)
 	for range m.rng.IntN(10) {
 		at := time.Duration(m.rng.Int64N(horizon))
-		kind := pick(m.rng, map[string]int{"forged": 3, "earlier-run": 3, "earlier-submission": 3, "hint": 3})
+		kind := pick(m.rng, map[string]int{"forged": 3, "earlier-run": 3, "earlier-run-unnamed": 2, "earlier-submission": 3, "hint": 3})
 		m.env.RegisterDelayedCallback(func() { m.sendNoise(kind) }, at)
 	}
 	if m.rng.IntN(10) == 0 {
@@ -366,6 +366,8 @@ func (m *model) sendNoise(kind string) {
 	case kind == "earlier-run":
 		m.signal("earlier-run", captchaflow.Callback{ProviderTaskID: "P1", Code: "EARLIER-RUN", Authenticated: true,
 			RunID: "an-earlier-run", Submission: 1})
+	case kind == "earlier-run-unnamed": // a pingback URL of a run from before URLs named their run and submission
+		m.signal("earlier-run", captchaflow.Callback{ProviderTaskID: "P99", Code: "EARLIER-RUN", Authenticated: true})
 	case kind == "earlier-submission" && len(first) > 1 && !m.env.Now().Before(first[0].solveAt):
 		old := first[0] // a repeat of what the provider said about it
 		code := old.code

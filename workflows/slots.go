@@ -69,12 +69,13 @@ func (s *solver) keepSlot(ctx workflow.Context) []workflow.Future {
 	return []workflow.Future{h.timer, h.assert}
 }
 
-// stopHold ends the hold's timer when its submission resolves.
+// stopHold ends the hold when its submission resolves: the slot is no longer this task's to re-assert.
 func (a *admission) stopHold() {
 	if a.hold.cancel != nil {
 		a.hold.cancel()
 	}
 	a.hold = hold{}
+	a.granted = false
 }
 
 // onGrant takes a grant for the request being asked; one for another run or request changes nothing.
@@ -144,8 +145,8 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 		if err := s.askSlot(ctx, queuedAt); err != nil {
 			return err
 		}
-		if a.granted {
-			break
+		if a.granted && a.version >= slotsVersion {
+			break // version 1 always started its grant wait's timer, even for a grant already here
 		}
 		if err := s.awaitGrant(ctx); err != nil {
 			return err
@@ -206,6 +207,9 @@ func acquireOptions(ctx workflow.Context, remaining time.Duration) workflow.Cont
 func (s *solver) awaitGrant(ctx workflow.Context) error {
 	a := &s.admission
 	d := s.remaining(ctx)
+	if d <= 0 {
+		return deadlineExceeded(s.in.DeadlineSeconds)
+	}
 	if a.version >= slotsVersion {
 		d = min(d, activities.SlotReaskInterval)
 	}

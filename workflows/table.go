@@ -29,8 +29,8 @@ const (
 	subAbandoned  subState = "abandoned"   // given up: its provider was unreachable past PROVIDER_GIVE_UP
 )
 
-// maxUnplaced bounds the legacy callbacks held for a provider ID the table does not know yet.
-const maxUnplaced = 8
+// maxLegacy bounds the callbacks from URLs that name no submission held for the current submission's wait.
+const maxLegacy = 64
 
 // submission is one in.php request of this run.
 type submission struct {
@@ -68,9 +68,18 @@ type table struct {
 	runID string
 	round int
 	subs  []*submission
-	// unplaced are authenticated callbacks from pingback URLs that name no submission, whose provider ID no
-	// submission has yet: the one being submitted may learn it (the callback overtook in.php's answer).
-	unplaced []captchaflow.Callback
+	// namedURLs: this run's pingback URLs name their submission (a Submit result said so). A callback whose URL names
+	// none then comes from an earlier run.
+	namedURLs bool
+	// namingKnown: a Submit result said whether URLs name their submission. Until then (every answer lost) a
+	// callback whose URL names none is an earlier run's where unnamedIsEarlierRun says so (asked only then: a task
+	// recorded before URLs named them took it by the old rules).
+	namingKnown         bool
+	unnamedIsEarlierRun func() bool
+	// legacy are callbacks from URLs that name no submission, in a run that made such URLs (it started before they
+	// named them): the current submission's wait acts on them, in arrival order, by the rules those runs were
+	// recorded with (see takeLegacy and takeLegacyLost).
+	legacy []captchaflow.Callback
 	// lateLostAnswers tells whether a lost submission's answer is taken after its wait ended (asked only then: a
 	// task recorded before dropped such a callback).
 	lateLostAnswers func() bool
@@ -112,7 +121,6 @@ func (t *table) newRound() {
 			sub.State = subExpired
 		}
 	}
-	t.unplaced = nil
 }
 
 // route files cb under the submission it belongs to. why names the reason when it is dropped.
@@ -120,13 +128,13 @@ func (t *table) route(cb captchaflow.Callback) (sub *submission, r routed, why s
 	if cb.RunID != "" && cb.RunID != t.runID {
 		return nil, routedStale, "a callback of an earlier run"
 	}
-	if !cb.Authenticated {
-		return t.routeHint(cb)
+	if cb.Submission == 0 {
+		return t.routeUnnamed(cb)
 	}
-	sub = t.find(cb)
-	if sub == nil {
-		return t.routeUnknown(cb)
+	if cb.Submission > len(t.subs) {
+		return nil, routedStale, "a callback naming a submission this run never made"
 	}
+	sub = t.subs[cb.Submission-1]
 	if sub.Round != t.round {
 		return sub, routedStale, "a callback of an expired solve round"
 	}
@@ -140,39 +148,51 @@ func (t *table) route(cb captchaflow.Callback) (sub *submission, r routed, why s
 	return sub, routedInbox, ""
 }
 
-// find is the submission cb names: by number when its URL named one, else by provider ID.
-func (t *table) find(cb captchaflow.Callback) *submission {
-	if cb.Submission > 0 {
-		if cb.Submission <= len(t.subs) {
-			return t.subs[cb.Submission-1]
-		}
-		return nil
+// routeUnnamed files a callback whose URL names no submission: an untokened one, or one from a pingback URL that
+// names only the workflow.
+func (t *table) routeUnnamed(cb captchaflow.Callback) (*submission, routed, string) {
+	if cb.Authenticated && !t.namingKnown && t.unnamedIsEarlierRun != nil && t.unnamedIsEarlierRun() {
+		t.namedURLs, t.namingKnown = true, true
 	}
-	if cb.ProviderTaskID == "" {
-		return nil
+	switch {
+	case t.namedURLs && cb.Authenticated:
+		return nil, routedStale, "a callback from a URL that names no submission: an earlier run's"
+	case t.namedURLs:
+		return t.routeHint(cb)
+	case len(t.legacy) >= maxLegacy:
+		return nil, routedStale, "too many callbacks waiting for the submission's wait"
 	}
-	for _, sub := range t.subs {
-		if sub.ProviderID == cb.ProviderTaskID {
-			return sub
-		}
-	}
-	return nil
+	t.legacy = append(t.legacy, cb)
+	return nil, routedHeld, ""
 }
 
-// routeUnknown files a callback that names no submission of this table.
-func (t *table) routeUnknown(cb captchaflow.Callback) (*submission, routed, string) {
-	cur := t.current()
-	if cb.Submission > 0 {
-		return nil, routedStale, "a callback naming a submission this run never made"
+// takeLegacy is the next held callback for the waiting submission sub, by the rules of runs whose URLs named no
+// submission: one for another provider task is dropped (why says so).
+func (t *table) takeLegacy(sub *submission) (cb captchaflow.Callback, why string, ok bool) {
+	if len(t.legacy) == 0 {
+		return captchaflow.Callback{}, "", false
 	}
-	if lost := t.legacyLost(); lost != nil {
-		return t.takeLostAnswer(lost, cb)
+	cb, t.legacy = t.legacy[0], t.legacy[1:]
+	if cb.ProviderTaskID != sub.ProviderID {
+		return cb, "a callback for another provider task (stale or forged)", true
 	}
-	if cur != nil && cur.State == subSubmitting && len(t.unplaced) < maxUnplaced {
-		t.unplaced = append(t.unplaced, cb)
-		return nil, routedHeld, ""
+	return cb, "", true
+}
+
+// takeLegacyLost takes the first held callback that can be lost's answer, by the rules of runs whose URLs named no
+// submission: an authenticated solution for a provider task other than previous (the submission before it). The
+// others are dropped.
+func (t *table) takeLegacyLost(lost *submission, previous string) bool {
+	for len(t.legacy) > 0 && lost.answer == nil {
+		cb := t.legacy[0]
+		t.legacy = t.legacy[1:]
+		if lostSubmissionAnswer(cb) && cb.ProviderTaskID != previous {
+			lost.answer = &cb
+			lost.ProviderID = cb.ProviderTaskID
+			lost.State = subSolved
+		}
 	}
-	return nil, routedStale, "a callback for another provider task (stale or forged)"
+	return lost.answer != nil
 }
 
 // routeHint files an unauthenticated callback: nothing vouches for its ID or code, so it only makes the waiting
@@ -187,17 +207,6 @@ func (t *table) routeHint(cb captchaflow.Callback) (*submission, routed, string)
 	}
 	cur.inbox = append(cur.inbox, cb)
 	return cur, routedInbox, ""
-}
-
-// legacyLost is the newest lost submission of this round, when the callback's URL named none (a pingback URL
-// made before URLs named their submission): such a callback can only be a lost submission's answer.
-func (t *table) legacyLost() *submission {
-	for i := len(t.subs) - 1; i >= 0; i-- {
-		if sub := t.subs[i]; sub.Round == t.round && sub.State == subAnswerLost {
-			return sub
-		}
-	}
-	return nil
 }
 
 // takeLostAnswer makes cb the answer of lost, when it is one: authenticated and a solution.
@@ -221,31 +230,27 @@ func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*subm
 	return lost, routedLostAnswer, ""
 }
 
-// learnID records the provider ID in.php gave sub, and routes the callbacks that were held for it.
-func (t *table) learnID(sub *submission, id string) {
+// learnID records the provider ID in.php gave sub.
+func (t *table) learnID(sub *submission, id string, named bool) {
 	sub.ProviderID = id
 	sub.State = subWaiting
-	held := t.unplaced
-	t.unplaced = nil
-	for _, cb := range held {
-		if cb.ProviderTaskID == id {
-			sub.inbox = append(sub.inbox, cb)
-		} else if len(t.unplaced) < maxUnplaced {
-			t.unplaced = append(t.unplaced, cb)
-		}
-	}
+	t.namedURLs = t.namedURLs || named
+	t.namingKnown = true
 }
 
-// lost marks sub's in.php answer lost. A callback that came while it was submitting (named for it, or held for an
-// unknown ID) may be its answer.
-func (t *table) lost(sub *submission) *captchaflow.Callback {
+// lost marks sub's in.php answer lost. A callback that came while it was submitting, named for it or (in a run
+// whose URLs name no submission) held, may be its answer; previous is the submission's before it.
+func (t *table) lost(sub *submission, previous string) *captchaflow.Callback {
 	sub.State = subAnswerLost
-	held := append(sub.inbox, t.unplaced...)
-	sub.inbox, t.unplaced = nil, nil
-	for _, cb := range held {
-		if _, r, _ := t.takeLostAnswer(sub, cb); r == routedLostAnswer {
+	named := sub.inbox
+	sub.inbox = nil
+	for _, cb := range named {
+		if _, r, _ := t.takeLostAnswer(sub, cb); r == routedLostAnswer && sub.answer != nil {
 			return sub.answer
 		}
+	}
+	if sub.State == subAnswerLost && t.takeLegacyLost(sub, previous) {
+		return sub.answer
 	}
 	return nil
 }
@@ -268,7 +273,6 @@ func (t *table) settle(winner *submission) {
 			sub.State = subSuperseded
 		}
 	}
-	t.unplaced = nil
 }
 
 // statuses is the table as the status query shows it.

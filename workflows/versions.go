@@ -44,6 +44,10 @@ const (
 	// between two zero-balance answers) upserts CaptchaPhase again, so search says what the status says. Asked only
 	// then.
 	changeResearchBalancePause = "research-balance-pause"
+	// changeNamedPingbackURLs: pingback URLs name the run and the submission, so an authenticated callback whose URL
+	// names neither comes from an earlier run. Asked only when such a callback arrives before any Submit result told
+	// the task how its URLs look (every in.php answer so far lost).
+	changeNamedPingbackURLs = "named-pingback-urls"
 )
 
 // changed tells whether this task runs with changeID's new behaviour.

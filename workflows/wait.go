@@ -69,7 +69,7 @@ func (s *solver) wait(ctx workflow.Context, done func() bool, futures func() []w
 		}
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(s.signals.callbacks, func(c workflow.ReceiveChannel, _ bool) { s.receiveCallback(ctx, c) })
-		sel.AddReceive(s.signals.hints, func(c workflow.ReceiveChannel, _ bool) { s.receiveCallback(ctx, c) })
+		sel.AddReceive(s.signals.hints, func(c workflow.ReceiveChannel, _ bool) { s.receiveHint(c) })
 		if s.signals.grants != nil {
 			sel.AddReceive(s.signals.grants, func(c workflow.ReceiveChannel, _ bool) { s.receiveGrant(c) })
 		}
@@ -105,9 +105,9 @@ func (s *solver) sleep(ctx workflow.Context, d time.Duration) error {
 }
 
 func (s *solver) routeBuffered(ctx workflow.Context) {
-	for _, c := range []workflow.ReceiveChannel{s.signals.callbacks, s.signals.hints} {
-		for s.receiveCallback(ctx, c) {
-		}
+	for s.receiveCallback(ctx, s.signals.callbacks) {
+	}
+	for s.receiveHint(s.signals.hints) {
 	}
 	for s.signals.grants != nil && s.receiveGrant(s.signals.grants) {
 	}
@@ -128,6 +128,18 @@ func (s *solver) receiveCallback(ctx workflow.Context, c workflow.ReceiveChannel
 	case routedLostAnswer:
 		s.logger.Info("a submission whose in.php answer was lost called back", "ProviderTaskID", cb.ProviderTaskID,
 			"Submission", sub.N)
+	}
+	return true
+}
+
+// receiveHint files one untokened hint (its Update's validator let it in), if one is buffered.
+func (s *solver) receiveHint(c workflow.ReceiveChannel) bool {
+	var cb captchaflow.Callback
+	if !c.ReceiveAsync(&cb) {
+		return false
+	}
+	if _, _, why := s.table.routeHint(cb); why != "" {
+		s.logger.Info("untokened hint ignored: "+why, "CallbackProviderTaskID", cb.ProviderTaskID)
 	}
 	return true
 }

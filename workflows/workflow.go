@@ -80,7 +80,8 @@ type solver struct {
 func (s *solver) setup(ctx workflow.Context) error {
 	info := workflow.GetInfo(ctx)
 	s.table = table{runID: info.WorkflowExecution.RunID,
-		lateLostAnswers: func() bool { return changed(ctx, changeTakeLateLostAnswer) }}
+		lateLostAnswers:     func() bool { return changed(ctx, changeTakeLateLostAnswer) },
+		unnamedIsEarlierRun: func() bool { return changed(ctx, changeNamedPingbackURLs) }}
 	s.signals = newSignals(ctx)
 	if err := workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, func() (captchaflow.Status, error) {
 		return s.statusNow(), nil
@@ -139,6 +140,11 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 	s.roundSubmits = s.status.Submits
 	for {
 		o := s.attempt(ctx)
+		if o.kind != outSolved && !temporal.IsCanceledError(o.err) {
+			if answered, ok := s.takeLostAnswer(ctx); ok {
+				o = answered // a lost submission answered while this attempt failed: the answer wins
+			}
+		}
 		switch o.kind {
 		case outSolved:
 			res := s.received(ctx, o.res)

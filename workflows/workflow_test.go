@@ -86,7 +86,7 @@ func (s *SolveCaptchaSuite) TestCallbackBeforeTimer() {
 func (s *SolveCaptchaSuite) TestCallbackThatOvertookSubmitNeedsNoTimer() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).
 		Run(func(mock.Arguments) {
-			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "FAST", Authenticated: true})
+			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "FAST", Authenticated: true, RunID: testRunID, Submission: 1})
 		}).
 		Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
