@@ -38,8 +38,8 @@ func submitsOutcomeUnknown(h *historypb.History) int {
 	return n
 }
 
-// pingbackMayMissCallbackTimeout tells whether tr's provider pingback can fail to arrive within the callback
-// timeout (dropped, hung, or sent late by the simulator): only then may a lost in.php answer cost a second
+// pingbackMayMissCallbackTimeout tells whether tr's provider pingback can fail to arrive within the lost-answer
+// wait (dropped, hung, or sent late by the simulator): only then may a lost in.php answer cost a second
 // submission, since nothing else can tell the workflow the lost submission's ID.
 func pingbackMayMissCallbackTimeout(tr *taskRun) bool {
 	for _, f := range []string{sim.FaultDropPingback, sim.FaultHangPingback, sim.FaultLatePingback} {
