@@ -30,17 +30,43 @@ const (
 	CheckSlotHoldersName = "CheckSlotHolders"
 )
 
-// ThreadsWorkflowID is the semaphore's workflow ID for a task queue: one per namespace and task queue.
-func ThreadsWorkflowID(taskQueue string) string { return "captchaflow-threads:" + taskQueue }
+// SlotReaskInterval is how often a queued task re-asks for its slot and a holder re-asserts it (the bound on
+// recovering from a replaced semaphore).
+const SlotReaskInterval = 30 * time.Second
 
-// SlotRequest asks for a slot for one submission (Seq) of the task WorkflowID/RunID. Threads is the requesting
-// worker's PROVIDER_THREADS: the semaphore's capacity follows the latest request.
+// ThreadsWorkflowID is the semaphore's workflow ID for a task queue: one per namespace and task queue. The '/' in
+// its prefix is refused by the task-ID rule (captchaflow.ValidateWorkflowID), so no task can take the ID, and no
+// report ID ("<task ID>/report") can be it either.
+func ThreadsWorkflowID(taskQueue string) string { return threadsIDPrefix + taskQueue }
+
+const threadsIDPrefix = "captchaflow/threads/"
+
+// SlotRequest asks for a slot for one submission (Seq) of the task WorkflowID/RunID.
 type SlotRequest struct {
-	WorkflowID  string    `json:"workflow_id"`
-	RunID       string    `json:"run_id"`
-	Seq         int       `json:"seq"`
-	Threads     int       `json:"threads"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	Seq        int    `json:"seq"`
+	// Threads is what tasks of the first PROVIDER_THREADS release sent (their worker's setting); new tasks leave it
+	// 0. A request with it is answered by a SlotGrantedSignal, never Granted at once (such a task waits for one).
+	Threads     int       `json:"threads,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
+	// Held re-asserts a slot this task was granted: the semaphore registers it as a holder, even above the plan
+	// (the slot is really in use).
+	Held bool `json:"held,omitempty"`
+	// Ticket is the previous answer, when re-asking: AcquireSlot does nothing while the semaphore that gave it
+	// still runs.
+	Ticket *SlotTicket `json:"ticket,omitempty"`
+}
+
+// SlotTicket is AcquireSlot's answer.
+type SlotTicket struct {
+	// Semaphore is the workflow ID to send the ReleaseSlotSignal to.
+	Semaphore string `json:"semaphore"`
+	// Epoch names the semaphore instance that answered: the same across its continue-as-new, new after it was
+	// terminated, reset or started afresh (its queue and holders then start empty).
+	Epoch string `json:"epoch"`
+	// Granted means the slot is held already: no SlotGrantedSignal follows for this answer.
+	Granted bool `json:"granted,omitempty"`
 }
 
 // SlotRelease gives back (or stops waiting for) the slot of submission Seq of WorkflowID/RunID.
@@ -50,9 +76,13 @@ type SlotRelease struct {
 	Seq        int    `json:"seq"`
 }
 
-// SlotGrant tells a task that submission Seq holds a slot.
+// SlotGrant tells a task that submission Seq of its run RunID holds a slot of the semaphore Semaphore. A task
+// takes only a grant naming its own run and current request (RunID and Semaphore are empty in grants sent before
+// they existed).
 type SlotGrant struct {
-	Seq int `json:"seq"`
+	Seq       int    `json:"seq"`
+	RunID     string `json:"run_id,omitempty"`
+	Semaphore string `json:"semaphore,omitempty"`
 }
 
 // SlotHolder is a granted slot.
@@ -70,14 +100,15 @@ type SemaphoreState struct {
 
 // AcquireSlot queues req on the task queue's semaphore, starting the semaphore if it is not running
 // (signal-with-start). A retry after a lost answer sends the request again; the semaphore ignores a duplicate.
-func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) error {
+func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) (SlotTicket, error) {
 	info := activity.GetInfo(ctx)
-	_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, ThreadsWorkflowID(info.TaskQueue), AcquireSlotSignal, req,
+	id := ThreadsWorkflowID(info.TaskQueue)
+	_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, id, AcquireSlotSignal, req,
 		client.StartWorkflowOptions{TaskQueue: info.TaskQueue}, ThreadsWorkflowType, SemaphoreState{Threads: req.Threads})
 	if err != nil {
-		return fmt.Errorf("asking the provider-threads semaphore for a slot: %w", err)
+		return SlotTicket{}, fmt.Errorf("asking the provider-threads semaphore for a slot: %w", err)
 	}
-	return nil
+	return SlotTicket{Semaphore: id}, nil
 }
 
 // CheckSlotHolders returns the holders whose workflow run is no longer running (terminated, timed out, reset,

@@ -158,7 +158,7 @@ func (s *semaphore) grant(ctx workflow.Context) {
 			h := activities.SlotHolder{SlotRequest: req, GrantedAt: workflow.Now(ctx)}
 			s.st.Holders = append(s.st.Holders, h)
 			f := workflow.SignalExternalWorkflow(ctx, req.WorkflowID, req.RunID, activities.SlotGrantedSignal,
-				activities.SlotGrant{Seq: req.Seq})
+				activities.SlotGrant{Seq: req.Seq, RunID: req.RunID, Semaphore: workflow.GetInfo(ctx).WorkflowExecution.ID})
 			batch = append(batch, sent{h, f})
 		}
 		for _, b := range batch {
