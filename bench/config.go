@@ -49,7 +49,7 @@ var benchDynamicConfig = map[string]string{
 	"system.forceSearchAttributesCacheRefreshOnRead": "false",
 }
 
-var allPhases = []string{"throughput", "parked", "poll", "recovery", "threads", "billing", "waiting"}
+var allPhases = []string{"throughput", "parked", "poll", "recovery", "threads", "billing", "admission", "waiting"}
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
