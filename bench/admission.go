@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
@@ -71,8 +73,12 @@ type DesignResult struct {
 
 func (b *bench) admission(ctx context.Context) (*AdmissionResult, error) {
 	res := &AdmissionResult{}
+	designs, err := b.admissionDesigns()
+	if err != nil {
+		return nil, err
+	}
 	for _, plan := range []int{admissionSaturatedPlan, admissionProbes} {
-		for _, d := range admission.Designs {
+		for _, d := range designs {
 			dr, err := b.admissionDesign(ctx, d, plan)
 			if err != nil {
 				return nil, err
@@ -82,10 +88,28 @@ func (b *bench) admission(ctx context.Context) (*AdmissionResult, error) {
 			res.Designs = append(res.Designs, dr)
 		}
 	}
+	if !b.cfg.admissionBatches {
+		return res, nil
+	}
 	if err := b.admissionBatches(ctx, res); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// admissionDesigns are the designs -admission-designs names, all by default.
+func (b *bench) admissionDesigns() ([]admission.Design, error) {
+	if b.cfg.admissionDesigns == "" {
+		return admission.Designs, nil
+	}
+	var out []admission.Design
+	for _, name := range strings.Split(b.cfg.admissionDesigns, ",") {
+		if !slices.Contains(admission.Designs, admission.Design(name)) {
+			return nil, fmt.Errorf("-admission-designs: unknown design %q (%v)", name, admission.Designs)
+		}
+		out = append(out, admission.Design(name))
+	}
+	return out, nil
 }
 
 // admissionDesign runs the probes of one design against a semaphore of their own (one task queue each) served by a

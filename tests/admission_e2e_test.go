@@ -10,6 +10,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -81,6 +83,42 @@ func TestE2E_SemaphoreReplacedUnderLoadStrandsNobody(t *testing.T) {
 	t.Logf("%d probes admitted; peak %d held (plan %d); %d re-registrations, %d stray grants given back", len(results),
 		peak, admissionPlan, rereg, stray)
 	replayLive(t, s, semID)
+	checkPlanIsOneValue(ctx, t, s, slotQueue)
+}
+
+// checkPlanIsOneValue: a worker whose PROVIDER_THREADS disagrees with the running plan refuses to start (exit 2,
+// naming both values); `worker -set-provider-threads` changes the plan, after which that worker starts.
+func checkPlanIsOneValue(ctx context.Context, t *testing.T, s *stack, slotQueue string) {
+	env := s.workerEnv()
+	env["TASK_QUEUE"] = slotQueue
+	env["PROVIDER_THREADS"] = fmt.Sprint(admissionPlan + 1)
+	env["WORKER_METRICS_ADDR"] = "" // no listener: it must not get that far
+	run := func(name string, env map[string]string, args ...string) (*devstack.Process, error) {
+		p, err := devstack.StartProcess(devstack.ProcessSpec{Name: name, Path: s.bins.Worker, Args: args,
+			Env: devstack.MergeEnv(env), LogPath: filepath.Join(s.runDir, name+".log"), StopTimeout: 5 * time.Second})
+		require.NoError(t, err)
+		select {
+		case <-p.Exited():
+		case <-time.After(30 * time.Second):
+			_ = p.Stop()
+			t.Fatalf("%s did not exit", name)
+		}
+		return p, p.Wait()
+	}
+	p, err := run("worker-other-plan", env)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "a worker with another plan must not start")
+	assert.Equal(t, 2, exit.ExitCode(), "a configuration error")
+	assert.Contains(t, p.Tail(5), fmt.Sprintf("PROVIDER_THREADS=%d disagrees with the plan of %d threads", admissionPlan+1, admissionPlan))
+
+	p, err = run("worker-set-plan", env, "-set-provider-threads", fmt.Sprint(admissionPlan+1))
+	require.NoError(t, err, p.Tail(5))
+	assert.Contains(t, p.Tail(5), fmt.Sprintf("plan of task queue %s: %d threads", slotQueue, admissionPlan+1))
+	q, err := s.c.QueryWorkflow(ctx, activities.ThreadsWorkflowID(slotQueue), "", activities.SlotsQuery)
+	require.NoError(t, err)
+	var v activities.SlotsView
+	require.NoError(t, q.Get(&v))
+	assert.Equal(t, admissionPlan+1, v.Threads)
 }
 
 type slotWorker struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -70,4 +71,19 @@ func TestRetiringAdmissionNeedsARunningSemaphore(t *testing.T) {
 	assert.ErrorContains(t, err, "nothing to retire")
 	_, err = setThreadsPlan(context.Background(), semaphoreWithPlan(-1), "q", -2)
 	assert.ErrorContains(t, err, "negative")
+}
+
+func TestTheFirstReleaseSemaphoreIsRetired(t *testing.T) {
+	running := &client.WorkflowExecutionDescription{}
+	running.Status = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	c := &mocks.Client{}
+	c.On("DescribeWorkflow", mock.Anything, "captchaflow-threads:q", "").Return(running, nil)
+	c.On("TerminateWorkflow", mock.Anything, "captchaflow-threads:q", "", mock.Anything).Return(nil).Once()
+	retireLegacySemaphore(context.Background(), c, "q", slog.New(slog.DiscardHandler))
+	c.AssertExpectations(t)
+
+	gone := &mocks.Client{}
+	gone.On("DescribeWorkflow", mock.Anything, "captchaflow-threads:q", "").Return(nil, serviceerror.NewNotFound("none"))
+	retireLegacySemaphore(context.Background(), gone, "q", slog.New(slog.DiscardHandler))
+	gone.AssertNotCalled(t, "TerminateWorkflow", mock.Anything, mock.Anything, mock.Anything, mock.Anything)
 }

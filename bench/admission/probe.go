@@ -17,16 +17,18 @@ type probe struct {
 	res    ProbeResult
 }
 
-func (p *probe) activityName() string {
-	if p.in.Design == Batched || p.in.Design == "" {
-		return activities.AcquireSlotName
-	}
-	return string(p.in.Design)
-}
-
 func (p *probe) ask(ctx workflow.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
 	var t activities.SlotTicket
-	err := workflow.ExecuteActivity(ctx, p.activityName(), req).Get(ctx, &t)
+	var f workflow.Future
+	switch p.in.Design {
+	case Batched, "":
+		f = workflow.ExecuteActivity(ctx, activities.AcquireSlotName, req)
+	case BatchedLocal:
+		f = workflow.ExecuteLocalActivity(ctx, activities.AcquireSlotName, req)
+	default:
+		f = workflow.ExecuteActivity(ctx, string(p.in.Design), req)
+	}
+	err := f.Get(ctx, &t)
 	return t, err
 }
 
