@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/captchaflow/captchaflow"
@@ -149,9 +150,12 @@ func (m *markdown) admissionRows(r *Results) {
 	}
 	for _, d := range a.Designs {
 		c := fmt.Sprintf("admission, %s, %d requesters × %d, plan %d", d.Design, admissionProbes, admissionEach, d.Plan)
-		m.p("| %s: admissions/s; granted in the answer | %.1f; %.0f %% | | |\n", c, d.PerSecond, 100*d.GrantedInAnswer)
+		m.p("| %s: admissions/s, median (rounds); granted in the answer | %.1f (%s); %.0f %% | | |\n", c, d.PerSecond,
+			joinFloats(d.Rounds), 100*d.GrantedInAnswer)
 		m.p("| %s: history events per admission, semaphore (runs) / requester | %.2f (%d) / %.2f | | |\n", c,
 			d.SemaphoreEvents, d.SemaphoreRuns, d.ProbeEvents)
+		m.p("| %s: CPU ms per admission, server / this process (requesters and semaphore); two free cores' worth | %.2f / %.2f; %.0f /s | | |\n",
+			c, d.CPUms["temporal"], d.CPUms["bench"], 2000/max(d.CPUms["temporal"]+d.CPUms["bench"], 0.01))
 		m.p("| %s: ask → grant p50 / p95 / max, ms; failed | %s / %s / %s; %d | | |\n", c, num(d.Wait.P50),
 			num(d.Wait.P95), num(d.Wait.Max), d.Failed)
 	}
@@ -164,6 +168,14 @@ func (m *markdown) admissionRows(r *Results) {
 		m.p("| %s: wall s; provider busy s (× ideal %.0f s); no-slot answers (per task); peak in use; failed | %.1f; %.1f (%.2f ×); %d (%.3f); %d; %d | | |\n",
 			c, f.IdealSeconds, f.WallSeconds, f.BusySeconds, f.BusyToIdeal, f.NoSlot, f.NoSlotPerTask, f.PeakInUse, f.Failed)
 	}
+}
+
+func joinFloats(xs []float64) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, strconv.FormatFloat(x, 'f', 1, 64))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // admissionTargets: the figures for the chosen design (the first) and the batches.

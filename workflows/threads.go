@@ -107,7 +107,7 @@ func newSemaphore(ctx workflow.Context, st activities.SemaphoreState, packed []b
 		s.enqueue(r)
 	}
 	if st.FencedUntil != nil {
-		s.fencedUntil = *st.FencedUntil
+		s.fencedUntil, s.queueUnsorted = *st.FencedUntil, true
 	}
 	st.Holders, st.Queue, st.FencedUntil = nil, nil, nil
 	s.st = st
@@ -191,9 +191,7 @@ func (s *semaphore) poke() { s.wake.SendAsync(struct{}{}) }
 
 // continueAsNew hands the state to the next run once every grant in flight is settled and every update answered.
 func (s *semaphore) continueAsNew(ctx workflow.Context, acquire, release workflow.ReceiveChannel) error {
-	if ctx.Err() != nil {
-		ctx, _ = workflow.NewDisconnectedContext(ctx)
-	}
+	ctx, _ = workflow.NewDisconnectedContext(ctx) // a cancellation meanwhile must not end it without its state
 	if err := workflow.Await(ctx, func() bool {
 		return s.grantsInFlight == 0 && !s.reclaiming && workflow.AllHandlersFinished(ctx)
 	}); err != nil {

@@ -423,3 +423,18 @@ func TestSemaphoreQueuesTenThousandAndCarriesThemOn(t *testing.T) {
 	assert.Equal(t, "task-00004", queue[0].WorkflowID)
 	assert.Equal(t, "task-09999", queue[len(queue)-1].WorkflowID)
 }
+
+func TestSemaphoreServesTheFirstToHaveAskedWhenItsFenceEnds(t *testing.T) {
+	e := newSemaphoreEnv(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e.env.SetStartTime(t0)
+	late, early := request("late"), request("early")
+	late.RequestedAt, early.RequestedAt = t0.Add(-time.Minute), t0.Add(-2*time.Minute)
+	e.ask(time.Second, late)
+	e.ask(2*time.Second, early) // re-registered after "late", asked before it
+	e.at(semaphoreFence+time.Second, func() {
+		assert.Equal(t, []string{"early"}, e.grants, "the one free slot goes to the first to have asked")
+		e.env.CancelWorkflow()
+	})
+	e.run(activities.SemaphoreState{Threads: 1, Fence: true})
+}

@@ -19,6 +19,10 @@ func (s *semaphore) grant(ctx workflow.Context) {
 	if s.fenced(ctx) {
 		return
 	}
+	if s.queueUnsorted {
+		s.queue.sortByRequestedAt()
+		s.queueUnsorted = false
+	}
 	for s.freeSlot() && s.grantsInFlight < maxGrantsInFlight {
 		r, ok := s.queue.peek()
 		if !ok {
@@ -54,10 +58,6 @@ func (s *semaphore) schedule(ctx workflow.Context) {
 	}
 	if s.reclaimTimer == nil && !s.reclaiming && len(s.holders) > 0 {
 		s.reclaimTimer = workflow.NewTimer(ctx, slotReclaimInterval)
-	}
-	if !s.fenced(ctx) && s.queueUnsorted {
-		s.queue.sortByRequestedAt()
-		s.queueUnsorted = false
 	}
 }
 
@@ -121,8 +121,8 @@ func (s *semaphore) view(ctx workflow.Context) activities.SlotsView {
 	if v.Holders == nil {
 		v.Holders = []activities.SlotHolder{}
 	}
-	if first, ok := s.queue.peek(); ok {
-		v.OldestWaitSeconds = max(0, workflow.Now(ctx).Sub(first.RequestedAt).Seconds())
+	if len(v.QueueHead) > 0 {
+		v.OldestWaitSeconds = max(0, workflow.Now(ctx).Sub(v.QueueHead[0].RequestedAt).Seconds())
 	}
 	if s.fenced(ctx) {
 		until := s.fencedUntil
