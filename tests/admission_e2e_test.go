@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,16 @@ func TestE2E_SemaphoreReplacedUnderLoadStrandsNobody(t *testing.T) {
 	t.Logf("%d probes admitted; peak %d held (plan %d); %d re-registrations, %d stray grants given back", len(results),
 		peak, admissionPlan, rereg, stray)
 	replayLive(t, s, semID)
+	var metrics string
+	for _, w := range workers {
+		m, err := scrape(ctx, strings.TrimSuffix(w.ready, "/healthz")+"/metrics")
+		require.NoError(t, err)
+		metrics += m
+	}
+	for _, name := range []string{"captchaflow_provider_slots_in_use", "captchaflow_provider_slots_plan",
+		"captchaflow_provider_slots_queued", "captchaflow_provider_slots_oldest_wait_seconds"} {
+		assert.Contains(t, metrics, name, "operators read it from the worker running the semaphore")
+	}
 	checkPlanIsOneValue(ctx, t, s, slotQueue)
 }
 
