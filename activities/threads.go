@@ -10,56 +10,81 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 // Provider thread admission (PROVIDER_THREADS): one ProviderThreads workflow per namespace and task queue hands
-// out the slots; a SolveCaptcha task asks for one with AcquireSlot, is granted it by the SlotGrantedSignal and gives
-// it back with the ReleaseSlotSignal. The names and shapes live here because AcquireSlot starts the workflow.
+// out the slots; a SolveCaptcha task asks for one with AcquireSlot, holds it at once (SlotTicket.Granted) or is
+// granted it later by the SlotGrantedSignal, and gives it back with the ReleaseSlotSignal. The names and shapes live
+// here because AcquireSlot and the worker's plan check talk to the workflow.
 const (
 	// ThreadsWorkflowType is the registered name of the semaphore workflow.
 	ThreadsWorkflowType = "ProviderThreads"
-	// AcquireSlotSignal (a SlotRequest) queues a task for a slot; ReleaseSlotSignal (a SlotRelease) gives a slot
-	// back or leaves the queue; SlotGrantedSignal (a SlotGrant) tells the task its turn has come.
+	// AcquireSlotsUpdate ([]SlotRequest → []SlotTicket, one per request) is how AcquireSlot asks: the requests of
+	// every AcquireSlot running on a worker at that moment travel in one update.
+	AcquireSlotsUpdate = "acquire-slots"
+	// PlanUpdate (PlanChange → the plan in force) checks or sets the thread count.
+	PlanUpdate = "plan"
+	// AcquireSlotSignal (a SlotRequest) queues a request without an answer: a grant always follows. Kept for
+	// requesters that cannot take an answer (and the benchmark's signal-only design).
 	AcquireSlotSignal = "acquire"
+	// ReleaseSlotSignal (a SlotRelease) gives a slot back or leaves the queue; SlotGrantedSignal (a SlotGrant)
+	// tells a task its turn has come.
 	ReleaseSlotSignal = "release"
 	SlotGrantedSignal = "slot-granted"
-	// SlotsQuery answers the semaphore's SemaphoreState.
+	// SlotsQuery answers a SlotsView.
 	SlotsQuery = "slots"
+	// MemoEpoch and MemoPlan are the semaphore's memo fields: its epoch and plan, readable by DescribeWorkflow
+	// without a worker (AcquireSlot's re-ask check and the worker's start check).
+	MemoEpoch = "epoch"
+	MemoPlan  = "plan"
 
 	AcquireSlotName      = "AcquireSlot"
 	CheckSlotHoldersName = "CheckSlotHolders"
 )
 
-// ThreadsWorkflowID is the semaphore's workflow ID for a task queue: one per namespace and task queue.
-func ThreadsWorkflowID(taskQueue string) string { return "captchaflow-threads:" + taskQueue }
-
-// SlotReaskInterval is how often a queued task re-asks for its slot: the bound on recovering from a replaced
-// semaphore.
+// SlotReaskInterval is how often a queued task re-asks for its slot and a holder re-asserts it (the bound on
+// recovering from a replaced semaphore).
 const SlotReaskInterval = 30 * time.Second
+
+// ThreadsWorkflowID is the semaphore's workflow ID for a task queue: one per namespace and task queue. The '/' in
+// its prefix is refused by the task-ID rule (captchaflow.ValidateWorkflowID), so no task can take the ID, and no
+// report ID ("<task ID>/report") can be it either.
+func ThreadsWorkflowID(taskQueue string) string { return threadsIDPrefix + taskQueue }
+
+const threadsIDPrefix = "captchaflow/threads/"
+
+// LegacyThreadsWorkflowID is the ID the first release's semaphore ran under (a valid task ID, hence replaced).
+func LegacyThreadsWorkflowID(taskQueue string) string { return "captchaflow-threads:" + taskQueue }
 
 // SlotRequest asks for a slot for one submission (Seq) of the task WorkflowID/RunID.
 type SlotRequest struct {
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id"`
 	Seq        int    `json:"seq"`
-	// Threads is what tasks recorded before the plan was stated per task queue sent; new tasks leave it 0.
+	// Threads is what tasks of the first PROVIDER_THREADS release sent (their worker's setting); new tasks leave it
+	// 0. A request with it is answered by a SlotGrantedSignal, never Granted at once (such a task waits for one).
 	Threads     int       `json:"threads,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
-	// Held re-asserts a slot this submission was granted, so a replaced semaphore learns its holders.
+	// Held re-asserts a slot this task was granted: the semaphore registers it as a holder, even above the plan
+	// (the slot is really in use).
 	Held bool `json:"held,omitempty"`
-	// Ticket is the previous answer, when re-asking: nothing is sent while the semaphore that queued the request
+	// Ticket is the previous answer, when re-asking: AcquireSlot does nothing while the semaphore that gave it
 	// still runs.
 	Ticket *SlotTicket `json:"ticket,omitempty"`
 }
 
 // SlotTicket is AcquireSlot's answer.
 type SlotTicket struct {
-	// Semaphore is the workflow ID the release goes to.
+	// Semaphore is the workflow ID to send the ReleaseSlotSignal to.
 	Semaphore string `json:"semaphore"`
-	// Epoch names the semaphore instance that took the request: stable across its continue-as-new, new after it
-	// was terminated, reset or started afresh.
+	// Epoch names the semaphore instance that answered: the same across its continue-as-new, new after it was
+	// terminated, reset or started afresh (its queue and holders then start empty).
 	Epoch string `json:"epoch"`
-	// Granted: the slot is held at once; no SlotGrantedSignal follows.
+	// Granted means the slot is held already: no SlotGrantedSignal follows for this answer.
 	Granted bool `json:"granted,omitempty"`
 }
 
@@ -70,8 +95,9 @@ type SlotRelease struct {
 	Seq        int    `json:"seq"`
 }
 
-// SlotGrant tells a task that submission Seq of run RunID holds a slot (RunID is empty in grants sent before grants
-// named their run).
+// SlotGrant tells a task that submission Seq of its run RunID holds a slot of the semaphore Semaphore. A task
+// takes only a grant naming its own run and current request (RunID and Semaphore are empty in grants sent before
+// they existed).
 type SlotGrant struct {
 	Seq       int    `json:"seq"`
 	RunID     string `json:"run_id,omitempty"`
@@ -84,24 +110,81 @@ type SlotHolder struct {
 	GrantedAt time.Time `json:"granted_at"`
 }
 
-// SemaphoreState is the semaphore's whole state, carried across continue-as-new and answered by SlotsQuery.
+// SemaphoreState is the semaphore's first input: what it carries across continue-as-new besides its queue, which
+// travels packed in the second input (see workflows.ProviderThreads).
 type SemaphoreState struct {
-	Threads int           `json:"threads"`
-	Holders []SlotHolder  `json:"holders,omitempty"`
-	Queue   []SlotRequest `json:"queue,omitempty"`
+	// Threads is the plan: at most this many slots held at once. 0 means admission is retired: every request is
+	// granted at once (set only by an operator's PlanChange, never by a worker or an activity).
+	Threads int `json:"threads"`
+	// Epoch names this semaphore instance (see SlotTicket.Epoch); empty on a fresh start.
+	Epoch string `json:"epoch,omitempty"`
+	// Fence asks a fresh instance to grant nothing new for a while: an instance before it ended without handing
+	// over (terminated, failed), so tasks may still hold its slots until they re-assert them.
+	Fence bool `json:"fence,omitempty"`
+	// FencedUntil carries a fence in force across continue-as-new.
+	FencedUntil *time.Time   `json:"fenced_until,omitempty"`
+	Holders     []SlotHolder `json:"holders,omitempty"`
+	// Queue is read on start (requests in order) beside the packed queue; the semaphore itself carries its queue
+	// packed.
+	Queue []SlotRequest `json:"queue,omitempty"`
 }
 
-// AcquireSlot queues req on the task queue's semaphore, starting the semaphore if it is not running
-// (signal-with-start). A retry after a lost answer sends the request again; the semaphore ignores a duplicate.
-func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) error {
-	info := activity.GetInfo(ctx)
-	if req.Threads == 0 {
-		req.Threads = a.ProviderThreads // the plan this worker states
+// PlanChange is PlanUpdate's argument: Threads is checked against the plan in force, or made the plan with Set.
+type PlanChange struct {
+	Threads int  `json:"threads"`
+	Set     bool `json:"set,omitempty"`
+}
+
+// SlotsView is SlotsQuery's answer: what operators read (the same figures as the metrics).
+type SlotsView struct {
+	Threads           int     `json:"threads"`
+	InUse             int     `json:"in_use"`
+	Queued            int     `json:"queued"`
+	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
+	Epoch             string  `json:"epoch"`
+	// FencedUntil is set while a fresh instance waits for the holders of the one before to re-assert their slots.
+	FencedUntil *time.Time   `json:"fenced_until,omitempty"`
+	Holders     []SlotHolder `json:"holders"`
+	// QueueHead is the first requests in line (at most SlotsViewQueueHead).
+	QueueHead []SlotRequest `json:"queue_head,omitempty"`
+}
+
+// SlotsViewQueueHead bounds SlotsView.QueueHead, so the answer stays small with any queue.
+const SlotsViewQueueHead = 20
+
+// AcquireSlot asks the task queue's semaphore for a slot for req and answers its ticket. A re-ask (req.Ticket set)
+// costs no message while the semaphore instance that answered it still runs; otherwise the request is sent with
+// the requests of every AcquireSlot running on this worker (one update), starting the semaphore with this worker's
+// PROVIDER_THREADS when none runs. Idempotent: the semaphore knows a request it has seen.
+func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) (SlotTicket, error) {
+	if err := req.Validate(); err != nil {
+		return SlotTicket{}, temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureInvalidInput, nil)
 	}
-	_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, ThreadsWorkflowID(info.TaskQueue), AcquireSlotSignal, req,
-		client.StartWorkflowOptions{TaskQueue: info.TaskQueue}, ThreadsWorkflowType, SemaphoreState{Threads: req.Threads})
-	if err != nil {
-		return fmt.Errorf("asking the provider-threads semaphore for a slot: %w", err)
+	info := activity.GetInfo(ctx)
+	sc := a.slotClient(activity.GetClient(ctx))
+	id := ThreadsWorkflowID(info.TaskQueue)
+	if t := req.Ticket; t != nil && t.Semaphore == id {
+		current, err := sc.ticketCurrent(ctx, id, t.Epoch)
+		if err != nil {
+			activity.GetLogger(ctx).Warn("could not tell whether the semaphore changed; asking it", "Error", err)
+		}
+		if current {
+			return *t, nil
+		}
+	}
+	req.Ticket = nil // the semaphore has no use for it
+	return sc.acquire(ctx, info.TaskQueue, req)
+}
+
+// Validate refuses a request that names no task run.
+func (r SlotRequest) Validate() error {
+	switch {
+	case r.WorkflowID == "":
+		return errors.New("slot request: workflow_id is empty")
+	case r.RunID == "":
+		return errors.New("slot request: run_id is empty")
+	case r.Seq < 0:
+		return fmt.Errorf("slot request: seq %d is negative", r.Seq)
 	}
 	return nil
 }
@@ -113,23 +196,38 @@ func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotHolder)
 	return checkSlotHolders(ctx, activity.GetClient(ctx), holders)
 }
 
+// checkParallelism bounds the DescribeWorkflow calls of one check in flight at once.
+const checkParallelism = 8
+
 func checkSlotHolders(ctx context.Context, c client.Client, holders []SlotHolder) ([]SlotHolder, error) {
+	deadAt := make([]bool, len(holders))
+	errs := make([]error, len(holders))
+	var g errgroup.Group
+	g.SetLimit(checkParallelism)
+	for i, h := range holders {
+		g.Go(func() error {
+			desc, err := c.DescribeWorkflow(ctx, h.WorkflowID, h.RunID)
+			var notFound *serviceerror.NotFound
+			switch {
+			case errors.As(err, &notFound):
+				deadAt[i] = true
+			case err != nil:
+				errs[i] = err
+			default:
+				deadAt[i] = desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 	var dead []SlotHolder
-	var errs []error
-	for _, h := range holders {
-		desc, err := c.DescribeWorkflow(ctx, h.WorkflowID, h.RunID)
-		var notFound *serviceerror.NotFound
-		switch {
-		case errors.As(err, &notFound):
-			dead = append(dead, h)
-		case err != nil:
-			errs = append(errs, err)
-		case desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+	for i, h := range holders {
+		if deadAt[i] {
 			dead = append(dead, h)
 		}
 	}
-	if len(dead) == 0 && len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := errors.Join(errs...); len(dead) == 0 && err != nil {
+		return nil, err
 	}
 	return dead, nil
 }

@@ -2,8 +2,10 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
@@ -12,6 +14,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 func holder(id string) SlotHolder {
@@ -37,4 +41,28 @@ func TestCheckSlotHoldersFindsTheOnesThatStopped(t *testing.T) {
 
 	_, err = checkSlotHolders(context.Background(), c, []SlotHolder{holder("unknown")})
 	assert.Error(t, err, "nothing learned: the activity fails (and the semaphore tries later)")
+}
+
+func TestThreadsWorkflowIDIsNeverATaskOrReportID(t *testing.T) {
+	for _, queue := range []string{"captcha-solve", "report", "q:1", ""} {
+		id := ThreadsWorkflowID(queue)
+		assert.Error(t, captchaflow.ValidateWorkflowID(id), "a task could take %q", id)
+		_, err := captchaflow.ReportedTaskID(id)
+		assert.Error(t, err, "%q reads as a report's workflow ID", id)
+	}
+}
+
+func TestSlotMessagesDecodeWhatEarlierReleasesRecorded(t *testing.T) {
+	var req SlotRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"workflow_id":"t1","run_id":"r1","seq":2,"threads":4,"requested_at":"2025-01-02T03:04:05Z"}`), &req))
+	assert.Equal(t, SlotRequest{WorkflowID: "t1", RunID: "r1", Seq: 2, Threads: 4,
+		RequestedAt: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}, req)
+	var g SlotGrant
+	require.NoError(t, json.Unmarshal([]byte(`{"seq":3}`), &g))
+	assert.Equal(t, SlotGrant{Seq: 3}, g, "a legacy grant names no run")
+
+	b, err := json.Marshal(SlotRequest{WorkflowID: "t1", RunID: "r1", Seq: 1})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"workflow_id":"t1","run_id":"r1","seq":1,"requested_at":"0001-01-01T00:00:00Z"}`, string(b),
+		"a new first ask carries no legacy threads, hold or ticket")
 }

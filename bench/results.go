@@ -28,6 +28,7 @@ type Results struct {
 	Waiting    *WaitingResult     `json:"waiting,omitempty"`
 	Threads    *ThreadsResult     `json:"threads,omitempty"`
 	Billing    *BillingResult     `json:"billing,omitempty"`
+	Admission  *AdmissionResult   `json:"admission,omitempty"`
 	Targets    []Target           `json:"targets"`
 	Notes      []string           `json:"notes,omitempty"`
 }

@@ -106,8 +106,22 @@ func (b *bench) runPhases(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	// The threads and billing phases need the provider and the server to themselves: after the poll-path tasks,
-	// before the waiting phase's parked tasks (which hold provider threads for hours).
+	// The threads, billing and admission phases need the provider and the server to themselves: after the
+	// poll-path tasks, before the waiting phase's parked tasks (which hold provider threads for hours).
+	if err := b.providerPhases(ctx); err != nil {
+		return err
+	}
+	if b.cfg.phases["waiting"] {
+		if b.res.Waiting, err = b.waitingMemory(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// providerPhases runs the threads, billing and admission phases -phases selects.
+func (b *bench) providerPhases(ctx context.Context) error {
+	var err error
 	if b.cfg.phases["threads"] {
 		if b.res.Threads, err = b.threads(ctx); err != nil {
 			return err
@@ -118,12 +132,10 @@ func (b *bench) runPhases(ctx context.Context) error {
 			return err
 		}
 	}
-	if b.cfg.phases["waiting"] {
-		if b.res.Waiting, err = b.waitingMemory(ctx); err != nil {
-			return err
-		}
+	if b.cfg.phases["admission"] {
+		b.res.Admission, err = b.admission(ctx)
 	}
-	return nil
+	return err
 }
 
 // scenarios are the comparisons of the throughput and parked phases, in the order they run.

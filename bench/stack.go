@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -31,6 +32,9 @@ type stack interface {
 	Server() string
 	// PIDs are the processes of the stack, by name (for CPU accounting).
 	PIDs() map[string]int
+	// StartExtraWorker starts another worker process with the stack's worker environment and overrides (its own
+	// TASK_QUEUE, PROVIDER_THREADS); the caller stops it.
+	StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*devstack.Process, error)
 }
 
 // stackConfig is what both kinds of stack need.
@@ -92,6 +96,10 @@ func (d devStack) PIDs() map[string]int {
 // TemporalMetricsURL is the dev server's /metrics.
 func (d devStack) TemporalMetricsURL() string { return d.s.Temporal.MetricsURL() }
 
+func (d devStack) StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*devstack.Process, error) {
+	return d.s.StartExtraWorker(ctx, name, overrides)
+}
+
 func (d devStack) RestartWorker(ctx context.Context) error {
 	if err := d.s.Worker().Stop(); err != nil {
 		return fmt.Errorf("stopping the worker: %w", err)
@@ -105,6 +113,8 @@ type externalStack struct {
 	cfg                                stackConfig
 	simPort, metricsPort, ingressPort  int
 	simulator, worker, ingress         *devstack.Process
+	workerBin                          string
+	workerEnv                          map[string]string
 	providerKey, callbackSecret, notif string
 }
 
@@ -188,6 +198,7 @@ func (e *externalStack) startProcesses(ctx context.Context, bins devstack.Binari
 		"TEMPORAL_ADDRESS":    cfg.TemporalAddress,
 		"TEMPORAL_NAMESPACE":  cfg.Namespace,
 	}
+	e.workerBin, e.workerEnv = bins.Worker, workerEnv
 	if e.worker, err = e.start(ctx, "worker", bins.Worker, workerEnv, cfg.WorkerEnv, e.WorkerMetricsURL()+"/healthz"); err != nil {
 		return err
 	}
@@ -219,6 +230,20 @@ func (e *externalStack) start(ctx context.Context, name, bin string, env, overri
 	}
 	e.cfg.Logf("%s ready in %s", name, time.Since(started).Round(time.Millisecond))
 	return p, nil
+}
+
+func (e *externalStack) StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*devstack.Process, error) {
+	port, err := devstack.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	own := maps.Clone(e.cfg.WorkerEnv)
+	if own == nil {
+		own = map[string]string{}
+	}
+	maps.Copy(own, overrides)
+	own["WORKER_METRICS_ADDR"] = loopback(port)
+	return e.start(ctx, name, e.workerBin, e.workerEnv, own, "http://"+loopback(port)+"/healthz")
 }
 
 func (e *externalStack) TemporalAddress() string  { return e.cfg.TemporalAddress }

@@ -27,6 +27,7 @@ var targetRules = []func(r *Results) []Target{
 	waitingRSSTarget,
 	recoveryTarget,
 	threadsTargets,
+	admissionTargets,
 }
 
 func evaluateTargets(r *Results) []Target {

@@ -229,21 +229,52 @@ func (s *Stack) StartSimulator(ctx context.Context) error {
 
 // StartWorker starts the worker, or restarts it after Kill or Stop, and waits for its /healthz.
 func (s *Stack) StartWorker(ctx context.Context) error {
+	env := s.workerEnv()
+	env["WORKER_METRICS_ADDR"] = loopback(s.opts.WorkerMetricsPort)
+	return s.startComponent(ctx, &s.worker, "worker", s.bins.Worker, env, s.opts.WorkerEnv, s.WorkerMetricsURL()+"/healthz")
+}
+
+// StartExtraWorker starts one more worker process beside the stack's own, with the same environment but for
+// overrides (TASK_QUEUE, PROVIDER_THREADS, …) and a metrics port of its own, and waits for its /healthz. The caller
+// stops it; Stop does not.
+func (s *Stack) StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*Process, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	own := map[string]string{"WORKER_METRICS_ADDR": loopback(port)}
+	p, err := StartProcess(ProcessSpec{
+		Name:    name,
+		Path:    s.bins.Worker,
+		Env:     MergeEnv(s.workerEnv(), s.opts.WorkerEnv, overrides, own),
+		LogPath: filepath.Join(s.opts.RunDir, name+".log"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := WaitReady(ctx, name, s.opts.ReadyTimeout, HTTPOK("http://"+loopback(port)+"/healthz"), p); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// workerEnv is the environment every worker of the stack gets (the main one also its metrics port).
+func (s *Stack) workerEnv() map[string]string {
 	env := map[string]string{
-		"CAPTCHAAI_API_KEY":   s.opts.ProviderAPIKey,
-		"CAPTCHAAI_BASE_URL":  s.providerURL,
-		"CALLBACK_BASE_URL":   s.opts.CallbackBaseURL,
-		"CALLBACK_SECRET":     s.opts.CallbackSecret,
-		"NOTIFY_SECRET":       s.opts.NotifySecret,
-		"TASK_QUEUE":          captchaflow.DefaultTaskQueue,
-		"WORKER_METRICS_ADDR": loopback(s.opts.WorkerMetricsPort),
-		"TEMPORAL_ADDRESS":    s.Temporal.Address(),
-		"TEMPORAL_NAMESPACE":  DefaultNamespace,
+		"CAPTCHAAI_API_KEY":  s.opts.ProviderAPIKey,
+		"CAPTCHAAI_BASE_URL": s.providerURL,
+		"CALLBACK_BASE_URL":  s.opts.CallbackBaseURL,
+		"CALLBACK_SECRET":    s.opts.CallbackSecret,
+		"NOTIFY_SECRET":      s.opts.NotifySecret,
+		"TASK_QUEUE":         captchaflow.DefaultTaskQueue,
+		"TEMPORAL_ADDRESS":   s.Temporal.Address(),
+		"TEMPORAL_NAMESPACE": DefaultNamespace,
 	}
 	// The webhook receivers of the demo and the tests (devstack/downstream) listen on 127.0.0.1, an address the
 	// worker only delivers to when told so.
 	env["NOTIFY_ALLOW_PRIVATE"] = "true"
-	return s.startComponent(ctx, &s.worker, "worker", s.bins.Worker, env, s.opts.WorkerEnv, s.WorkerMetricsURL()+"/healthz")
+	return env
 }
 
 // StartIngress starts the ingress, or restarts it after Kill or Stop, and waits for /readyz (Temporal reachable).

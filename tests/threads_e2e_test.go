@@ -43,19 +43,19 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 		_ = s.c.TerminateWorkflow(context.Background(), semID, "", "test over")
 	})
 
-	slots := func() activities.SemaphoreState {
+	slots := func() activities.SlotsView {
 		v, err := s.c.QueryWorkflow(ctx, semID, "", activities.SlotsQuery)
 		if err != nil {
-			return activities.SemaphoreState{Threads: -1}
+			return activities.SlotsView{Threads: -1}
 		}
-		var st activities.SemaphoreState
+		var st activities.SlotsView
 		require.NoError(t, v.Get(&st))
 		return st
 	}
 	peak := 0
-	watch := func() activities.SemaphoreState {
+	watch := func() activities.SlotsView {
 		st := slots()
-		peak = max(peak, len(st.Holders))
+		peak = max(peak, st.InUse)
 		return st
 	}
 
@@ -65,12 +65,12 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 		require.NoError(t, err)
 		runs[tr.ID] = func() error { return run.Get(ctx, &tr.Result) }
 	}
-	var held activities.SemaphoreState
+	var held activities.SlotsView
 	require.Eventually(t, func() bool {
 		held = watch()
-		return len(held.Holders) == 2 && len(held.Queue) == 4
+		return held.InUse == 2 && held.Queued == 4
 	}, 30*time.Second, 50*time.Millisecond, "two slots held and four tasks queued")
-	queuedFirst := held.Queue[0].WorkflowID
+	queuedFirst := held.QueueHead[0].WorkflowID
 	v, err := s.c.QueryWorkflow(ctx, queuedFirst, "", captchaflow.StatusQuery)
 	require.NoError(t, err)
 	var st captchaflow.Status
@@ -93,13 +93,13 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 		require.NoError(t, get(), id)
 		watch()
 	}
-	var end activities.SemaphoreState
+	var end activities.SlotsView
 	require.Eventually(t, func() bool {
 		end = watch()
-		return end.Threads == 2 && len(end.Holders) == 0 && len(end.Queue) == 0
+		return end.Threads == 2 && end.InUse == 0 && end.Queued == 0
 	}, 90*time.Second, 200*time.Millisecond, "every slot back (the terminated holder's by the reclaim check)")
 	assert.LessOrEqual(t, peak, 2, "never more than PROVIDER_THREADS slots held")
-	sc.note("5 tasks completed after the kill; semaphore: %d/%d held, %d queued; peak %d", len(end.Holders), end.Threads, len(end.Queue), peak)
+	sc.note("5 tasks completed after the kill; semaphore: %d/%d held, %d queued; peak %d", end.InUse, end.Threads, end.Queued, peak)
 	var done []string
 	for _, tr := range trs {
 		if tr.ID != terminated {

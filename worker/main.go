@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,6 +30,13 @@ import (
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	setPlan := flag.Int("set-provider-threads", -1, "set the task queue's provider-threads plan to N (0 retires admission "+
+		"control), print it and exit; workers must be running. Give the workers PROVIDER_THREADS=N next")
+	flag.Parse()
+	run := run
+	if *setPlan >= 0 || flagSet("set-provider-threads") {
+		run = func(logger *slog.Logger) error { return runSetPlan(logger, *setPlan) }
+	}
 	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)
 		var cfgErr configError
@@ -63,12 +71,17 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	defer c.Close()
-
+	if err := checkThreadsPlan(ctx, c, cfg.TaskQueue, cfg.ProviderThreads); err != nil {
+		return err
+	}
 	w := newWorker(c, cfg, acts)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+	if err := ensureThreadsPlanOrWarn(ctx, c, cfg, logger); err != nil {
+		return err
+	}
 
 	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
 	if err := metrics.exportCircuits(acts.Providers, opts.Namespace, cfg.TaskQueue); err != nil {
@@ -106,6 +119,20 @@ func loadConfig() (config.Worker, *activities.Activities, error) {
 // dial connects to Temporal with the environment's client options and checks the namespace has the search
 // attributes the workflows set, so a missing one fails at start rather than on the first task.
 func dial(ctx context.Context, logger *slog.Logger, m *metrics, routed bool) (client.Client, client.Options, error) {
+	c, opts, err := dialTemporal(ctx, logger, m.Handler())
+	if err != nil {
+		return nil, opts, err
+	}
+	if err := checkSearchAttributes(ctx, c, opts.Namespace, routed); err != nil {
+		c.Close()
+		return nil, opts, configError{err}
+	}
+	return c, opts, nil
+}
+
+// dialTemporal connects with the environment's Temporal settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, …); handler
+// may be nil (the one-shot -set-provider-threads command exports no metrics).
+func dialTemporal(ctx context.Context, logger *slog.Logger, handler client.MetricsHandler) (client.Client, client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, opts, configError{fmt.Errorf("temporal client configuration: %w", err)}
@@ -114,14 +141,12 @@ func dial(ctx context.Context, logger *slog.Logger, m *metrics, routed bool) (cl
 		opts.Namespace = client.DefaultNamespace
 	}
 	opts.Logger = sdklog.NewStructuredLogger(logger)
-	opts.MetricsHandler = m.Handler()
+	if handler != nil {
+		opts.MetricsHandler = handler
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, opts, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
-	}
-	if err := checkSearchAttributes(ctx, c, opts.Namespace, routed); err != nil {
-		c.Close()
-		return nil, opts, configError{err}
 	}
 	return c, opts, nil
 }
@@ -140,6 +165,22 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	})
 	workflows.Register(w, acts, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
 	return w
+}
+
+// ensureThreadsPlanOrWarn states this worker's provider-threads plan once it polls: a disagreement with the
+// running plan stops the worker; a failure to check is only logged (the first task that asks starts the semaphore).
+func ensureThreadsPlanOrWarn(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) error {
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := ensureThreadsPlan(pctx, c, cfg.TaskQueue, cfg.ProviderThreads, logger)
+	var planErr configError
+	if errors.As(err, &planErr) {
+		return err
+	}
+	if err != nil {
+		logger.Warn("the provider-threads plan could not be checked; the first task that asks for a slot starts the semaphore", "error", err)
+	}
+	return nil
 }
 
 // ensureBalanceScheduleOrWarn keeps the balance schedule as configured; a failure costs the gauge, not a task, so

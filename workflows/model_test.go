@@ -294,26 +294,32 @@ func (m *model) mockSlots() {
 	}
 	replaced := m.rng.IntN(3) == 0
 	asked := map[int]int{}
-	m.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.SlotRequest) error {
+	m.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if req.Held {
 			m.holdAsserts++
 			m.logf("AcquireSlot seq=%d: the holder re-asserts its slot", req.Seq)
-			return nil
+			return activities.SlotTicket{}, nil
 		}
 		asked[req.Seq]++
 		m.asks++
 		if replaced && asked[req.Seq] == 1 {
 			m.logf("AcquireSlot seq=%d: the semaphore is lost", req.Seq)
-			return nil
+			return activities.SlotTicket{}, nil
+		}
+		ticket := activities.SlotTicket{Semaphore: "sem", Epoch: "e1"}
+		if m.rng.IntN(3) == 0 {
+			m.logf("AcquireSlot seq=%d ask %d: granted at once", req.Seq, asked[req.Seq])
+			ticket.Granted = true
+			return ticket, nil
 		}
 		d := time.Duration(m.rng.IntN(40)) * time.Second
 		m.logf("AcquireSlot seq=%d ask %d: grant in %v", req.Seq, asked[req.Seq], d)
 		m.env.RegisterDelayedCallback(func() {
-			m.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: req.Seq, RunID: req.RunID})
+			m.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: req.Seq, RunID: req.RunID, Semaphore: "sem"})
 		}, d)
-		return nil
+		return ticket, nil
 	})
 	m.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.ReleaseSlotSignal, mock.Anything).Return(nil)
 }

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -29,6 +28,8 @@ type admission struct {
 	seq     int              // the submission whose slot is asked or held
 	granted bool
 	ticket  activities.SlotTicket
+	// released: the current request's slot was given back (its submission resolved)
+	released bool
 	// queuedAt is when the current request joined the queue (its place in line, kept across re-asks).
 	queuedAt time.Time
 	hold     hold
@@ -75,17 +76,23 @@ func (a *admission) stopHold() {
 		a.hold.cancel()
 	}
 	a.hold = hold{}
-	a.granted = false
+	a.granted, a.released = false, true
 }
 
-// onGrant takes a grant for the request being asked; one for another run or request changes nothing.
-func (a *admission) onGrant(g activities.SlotGrant, runID string) {
-	if g.Seq == a.seq && (g.RunID == "" || g.RunID == runID) {
+// onGrant takes a grant for the request being asked, and tells whether the grant is this run's but for a request
+// already given up (version 2 then sends it back, or the slot would stay counted until the task ends).
+func (a *admission) onGrant(g activities.SlotGrant, runID string) (stray bool) {
+	switch {
+	case g.RunID != "" && g.RunID != runID:
+		return false // another run's: not ours to answer
+	case g.Seq == a.seq && !a.released:
 		a.granted = true
 		if g.Semaphore != "" {
 			a.ticket.Semaphore = g.Semaphore
 		}
+		return false
 	}
+	return a.version >= slotsVersion && g.RunID == runID
 }
 
 // slotsInEffect decides, once per task, whether it takes slots. It asks changeProviderThreads only when this
@@ -114,7 +121,7 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	}
 	a := &s.admission
 	a.seq++
-	a.granted, a.ticket = false, activities.SlotTicket{}
+	a.granted, a.released, a.ticket = false, false, activities.SlotTicket{}
 	seq := a.seq
 	release = func() {
 		a.stopHold()
@@ -236,11 +243,17 @@ func (s *solver) awaitGrant(ctx workflow.Context) error {
 // result, unsolvable, failure, cancellation (a disconnected context, so a cancelled task still releases). A
 // failure to signal is logged: the semaphore's reclaim check frees the slot once the task has ended.
 func (s *solver) releaseSlot(ctx workflow.Context, seq int) {
+	s.releaseTo(ctx, s.admission.ticket.Semaphore, seq)
+}
+
+// releaseTo signals the release of request seq to semaphore (empty: the task queue's, of this task's version).
+func (s *solver) releaseTo(ctx workflow.Context, semaphore string, seq int) {
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	info := workflow.GetInfo(ctx)
-	semaphore := s.admission.ticket.Semaphore
-	if semaphore == "" {
+	if semaphore == "" && s.admission.version < slotsVersion {
+		semaphore = activities.LegacyThreadsWorkflowID(info.TaskQueueName) // where version 1 always released
+	} else if semaphore == "" {
 		semaphore = activities.ThreadsWorkflowID(info.TaskQueueName)
 	}
 	err := workflow.SignalExternalWorkflow(dctx, semaphore, "", activities.ReleaseSlotSignal,
@@ -248,8 +261,4 @@ func (s *solver) releaseSlot(ctx workflow.Context, seq int) {
 	if err != nil {
 		s.logger.Warn("could not release the provider slot; the semaphore reclaims it when the task ends", "Error", err)
 	}
-}
-
-func fmtSlots(st activities.SemaphoreState) string {
-	return fmt.Sprintf("**provider threads:** %d/%d in use · %d queued", len(st.Holders), st.Threads, len(st.Queue))
 }

@@ -28,9 +28,9 @@ func newSlotEnv(t *testing.T) *slotEnv {
 	e := &slotEnv{t: t, env: ts.NewTestWorkflowEnvironment()}
 	Register(e.env, &activities.Activities{}, Settings{ProviderThreads: 2})
 	e.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, req activities.SlotRequest) error {
+		func(_ context.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
 			e.acquired = append(e.acquired, req)
-			return nil
+			return activities.SlotTicket{}, nil
 		})
 	e.env.OnSignalExternalWorkflow(mock.Anything, activities.ThreadsWorkflowID(taskQueueOfTestEnv), "",
 		activities.ReleaseSlotSignal, mock.Anything).Return(func(_, _, _, _ string, arg any) error {

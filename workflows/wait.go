@@ -71,7 +71,7 @@ func (s *solver) wait(ctx workflow.Context, done func() bool, futures func() []w
 		sel.AddReceive(s.signals.callbacks, func(c workflow.ReceiveChannel, _ bool) { s.receiveCallback(ctx, c) })
 		sel.AddReceive(s.signals.hints, func(c workflow.ReceiveChannel, _ bool) { s.receiveHint(c) })
 		if s.signals.grants != nil {
-			sel.AddReceive(s.signals.grants, func(c workflow.ReceiveChannel, _ bool) { s.receiveGrant(c) })
+			sel.AddReceive(s.signals.grants, func(c workflow.ReceiveChannel, _ bool) { s.receiveGrant(ctx, c) })
 		}
 		var waitingFor []workflow.Future
 		if futures != nil {
@@ -109,7 +109,7 @@ func (s *solver) routeBuffered(ctx workflow.Context) {
 	}
 	for s.receiveHint(s.signals.hints) {
 	}
-	for s.signals.grants != nil && s.receiveGrant(s.signals.grants) {
+	for s.signals.grants != nil && s.receiveGrant(ctx, s.signals.grants) {
 	}
 }
 
@@ -144,12 +144,15 @@ func (s *solver) receiveHint(c workflow.ReceiveChannel) bool {
 	return true
 }
 
-func (s *solver) receiveGrant(c workflow.ReceiveChannel) bool {
+func (s *solver) receiveGrant(ctx workflow.Context, c workflow.ReceiveChannel) bool {
 	var g activities.SlotGrant
 	if !c.ReceiveAsync(&g) {
 		return false
 	}
-	s.admission.onGrant(g, s.table.runID)
+	if s.admission.onGrant(g, s.table.runID) {
+		s.logger.Info("a grant for a request already given up: sent back", "Seq", g.Seq)
+		s.releaseTo(ctx, g.Semaphore, g.Seq)
+	}
 	return true
 }
 

@@ -60,8 +60,9 @@ type Worker struct {
 	// 0 (unset) exports nothing and the alert stays quiet.
 	ProviderBalanceLow float64 `env:"PROVIDER_BALANCE_LOW" envDefault:"0"`
 	// ProviderThreads is the provider plan's thread count: at most this many provider tasks in flight across
-	// every worker of the task queue, the rest wait in phase queued (0 or unset: no admission control). Give every
-	// worker of a task queue the same value; the semaphore follows the latest task's worker.
+	// every worker of the task queue, the rest wait in phase queued (0 or unset: no admission control). It is one
+	// value per task queue, held by the queue's semaphore: a worker whose value disagrees refuses to start, and
+	// `worker -set-provider-threads N` changes it.
 	ProviderThreads int `env:"PROVIDER_THREADS" envDefault:"0"`
 	// ProvidersFile names the YAML file of providers (see internal/providers); empty: CAPTCHAAI_* is the one provider.
 	ProvidersFile string `env:"PROVIDERS_FILE"`
@@ -133,6 +134,14 @@ func LoadWorker() (Worker, error) {
 		err = errors.New("worker configuration: CAPTCHAAI_API_KEY: required (or name the providers in PROVIDERS_FILE)")
 	}
 	return cfg, err
+}
+
+// WorkerTaskQueue is the worker's TASK_QUEUE alone, for commands that need nothing else of its configuration.
+func WorkerTaskQueue() string {
+	if q := os.Getenv("TASK_QUEUE"); q != "" {
+		return q
+	}
+	return captchaflow.DefaultTaskQueue
 }
 
 // LoadIngress reads Ingress from the environment.
