@@ -1,6 +1,7 @@
-// Command run is `make run`: it builds captchaflow, starts the local stack (Temporal dev server with the Web UI,
-// provider simulator, worker, ingress) and a webhook receiver, runs a demo batch of CAPTCHA tasks with injected
-// trouble, shows progress and a summary that ends in "lost 0", and keeps the stack up for browsing until Ctrl-C.
+// Command run is `make run`: it builds captchaflow, starts the local stack (Temporal dev server with the Web UI, two
+// provider simulators named in the worker's PROVIDERS_FILE, worker, ingress) and a webhook receiver, runs a demo
+// batch of CAPTCHA tasks with injected trouble and a first provider that runs out of money partway through, shows
+// progress and a summary that ends in "lost 0", and keeps the stack up for browsing until Ctrl-C.
 //
 // With CAPTCHAAI_API_KEY set (and CAPTCHAAI_BASE_URL unset) the worker talks to the real CaptchaAI instead of the
 // simulator, and no demo batch is started (it would spend money on fake CAPTCHAs).
