@@ -206,12 +206,8 @@ func resolveOptions(opts Options) (Options, error) {
 			return opts, err
 		}
 	}
-	if opts.CallbackSecret == "" {
-		opts.CallbackSecret = newCallbackSecret()
-	}
-	if opts.NotifySecret == "" {
-		opts.NotifySecret = newNotifySecret()
-	}
+	opts.CallbackSecret = cmp.Or(opts.CallbackSecret, newCallbackSecret())
+	opts.NotifySecret = cmp.Or(opts.NotifySecret, newNotifySecret())
 	if opts.CallbackBaseURL == "" {
 		opts.CallbackBaseURL = "http://" + loopback(opts.IngressPort)
 	}
