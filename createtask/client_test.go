@@ -215,6 +215,20 @@ func TestSyncSolutionNeedsNoPoll(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "44795sds", code)
 	assert.Len(t, p.requests(), 1, "no getTaskResult for a code that came with createTask")
+
+	id, code, err = c.SubmitSolved(context.Background(), "base64", map[string]string{"body": pngB64}, "")
+	require.NoError(t, err)
+	assert.Equal(t, "2376919c-1863-11ec-a012-94e6f7355a0b", id)
+	assert.Equal(t, "44795sds", code, "the code that came with createTask, for the Submit activity's result")
+}
+
+// A task createTask only accepted comes back from SubmitSolved without a code: the workflow waits for it.
+func TestSubmitSolvedWithoutSolution(t *testing.T) {
+	c := newFake(t, always(200, `{"errorId":0,"taskId":"2376919c-1863-11ec-a012-94e6f7355a0b"}`)).client(t, CapSolver)
+	id, code, err := c.SubmitSolved(context.Background(), "base64", map[string]string{"body": pngB64}, "")
+	require.NoError(t, err)
+	assert.Equal(t, "2376919c-1863-11ec-a012-94e6f7355a0b", id)
+	assert.Empty(t, code)
 }
 
 func TestBalance(t *testing.T) {
