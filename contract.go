@@ -113,6 +113,8 @@ type Via string
 const (
 	ViaCallback Via = "callback"
 	ViaPoll     Via = "poll"
+	// ViaSubmit: the provider answered the submission itself with the code (CapSolver's image tasks).
+	ViaSubmit Via = "submit"
 )
 
 // Callback is the payload of CallbackSignal.

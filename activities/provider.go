@@ -49,6 +49,9 @@ type SubmitResult struct {
 	GiveUpSeconds int `json:"give_up_seconds,omitempty"`
 	// PollIntervalSeconds is the provider's least poll spacing (0: none).
 	PollIntervalSeconds int `json:"poll_interval_seconds,omitempty"`
+	// Code is the solution when the provider answered the submission with it (createTask: CapSolver's image
+	// tasks): the workflow takes it at once, with no callback wait and no poll. Empty otherwise.
+	Code string `json:"code,omitempty"`
 }
 
 // Submit sends the task to in.php with this workflow's callback URL as pingback. Its answer is counted in

@@ -126,13 +126,13 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	if p.Protocol == providers.ProtocolCreateTask {
 		pingback = withFlavor(pingback, string(p.Flavor))
 	}
-	id, err := p.Client.Submit(ctx, req.Method, req.Params, pingback)
+	id, code, err := submitOnce(ctx, p.Client, req, pingback)
 	countAnswerAt(ctx, p.Name, AnswerOpSubmit, answerCode(err))
 	a.record(ctx, p.Name, err)
 	if err == nil {
 		countSubmission(ctx, p.Name, SubmissionAccepted)
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
-		return SubmitResult{ProviderTaskID: id, Provider: p.Name,
+		return SubmitResult{ProviderTaskID: id, Provider: p.Name, Code: code,
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second),
 			PollIntervalSeconds:    int(p.PollInterval(0) / time.Second), Named: req.Submission > 0}, nil, false
 	}
@@ -146,6 +146,21 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		return SubmitResult{}, zeroBalanceError(ctx, err.Error()), next
 	}
 	return SubmitResult{}, providerError(ctx, err), next
+}
+
+// solvedSubmitter is a client whose submission may come back solved (createtask.Client: CapSolver answers image
+// tasks at once).
+type solvedSubmitter interface {
+	SubmitSolved(ctx context.Context, method string, params map[string]string, callbackURL string) (id, code string, err error)
+}
+
+// submitOnce submits to c, and returns the code too when the provider answered with it.
+func submitOnce(ctx context.Context, c providers.Client, req SubmitRequest, pingback string) (id, code string, err error) {
+	if sc, ok := c.(solvedSubmitter); ok {
+		return sc.SubmitSolved(ctx, req.Method, req.Params, pingback)
+	}
+	id, err = c.Submit(ctx, req.Method, req.Params, pingback)
+	return id, "", err
 }
 
 // record feeds a submission's outcome to p's circuit, and an opening to the metrics.

@@ -1,8 +1,13 @@
 package activities
 
 import (
+	"encoding/base64"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/createtask"
 	"github.com/captchaflow/captchaflow/internal/providers"
 )
 
@@ -134,4 +140,32 @@ func TestCreateTaskPingbackNamesTheFlavor(t *testing.T) {
 	require.Equal(t, "c", r.Provider)
 	require.Equal(t, 2, r.PollIntervalSeconds) // CapMonster: at most every 2 s
 	require.Contains(t, fakes["c"].pingbacks[0], FlavorParam+"=capmonster")
+}
+
+// CapSolver answers an image task within createTask: the code comes in the Submit result, for the workflow to take
+// at once; a task createTask only accepted comes without one.
+func TestInstantAnswerComesInTheSubmitResult(t *testing.T) {
+	var answer atomic.Pointer[string]
+	answer.Store(new(`{"errorId":0,"status":"ready","solution":{"text":"44795sds"},"taskId":"2376919c-1863-11ec-a012-94e6f7355a0b"}`))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, *answer.Load()) }))
+	t.Cleanup(srv.Close)
+	c, err := createtask.New(createtask.CapSolver, srv.URL, strings.Repeat("k", 32))
+	require.NoError(t, err)
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	acts := &Activities{Providers: providers.NewSet([]*providers.Provider{
+		{Name: "cs", Protocol: providers.ProtocolCreateTask, Flavor: createtask.CapSolver, Client: c},
+	}, providers.NewBreaker(providers.DefaultCircuitSettings, time.Now)), CallbackBaseURL: "https://cb.example.com/hooks", CallbackSecret: "callback-secret-value"}
+	env.RegisterActivity(acts)
+	img := SubmitRequest{Method: "base64", Params: map[string]string{
+		"body": base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 120)...))}, RunID: "run", Submission: 1}
+	r, err := submitResult(t, env, acts, img)
+	require.NoError(t, err)
+	require.Equal(t, "44795sds", r.Code)
+	require.Equal(t, "2376919c-1863-11ec-a012-94e6f7355a0b", r.ProviderTaskID)
+
+	answer.Store(new(`{"errorId":0,"taskId":"2376919c-1863-11ec-a012-94e6f7355a0c"}`))
+	r, err = submitResult(t, env, acts, img)
+	require.NoError(t, err)
+	require.Empty(t, r.Code)
 }

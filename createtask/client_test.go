@@ -80,7 +80,7 @@ func TestUnsupportedIsNeverSent(t *testing.T) {
 func TestBadParamsAreConfigErrorsNamingTheParam(t *testing.T) {
 	p := newFake(t, always(200, `{"errorId":0,"taskId":1}`))
 	for params, want := range map[*map[string]string]string{
-		{"pageurl": "https://x"}:                                       "params.googlekey: required",
+		{"pageurl": "https://x"}: "params.googlekey: required",
 		{"googlekey": "k", "pageurl": "https://x", "invisible": "yes"}: "params.invisible",
 		{"googlekey": "k", "pageurl": "https://x", "enterprise": "2"}:  "params.enterprise",
 	} {
@@ -170,14 +170,14 @@ func TestResult(t *testing.T) {
 	assert.Equal(t, `"37223a89-06ed-442c-a0b8-22067b79c5b4"`, string(p.last(t).body["taskId"]))
 
 	for body, class := range map[string]captchaai.Class{
-		`{"errorId":0,"status":"processing"}`:                                     captchaai.ClassNotReady,
-		`{"errorId":0,"status":"idle"}`:                                           captchaai.ClassNotReady,
+		`{"errorId":0,"status":"processing"}`:                                      captchaai.ClassNotReady,
+		`{"errorId":0,"status":"idle"}`:                                            captchaai.ClassNotReady,
 		`{"errorId":1,"errorCode":"ERROR_CAPTCHA_SOLVE_FAILED","status":"failed"}`: captchaai.ClassResubmit,
-		`{"errorId":0,"status":"failed"}`:                                         captchaai.ClassResubmit,
-		`{"errorId":0,"status":"ready","solution":{}}`:                            captchaai.ClassUnknown,
-		`{"errorId":0,"status":"ready","solution":{"token":""}}`:                  captchaai.ClassUnknown,
-		`{"errorId":0,"status":"weird"}`:                                          captchaai.ClassTransient,
-		`{"errorId":1,"errorCode":"ERROR_NO_SUCH_CAPCHA_ID"}`:                     captchaai.ClassConfig,
+		`{"errorId":0,"status":"failed"}`:                                          captchaai.ClassResubmit,
+		`{"errorId":0,"status":"ready","solution":{}}`:                             captchaai.ClassUnknown,
+		`{"errorId":0,"status":"ready","solution":{"token":""}}`:                   captchaai.ClassUnknown,
+		`{"errorId":0,"status":"weird"}`:                                           captchaai.ClassTransient,
+		`{"errorId":1,"errorCode":"ERROR_NO_SUCH_CAPCHA_ID"}`:                      captchaai.ClassConfig,
 	} {
 		p := newFake(t, always(200, body))
 		_, err := p.client(t, CapSolver).Result(ctx, KindTurnstile, "abc")
@@ -190,10 +190,10 @@ func TestResult(t *testing.T) {
 // Get recognises the solution's shape; GeeTest's comes back as res.php's JSON object.
 func TestGetInfersTheSolutionShape(t *testing.T) {
 	for body, want := range map[string]string{
-		`{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03A"}}`: "03A",
-		`{"errorId":0,"status":"ready","solution":{"text":"deditur","url":"http://61.39.233.233/1/147220556452507.jpg"}}`: "deditur",
-		`{"errorId":0,"status":"ready","solution":{"token":"T"}}`:                                                         "T",
-		`{"errorId":0,"status":"ready","solution":{"challenge":"c","validate":"v","seccode":"s"}}`:                         `{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s"}`,
+		`{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03A"}}`:                                                                    "03A",
+		`{"errorId":0,"status":"ready","solution":{"text":"deditur","url":"http://61.39.233.233/1/147220556452507.jpg"}}`:                           "deditur",
+		`{"errorId":0,"status":"ready","solution":{"token":"T"}}`:                                                                                   "T",
+		`{"errorId":0,"status":"ready","solution":{"challenge":"c","validate":"v","seccode":"s"}}`:                                                  `{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s"}`,
 		`{"errorId":0,"status":"ready","solution":{"captcha_id":"i","lot_number":"l","pass_token":"p","gen_time":1700000000,"captcha_output":"o"}}`: `{"captcha_id":"i","lot_number":"l","pass_token":"p","gen_time":"1700000000","captcha_output":"o"}`,
 	} {
 		code, err := newFake(t, always(200, body)).client(t, AntiCaptcha).Get(context.Background(), "12345")
@@ -215,6 +215,20 @@ func TestSyncSolutionNeedsNoPoll(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "44795sds", code)
 	assert.Len(t, p.requests(), 1, "no getTaskResult for a code that came with createTask")
+
+	id, code, err = c.SubmitSolved(context.Background(), "base64", map[string]string{"body": pngB64}, "")
+	require.NoError(t, err)
+	assert.Equal(t, "2376919c-1863-11ec-a012-94e6f7355a0b", id)
+	assert.Equal(t, "44795sds", code, "the code that came with createTask, for the Submit activity's result")
+}
+
+// A task createTask only accepted comes back from SubmitSolved without a code: the workflow waits for it.
+func TestSubmitSolvedWithoutSolution(t *testing.T) {
+	c := newFake(t, always(200, `{"errorId":0,"taskId":"2376919c-1863-11ec-a012-94e6f7355a0b"}`)).client(t, CapSolver)
+	id, code, err := c.SubmitSolved(context.Background(), "base64", map[string]string{"body": pngB64}, "")
+	require.NoError(t, err)
+	assert.Equal(t, "2376919c-1863-11ec-a012-94e6f7355a0b", id)
+	assert.Empty(t, code)
 }
 
 func TestBalance(t *testing.T) {

@@ -54,14 +54,21 @@ func (c *Client) Create(ctx context.Context, method string, params map[string]st
 // Submit is Create with the in.php client's signature (activities.Provider). A code that came with the answer is
 // kept in this client for Get, for at most syncTTL.
 func (c *Client) Submit(ctx context.Context, method string, params map[string]string, callbackURL string) (string, error) {
+	id, _, err := c.SubmitSolved(ctx, method, params, callbackURL)
+	return id, err
+}
+
+// SubmitSolved is Submit that also returns a code that came with the answer (CapSolver's image tasks), so the
+// caller can take it at once; it is kept for Get all the same (a workflow that does not take it polls for it).
+func (c *Client) SubmitSolved(ctx context.Context, method string, params map[string]string, callbackURL string) (id, code string, err error) {
 	created, err := c.Create(ctx, method, params, callbackURL)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if created.Code != "" {
 		c.sync.put(created.TaskID, created.Code)
 	}
-	return created.TaskID, nil
+	return created.TaskID, created.Code, nil
 }
 
 // Result calls getTaskResult for a task of kind. A task still being solved ("processing", CapSolver's "idle") is a

@@ -13,8 +13,8 @@ const syncTTL = 5 * time.Minute
 const syncMax = 1024
 
 // syncCache keeps codes that came with createTask's answer, so that Submit + Get (the in.php client's shape) still
-// returns them. It is per process: a Get on another worker asks getTaskResult (see the design note: the Submit
-// activity should hand such a code to the workflow directly).
+// returns them. It is per process: a Get on another worker asks getTaskResult. The Submit activity hands such a
+// code to the workflow in its result (SubmitSolved), so a poll needs the cache only from a workflow that did not take it.
 type syncCache struct {
 	mu    sync.Mutex
 	codes map[string]syncEntry

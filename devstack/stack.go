@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -56,6 +57,10 @@ type Options struct {
 	// front of the ingress to cut or delay callbacks.
 	CallbackBaseURL string
 
+	// Providers, when set, make a routed stack: one simulator per provider (the first is the main simulator, on
+	// SimulatorPort with SimulatorEnv) and a PROVIDERS_FILE naming them, in this order, for the worker.
+	Providers []SimProvider
+
 	// Skip* leave a component unstarted; Start<Component> starts it later (e.g. once a proxy is up).
 	SkipSimulator bool
 	SkipWorker    bool
@@ -83,6 +88,7 @@ type Stack struct {
 
 	mu        sync.Mutex
 	simulator *Process
+	extraSims []*Process // the simulators of Providers[1:]
 	worker    *Process
 	ingress   *Process
 }
@@ -152,6 +158,9 @@ func (s *Stack) startServices(ctx context.Context) error {
 		if err := s.StartSimulator(ctx); err != nil {
 			return err
 		}
+		if err := s.startExtraSimulators(ctx); err != nil {
+			return err
+		}
 	}
 	if !s.opts.SkipWorker {
 		if err := s.StartWorker(ctx); err != nil {
@@ -197,14 +206,13 @@ func resolveOptions(opts Options) (Options, error) {
 			return opts, err
 		}
 	}
-	if opts.CallbackSecret == "" {
-		opts.CallbackSecret = newCallbackSecret()
-	}
-	if opts.NotifySecret == "" {
-		opts.NotifySecret = newNotifySecret()
-	}
+	opts.CallbackSecret = cmp.Or(opts.CallbackSecret, newCallbackSecret())
+	opts.NotifySecret = cmp.Or(opts.NotifySecret, newNotifySecret())
 	if opts.CallbackBaseURL == "" {
 		opts.CallbackBaseURL = "http://" + loopback(opts.IngressPort)
+	}
+	if err := resolveProviders(&opts); err != nil {
+		return opts, err
 	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = defaultComponentReadyTimeout
@@ -224,13 +232,26 @@ func (s *Stack) StartSimulator(ctx context.Context) error {
 		"SIM_ADDR":     loopback(s.opts.SimulatorPort),
 		"SIM_API_KEYS": s.opts.ProviderAPIKey,
 	}
-	return s.startComponent(ctx, &s.simulator, "simulator", s.bins.Simulator, env, s.opts.SimulatorEnv, s.SimulatorURL()+"/healthz")
+	overrides := s.opts.SimulatorEnv
+	if s.routed() {
+		overrides = s.providerSimEnv(0)
+	}
+	return s.startComponent(ctx, &s.simulator, "simulator", s.bins.Simulator, env, overrides, s.SimulatorURL()+"/healthz")
 }
 
 // StartWorker starts the worker, or restarts it after Kill or Stop, and waits for its /healthz.
 func (s *Stack) StartWorker(ctx context.Context) error {
 	env := s.workerEnv()
 	env["WORKER_METRICS_ADDR"] = loopback(s.opts.WorkerMetricsPort)
+	if s.routed() {
+		file, err := s.writeProvidersFile()
+		if err != nil {
+			return err
+		}
+		delete(env, "CAPTCHAAI_API_KEY")
+		delete(env, "CAPTCHAAI_BASE_URL")
+		maps.Copy(env, file)
+	}
 	return s.startComponent(ctx, &s.worker, "worker", s.bins.Worker, env, s.opts.WorkerEnv, s.WorkerMetricsURL()+"/healthz")
 }
 
@@ -326,7 +347,7 @@ func (s *Stack) startComponent(ctx context.Context, slot **Process, name, binary
 // Stop stops the ingress, worker, simulator and Temporal, in that order, each gracefully with a bounded wait.
 func (s *Stack) Stop() error {
 	s.mu.Lock()
-	procs := []*Process{s.ingress, s.worker, s.simulator}
+	procs := append([]*Process{s.ingress, s.worker, s.simulator}, s.extraSims...)
 	s.mu.Unlock()
 	var errs []error
 	for _, p := range procs {

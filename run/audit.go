@@ -29,6 +29,8 @@ type audit struct {
 	Resubmits resubmitAudit
 	// Reports says which verdicts the demo sent and the provider recorded.
 	Reports reportAudit
+	// Routing is nil on a one-provider stack.
+	Routing *routingAudit
 }
 
 // resubmitAudit sorts the provider's "unsolvable" answers that reach a workflow other than through res.php: a

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,7 +44,7 @@ var scenarioCycle = []scenario{
 func scenarioOrder() []string {
 	var names []string
 	seen := map[string]bool{}
-	for _, s := range scenarioCycle {
+	for _, s := range slices.Concat(scenarioCycle, failoverScenarios) {
 		if !seen[s.Name] {
 			seen[s.Name] = true
 			names = append(names, s.Name)
@@ -74,6 +75,12 @@ var demoSimulatorEnv = map[string]string{
 	"SIM_SOLVE_MAX":  "5s",
 }
 
+// The demo's reCAPTCHA: Google's public test key on a made-up page.
+const (
+	demoSiteKey = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
+	demoPageURL = "https://shop.example/checkout"
+)
+
 // demoTask is one workflow of the batch.
 type demoTask struct {
 	ID       string
@@ -87,30 +94,32 @@ func planBatch(n int, runID, notifyURL string) []demoTask {
 	for i := range tasks {
 		sc := scenarioCycle[i%len(scenarioCycle)]
 		params := captchaflow.Params{
-			"googlekey": "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI",
-			"pageurl":   "https://shop.example/checkout",
+			"googlekey": demoSiteKey,
+			"pageurl":   demoPageURL,
 			// A spread of solve times that does not depend on the simulator's random draw.
 			"sim_solve_ms": strconv.Itoa(demoSolveMinMS + (i*797)%demoSolveSpreadMS),
 		}
 		if sc.Fault != "" {
 			params["sim_fault"] = sc.Fault
 		}
-		tasks[i] = demoTask{
-			ID:       fmt.Sprintf("demo-%s-%03d", runID, i+1),
-			Scenario: sc,
-			Input: captchaflow.Input{
-				Method:                 "userrecaptcha",
-				Params:                 params,
-				CallbackTimeoutSeconds: demoCallbackTimeoutSeconds,
-				PollIntervalSeconds:    demoPollIntervalSeconds,
-				DeadlineSeconds:        demoDeadlineSeconds,
-				MaxSubmits:             demoMaxSubmits,
-				NotifyURL:              notifyURL,
-				DeliveryTimeoutSeconds: demoDeliveryTimeoutSeconds,
-			},
-		}
+		in := demoInput(notifyURL)
+		in.Params = params
+		tasks[i] = demoTask{ID: fmt.Sprintf("demo-%s-%03d", runID, i+1), Scenario: sc, Input: in}
 	}
 	return tasks
+}
+
+// demoInput is every demo task's input but its params.
+func demoInput(notifyURL string) captchaflow.Input {
+	return captchaflow.Input{
+		Method:                 "userrecaptcha",
+		CallbackTimeoutSeconds: demoCallbackTimeoutSeconds,
+		PollIntervalSeconds:    demoPollIntervalSeconds,
+		DeadlineSeconds:        demoDeadlineSeconds,
+		MaxSubmits:             demoMaxSubmits,
+		NotifyURL:              notifyURL,
+		DeliveryTimeoutSeconds: demoDeliveryTimeoutSeconds,
+	}
 }
 
 // startTask starts one SolveCaptcha workflow the way any Go caller would.

@@ -41,7 +41,7 @@ func TestPlanBatchCoversEveryScenarioWithValidInputs(t *testing.T) {
 		assert.Less(t, ms, demoSolveMinMS+demoSolveSpreadMS)
 		assert.Less(t, ms/1000, in.CallbackTimeoutSeconds, "a solve must fit in the callback wait, or nothing comes via callback")
 	}
-	assert.Len(t, seenScenarios, len(scenarioOrder()), "a batch of 10 shows every scenario")
+	assert.Len(t, seenScenarios, len(scenarioOrder())-len(failoverScenarios), "a batch of 10 shows every troubled scenario")
 	assert.Equal(t, "demo-20260101-000000-001", tasks[0].ID)
 }
 

@@ -1,6 +1,7 @@
-// Command run is `make run`: it builds captchaflow, starts the local stack (Temporal dev server with the Web UI,
-// provider simulator, worker, ingress) and a webhook receiver, runs a demo batch of CAPTCHA tasks with injected
-// trouble, shows progress and a summary that ends in "lost 0", and keeps the stack up for browsing until Ctrl-C.
+// Command run is `make run`: it builds captchaflow, starts the local stack (Temporal dev server with the Web UI, two
+// provider simulators named in the worker's PROVIDERS_FILE, worker, ingress) and a webhook receiver, runs a demo
+// batch of CAPTCHA tasks with injected trouble and a first provider that runs out of money partway through, shows
+// progress and a summary that ends in "lost 0", and keeps the stack up for browsing until Ctrl-C.
 //
 // With CAPTCHAAI_API_KEY set (and CAPTCHAAI_BASE_URL unset) the worker talks to the real CaptchaAI instead of the
 // simulator, and no demo batch is started (it would spend money on fake CAPTCHAs).
@@ -12,10 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +45,7 @@ const startConcurrency = 8
 
 type settings struct {
 	tasks         int
+	failoverTasks int
 	exit          bool
 	dataDir       string
 	timeout       time.Duration
@@ -58,6 +62,7 @@ func parseFlags(args []string, errOut io.Writer) (settings, error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	fs.IntVar(&s.tasks, "tasks", 50, "number of demo tasks (0: start the stack only)")
+	fs.IntVar(&s.failoverTasks, "failover-tasks", 20, "plain tasks after them, during which provider a runs out of money (0: none)")
 	fs.BoolVar(&s.exit, "exit", false, "stop the stack after the summary instead of keeping it up")
 	fs.StringVar(&s.dataDir, "data", "", "directory for Temporal's SQLite file and the logs (default: .data in the module root)")
 	fs.DurationVar(&s.timeout, "timeout", 4*time.Minute, "how long to wait for the demo batch")
@@ -73,8 +78,8 @@ func parseFlags(args []string, errOut io.Writer) (settings, error) {
 	if fs.NArg() > 0 {
 		return s, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if s.tasks < 0 || s.timeout <= 0 || s.progressEvery <= 0 {
-		return s, errors.New("-tasks must be >= 0, -timeout and -progress positive")
+	if s.tasks < 0 || s.failoverTasks < 0 || s.timeout <= 0 || s.progressEvery <= 0 {
+		return s, errors.New("-tasks and -failover-tasks must be >= 0, -timeout and -progress positive")
 	}
 	return s, nil
 }
@@ -109,7 +114,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	case !stack.UsesSimulator():
 		fmt.Fprintln(out, "\nthe worker uses the real provider (CAPTCHAAI_API_KEY is set): no demo batch is started.")
 		fmt.Fprintln(out, "Callbacks to 127.0.0.1 cannot reach this machine from the provider, so tasks complete by polling res.php.")
-	case s.tasks > 0:
+	case s.tasks+s.failoverTasks > 0:
 		code = runDemo(ctx, stack, s, cli, out)
 	}
 
@@ -160,6 +165,7 @@ func startStack(ctx context.Context, s settings, logDir string, out io.Writer) (
 		CallbackSecret:    os.Getenv("CALLBACK_SECRET"),
 		NotifySecret:      os.Getenv("NOTIFY_SECRET"),
 		SimulatorEnv:      demoSimulatorEnv,
+		Providers:         demoProvidersFor(os.Getenv("CAPTCHAAI_API_KEY"), os.Getenv("CAPTCHAAI_BASE_URL")),
 		Logf:              func(format string, a ...any) { fmt.Fprintf(out, "  "+format+"\n", a...) },
 	})
 	if err != nil {
@@ -195,12 +201,19 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	defer c.Close()
 
 	runID := time.Now().Format("20060102-150405")
-	tasks := planBatch(s.tasks, runID, receiver.URL()+"/hooks/captcha")
-	fmt.Fprintf(out, "\nstarting %d demo tasks (workflow IDs demo-%s-NNN) with dropped, duplicate, late and hanging pingbacks,\n"+
-		"unsolvable first attempts (some with an error-code pingback), and an in.php that is busy or refuses a task as\n"+
-		"unsolvable; the customer's webhook receiver is %s\n\n", len(tasks), runID, receiver.URL())
-
-	track, elapsed := runBatch(ctx, c, tasks, s, out)
+	notify := receiver.URL() + "/hooks/captcha"
+	tasks := planBatch(s.tasks, runID, notify)
+	var failover []demoTask
+	if len(stack.Providers()) > 1 {
+		failover = planFailover(s.failoverTasks, len(tasks), runID, notify)
+	}
+	introduce(out, runID, tasks, failover, receiver.URL())
+	track, elapsed := runBatch(ctx, c, waves(stack, tasks, failover, runID), s, out)
+	if len(failover) > 0 {
+		if err := setBalance(ctx, stack.ProviderSimulatorURL(demoProviders[0].Name), demoBalance); err != nil {
+			fmt.Fprintln(out, "run: giving provider a its balance back:", err)
+		}
+	}
 	sum := summarize(ctx, c, stack, runID, receiver, track, elapsed)
 	writeSummary(out, sum)
 	if id := exampleTask(tasks); id != "" {
@@ -213,32 +226,70 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	return 0
 }
 
-// runBatch starts every task and watches them until all have finished, the timeout passes or Ctrl-C; it returns
-// the tracker and how long the batch took.
-func runBatch(ctx context.Context, c client.Client, tasks []demoTask, s settings, out io.Writer) (*tracker, time.Duration) {
+// introduce says what the batch holds and which trouble it meets.
+func introduce(out io.Writer, runID string, tasks, failover []demoTask, receiverURL string) {
+	fmt.Fprintf(out, "\nstarting %d demo tasks (workflow IDs demo-%s-NNN) with dropped, duplicate, late and hanging pingbacks,\n"+
+		"unsolvable first attempts (some with an error-code pingback), and an in.php that is busy or refuses a task as\n"+
+		"unsolvable", len(tasks), runID)
+	if len(failover) > 0 {
+		fmt.Fprintf(out, ";\nthen %d plain tasks: provider a (in.php) runs out of money once the first %d are accepted, and the rest\n"+
+			"must go to provider b (createTask, CapSolver's flavor) at once", len(failover), failoverSplit(len(failover)))
+	}
+	fmt.Fprintf(out, ". The customer's webhook receiver is %s\n\n", receiverURL)
+}
+
+// wave is a part of the batch started together, once before (if set) has returned.
+type wave struct {
+	tasks  []demoTask
+	before func(ctx context.Context, t *tracker) error
+}
+
+// runBatch starts the waves in turn and watches every task until all have finished, the timeout passes or
+// Ctrl-C; it returns the tracker and how long the batch took.
+func runBatch(ctx context.Context, c client.Client, waves []wave, s settings, out io.Writer) (*tracker, time.Duration) {
 	watchCtx, stopWatching := context.WithTimeout(ctx, s.timeout)
 	defer stopWatching()
 	start := time.Now()
-	track := newTracker(tasks)
-	// Start in parallel, as a busy caller would; each start is one round trip to Temporal's SQLite.
-	starts := errgroup.Group{}
-	starts.SetLimit(startConcurrency)
-	for _, task := range tasks {
-		starts.Go(func() error {
-			run, err := startTask(watchCtx, c, task)
-			if err != nil {
-				track.startFailed(task, err)
-				return nil
-			}
-			track.watch(watchCtx, task, run)
-			return nil
-		})
+	var all []demoTask
+	for _, w := range waves {
+		all = append(all, w.tasks...)
 	}
-	_ = starts.Wait() // every start records its own error
+	track := newTracker(all)
+	track.wg.Add(1) // the waves' starter: Wait below covers the watches it adds
+	go func() {
+		defer track.wg.Done()
+		for _, w := range waves {
+			if w.before != nil {
+				if err := w.before(watchCtx, track); err != nil {
+					track.startFailed(w.tasks, err)
+					continue
+				}
+			}
+			startWave(watchCtx, c, track, w.tasks)
+		}
+	}()
 	showProgress(watchCtx, track, start, s.progressEvery, out)
 	stopWatching()
 	track.wg.Wait()
 	return track, time.Since(start)
+}
+
+// startWave starts tasks in parallel, as a busy caller would; each start is one round trip to Temporal's SQLite.
+func startWave(ctx context.Context, c client.Client, track *tracker, tasks []demoTask) {
+	starts := errgroup.Group{}
+	starts.SetLimit(startConcurrency)
+	for _, task := range tasks {
+		starts.Go(func() error {
+			run, err := startTask(ctx, c, task)
+			if err != nil {
+				track.startFailed([]demoTask{task}, err)
+				return nil
+			}
+			track.watch(ctx, task, run)
+			return nil
+		})
+	}
+	_ = starts.Wait() // every start records its own error
 }
 
 // summarize sends the demo's verdicts and audits the batch against the simulator's own record of its tasks, so the
@@ -254,13 +305,17 @@ func summarize(ctx context.Context, c client.Client, stack *devstack.Stack, runI
 	}
 	if ctx.Err() != nil {
 		sum.AuditError = "interrupted"
-	} else if providerTasks, err := fetchProviderTasks(ctx, stack.SimulatorURL(), "demo-"+runID+"-"); err != nil {
+	} else if perProvider, err := fetchAllProviderTasks(ctx, stack, "demo-"+runID+"-"); err != nil {
 		sum.AuditError = err.Error()
 	} else {
+		providerTasks := slices.Concat(slices.Collect(maps.Values(perProvider))...)
 		a := auditDeliveries(providerTasks, receiver)
 		a.Resubmits = auditResubmits(providerTasks, track.results(), demoCallbackTimeoutSeconds*time.Second)
 		reports.countRecorded(providerTasks)
 		a.Reports = reports
+		if len(perProvider) > 1 {
+			a.Routing = auditRouting(perProvider, track)
+		}
 		sum.Audit = &a
 	}
 	return sum

@@ -62,22 +62,26 @@ func TestRunSmoke(t *testing.T) {
 	dataDir := t.TempDir()
 	var out syncBuffer
 	code := run(ctx, []string{
-		"-exit", "-tasks", "10", "-timeout", "3m", "-data", dataDir,
+		"-exit", "-tasks", "10", "-failover-tasks", "6", "-timeout", "3m", "-data", dataDir,
 		"-port", "0", "-ui-port", "0", "-ingress-port", "0", "-simulator-port", "0", "-metrics-port", "0",
 	}, &out)
 	text := out.String()
 	t.Log("\n" + text)
 	if code != 0 {
-		for _, name := range []string{"worker", "ingress", "simulator", "temporal"} {
+		for _, name := range []string{"worker", "ingress", "simulator", "simulator-b", "temporal"} {
 			t.Logf("--- %s.log ---\n%s", name, devstack.TailFile(filepath.Join(dataDir, "logs", name+".log"), 40))
 		}
 	}
 	require.Equal(t, 0, code, "the run command must succeed")
 
 	assert.Contains(t, text, "stack ready in")
-	assert.Regexp(t, regexp.MustCompile(`lost\s+0 \(of 10 tasks the provider solved`), text)
+	assert.Regexp(t, regexp.MustCompile(`lost\s+0 \(of 16 tasks the provider solved`), text)
 	assert.Regexp(t, regexp.MustCompile(`failed\s+0\n`), text)
-	assert.Regexp(t, regexp.MustCompile(`delivered\s+10 `), text)
+	assert.Regexp(t, regexp.MustCompile(`delivered\s+16 `), text)
+	// Two providers: a runs dry after the first 2 of 6 plain tasks, the other 4 go to b at once; none paid twice.
+	assert.Regexp(t, regexp.MustCompile(`solved by provider\s+a \(in\.php\) 12, b \(createTask, capsolver\) 4\n`), text)
+	assert.Regexp(t, regexp.MustCompile(`failovers\s+4 of the 4 tasks started after a ran dry went to another provider \(4 on their first submission\)`), text)
+	assert.Contains(t, text, "paid twice           0 (no task was created at two providers")
 	// Issue #9's odd answers: every error-code pingback resubmitted at once, none taken as a result, and every
 	// in.php refusal counted as a submission.
 	planned := planBatch(10, "x", "http://127.0.0.1:9/hooks/captcha")
@@ -101,7 +105,7 @@ func TestRunSmoke(t *testing.T) {
 
 	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
 	require.NoError(t, err)
-	require.Len(t, logs, 4)
+	require.Len(t, logs, 5)
 	for _, path := range append(logs, "") {
 		content := text
 		if path != "" {

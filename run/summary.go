@@ -26,7 +26,8 @@ type summary struct {
 // ok is true when nothing was lost — the number the demo exists to show — and every task finished. An audit
 // that could not be made means "lost: unknown", which is not zero.
 func (s summary) ok() bool {
-	return s.Audit != nil && len(s.Audit.Lost) == 0 && s.Total.Running == 0 && s.Total.NotStarted == 0
+	return s.Audit != nil && len(s.Audit.Lost) == 0 && s.Total.Running == 0 && s.Total.NotStarted == 0 &&
+		(s.Audit.Routing == nil || len(s.Audit.Routing.PaidTwice) == 0)
 }
 
 func writeSummary(w io.Writer, s summary) {
@@ -48,6 +49,7 @@ func writeSummary(w io.Writer, s summary) {
 	if s.Audit != nil {
 		writeResubmits(w, s.Audit.Resubmits)
 		writeReports(w, s.Audit.Reports)
+		writeRouting(w, s.Audit.Routing)
 	}
 	if s.Total.Running > 0 {
 		fmt.Fprintf(w, "  still running        %d (the demo's time ran out)\n", s.Total.Running)
@@ -96,5 +98,30 @@ func writeReports(w io.Writer, r reportAudit) {
 		r.Sent[good], r.Sent[bad], r.Recorded[good], r.Recorded[bad])
 	for _, f := range r.Failed {
 		fmt.Fprintf(w, "    REPORT FAILED: %s\n", f)
+	}
+}
+
+// writeRouting shows the tasks per provider and what became of the tasks started after the first ran dry.
+func writeRouting(w io.Writer, r *routingAudit) {
+	if r == nil {
+		return
+	}
+	var parts []string
+	for _, p := range r.Providers {
+		proto := "in.php"
+		if p.Flavor != "" {
+			proto = "createTask, " + p.Flavor
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s) %d", p.Name, proto, r.ByProvider[p.Name]))
+	}
+	fmt.Fprintf(w, "  solved by provider   %s\n", strings.Join(parts, ", "))
+	if r.After > 0 {
+		fmt.Fprintf(w, "  failovers            %d of the %d tasks started after %s ran dry went to another provider (%d on their first submission)\n",
+			r.AtOthers, r.After, r.Providers[0].Name, r.FirstSubmit)
+	}
+	if len(r.PaidTwice) == 0 {
+		fmt.Fprintln(w, "  paid twice           0 (no task was created at two providers, by their own task lists)")
+	} else {
+		fmt.Fprintf(w, "  PAID TWICE           %d tasks created at two providers: %s\n", len(r.PaidTwice), strings.Join(r.PaidTwice, ", "))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -52,11 +53,36 @@ func (t *tracker) watch(ctx context.Context, task demoTask, run client.WorkflowR
 	}()
 }
 
-// startFailed records a task that could not be started.
-func (t *tracker) startFailed(task demoTask, err error) {
+// startFailed records tasks that could not be started.
+func (t *tracker) startFailed(tasks []demoTask, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.startErr[task.ID] = err
+	for _, task := range tasks {
+		t.startErr[task.ID] = err
+	}
+}
+
+// awaitFinished waits until every one of tasks has ended (or could not start), or ctx ends.
+func (t *tracker) awaitFinished(ctx context.Context, tasks []demoTask) error {
+	for {
+		t.mu.Lock()
+		left := 0
+		for _, task := range tasks {
+			_, failed := t.startErr[task.ID]
+			if t.outcomes[task.ID] == nil && !failed {
+				left++
+			}
+		}
+		t.mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d tasks still running: %w", left, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // failReason is the typed reason a caller would branch on, else the message.

@@ -110,6 +110,10 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	s.status.Submits++
 	s.status.SubmittedAt = workflow.Now(ctx)
 	s.table.learnID(sub, r.ProviderTaskID, r.Named)
+	if r.Code != "" {
+		// The provider answered the submission with its code: nothing to wait for, nothing to poll.
+		return s.solvedBy(ctx, sub, r.Code, captchaflow.ViaSubmit)
+	}
 	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
 	return s.await(ctx, sub)
 }

@@ -26,6 +26,7 @@ const (
 const (
 	OutcomeCallback         = "callback"
 	OutcomePoll             = "poll"
+	OutcomeSubmit           = "submit"
 	OutcomeUnsolvable       = "unsolvable"
 	OutcomeDeadlineExceeded = "deadline_exceeded"
 	OutcomeInvalidInput     = "invalid_input"
@@ -38,8 +39,11 @@ const (
 // successOutcome names a solved task's outcome by how its code arrived. The outcome values are metric labels and
 // the Via values are contract, so the mapping is written out rather than assumed from equal spellings.
 func successOutcome(via captchaflow.Via) string {
-	if via == captchaflow.ViaPoll {
+	switch via {
+	case captchaflow.ViaPoll:
 		return OutcomePoll
+	case captchaflow.ViaSubmit:
+		return OutcomeSubmit
 	}
 	return OutcomeCallback
 }

@@ -209,6 +209,9 @@ func (m *model) cover(covered map[string]int) {
 		if t.unsolvable {
 			covered["unsolvable"]++
 		}
+		if t.instant {
+			covered["instant"]++
+		}
 	}
 	if len(seen) > 1 {
 		covered["failed-over"]++

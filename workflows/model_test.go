@@ -45,7 +45,8 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     provider, comes only once every earlier one of the solve said unsolvable, had its lost-answer wait end, or
 //     was given up after its provider stayed down PROVIDER_GIVE_UP; the task asks for its own providers, excludes
 //     only given-up ones, avoids only ones that found it unsolvable, polls the provider that took the submission,
-//     and its result names that provider.
+//     and its result names that provider; a code that came with the Submit result is taken at once (never polled,
+//     and via "submit" only then).
 //
 // A failure prints its seed; rerun it with -model.seed=N.
 func TestSolveCaptchaModel(t *testing.T) {
@@ -74,6 +75,7 @@ type providerTask struct {
 	lost       bool
 	unsolvable bool
 	gaveUp     bool      // its own pingback said it is unsolvable: nothing more will come
+	instant    bool      // solved within the submission's answer (CapSolver's image tasks): the code is in the Submit result
 	at         time.Time // when in.php took it
 	solveAt    time.Time
 }
@@ -183,15 +185,21 @@ func (m *model) mockProvider() {
 			m.logf("Submit n=%d attempt %d at %q -> %s", req.Submission, activity.GetInfo(ctx).Attempt, provider, answer)
 			switch answer {
 			case "ok", "lost":
-				task := m.take(req.Submission, answer == "lost", provider)
+				// A routed provider may answer with the code at once (createTask: CapSolver's image tasks).
+				instant := answer == "ok" && provider != "" && m.rng.IntN(5) == 0
+				task := m.take(req.Submission, answer == "lost", provider, instant)
 				if task.lost && provider != "" {
 					return activities.SubmitResult{}, m.lostFailure(provider, alternatives)
 				}
 				if task.lost {
 					return activities.SubmitResult{}, temporal.NewApplicationError("in.php's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown)
 				}
-				return activities.SubmitResult{ProviderTaskID: task.id, Named: true, Provider: provider, Alternatives: alternatives,
-					GiveUpSeconds: int(m.routing.giveUp / time.Second)}, nil
+				res := activities.SubmitResult{ProviderTaskID: task.id, Named: true, Provider: provider, Alternatives: alternatives,
+					GiveUpSeconds: int(m.routing.giveUp / time.Second)}
+				if instant {
+					res.Code = task.code
+				}
+				return res, nil
 			case "zero":
 				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("ERROR_ZERO_BALANCE",
 					activities.FailureProviderZeroBalance, nil, "ERROR_ZERO_BALANCE", 30*time.Second)
@@ -211,6 +219,9 @@ func (m *model) mockProvider() {
 			for _, task := range m.tasks {
 				if task.id == req.ProviderTaskID && task.provider != req.Provider {
 					m.t.Errorf("Poll asked %q for %s, which %q took", req.Provider, task.id, task.provider)
+				}
+				if task.id == req.ProviderTaskID && task.instant {
+					m.t.Errorf("Poll asked for %s, whose code came with the Submit result", task.id)
 				}
 				if task.id == req.ProviderTaskID && !m.env.Now().Before(task.solveAt) {
 					if task.unsolvable {
@@ -233,12 +244,16 @@ func (m *model) latency() time.Duration {
 	return 0
 }
 
-// take records a new provider task and schedules its pingbacks: on time, dropped, duplicated or late.
-func (m *model) take(n int, lost bool, provider string) *providerTask {
+// take records a new provider task and schedules its pingbacks: on time, dropped, duplicated or late. An instant
+// task is solved as it is taken (its pingbacks still come, as noise).
+func (m *model) take(n int, lost bool, provider string, instant bool) *providerTask {
 	id := fmt.Sprintf("P%d", len(m.tasks)+1)
 	now := m.env.Now()
 	task := &providerTask{id: id, code: "CODE-" + id, n: n, lost: lost, at: now, provider: provider,
 		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(time.Duration(1+m.rng.IntN(40)) * time.Second)}
+	if instant {
+		task.instant, task.unsolvable, task.solveAt = true, false, now
+	}
 	m.tasks = append(m.tasks, task)
 	code := task.code
 	if task.unsolvable {
@@ -476,6 +491,9 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 			}
 			if r.ReceivedAt.Before(task.solveAt) {
 				m.t.Errorf("%s was received before %s was solved", what, task.id)
+			}
+			if (r.Via == captchaflow.ViaSubmit) != task.instant && r.Via != captchaflow.ViaCallback {
+				m.t.Errorf("%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)
 			}
 			return
 		}
