@@ -1,0 +1,270 @@
+package tests
+
+// Issue #16's chaos scenario with real tasks: 200 SolveCaptcha workflows on a task queue of their own, one worker
+// with PROVIDER_THREADS=chaosPlan running them and their semaphore, the simulator capped at the same number of
+// threads (as the provider sells them). Once the batch is queued the semaphore is terminated and the worker
+// SIGKILLed and restarted. Every task must still deliver exactly once with its code (none lost, none stuck), no
+// provider task may be paid twice, and the provider must never be asked for more threads than the plan: with its
+// cap at the plan, a request beyond it is answered ERROR_NO_SLOT_AVAILABLE, so those answers are the measure.
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/devstack"
+)
+
+const (
+	chaosPlan    = 10   // PROVIDER_THREADS and the simulator's cap
+	chaosTasks   = 200  // the issue's batch
+	chaosSolveMS = 1500 // short solves: the batch is 20 rounds of the plan
+	// chaosNoSlotBound: busy answers tolerated in the whole batch (each one is a request beyond the plan that the
+	// provider refused and Submit retried); the plan must hold across the replacement, so nearly none.
+	chaosNoSlotBound = 2
+	// chaosDeadlineSeconds: the tasks' own deadline, above the harness's 240 s, so a slow shared machine shows as
+	// a slow batch rather than as deadline failures (the fence after the replacement alone is 45 s).
+	chaosDeadlineSeconds = 420
+)
+
+func TestE2E_ThreadsChaos_SemaphoreTerminatedWorkerKilled200RealTasks(t *testing.T) {
+	s := requireStack(t)
+	ctx, cancel := testContext(t, 7*time.Minute)
+	defer cancel()
+	sc := newScenario(t, s, "threads-chaos")
+	sc.allowCrashRepeats = true // a Submit or Deliver in flight at the SIGKILL is lost with the worker
+	sc.add(chaosTasks, taskSpec{Kind: "queued for a provider thread", SolveMS: chaosSolveMS})
+	require.NoError(t, s.simDo(ctx, http.MethodPut, "/_sim/threads", `{"threads":`+strconv.Itoa(chaosPlan)+`}`, http.StatusOK))
+	t.Cleanup(func() { _ = s.simDo(context.Background(), http.MethodPut, "/_sim/threads", `{"threads":0}`, http.StatusOK) })
+
+	taskQueue := "captcha-threads-chaos-" + s.runID
+	semID := activities.ThreadsWorkflowID(taskQueue)
+	w, ready := startPlanWorker(ctx, t, s, taskQueue, chaosPlan)
+	t.Cleanup(func() { _ = s.c.TerminateWorkflow(context.Background(), semID, "", "test over") })
+	require.NoError(t, s.simRules(ctx, sc.rules()))
+	require.NoError(t, startOnQueue(ctx, sc, taskQueue))
+	watch := watchSemaphore(ctx, s, semID)
+
+	var first activities.SlotsView
+	eventually(t, "the batch queued behind the plan", 2*time.Minute, 200*time.Millisecond, func() string {
+		first = watch.view()
+		if first.InUse == chaosPlan && first.Queued >= chaosTasks/2 {
+			return ""
+		}
+		return "semaphore: " + strconv.Itoa(first.InUse) + " held, " + strconv.Itoa(first.Queued) + " queued"
+	})
+	require.NoError(t, s.c.TerminateWorkflow(ctx, semID, "", "e2e: the semaphore terminated mid-batch"))
+	w.Kill()
+	chaosAt := time.Now()
+	sc.note("terminated the semaphore (epoch %s, %d held, %d queued) and SIGKILLed the PROVIDER_THREADS=%d worker",
+		first.Epoch, first.InUse, first.Queued, chaosPlan)
+	require.NoError(t, restart(ctx, w, ready))
+
+	sc.await(ctx, time.Until(deadlineOf(ctx))-time.Minute) // a minute left to verify
+	sc.note("batch after the chaos: %.1f s (whole batch %.1f s)", sc.ended.Sub(chaosAt).Seconds(), sc.ended.Sub(sc.started).Seconds())
+	checkNothingStuck(ctx, t, watch)
+	last := watch.stop()
+	assert.NotEqual(t, first.Epoch, last.Epoch, "a replacement semaphore served the rest of the batch")
+	sc.verify(ctx)
+	checkThreadsChaosFigures(ctx, t, sc, watch)
+	replayLive(t, s, semID, sc.tasks[0].ID, sc.tasks[len(sc.tasks)-1].ID)
+}
+
+// checkNothingStuck: once every task has its result the semaphore holds and queues nothing (releases are
+// signals, so they may land a moment after the results).
+func checkNothingStuck(ctx context.Context, t *testing.T, watch *semaphoreWatch) {
+	eventually(t, "every slot back and nobody queued", time.Minute, 200*time.Millisecond, func() string {
+		v := watch.view()
+		if v.Threads == chaosPlan && v.InUse == 0 && v.Queued == 0 {
+			return ""
+		}
+		return strconv.Itoa(v.InUse) + " held, " + strconv.Itoa(v.Queued) + " queued, plan " + strconv.Itoa(v.Threads)
+	})
+}
+
+// checkThreadsChaosFigures asserts and notes the issue's figures: paid twice, peak threads, no-slot answers,
+// re-asks.
+func checkThreadsChaosFigures(ctx context.Context, t *testing.T, sc *scenario, watch *semaphoreWatch) {
+	extraPaid := 0
+	for _, tr := range sc.tasks {
+		extraPaid += max(0, len(sc.simTasks[tr.ID])-tr.submits())
+	}
+	assert.Zero(t, extraPaid, "provider tasks paid twice")
+	st, err := sc.s.simStats(ctx)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, st.Threads.PeakInUse, chaosPlan, "threads in use at the provider")
+	assert.LessOrEqual(t, watch.peak(), chaosPlan, "slots the semaphore counted as held")
+	assert.LessOrEqual(t, st.Threads.NoSlot, int64(chaosNoSlotBound), "requests beyond the plan refused by the provider")
+	hs := historiesParallel(ctx, t, sc.s, sc.ids())
+	asks, submits := 0, 0
+	for _, h := range hs {
+		asks += activityCount(h, activities.AcquireSlotName)
+		submits += activityCount(h, activities.SubmitName)
+	}
+	sc.note("wall %.1f s; extra paid %d; peak in use %d at the provider (cap %d), %d in the semaphore's view; "+
+		"no-slot answers %d; AcquireSlot calls %d for %d submissions (%d re-asks and holders' re-assertions); epochs seen %d",
+		sc.ended.Sub(sc.started).Seconds(), extraPaid, st.Threads.PeakInUse, chaosPlan, watch.peak(), st.Threads.NoSlot,
+		asks, submits, asks-submits, watch.epochs())
+}
+
+// startPlanWorker starts a worker process with PROVIDER_THREADS=plan on taskQueue and returns it with its ready URL.
+func startPlanWorker(ctx context.Context, t *testing.T, s *stack, taskQueue string, plan int) (*devstack.Process, string) {
+	port, err := devstack.FreePort()
+	require.NoError(t, err)
+	env := s.workerEnv()
+	env["TASK_QUEUE"] = taskQueue
+	env["PROVIDER_THREADS"] = strconv.Itoa(plan)
+	env["WORKER_METRICS_ADDR"] = loopback(port)
+	ready := "http://" + loopback(port) + "/healthz"
+	w, err := s.startProcess(ctx, "worker-threads-chaos", s.bins.Worker, env, ready)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Stop() })
+	return w, ready
+}
+
+// startOnQueue starts every task of the scenario on taskQueue, with chaosDeadlineSeconds.
+func startOnQueue(ctx context.Context, sc *scenario, taskQueue string) error {
+	sc.started = time.Now()
+	var errs []error
+	for _, err := range parallel(len(sc.tasks), 8, func(i int) error {
+		tr := sc.tasks[i]
+		in := sc.s.input(tr.taskSpec)
+		in.DeadlineSeconds = chaosDeadlineSeconds
+		_, err := captchaflow.Start(ctx, sc.s.c, tr.ID, in, captchaflow.StartOptions{TaskQueue: taskQueue})
+		return err
+	}) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+// semaphoreWatch samples the semaphore's query every 250 ms for its peak held slots and the epochs it went through.
+type semaphoreWatch struct {
+	s    *stack
+	id   string
+	mu   sync.Mutex
+	max  int
+	seen map[string]bool
+	last activities.SlotsView
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func watchSemaphore(ctx context.Context, s *stack, id string) *semaphoreWatch {
+	w := &semaphoreWatch{s: s, id: id, seen: map[string]bool{}, done: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			w.sample(ctx)
+			select {
+			case <-tick.C:
+			case <-w.done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// sample queries the semaphore once; an absent or terminated semaphore is skipped.
+func (w *semaphoreWatch) sample(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	q, err := w.s.c.QueryWorkflow(qctx, w.id, "", activities.SlotsQuery)
+	var v activities.SlotsView
+	if err != nil || q.Get(&v) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.max = max(w.max, v.InUse)
+	if v.Epoch != "" {
+		w.seen[v.Epoch] = true
+	}
+	w.last = v
+}
+
+// view samples now and returns the latest answer.
+func (w *semaphoreWatch) view() activities.SlotsView {
+	w.sample(context.Background())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+func (w *semaphoreWatch) peak() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.max
+}
+
+func (w *semaphoreWatch) epochs() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.seen)
+}
+
+// stop ends the sampling and returns the last answer.
+func (w *semaphoreWatch) stop() activities.SlotsView {
+	close(w.done)
+	w.wg.Wait()
+	return w.view()
+}
+
+// historiesParallel fetches the histories of ids, eight at a time.
+func historiesParallel(ctx context.Context, t *testing.T, s *stack, ids []string) []*historypb.History {
+	hs := make([]*historypb.History, len(ids))
+	errs := parallel(len(ids), 8, func(i int) (err error) {
+		hs[i], err = s.history(ctx, ids[i])
+		return err
+	})
+	for i, err := range errs {
+		require.NoError(t, err, ids[i])
+	}
+	return hs
+}
+
+// activityCount counts the activities of one type a history scheduled (retries of one are not counted again).
+func activityCount(h *historypb.History, name string) int {
+	n := 0
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// testContext is a context ending at the test's deadline (less a margin for cleanup), or after bound.
+func testContext(t *testing.T, bound time.Duration) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(bound)
+	if d, ok := t.Deadline(); ok && d.Add(-30*time.Second).Before(end) {
+		end = d.Add(-30 * time.Second)
+	}
+	return context.WithDeadline(context.Background(), end)
+}
+
+// deadlineOf is ctx's deadline (every context testContext makes has one).
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
