@@ -3,12 +3,14 @@ package tests
 // Issue #16's chaos scenario with real tasks: 200 SolveCaptcha workflows on a task queue of their own, one worker
 // with PROVIDER_THREADS=chaosPlan running them and their semaphore, the simulator capped at the same number of
 // threads (as the provider sells them). Once the batch is queued the semaphore is terminated and the worker
-// SIGKILLed and restarted. Every task must still deliver exactly once with its code (none lost, none stuck), no
+// SIGKILLed and restarted (the first chaosPlan tasks solve slowly, so they hold every thread across it and the
+// rest of the batch is queued). Every task must still deliver exactly once with its code (none lost, none stuck), no
 // provider task may be paid twice, and the provider must never be asked for more threads than the plan: with its
 // cap at the plan, a request beyond it is answered ERROR_NO_SLOT_AVAILABLE, so those answers are the measure.
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -28,6 +30,9 @@ const (
 	chaosPlan    = 10   // PROVIDER_THREADS and the simulator's cap
 	chaosTasks   = 200  // the issue's batch
 	chaosSolveMS = 1500 // short solves: the batch is 20 rounds of the plan
+	// chaosHoldMS: the first chaosPlan tasks solve this long, so the rest of the batch is queued behind them when
+	// the chaos strikes and they hold their threads across it (re-asserting them to the replacement).
+	chaosHoldMS = 30000
 	// chaosNoSlotBound: busy answers tolerated in the whole batch (each one is a request beyond the plan that the
 	// provider refused and Submit retried); the plan must hold across the replacement, so nearly none.
 	chaosNoSlotBound = 2
@@ -42,7 +47,8 @@ func TestE2E_ThreadsChaos_SemaphoreTerminatedWorkerKilled200RealTasks(t *testing
 	defer cancel()
 	sc := newScenario(t, s, "threads-chaos")
 	sc.allowCrashRepeats = true // a Submit or Deliver in flight at the SIGKILL is lost with the worker
-	sc.add(chaosTasks, taskSpec{Kind: "queued for a provider thread", SolveMS: chaosSolveMS})
+	sc.add(chaosPlan, taskSpec{Kind: "holding a provider thread across the chaos", SolveMS: chaosHoldMS})
+	sc.add(chaosTasks-chaosPlan, taskSpec{Kind: "queued for a provider thread", SolveMS: chaosSolveMS})
 	require.NoError(t, s.simDo(ctx, http.MethodPut, "/_sim/threads", `{"threads":`+strconv.Itoa(chaosPlan)+`}`, http.StatusOK))
 	t.Cleanup(func() { _ = s.simDo(context.Background(), http.MethodPut, "/_sim/threads", `{"threads":0}`, http.StatusOK) })
 
@@ -56,11 +62,11 @@ func TestE2E_ThreadsChaos_SemaphoreTerminatedWorkerKilled200RealTasks(t *testing
 
 	var first activities.SlotsView
 	eventually(t, "the batch queued behind the plan", 2*time.Minute, 200*time.Millisecond, func() string {
-		first = watch.view()
-		if first.InUse == chaosPlan && first.Queued >= chaosTasks/2 {
+		var err error
+		if first, err = watch.view(); err == nil && first.InUse == chaosPlan && first.Queued >= chaosTasks*3/4 {
 			return ""
 		}
-		return "semaphore: " + strconv.Itoa(first.InUse) + " held, " + strconv.Itoa(first.Queued) + " queued"
+		return fmt.Sprintf("semaphore: %d held, %d queued (query: %v)", first.InUse, first.Queued, err)
 	})
 	require.NoError(t, s.c.TerminateWorkflow(ctx, semID, "", "e2e: the semaphore terminated mid-batch"))
 	w.Kill()
@@ -83,11 +89,11 @@ func TestE2E_ThreadsChaos_SemaphoreTerminatedWorkerKilled200RealTasks(t *testing
 // signals, so they may land a moment after the results).
 func checkNothingStuck(ctx context.Context, t *testing.T, watch *semaphoreWatch) {
 	eventually(t, "every slot back and nobody queued", time.Minute, 200*time.Millisecond, func() string {
-		v := watch.view()
-		if v.Threads == chaosPlan && v.InUse == 0 && v.Queued == 0 {
+		v, err := watch.view()
+		if err == nil && v.Threads == chaosPlan && v.InUse == 0 && v.Queued == 0 {
 			return ""
 		}
-		return strconv.Itoa(v.InUse) + " held, " + strconv.Itoa(v.Queued) + " queued, plan " + strconv.Itoa(v.Threads)
+		return fmt.Sprintf("%d held, %d queued, plan %d (query: %v)", v.InUse, v.Queued, v.Threads, err)
 	})
 }
 
@@ -160,6 +166,7 @@ type semaphoreWatch struct {
 	max  int
 	seen map[string]bool
 	last activities.SlotsView
+	err  error // the last query's failure, for the messages
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -187,15 +194,18 @@ func watchSemaphore(ctx context.Context, s *stack, id string) *semaphoreWatch {
 
 // sample queries the semaphore once; an absent or terminated semaphore is skipped.
 func (w *semaphoreWatch) sample(ctx context.Context) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	q, err := w.s.c.QueryWorkflow(qctx, w.id, "", activities.SlotsQuery)
 	var v activities.SlotsView
-	if err != nil || q.Get(&v) != nil {
-		return
+	if err == nil {
+		err = q.Get(&v)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.err = err; err != nil {
+		return
+	}
 	w.max = max(w.max, v.InUse)
 	if v.Epoch != "" {
 		w.seen[v.Epoch] = true
@@ -203,12 +213,12 @@ func (w *semaphoreWatch) sample(ctx context.Context) {
 	w.last = v
 }
 
-// view samples now and returns the latest answer.
-func (w *semaphoreWatch) view() activities.SlotsView {
+// view samples now and returns the latest answer, and the failure of this query if it failed.
+func (w *semaphoreWatch) view() (activities.SlotsView, error) {
 	w.sample(context.Background())
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.last
+	return w.last, w.err
 }
 
 func (w *semaphoreWatch) peak() int {
@@ -227,7 +237,8 @@ func (w *semaphoreWatch) epochs() int {
 func (w *semaphoreWatch) stop() activities.SlotsView {
 	close(w.done)
 	w.wg.Wait()
-	return w.view()
+	v, _ := w.view()
+	return v
 }
 
 // historiesParallel fetches the histories of ids, eight at a time.
