@@ -50,7 +50,9 @@ func TestE2E_ThreadsChaos_SemaphoreTerminatedWorkerKilled200RealTasks(t *testing
 	sc.add(chaosPlan, taskSpec{Kind: "holding a provider thread across the chaos", SolveMS: chaosHoldMS})
 	sc.add(chaosTasks-chaosPlan, taskSpec{Kind: "queued for a provider thread", SolveMS: chaosSolveMS})
 	require.NoError(t, s.simDo(ctx, http.MethodPut, "/_sim/threads", `{"threads":`+strconv.Itoa(chaosPlan)+`}`, http.StatusOK))
-	t.Cleanup(func() { _ = s.simDo(context.Background(), http.MethodPut, "/_sim/threads", `{"threads":0}`, http.StatusOK) })
+	t.Cleanup(func() {
+		_ = s.simDo(context.Background(), http.MethodPut, "/_sim/threads", `{"threads":0}`, http.StatusOK)
+	})
 
 	taskQueue := "captcha-threads-chaos-" + s.runID
 	semID := activities.ThreadsWorkflowID(taskQueue)
@@ -76,10 +78,15 @@ func TestE2E_ThreadsChaos_SemaphoreTerminatedWorkerKilled200RealTasks(t *testing
 	require.NoError(t, restart(ctx, w, ready))
 
 	sc.await(ctx, time.Until(deadlineOf(ctx))-time.Minute) // a minute left to verify
-	sc.note("batch after the chaos: %.1f s (whole batch %.1f s)", sc.ended.Sub(chaosAt).Seconds(), sc.ended.Sub(sc.started).Seconds())
+	_, replaced, fenced := watch.epochs()
+	sc.note("replacement seen %.1f s after the chaos (fenced: %v); batch after the chaos: %.1f s (whole batch %.1f s)",
+		replaced.Sub(chaosAt).Seconds(), fenced, sc.ended.Sub(chaosAt).Seconds(), sc.ended.Sub(sc.started).Seconds())
 	checkNothingStuck(ctx, t, watch)
 	last := watch.stop()
 	assert.NotEqual(t, first.Epoch, last.Epoch, "a replacement semaphore served the rest of the batch")
+	n, _, fenced := watch.epochs()
+	assert.Equal(t, 2, n, "the first semaphore and one replacement")
+	assert.True(t, fenced, "the replacement granted nothing until the holders re-asserted")
 	sc.verify(ctx)
 	checkThreadsChaosFigures(ctx, t, sc, watch)
 	replayLive(t, s, semID, sc.tasks[0].ID, sc.tasks[len(sc.tasks)-1].ID)
@@ -117,9 +124,9 @@ func checkThreadsChaosFigures(ctx context.Context, t *testing.T, sc *scenario, w
 		submits += activityCount(h, activities.SubmitName)
 	}
 	sc.note("wall %.1f s; extra paid %d; peak in use %d at the provider (cap %d), %d in the semaphore's view; "+
-		"no-slot answers %d; AcquireSlot calls %d for %d submissions (%d re-asks and holders' re-assertions); epochs seen %d",
+		"no-slot answers %d; AcquireSlot calls %d for %d submissions (%d re-asks and holders' re-assertions)",
 		sc.ended.Sub(sc.started).Seconds(), extraPaid, st.Threads.PeakInUse, chaosPlan, watch.peak(), st.Threads.NoSlot,
-		asks, submits, asks-submits, watch.epochs())
+		asks, submits, asks-submits)
 }
 
 // startPlanWorker starts a worker process with PROVIDER_THREADS=plan on taskQueue and returns it with its ready URL.
@@ -165,10 +172,13 @@ type semaphoreWatch struct {
 	mu   sync.Mutex
 	max  int
 	seen map[string]bool
-	last activities.SlotsView
-	err  error // the last query's failure, for the messages
-	done chan struct{}
-	wg   sync.WaitGroup
+	// newest is when the latest epoch was first seen, and fenced whether it was then fencing.
+	newest time.Time
+	fenced bool
+	last   activities.SlotsView
+	err    error // the last query's failure, for the messages
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 func watchSemaphore(ctx context.Context, s *stack, id string) *semaphoreWatch {
@@ -207,8 +217,9 @@ func (w *semaphoreWatch) sample(ctx context.Context) {
 		return
 	}
 	w.max = max(w.max, v.InUse)
-	if v.Epoch != "" {
+	if v.Epoch != "" && !w.seen[v.Epoch] {
 		w.seen[v.Epoch] = true
+		w.newest, w.fenced = time.Now(), v.FencedUntil != nil
 	}
 	w.last = v
 }
@@ -227,10 +238,11 @@ func (w *semaphoreWatch) peak() int {
 	return w.max
 }
 
-func (w *semaphoreWatch) epochs() int {
+// epochs tells how many semaphore instances were seen, when the latest was first and whether it was fencing then.
+func (w *semaphoreWatch) epochs() (n int, newest time.Time, fenced bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.seen)
+	return len(w.seen), w.newest, w.fenced
 }
 
 // stop ends the sampling and returns the last answer.
