@@ -48,7 +48,7 @@ func (s *stack) balanceGauge(ctx context.Context) (balance, checked float64, fou
 func (s *stack) awaitBalanceGauge(t *testing.T, ctx context.Context, want float64, since time.Time) {
 	t.Helper()
 	h := s.c.ScheduleClient().GetHandle(ctx, captchaflow.BalanceScheduleID)
-	eventually(t, fmt.Sprintf("captchaflow_provider_balance = %g", want), 40*time.Second, time.Second, func() string {
+	eventually(t, fmt.Sprintf("captchaflow_provider_balance = %g", want), 90*time.Second, time.Second, func() string {
 		b, checked, ok := s.balanceGauge(ctx)
 		if ok && b == want && checked >= float64(since.Unix()) {
 			return ""
