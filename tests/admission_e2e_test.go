@@ -100,8 +100,7 @@ func TestE2E_SemaphoreReplacedUnderLoadStrandsNobody(t *testing.T) {
 // checkPlanIsOneValue: a worker whose PROVIDER_THREADS disagrees with the running plan refuses to start (exit 2,
 // naming both values); `worker -set-provider-threads` changes the plan, after which that worker starts.
 func checkPlanIsOneValue(ctx context.Context, t *testing.T, s *stack, slotQueue string) {
-	env := s.workerEnv()
-	env["TASK_QUEUE"] = slotQueue
+	env := s.workerEnvOn(slotQueue)
 	env["PROVIDER_THREADS"] = fmt.Sprint(admissionPlan + 1)
 	env["WORKER_METRICS_ADDR"] = "" // no listener: it must not get that far
 	run := func(name string, env map[string]string, args ...string) (*devstack.Process, error) {
@@ -143,8 +142,7 @@ func startSlotWorkers(ctx context.Context, t *testing.T, s *stack, slotQueue str
 	for i := range n {
 		port, err := devstack.FreePort()
 		require.NoError(t, err)
-		env := s.workerEnv()
-		env["TASK_QUEUE"] = slotQueue
+		env := s.workerEnvOn(slotQueue)
 		env["PROVIDER_THREADS"] = fmt.Sprint(admissionPlan)
 		env["WORKER_METRICS_ADDR"] = loopback(port)
 		ready := "http://" + loopback(port) + "/healthz"

@@ -37,6 +37,15 @@ func simEnv(port int, idOffset int64) map[string]string {
 	}
 }
 
+// workerEnvOn is the environment of a worker of another task queue. It leaves the namespace's balance schedule
+// alone: every worker brings the schedule to its own task queue, and the stack's worker is the one that reads it.
+func (s *stack) workerEnvOn(taskQueue string) map[string]string {
+	env := s.workerEnv()
+	env["TASK_QUEUE"] = taskQueue
+	env["PROVIDER_BALANCE_INTERVAL"] = "0"
+	return env
+}
+
 func (s *stack) workerEnv() map[string]string {
 	return map[string]string{
 		"CAPTCHAAI_API_KEY":      providerKey,

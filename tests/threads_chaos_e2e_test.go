@@ -133,8 +133,7 @@ func checkThreadsChaosFigures(ctx context.Context, t *testing.T, sc *scenario, w
 func startPlanWorker(ctx context.Context, t *testing.T, s *stack, taskQueue string, plan int) (*devstack.Process, string) {
 	port, err := devstack.FreePort()
 	require.NoError(t, err)
-	env := s.workerEnv()
-	env["TASK_QUEUE"] = taskQueue
+	env := s.workerEnvOn(taskQueue)
 	env["PROVIDER_THREADS"] = strconv.Itoa(plan)
 	env["WORKER_METRICS_ADDR"] = loopback(port)
 	ready := "http://" + loopback(port) + "/healthz"

@@ -30,8 +30,7 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 	taskQueue := "captcha-threads-" + sc.prefix
 	metricsPort, err := devstack.FreePort()
 	require.NoError(t, err)
-	env := s.workerEnv()
-	env["TASK_QUEUE"] = taskQueue
+	env := s.workerEnvOn(taskQueue)
 	env["PROVIDER_THREADS"] = "2"
 	env["WORKER_METRICS_ADDR"] = loopback(metricsPort)
 	readyURL := "http://" + loopback(metricsPort) + "/healthz"
