@@ -57,9 +57,8 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
 	sub := s.table.add(workflow.Now(ctx))
-	info := workflow.GetInfo(ctx).WorkflowExecution
 	f := workflow.ExecuteActivity(submitOptionsLostAware(ctx, remaining), acts.Submit, activities.SubmitRequest{
-		Method: s.in.Method, Params: s.in.Params, RunID: info.RunID, Submission: sub.N,
+		Method: s.in.Method, Params: s.in.Params, RunID: s.table.runID, Submission: sub.N,
 		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid})
 	s.waitFor(ctx, f)
 	var r activities.SubmitResult
