@@ -117,7 +117,7 @@ func TestUnreachableOpensTheCircuitAndPinnedTasksWait(t *testing.T) {
 	*now = now.Add(5 * time.Second)
 	_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a", GiveUp: true})
 	require.Equal(t, FailureProviderGaveUp, appError(t, err).Type())
-	require.Equal(t, polls, fakes["a"].gets) // each poll asked a
+	require.Equal(t, polls, fakes["a"].gets, "a poll that did not ask a")
 	_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a"}) // nowhere else to go
 	require.Equal(t, FailureProviderTransient, appError(t, err).Type())
 }
