@@ -86,15 +86,13 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 		if s.remaining(ctx) <= 0 {
 			return failed(deadlineExceeded(s.in.DeadlineSeconds))
 		}
-		if v := workflow.GetVersion(ctx, changeAwaitLostSubmission, workflow.DefaultVersion, lostWaitVersion); v > 0 {
-			return s.awaitLost(ctx, sub, err, v)
-		}
+		return s.awaitLost(ctx, sub, err)
 	}
-	if zeroBalance(err) && changed(ctx, changePauseOnZeroBalance) {
+	if zeroBalance(err) {
 		return s.awaitBalance(ctx, err)
 	}
 	o := s.classify(err)
-	if o.kind == outResubmit && changed(ctx, changeCountSubmitRefusals) {
+	if o.kind == outResubmit {
 		// The provider refused this in.php request as unsolvable: it was a submission all the same, and the next
 		// one must wait (in.php would otherwise be asked again at once, for as long as it refuses).
 		s.status.Submits++
@@ -116,7 +114,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	s.status.Provider = r.Provider
 	s.status.Submits++
 	s.status.SubmittedAt = workflow.Now(ctx)
-	s.table.learnID(sub, r.ProviderTaskID, r.Named)
+	s.table.learnID(sub, r.ProviderTaskID)
 	if r.Code != "" {
 		// The provider answered the submission with its code: nothing to wait for, nothing to poll.
 		return s.solvedBy(sub, r.Code, captchaflow.ViaSubmit, workflow.Now(ctx))

@@ -60,17 +60,6 @@ func (w *waiter) futures() []workflow.Future {
 // step acts on what is ready, in the order callbacks, timer or poll, confirmation; it tells whether the wait
 // is over.
 func (w *waiter) step() bool {
-	for w.done == nil {
-		cb, why, ok := w.s.table.takeLegacy(w.sub)
-		if !ok {
-			break
-		}
-		if why != "" {
-			w.s.logger.Warn("ignoring callback: "+why, "CallbackProviderTaskID", cb.ProviderTaskID, "ProviderTaskID", w.sub.ProviderID)
-			continue
-		}
-		w.onCallback(cb)
-	}
 	for len(w.sub.inbox) > 0 && w.done == nil {
 		cb := w.sub.inbox[0]
 		w.sub.inbox = w.sub.inbox[1:]
@@ -111,10 +100,10 @@ func (w *waiter) onCallback(cb captchaflow.Callback) {
 	switch {
 	case cb.Code == "" && cb.Authenticated:
 		logger.Warn("ignoring callback without a code", "ProviderTaskID", cb.ProviderTaskID)
-	case len(cb.Code) > captchaflow.MaxCodeBytes && changed(w.ctx, changeIgnoreOversizedCallback):
+	case len(cb.Code) > captchaflow.MaxCodeBytes:
 		logger.Warn("ignoring callback with a code over the bound on a code", "ProviderTaskID", cb.ProviderTaskID,
 			"Bytes", len(cb.Code), "MaxCodeBytes", captchaflow.MaxCodeBytes, "Authenticated", cb.Authenticated)
-	case cb.Authenticated && captchaai.IsStatusWord(cb.Code) && changed(w.ctx, changeStatusWordCallback):
+	case cb.Authenticated && captchaai.IsStatusWord(cb.Code):
 		w.onStatusWord(strings.TrimSpace(cb.Code))
 	case cb.Authenticated:
 		w.finish(w.s.solvedBy(w.sub, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt))
@@ -143,7 +132,7 @@ func (w *waiter) confirmWithResPHP(why string) {
 	switch {
 	case w.poll != nil || w.confirm != nil:
 		w.s.logger.Info(why+" while res.php is being asked; ignored", "ProviderTaskID", id)
-	case w.confirms >= maxConfirmsPerSubmission && changed(w.ctx, changeBoundConfirmations):
+	case w.confirms >= maxConfirmsPerSubmission:
 		w.s.logger.Warn(why+" after this submission's res.php confirmations were spent; ignored (the timer and poll still run)",
 			"ProviderTaskID", id, "Confirmations", w.confirms)
 	default:

@@ -97,7 +97,7 @@ func registerBalance(r worker.WorkflowRegistry) {
 // since (a lost answer's wait between two zero-balance answers), CaptchaPhase is upserted again so that search says
 // what the status says.
 func (s *solver) balancePhase(ctx workflow.Context) {
-	if s.searched != captchaflow.PhaseAwaitingBalance && changed(ctx, changeResearchBalancePause) {
+	if s.searched != captchaflow.PhaseAwaitingBalance {
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingBalance)
 		return
 	}

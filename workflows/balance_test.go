@@ -38,7 +38,7 @@ func (s *SolveCaptchaSuite) TestZeroBalancePausesSubmissionsUntilTheBalanceIsBac
 	var waiting, after captchaflow.Status
 	s.env.RegisterDelayedCallback(func() { waiting = s.queryStatus() }, 100*time.Second)
 	s.env.RegisterDelayedCallback(func() { after = s.queryStatus() }, 170*time.Second)
-	s.signalAt(180*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "C", Authenticated: true})
+	s.signalAt(180*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "C", Authenticated: true, RunID: testRunID, Submission: 4})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()

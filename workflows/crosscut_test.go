@@ -43,7 +43,7 @@ func TestNoSlotReassertedAfterRelease(t *testing.T) {
 	e.submits("111")
 	e.grantAt(time.Second, 1)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
 	}, 5*time.Second)
 	e.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).After(70 * time.Second).Return(nil).Once()
 	in := recaptcha()

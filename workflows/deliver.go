@@ -26,12 +26,10 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 	opts := deliverOptions(ctx, s.in.DeliveryTimeout())
 	// A token that expires is delivered only while it lives: the delivery's schedule-to-close ends just before
 	// expires_at (the attempt in flight is cut off then too: its context's deadline is the schedule-to-close).
-	// The change is asked only where its behaviour differs from the old (a token already dead, a delivery cut by
-	// the expiry), so a task whose token is delivered in time records no version marker (no event, no action).
 	untilExpiry := time.Duration(-1)
 	if !res.ExpiresAt.IsZero() {
 		untilExpiry = res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
-		if untilExpiry <= 0 && changed(ctx, changeTokenExpiry) {
+		if untilExpiry <= 0 {
 			return true, errors.New("the token expired before its delivery began")
 		}
 		if untilExpiry < s.in.DeliveryTimeout() {
@@ -49,7 +47,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 			// the cancellation's details, so it is not lost either.
 			return false, temporal.NewCanceledError(res)
 		}
-		if untilExpiry > 0 && expiredWhileFailing(err) && changed(ctx, changeTokenExpiry) {
+		if untilExpiry > 0 && expiredWhileFailing(err) {
 			return true, fmt.Errorf("the token expired while notify_url kept failing: %w", err)
 		}
 		// The result stays in the failure's details (and in history): a failed delivery never loses it.

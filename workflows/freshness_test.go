@@ -84,7 +84,7 @@ func (s *SolveCaptchaSuite) TestExpiresAtPerMethodAndOverride() {
 		Register(env, &activities.Activities{}, Settings{})
 		env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "C", Authenticated: true})
+			env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "C", Authenticated: true, RunID: testRunID, Submission: 1})
 		}, 7*time.Second)
 		env.ExecuteWorkflow(SolveCaptcha, captchaflow.Input{Method: tc.method, Params: tc.params, TokenTTLSeconds: tc.ttl})
 		s.Require().NoError(env.GetWorkflowError(), tc.method)
@@ -106,7 +106,7 @@ func (s *SolveCaptchaSuite) TestRefreshDeliversFreshToken() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "222"}, nil).Once()
 	calls := s.deliverFailingFor("CODE-111")
-	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
 	var during captchaflow.Status
 	s.env.RegisterDelayedCallback(func() {
 		v, err := s.env.QueryWorkflow(captchaflow.StatusQuery)
@@ -114,7 +114,7 @@ func (s *SolveCaptchaSuite) TestRefreshDeliversFreshToken() {
 		s.Require().NoError(v.Get(&during))
 	}, 60*time.Second)
 	// The refresh submits as the first token expires (~2 min); its callback comes 10 s later.
-	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true})
+	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true, RunID: testRunID, Submission: 2})
 	s.env.ExecuteWorkflow(SolveCaptcha, withNotify(recaptcha()))
 
 	r := s.result()
@@ -143,8 +143,8 @@ func (s *SolveCaptchaSuite) TestRefreshesExhaustedFailTokenExpired() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "222"}, nil).Once()
 	calls := s.deliverFailingFor("CODE-111", "CODE-222")
-	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
-	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true})
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true, RunID: testRunID, Submission: 2})
 	s.env.ExecuteWorkflow(SolveCaptcha, withNotify(recaptcha()))
 
 	last := s.tokenExpiredDetails()
@@ -160,7 +160,7 @@ func (s *SolveCaptchaSuite) TestRefreshesExhaustedFailTokenExpired() {
 func (s *SolveCaptchaSuite) TestMaxRefreshesZeroFailsAtExpiry() {
 	s.expectSubmit("111")
 	calls := s.deliverFailingFor("CODE-111")
-	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
 	in := withNotify(recaptcha())
 	zero := 0
 	in.MaxRefreshes = &zero
@@ -181,7 +181,7 @@ func (s *SolveCaptchaSuite) TestRefusedNotifyURLIsNotRefreshed() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(
 		temporal.NewNonRetryableApplicationError("notify_url refused: private address", activities.FailureDeliveryForbidden, nil)).Once()
-	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, withNotify(recaptcha()))
 	s.Equal(captchaflow.FailureDeliveryFailed, s.failureType())
 }
@@ -197,7 +197,7 @@ func (s *SolveCaptchaSuite) TestDeliveredBeforeExpiryIsNotRefreshed() {
 		}
 		return nil
 	})
-	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, withNotify(recaptcha()))
 	r := s.result()
 	s.Equal("CODE-111", r.Code)

@@ -32,8 +32,8 @@ func refusedAtSubmit() error {
 
 func (s *SolveCaptchaSuite) TestAuthenticatedUnsolvableCallbackResubmits() {
 	s.expectSubmit("111", "222")
-	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true})
-	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "SECOND", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "SECOND", Authenticated: true, RunID: testRunID, Submission: 2})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -45,7 +45,7 @@ func (s *SolveCaptchaSuite) TestAuthenticatedUnsolvableCallbackResubmits() {
 
 func (s *SolveCaptchaSuite) TestAuthenticatedUnsolvableCallbackWithNoSubmitsLeftIsUnsolvable() {
 	s.expectSubmit("111")
-	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true, RunID: testRunID, Submission: 1})
 	in := recaptcha()
 	in.MaxSubmits = 1
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
@@ -73,7 +73,7 @@ func TestStatusWordCallbacksAreConfirmedNotTaken(t *testing.T) {
 			env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 			env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).
 				Return(activities.PollResult{Code: "FROM-RES-PHP"}, nil).Once()
-			cb.ProviderTaskID = "111"
+			cb.ProviderTaskID, cb.RunID, cb.Submission = "111", testRunID, 1
 			env.RegisterDelayedCallback(func() { env.SignalWorkflow(captchaflow.CallbackSignal, cb) }, 10*time.Second)
 			env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
@@ -107,7 +107,7 @@ func (s *SolveCaptchaSuite) TestFirstSubmitRefusedIsCountedAndBackedOff() {
 	s.env.SetTestTimeout(10 * time.Second)
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{}, refusedAtSubmit()).Once()
 	s.expectSubmit("222")
-	s.signalAt(time.Minute, captchaflow.Callback{ProviderTaskID: "222", Code: "OK-222", Authenticated: true})
+	s.signalAt(time.Minute, captchaflow.Callback{ProviderTaskID: "222", Code: "OK-222", Authenticated: true, RunID: testRunID, Submission: 2})
 	start := s.env.Now()
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
@@ -175,7 +175,7 @@ func TestCancelDuringDeliveryEndsCancelled(t *testing.T) {
 	env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(
 		temporal.NewApplicationError("notify_url answered 503", activities.FailureDeliveryRejected))
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "KEEP-ME", Authenticated: true})
+		env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "KEEP-ME", Authenticated: true, RunID: testRunID, Submission: 1})
 	}, time.Second)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
 	in := recaptcha()
@@ -233,9 +233,9 @@ func (s *SolveCaptchaSuite) TestUnauthenticatedCallbackFloodCostsBoundedConfirma
 func (s *SolveCaptchaSuite) TestOversizedCallbackCodeIsIgnored() {
 	s.expectSubmit("111")
 	huge := strings.Repeat("x", captchaflow.MaxCodeBytes+1)
-	s.signalAt(5*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: huge, Authenticated: true})
+	s.signalAt(5*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: huge, Authenticated: true, RunID: testRunID, Submission: 1})
 	s.signalAt(6*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: huge, Authenticated: false})
-	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()

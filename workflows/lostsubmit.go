@@ -43,9 +43,6 @@ const (
 )
 
 // submitOptionsLostAware are submitOptions whose retry policy does not retry a Submit failure of unknown outcome.
-// The retry policy is not part of a command's identity on replay, so this needs no version: only what the workflow
-// does with such a failure (awaitLostSubmission) is versioned, and a history recorded before it holds no such
-// failure (the server retried them).
 func submitOptionsLostAware(ctx workflow.Context, remaining time.Duration) workflow.Context {
 	ctx = submitOptions(ctx, remaining)
 	opts := workflow.GetActivityOptions(ctx)
@@ -78,42 +75,30 @@ func submitOutcomeUnknown(err error) bool {
 	return errors.As(err, &appErr) && appErr.Type() == activities.FailureSubmitOutcomeUnknown
 }
 
-// lostWaitVersion is changeAwaitLostSubmission's current version: 1 waited the callback timeout and dropped a
-// later answer; 2 waits lost_answer_wait_seconds with the searchable phase set, and the submission stays open to
-// its answer until the task ends.
-const lostWaitVersion = 2
-
 // awaitLost handles a Submit whose outcome is unknown. The request counts as a submission (it may have been paid
 // for). Until the lost-answer wait ends (cut to the deadline) no other in.php request is made; the submission's
 // authenticated callback, routed to it by the table whatever the task is doing, is its answer. Nothing else can be
 // learned about it — there is no ID to poll res.php with — so status words and hints are dropped (an unsolvable
 // lost task costs the wait, never a second payment while it may still be solving).
-func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, version workflow.Version) outcome {
-	previous := s.status.ProviderTaskID
+func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) outcome {
 	s.status.ProviderTaskID = ""
 	s.status.Provider = sub.Provider
 	s.status.Submits++
 	s.status.SubmittedAt = sub.SubmittedAt
-	wait := min(s.in.CallbackTimeout(), s.remaining(ctx))
-	if version >= lostWaitVersion {
-		wait = min(s.in.LostAnswerWait(), s.remaining(ctx))
-		s.table.lostUnsolvableEndsWait = true
-		s.status.Waiting, s.status.WaitingSince = "", time.Time{} // in.php answered something: no zero-balance pause
-		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
-	} else {
-		s.setPhase(ctx, captchaflow.PhaseAwaitingCallback)
-	}
+	wait := min(s.in.LostAnswerWait(), s.remaining(ctx))
+	s.status.Waiting, s.status.WaitingSince = "", time.Time{} // in.php answered something: no zero-balance pause
+	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**phase:** %s · submission %d/%d: in.php's answer was lost, waiting for its callback",
 		captchaflow.PhaseAwaitingCallback, s.status.Submits, s.in.MaxSubmits))
 	s.logger.Warn("in.php's answer was lost; waiting for the submission's callback before submitting again",
 		"Submits", s.status.Submits, "Wait", wait, "Error", cause)
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	s.cancelTimer = cancelTimer
-	if s.table.lost(sub, previous) != nil {
+	if s.table.lost(sub) != nil {
 		return s.lostAnswered(ctx, sub)
 	}
 	timer := workflow.NewTimer(timerCtx, wait)
-	if s.waitLostAnswer(ctx, sub, previous, timer) {
+	if s.waitLostAnswer(ctx, sub, timer) {
 		cancelTimer()
 		return s.giveUp(ctx, sub)
 	}
@@ -132,10 +117,8 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error, v
 // waitLostAnswer waits for the lost submission's answer until timer fires. A submission whose task may go elsewhere
 // (sub.giveUp set) asks every sub.giveUp whether its provider has been unreachable that long: then it tells the
 // caller to give the submission up. Asked only on this path, so a task whose answers are not lost records nothing.
-func (s *solver) waitLostAnswer(ctx workflow.Context, sub *submission, previous string, timer workflow.Future) (giveUp bool) {
-	settled := func() bool {
-		return s.table.takeLegacyLost(sub, previous) || s.table.answered() != nil || sub.State == subUnsolvable || timer.IsReady()
-	}
+func (s *solver) waitLostAnswer(ctx workflow.Context, sub *submission, timer workflow.Future) (giveUp bool) {
+	settled := func() bool { return s.table.answered() != nil || sub.State == subUnsolvable || timer.IsReady() }
 	for {
 		var check workflow.Future
 		checkCtx, cancelCheck := workflow.WithCancel(ctx)
@@ -172,7 +155,6 @@ func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 // lostWaitOver ends a lost submission's wait without its answer: the task submits again (within max_submits) or,
 // at the deadline, fails. The submission stays open: its answer is still taken if it comes.
 func (s *solver) lostWaitOver(ctx workflow.Context, sub *submission, timer workflow.Future) outcome {
-	sub.lostWaitOver = true
 	if err := timer.Get(ctx, nil); err != nil {
 		return failed(err) // only cancellation of the workflow itself gets here
 	}

@@ -82,7 +82,7 @@ func (s *SolveCaptchaSuite) TestLostSubmitCallbackAlreadyWaiting() {
 // submission's.
 func (s *SolveCaptchaSuite) TestLostSubmitWithoutCallbackResubmitsAfterLostAnswerWait() {
 	at := s.expectSubmitCalls(lostAnswer(), "222")
-	s.signalAt(122*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true})
+	s.signalAt(122*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true, RunID: testRunID, Submission: 2})
 	in := recaptcha()
 	in.CallbackTimeoutSeconds = 5 // a caller's short callback timeout does not shorten the lost answer's wait
 	in.LostAnswerWaitSeconds = 120
@@ -103,7 +103,7 @@ func (s *SolveCaptchaSuite) TestLostSubmitWithoutCallbackResubmitsAfterLostAnswe
 func (s *SolveCaptchaSuite) TestKnownNotSentSubmitIsRetriedAtOnce() {
 	refused := temporal.NewApplicationError("captchaai submit: dial tcp: connection refused (transient)", activities.FailureProviderTransient)
 	at := s.expectSubmitCalls(refused, "111")
-	s.signalAt(30*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
+	s.signalAt(30*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
 	start := s.env.Now()
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
@@ -122,10 +122,10 @@ func (s *SolveCaptchaSuite) TestLostSubmitTakesOnlyAnAuthenticatedSolution() {
 	// Submission 1 (100) called unsolvable by the poll after the callback timeout; submission 2 lost at ~120 s.
 	base := 130 * time.Second
 	s.signalAt(base+1*time.Second, captchaflow.Callback{ProviderTaskID: "901", Code: "FORGED", Authenticated: false})
-	s.signalAt(base+2*time.Second, captchaflow.Callback{ProviderTaskID: "100", Code: "STALE", Authenticated: true})
-	s.signalAt(base+3*time.Second, captchaflow.Callback{ProviderTaskID: "902", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true})
-	s.signalAt(base+4*time.Second, captchaflow.Callback{ProviderTaskID: "903", Code: string(make([]byte, captchaflow.MaxCodeBytes+1)), Authenticated: true})
-	s.signalAt(base+5*time.Second, captchaflow.Callback{ProviderTaskID: "904", Code: "CODE-904", Authenticated: true})
+	s.signalAt(base+2*time.Second, captchaflow.Callback{ProviderTaskID: "100", Code: "STALE", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(base+3*time.Second, captchaflow.Callback{ProviderTaskID: "902", Code: "CAPCHA_NOT_READY", Authenticated: true, RunID: testRunID, Submission: 2})
+	s.signalAt(base+4*time.Second, captchaflow.Callback{ProviderTaskID: "903", Code: string(make([]byte, captchaflow.MaxCodeBytes+1)), Authenticated: true, RunID: testRunID, Submission: 2})
+	s.signalAt(base+5*time.Second, captchaflow.Callback{ProviderTaskID: "904", Code: "CODE-904", Authenticated: true, RunID: testRunID, Submission: 2})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -193,7 +193,7 @@ func TestSubmitOutcomeUnknown(t *testing.T) {
 func (s *SolveCaptchaSuite) TestLostAwarePolicyLeavesSharedListAlone() {
 	before := append([]string(nil), activities.NonRetryableProviderErrors...)
 	s.expectSubmit("1")
-	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "1", Code: "C", Authenticated: true})
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "1", Code: "C", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.result()
 	s.Equal(before, activities.NonRetryableProviderErrors)

@@ -50,7 +50,6 @@ func (r *route) unsolvable(ctx workflow.Context, sub *submission) {
 // task, it is paid for and its result ignored: at most one extra paid submission per give-up.
 func (s *solver) giveUp(ctx workflow.Context, sub *submission) outcome {
 	sub.State = subAbandoned
-	sub.lostWaitOver = true
 	if !slices.Contains(s.route.exclude, sub.Provider) {
 		s.route.exclude = append(s.route.exclude, sub.Provider)
 	}

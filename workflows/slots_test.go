@@ -84,7 +84,7 @@ func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
 	e.grantAt(55*time.Second, 1)
 	e.env.RegisterDelayedCallback(func() {
 		assert.Empty(t, e.released, "the slot is held while the provider solves")
-		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
 	}, 70*time.Second)
 	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
 
@@ -104,7 +104,7 @@ func TestSlotReleasedOnUnsolvableAndRequeuedForTheResubmission(t *testing.T) {
 	e.submits("111", "222")
 	e.grantAt(time.Second, 1)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true})
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true, RunID: testRunID, Submission: 1})
 	}, 10*time.Second)
 	e.env.RegisterDelayedCallback(func() {
 		assert.Len(t, e.released, 1, "the unsolvable submission gave its slot back")
@@ -112,7 +112,7 @@ func TestSlotReleasedOnUnsolvableAndRequeuedForTheResubmission(t *testing.T) {
 	}, 15*time.Second)
 	e.grantAt(20*time.Second, 2)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE", Authenticated: true})
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 2})
 	}, 30*time.Second)
 	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
 
@@ -173,7 +173,7 @@ func TestNoSlotsWhenProviderThreadsUnset(t *testing.T) {
 	Register(env, &activities.Activities{}, Settings{})
 	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+		env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
 	}, time.Second)
 	env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
 	require.NoError(t, env.GetWorkflowError())
@@ -195,7 +195,7 @@ func TestHolderReassertsItsSlotAndIgnoresOtherRunsGrants(t *testing.T) {
 		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 1, RunID: "default-test-run-id"})
 	}, 3*time.Second)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
 	}, 100*time.Second) // the callback timeout is 120 s: the submission waits 97 s holding its slot
 	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
 

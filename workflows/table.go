@@ -29,9 +29,6 @@ const (
 	subAbandoned  subState = "abandoned"   // given up: its provider was unreachable past PROVIDER_GIVE_UP
 )
 
-// maxLegacy bounds the callbacks from URLs that name no submission held for the current submission's wait.
-const maxLegacy = 64
-
 // submission is one in.php request of this run.
 type submission struct {
 	N          int
@@ -49,9 +46,6 @@ type submission struct {
 	answer *captchaflow.Callback
 	// untokened counts the untokened hints it took (captchaflow.UntokenedHintsPerSubmission).
 	untokened int
-	// lostWaitOver: its in.php answer was lost and the wait for its callback ended without one (the task submitted
-	// again); its answer is still taken if it comes, where lateLostAnswers allows.
-	lostWaitOver bool
 }
 
 // open tells whether the provider may still answer it.
@@ -68,24 +62,6 @@ type table struct {
 	runID string
 	round int
 	subs  []*submission
-	// namedURLs: this run's pingback URLs name their submission (a Submit result said so). A callback whose URL names
-	// none then comes from an earlier run.
-	namedURLs bool
-	// namingKnown: a Submit result said whether URLs name their submission. Until then (every answer lost) a
-	// callback whose URL names none is an earlier run's where unnamedIsEarlierRun says so (asked only then: a task
-	// recorded before URLs named them took it by the old rules).
-	namingKnown         bool
-	unnamedIsEarlierRun func() bool
-	// legacy are callbacks from URLs that name no submission, in a run that made such URLs (it started before they
-	// named them): the current submission's wait acts on them, in arrival order, by the rules those runs were
-	// recorded with (see takeLegacy and takeLegacyLost).
-	legacy []captchaflow.Callback
-	// lateLostAnswers tells whether a lost submission's answer is taken after its wait ended (asked only then: a
-	// task recorded before dropped such a callback).
-	lateLostAnswers func() bool
-	// lostUnsolvableEndsWait: an unsolvable word from a lost submission's own (named) pingback ends its wait. Set by
-	// tasks whose lost-answer wait is of lostWaitVersion.
-	lostUnsolvableEndsWait bool
 }
 
 // routed says what routing did with a callback.
@@ -94,7 +70,6 @@ type routed int
 const (
 	routedInbox      routed = iota // to the current submission's inbox, for its wait to act on
 	routedLostAnswer               // taken as the answer of a submission whose in.php answer was lost
-	routedHeld                     // held until a submission learns the provider ID it names
 	routedStale                    // dropped: an earlier run, round or submission, or nothing it can belong to
 )
 
@@ -129,7 +104,10 @@ func (t *table) route(cb captchaflow.Callback) (sub *submission, r routed, why s
 		return nil, routedStale, "a callback of an earlier run"
 	}
 	if cb.Submission == 0 {
-		return t.routeUnnamed(cb)
+		if cb.Authenticated { // every pingback URL names its submission
+			return nil, routedStale, "a callback from a URL that names no submission"
+		}
+		return t.routeHint(cb)
 	}
 	if cb.Submission > len(t.subs) {
 		return nil, routedStale, "a callback naming a submission this run never made"
@@ -148,53 +126,6 @@ func (t *table) route(cb captchaflow.Callback) (sub *submission, r routed, why s
 	return sub, routedInbox, ""
 }
 
-// routeUnnamed files a callback whose URL names no submission: an untokened one, or one from a pingback URL that
-// names only the workflow.
-func (t *table) routeUnnamed(cb captchaflow.Callback) (*submission, routed, string) {
-	if cb.Authenticated && !t.namingKnown && t.unnamedIsEarlierRun != nil && t.unnamedIsEarlierRun() {
-		t.namedURLs, t.namingKnown = true, true
-	}
-	switch {
-	case t.namedURLs && cb.Authenticated:
-		return nil, routedStale, "a callback from a URL that names no submission: an earlier run's"
-	case t.namedURLs:
-		return t.routeHint(cb)
-	case len(t.legacy) >= maxLegacy:
-		return nil, routedStale, "too many callbacks waiting for the submission's wait"
-	}
-	t.legacy = append(t.legacy, cb)
-	return nil, routedHeld, ""
-}
-
-// takeLegacy is the next held callback for the waiting submission sub, by the rules of runs whose URLs named no
-// submission: one for another provider task is dropped (why says so).
-func (t *table) takeLegacy(sub *submission) (cb captchaflow.Callback, why string, ok bool) {
-	if len(t.legacy) == 0 {
-		return captchaflow.Callback{}, "", false
-	}
-	cb, t.legacy = t.legacy[0], t.legacy[1:]
-	if cb.ProviderTaskID != sub.ProviderID {
-		return cb, "a callback for another provider task (stale or forged)", true
-	}
-	return cb, "", true
-}
-
-// takeLegacyLost takes the first held callback that can be lost's answer, by the rules of runs whose URLs named no
-// submission: an authenticated solution for a provider task other than previous (the submission before it). The
-// others are dropped.
-func (t *table) takeLegacyLost(lost *submission, previous string) bool {
-	for len(t.legacy) > 0 && lost.answer == nil {
-		cb := t.legacy[0]
-		t.legacy = t.legacy[1:]
-		if lostSubmissionAnswer(cb) && cb.ProviderTaskID != previous {
-			lost.answer = &cb
-			lost.ProviderID = cb.ProviderTaskID
-			lost.State = subSolved
-		}
-	}
-	return lost.answer != nil
-}
-
 // routeHint files an unauthenticated callback: nothing vouches for its ID or code, so it only makes the waiting
 // submission ask res.php (its wait bounds how often).
 func (t *table) routeHint(cb captchaflow.Callback) (*submission, routed, string) {
@@ -211,7 +142,7 @@ func (t *table) routeHint(cb captchaflow.Callback) (*submission, routed, string)
 
 // takeLostAnswer makes cb the answer of lost, when it is one: authenticated and a solution.
 func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*submission, routed, string) {
-	if cb.Submission == lost.N && cb.Authenticated && t.lostUnsolvableEndsWait &&
+	if cb.Submission == lost.N && cb.Authenticated &&
 		captchaai.ClassifyCode(strings.TrimSpace(cb.Code)) == captchaai.ClassResubmit {
 		// Its own pingback URL says the provider gave up on it: nothing more will come, so it is not waited for.
 		lost.ProviderID = cb.ProviderTaskID
@@ -221,9 +152,6 @@ func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*subm
 	if !lostSubmissionAnswer(cb) {
 		return lost, routedStale, "not an authenticated solution (a lost submission can only be answered by one)"
 	}
-	if lost.lostWaitOver && (t.lateLostAnswers == nil || !t.lateLostAnswers()) {
-		return lost, routedStale, "a lost submission's answer after its wait (recorded before such answers were taken)"
-	}
 	lost.answer = &cb
 	lost.ProviderID = cb.ProviderTaskID
 	lost.State = subSolved
@@ -231,16 +159,13 @@ func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*subm
 }
 
 // learnID records the provider ID in.php gave sub.
-func (t *table) learnID(sub *submission, id string, named bool) {
+func (t *table) learnID(sub *submission, id string) {
 	sub.ProviderID = id
 	sub.State = subWaiting
-	t.namedURLs = t.namedURLs || named
-	t.namingKnown = true
 }
 
-// lost marks sub's in.php answer lost. A callback that came while it was submitting, named for it or (in a run
-// whose URLs name no submission) held, may be its answer; previous is the submission's before it.
-func (t *table) lost(sub *submission, previous string) *captchaflow.Callback {
+// lost marks sub's in.php answer lost. A callback that came for it while it was submitting may be its answer.
+func (t *table) lost(sub *submission) *captchaflow.Callback {
 	sub.State = subAnswerLost
 	named := sub.inbox
 	sub.inbox = nil
@@ -248,9 +173,6 @@ func (t *table) lost(sub *submission, previous string) *captchaflow.Callback {
 		if _, r, _ := t.takeLostAnswer(sub, cb); r == routedLostAnswer && sub.answer != nil {
 			return sub.answer
 		}
-	}
-	if sub.State == subAnswerLost && t.takeLegacyLost(sub, previous) {
-		return sub.answer
 	}
 	return nil
 }

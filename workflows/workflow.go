@@ -82,9 +82,7 @@ type solver struct {
 // from the first workflow task on.
 func (s *solver) setup(ctx workflow.Context) error {
 	info := workflow.GetInfo(ctx)
-	s.table = table{runID: chainRunID(info),
-		lateLostAnswers:     func() bool { return changed(ctx, changeTakeLateLostAnswer) },
-		unnamedIsEarlierRun: func() bool { return changed(ctx, changeNamedPingbackURLs) }}
+	s.table = table{runID: chainRunID(info)}
 	s.signals = newSignals(ctx)
 	if err := workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, func() (captchaflow.Status, error) {
 		return s.statusNow(), nil
@@ -125,8 +123,7 @@ func (s *solver) validate(ctx workflow.Context) error {
 	invalid := func(err error) error {
 		return temporal.NewNonRetryableApplicationError("invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil)
 	}
-	if err := captchaflow.ValidateWorkflowID(workflow.GetInfo(ctx).WorkflowExecution.ID); err != nil &&
-		changed(ctx, changeRefuseInvalidWorkflowID) {
+	if err := captchaflow.ValidateWorkflowID(workflow.GetInfo(ctx).WorkflowExecution.ID); err != nil {
 		return invalid(err)
 	}
 	// Validate iterates a map only to sort its keys and parses URLs; both are pure.

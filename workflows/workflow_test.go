@@ -71,7 +71,7 @@ func (s *SolveCaptchaSuite) failureType() string {
 
 func (s *SolveCaptchaSuite) TestCallbackBeforeTimer() {
 	s.expectSubmit("111")
-	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -114,7 +114,7 @@ func (s *SolveCaptchaSuite) TestNoCallbackFallsBackToPolling() {
 func (s *SolveCaptchaSuite) TestCallbackDuringPollingWinsAndCancelsPoll() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(activities.PollResult{}, notReady())
-	s.signalAt(137*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "LATE-CB", Authenticated: true})
+	s.signalAt(137*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "LATE-CB", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -125,10 +125,10 @@ func (s *SolveCaptchaSuite) TestCallbackDuringPollingWinsAndCancelsPoll() {
 
 func (s *SolveCaptchaSuite) TestStaleAndDuplicateCallbacksAreIgnored() {
 	s.expectSubmit("111")
-	s.signalAt(5*time.Second, captchaflow.Callback{ProviderTaskID: "999", Code: "FORGED", Authenticated: true})
-	s.signalAt(6*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "", Authenticated: true})
-	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true})
-	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "DUPLICATE", Authenticated: true})
+	s.signalAt(5*time.Second, captchaflow.Callback{ProviderTaskID: "999", Code: "FORGED", Authenticated: true, RunID: testRunID, Submission: 9})
+	s.signalAt(6*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "DUPLICATE", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -139,8 +139,8 @@ func (s *SolveCaptchaSuite) TestStaleAndDuplicateCallbacksAreIgnored() {
 func (s *SolveCaptchaSuite) TestUnsolvableIsResubmitted() {
 	s.expectSubmit("111", "222")
 	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).Return(activities.PollResult{}, unsolvable()).Once()
-	s.signalAt(200*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "STALE", Authenticated: true})
-	s.signalAt(210*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "SECOND", Authenticated: true})
+	s.signalAt(200*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "STALE", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(210*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "SECOND", Authenticated: true, RunID: testRunID, Submission: 2})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -191,7 +191,7 @@ func (s *SolveCaptchaSuite) TestTransientSubmitErrorIsRetried() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{},
 		temporal.NewApplicationError("ERROR_NO_SLOT_AVAILABLE", activities.FailureProviderTransient)).Times(2)
 	s.expectSubmit("111")
-	s.signalAt(30*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "OK", Authenticated: true})
+	s.signalAt(30*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "OK", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.Equal("OK", s.result().Code)
 	s.Equal(1, s.result().Submits, "a retried in.php request is still one submission")
@@ -216,7 +216,7 @@ func (s *SolveCaptchaSuite) TestDeliverFailingThenSucceeding() {
 		s.Equal("https://downstream.example/hook", req.NotifyURL)
 		bodies = append(bodies, req.Body)
 	}).Return(nil).Once()
-	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
 	in := recaptcha()
 	in.NotifyURL = "https://downstream.example/hook"
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
@@ -235,7 +235,7 @@ func (s *SolveCaptchaSuite) TestDeliveryGivingUpKeepsResultInFailure() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(
 		temporal.NewApplicationError("connection refused", activities.FailureDeliveryRejected))
-	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "KEEP-ME", Authenticated: true})
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "KEEP-ME", Authenticated: true, RunID: testRunID, Submission: 1})
 	in := recaptcha()
 	in.NotifyURL = "https://downstream.example/hook"
 	in.DeliveryTimeoutSeconds = 60 // ends before the token's 120 s: DeliveryFailed, not TokenExpired
@@ -266,7 +266,7 @@ func (s *SolveCaptchaSuite) TestForgedUnauthenticatedCallbackChangesNothing() {
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(activities.PollResult{}, notReady()).Once()
 	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "FORGED", Authenticated: false})
-	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true})
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "REAL", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 
 	r := s.result()
@@ -287,7 +287,7 @@ func (s *SolveCaptchaSuite) TestStatusQueryFollowsPhases() {
 	var seen []captchaflow.Status
 	s.env.RegisterDelayedCallback(func() { seen = append(seen, query()) }, 10*time.Second)
 	s.env.RegisterDelayedCallback(func() { seen = append(seen, query()) }, 130*time.Second)
-	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "C", Authenticated: true})
+	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "C", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.result()
 
