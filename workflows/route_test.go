@@ -99,3 +99,21 @@ func (s *SolveCaptchaSuite) TestCandidateCallbackIsItsProviders() {
 	s.Equal(captchaflow.Result{Provider: "a", ProviderTaskID: "a-1", Code: "CODE-A"},
 		captchaflow.Result{Provider: res.Provider, ProviderTaskID: res.ProviderTaskID, Code: res.Code})
 }
+
+// A lost submission's answer names the candidate it came from: the result is that provider's.
+func (s *SolveCaptchaSuite) TestLostAnswerFromACandidateIsItsProviders() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{},
+		temporal.NewApplicationError("the provider's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown,
+			activities.LostDetails{Provider: "b", Alternatives: 1})).Once()
+	s.env.RegisterDelayedCallback(func() {
+		for _, code := range []string{"ERROR_CAPTCHA_UNSOLVABLE", "CODE-A"} {
+			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "a-1", Code: code,
+				Authenticated: true, Submission: 1, Provider: "a"})
+		}
+	}, 5*time.Second)
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res captchaflow.Result
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal([]string{"a", "a-1", "CODE-A"}, []string{res.Provider, res.ProviderTaskID, res.Code})
+}
