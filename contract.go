@@ -131,6 +131,10 @@ type Callback struct {
 	// provider IDs. Both are empty for a pingback URL that names only the workflow.
 	RunID      string `json:"run_id,omitempty"`
 	Submission int    `json:"submission,omitempty"`
+	// Provider is the provider the pingback URL was handed to (signed too): a routed submission's candidates each
+	// get their own URL, so a callback from one that did not take the submission is that provider's, for its task.
+	// Empty for a URL that names none.
+	Provider string `json:"provider,omitempty"`
 	// ReceivedAt is when the ingress took the callback: a token's life counts from there, not from when the
 	// workflow got round to it (a lost submission's answer may wait while a later Submit is retried).
 	ReceivedAt time.Time `json:"received_at,omitzero"`

@@ -59,13 +59,13 @@ type SubmitResult struct {
 // attempt (transientError). A request that failed after it was written (timeout, reset, EOF, a gateway's 5xx: the
 // provider may have created the task) is a FailureSubmitOutcomeUnknown error, which the workflow's retry policy does not retry.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
-	pingback, err := a.pingbackURL(activity.GetInfo(ctx).WorkflowExecution.ID, req)
-	if err != nil {
-		return SubmitResult{}, temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
-	}
 	defer keepAlive(ctx)()
 	if a.set().Routed {
-		return a.submitRouted(ctx, req, pingback)
+		return a.submitRouted(ctx, req)
+	}
+	pingback, err := a.pingbackURL(ctx, req, "")
+	if err != nil {
+		return SubmitResult{}, err
 	}
 	id, err := a.Provider.Submit(ctx, req.Method, req.Params, pingback)
 	countAnswer(ctx, AnswerOpSubmit, answerCode(err))
@@ -83,13 +83,19 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 		Named: req.Submission > 0}, nil
 }
 
-// pingbackURL names the submission when the request does, else only the workflow.
-func (a *Activities) pingbackURL(workflowID string, req SubmitRequest) (string, error) {
+// pingbackURL names the submission and the provider it is handed to ("" without PROVIDERS_FILE) when the request
+// names the submission, else only the workflow. Its failure is a FailureWorkerConfig error.
+func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provider string) (string, error) {
+	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
+	pingback, err := callbackauth.URL(a.CallbackBaseURL, workflowID, a.CallbackSecret)
 	if req.Submission > 0 {
-		return callbackauth.URLFor(a.CallbackBaseURL, workflowID, a.CallbackSecret,
-			callbackauth.Submission{RunID: req.RunID, N: req.Submission})
+		pingback, err = callbackauth.URLFor(a.CallbackBaseURL, workflowID, a.CallbackSecret,
+			callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: provider})
 	}
-	return callbackauth.URL(a.CallbackBaseURL, workflowID, a.CallbackSecret)
+	if err != nil {
+		return "", temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
+	}
+	return pingback, nil
 }
 
 // PollRequest names the provider task to look up.

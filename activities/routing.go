@@ -66,7 +66,8 @@ const LegacyProviderName = "captchaai"
 // candidate's circuit (zero balance, no slot past its budget, unreachable, key refused) moves on to the next one
 // within the same attempt: nothing was created there. An answer lost after the request was written never does —
 // the provider may be solving it — and is returned with the provider's name for the workflow's lost-answer wait.
-func (a *Activities) submitRouted(ctx context.Context, req SubmitRequest, pingback string) (SubmitResult, error) {
+// Each candidate gets a pingback URL of its own (pingbackURL): its callback names it.
+func (a *Activities) submitRouted(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	set := a.set()
 	cands, why := supported(set.Candidates(req.Providers, req.Exclude, req.Avoid), req)
 	if len(cands) == 0 {
@@ -87,7 +88,7 @@ func (a *Activities) submitRouted(ctx context.Context, req SubmitRequest, pingba
 		}
 		alt := LostDetails{Provider: p.Name, Alternatives: len(cands) - 1,
 			GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second)}
-		res, err, next := a.submitTo(ctx, p, req, pingback, alt)
+		res, err, next := a.submitTo(ctx, p, req, alt)
 		if err == nil {
 			res.Alternatives, res.GiveUpSeconds = alt.Alternatives, alt.GiveUpSeconds
 			return res, nil
@@ -122,7 +123,11 @@ func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Pro
 
 // submitTo makes one createTask / in.php request to p. next tells whether the task may go on to the next candidate
 // at once: nothing was created and p's circuit is now open.
-func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, pingback string, lost LostDetails) (SubmitResult, error, bool) {
+func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, lost LostDetails) (SubmitResult, error, bool) {
+	pingback, err := a.pingbackURL(ctx, req, p.Name)
+	if err != nil {
+		return SubmitResult{}, err, false
+	}
 	if p.Protocol == providers.ProtocolCreateTask {
 		pingback = withFlavor(pingback, string(p.Flavor))
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/captchaai"
 	"github.com/captchaflow/captchaflow/createtask"
 	"github.com/captchaflow/captchaflow/internal/providers"
@@ -73,6 +75,24 @@ func TestZeroBalanceMovesOnWithinTheAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "b", r.Provider)
 	require.Len(t, fakes["a"].pingbacks, 1)
+}
+
+// Each candidate of a submission is handed its own pingback URL, naming it under the token: a callback from a (which
+// may have created a task after all) can never pass for b's.
+func TestEachCandidateGetsItsOwnSignedPingback(t *testing.T) {
+	env, acts, fakes, _ := routedEnv(t)
+	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient}
+	_, err := submitResult(t, env, acts, recaptchaReq)
+	require.NoError(t, err)
+	for _, name := range []string{"a", "b"} {
+		require.Len(t, fakes[name].pingbacks, 1, name)
+		u, err := url.Parse(fakes[name].pingbacks[0])
+		require.NoError(t, err)
+		q := u.Query()
+		require.Equal(t, name, q.Get(callbackauth.ProviderParam), "%s's pingback names it", name)
+		require.True(t, callbackauth.ValidFor(q.Get(callbackauth.TokenParam), "default-test-workflow-id",
+			callbackauth.Submission{RunID: "run", N: 1, Provider: name}, acts.CallbackSecret), "%s's pingback is signed for it", name)
+	}
 }
 
 // An answer lost after the request was written is never taken elsewhere: the failure names the provider.

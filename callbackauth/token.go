@@ -21,26 +21,35 @@ const CallbackPath = "/callback/"
 // TokenParam is the query parameter that carries the token.
 const TokenParam = "t"
 
-// RunParam and SubmissionParam name the run and the submission a pingback URL was made for; the token signs them.
+// RunParam, SubmissionParam and ProviderParam name the run, the submission and the provider a pingback URL was made
+// for; the token signs them.
 const (
 	RunParam        = "r"
 	SubmissionParam = "s"
+	ProviderParam   = "p"
 )
 
 // FlavorParam names a createTask provider's flavor in its pingback URL, so the ingress reads its callback body. It
 // is not signed (the token is): a wrong one only makes the body unreadable.
 const FlavorParam = "f"
 
-// Submission names one submission of one run of a workflow, as a pingback URL carries it.
+// Submission names one submission of one run of a workflow, as a pingback URL carries it, and the provider the URL
+// was handed to ("" on a worker without PROVIDERS_FILE): each candidate of a routed submission gets its own URL, so
+// its callback is never taken for another's.
 type Submission struct {
-	RunID string
-	N     int
+	RunID    string
+	N        int
+	Provider string
 }
 
-// named is the message a submission's token signs: the workflow ID, the run and the number, each unambiguous
-// (a workflow ID cannot hold a newline).
+// named is the message a submission's token signs: the workflow ID, the run, the number and the provider if any,
+// each unambiguous (neither a workflow ID nor a provider name can hold a newline).
 func (s Submission) named(workflowID string) string {
-	return workflowID + "\n" + s.RunID + "\n" + strconv.Itoa(s.N)
+	msg := workflowID + "\n" + s.RunID + "\n" + strconv.Itoa(s.N)
+	if s.Provider != "" {
+		msg += "\n" + s.Provider
+	}
+	return msg
 }
 
 // Token returns the lowercase hex HMAC-SHA256 of workflowID under secret.
@@ -93,8 +102,11 @@ func URLFor(baseURL, workflowID, secret string, sub Submission) (string, error) 
 	if sub.RunID == "" || sub.N < 1 {
 		return "", errors.New("a submission's pingback URL needs its run ID and number")
 	}
-	return build(baseURL, workflowID, secret, url.Values{TokenParam: {TokenFor(secret, workflowID, sub)},
-		RunParam: {sub.RunID}, SubmissionParam: {strconv.Itoa(sub.N)}})
+	query := url.Values{TokenParam: {TokenFor(secret, workflowID, sub)}, RunParam: {sub.RunID}, SubmissionParam: {strconv.Itoa(sub.N)}}
+	if sub.Provider != "" {
+		query.Set(ProviderParam, sub.Provider)
+	}
+	return build(baseURL, workflowID, secret, query)
 }
 
 func build(baseURL, workflowID, secret string, query url.Values) (string, error) {

@@ -262,12 +262,9 @@ func (c *Client) call(ctx context.Context, op string, newRequest func(context.Co
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
 
-	var w writeTrace
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), w.trace()))
-	resp, err := c.http.Do(req)
-	if err != nil {
-		e := c.fail(op, ClassTransient, err)
-		e.Written = w.mayHaveReached()
+	resp, e := send(c.http, op, req)
+	if e != nil {
+		e.Err = redactError(e.Err, c.apiKey)
 		return answer{}, e
 	}
 	defer closeBody(resp.Body)
@@ -291,6 +288,19 @@ func (c *Client) call(ctx context.Context, op string, newRequest func(context.Co
 		return answer{}, c.codeError(op, ans)
 	}
 	return ans, nil
+}
+
+// send does req on h, following it onto the connection. A failure is a transient *Error (its cause not yet redacted)
+// that is Written when any byte of the request may have reached the provider: then its outcome is unknown
+// (OutcomeUnknown); only a request of which not one byte was written is known not to have been acted on.
+func send(h *http.Client, op string, req *http.Request) (*http.Response, *Error) {
+	var w writeTrace
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), w.trace()))
+	resp, err := h.Do(req)
+	if err != nil {
+		return nil, &Error{Op: op, Class: ClassTransient, Err: err, Written: w.mayHaveReached()}
+	}
+	return resp, nil
 }
 
 // writeTrace follows one request onto the connection, to tell a failure the provider may have acted on (an in.php
@@ -373,13 +383,15 @@ func (c *Client) statusError(op string, resp *http.Response) *Error {
 			return e
 		}
 	}
-	return &Error{
-		Op:         op,
-		Class:      classifyStatus(resp.StatusCode),
-		HTTPStatus: resp.StatusCode,
-		Err:        errors.New(http.StatusText(resp.StatusCode)),
-		Written:    resp.StatusCode >= 500,
-	}
+	return unansweredStatus(op, resp.StatusCode)
+}
+
+// unansweredStatus is the error for a non-2xx status whose body is not the provider's own answer. A 5xx may come
+// from a gateway that forwarded the request and lost the provider's answer, so it is Written: its outcome is
+// unknown. A 4xx was refused before anything was done.
+func unansweredStatus(op string, status int) *Error {
+	return &Error{Op: op, Class: classifyStatus(status), HTTPStatus: status, Err: errors.New(http.StatusText(status)),
+		Written: status >= 500}
 }
 
 // codeError is the error for a provider's error answer: its code (redacted, bounded) decides the class.

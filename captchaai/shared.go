@@ -33,8 +33,15 @@ func RedactText(s, apiKey string) string { return redactText(s, apiKey) }
 // Truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func Truncate(s string, n int) string { return truncate(s, n) }
 
-// ClassifyStatus maps a non-2xx HTTP status without a provider answer to a Class.
-func ClassifyStatus(status int) Class { return classifyStatus(status) }
+// Send does req on h as this client does: a failure is a transient *Error, Written unless provably not one byte of
+// the request left (see send). Its cause is not redacted yet.
+func Send(h *http.Client, op string, req *http.Request) (*http.Response, *Error) {
+	return send(h, op, req)
+}
+
+// UnansweredStatus is the *Error for a non-2xx status whose body is not the provider's own answer: a 5xx is
+// outcome unknown (see unansweredStatus).
+func UnansweredStatus(op string, status int) *Error { return unansweredStatus(op, status) }
 
 // Snippet quotes the start of an unparseable body for diagnostics (at most 64 bytes).
 func Snippet(b []byte) string { return snippet(b) }

@@ -17,9 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
-	"sync/atomic"
 	"time"
 
 	"github.com/captchaflow/captchaflow/captchaai"
@@ -159,17 +157,9 @@ func (c *Client) call(ctx context.Context, op, endpoint string, body map[string]
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", userAgent)
-	// written records whether any of the request reached the connection: a failure after it may have left the
-	// provider acting on it (a task created, its answer lost), one before it certainly did not.
-	var written atomic.Bool
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		WroteHeaders: func() { written.Store(true) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { written.Store(true) },
-	}))
-	resp, err := c.http.Do(req)
-	if err != nil {
-		e := c.fail(op, captchaai.ClassTransient, err)
-		e.Written = written.Load()
+	resp, e := captchaai.Send(c.http, op, req) // the in.php client's rule for what may have reached the provider
+	if e != nil {
+		e.Err, e.Provider = captchaai.RedactError(e.Err, c.apiKey), c.name()
 		return envelope{}, e
 	}
 	defer captchaai.CloseBody(resp.Body)
@@ -182,12 +172,13 @@ func (c *Client) answer(op string, resp *http.Response) (envelope, error) {
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	if !ok {
 		// Some providers (CapSolver) answer errors with 400/401 and the envelope; any other body is a front end's
-		// page, and the status alone decides.
+		// page, and the status alone decides, as for in.php (a gateway's 5xx: outcome unknown).
 		if env, err := parseEnvelope(raw); readErr == nil && err == nil && env.failed() {
 			return envelope{}, c.providerError(op, env, resp.StatusCode)
 		}
-		return envelope{}, &captchaai.Error{Op: op, Class: captchaai.ClassifyStatus(resp.StatusCode), Provider: c.name(),
-			HTTPStatus: resp.StatusCode, Err: errors.New(http.StatusText(resp.StatusCode))}
+		e := captchaai.UnansweredStatus(op, resp.StatusCode)
+		e.Provider = c.name()
+		return envelope{}, e
 	}
 	if readErr != nil {
 		return envelope{}, c.failWritten(op, fmt.Errorf("read answer: %w", readErr))

@@ -136,13 +136,6 @@ func TestErrorEnvelopeWithAnErrorStatus(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, captchaai.ClassConfig, ce.Class, "an undocumented code on 401 is the key's fault")
 	assert.NotContains(t, err.Error(), testKey)
-
-	p = newFake(t, always(502, `<html>bad gateway</html>`))
-	_, err = p.client(t, CapSolver).Submit(context.Background(), "userrecaptcha", recaptchaParams, "")
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, 502, ce.HTTPStatus)
-	assert.Equal(t, captchaai.ClassTransient, ce.Class)
-	assert.False(t, captchaai.OutcomeUnknown(err), "a status is an answer: the task was not created")
 }
 
 func TestSuccessWithoutAValidTaskIDIsInvalid(t *testing.T) {

@@ -77,3 +77,29 @@ func TestCreateOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
 	defer srv.Close()
 	assert.False(t, captchaai.OutcomeUnknown(createAt(t, srv.URL, 5*time.Second)), "TLS handshake failed")
 }
+
+// A gateway in front of the provider forwards createTask (the task is created and charged) and answers a 5xx page
+// instead of the provider's answer: the outcome is unknown, by the in.php client's rule (captchaai.OutcomeUnknown).
+// A caller retries at once only a known transient failure, so no task may be created twice. A 5xx carrying the
+// provider's own envelope is its answer: known.
+func TestCreateGatewayErrorAfterCreateIsPaidOnce(t *testing.T) {
+	const tasks = 6
+	for _, status := range []int{500, 502, 504, 520} {
+		p := newFake(t, always(status, `<html><h1>Gateway Timeout</h1></html>`))
+		twice := 0
+		for range tasks {
+			before := len(p.requests())
+			err := createAt(t, p.srv.URL, 5*time.Second)
+			if !captchaai.OutcomeUnknown(err) && captchaai.ClassOf(err) == captchaai.ClassTransient {
+				_ = createAt(t, p.srv.URL, 5*time.Second) // what the activity's retry policy does with it
+			}
+			if len(p.requests())-before > 1 {
+				twice++
+			}
+		}
+		assert.Zero(t, twice, "HTTP %d: tasks created twice, of %d", status, tasks)
+	}
+	p := newFake(t, always(503, `{"errorId":1,"errorCode":"ERROR_SERVICE_UNAVALIABLE","errorDescription":"busy"}`))
+	err := createAt(t, p.srv.URL, 5*time.Second)
+	assert.False(t, captchaai.OutcomeUnknown(err), "the provider's own answer on a 5xx: %v", err)
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/simulator/sim"
 )
 
 // TestE2E_GatewayErrorAfterCreate (#15 §1, §2): a gateway in front of in.php forwards the submission — the provider
@@ -67,4 +68,39 @@ func TestE2E_GatewayErrorAfterCreate(t *testing.T) {
 	assert.Equal(t, 1.0, perTask, "in.php requests per solved task")
 	assert.Zero(t, extra, "extra paid tasks")
 	replayLive(t, s, answered[0].ID, dropped[0].ID)
+}
+
+// TestE2E_CreateTaskGatewayErrorAfterCreate (#20 §3): the createTask twin. A gateway in front of b (createTask,
+// CapSolver's flavor) forwards createTask — b creates the task and charges for it — and answers 504. The Submit is
+// "outcome unknown", by the in.php client's rule: the task waits for the submission's callback and pays once. Before
+// #20 the createTask client took the 504 for an answer and retried at once: every task paid twice at b.
+func TestE2E_CreateTaskGatewayErrorAfterCreate(t *testing.T) {
+	s := requireStack(t)
+	ctx := context.Background()
+	sc := newScenario(t, s, "createtask-504")
+	r := startRouted(t, s, sc, nil)
+	require.NoError(t, simRulesAt(ctx, r.urlB, []sim.FaultRule{{Pattern: callbackPathPrefix + sc.prefix, Faults: "submit_gateway_error=504"}}))
+	// Three: three lost answers open b's circuit (CircuitSettings.Failures), and a fourth task would wait for it.
+	trs := sc.add(3, taskSpec{Kind: "createTask answered 504 after creating the task", Via: captchaflow.ViaCallback})
+	r.start(ctx, sc, trs, providerB)
+	sc.await(ctx, 2*time.Minute)
+	f := r.verifyRouted(ctx, sc, nil)
+	atB := r.tasks(t, ctx, r.urlB, sc)
+	twice := 0
+	for _, tr := range trs {
+		if len(atB[tr.ID]) > 1 {
+			twice++
+		}
+		h, err := s.history(ctx, tr.ID)
+		require.NoError(t, err)
+		assert.Equal(t, 1, submitsOutcomeUnknown(h), "%s: the Submit failed with its outcome unknown", tr.ID)
+		assert.Equal(t, int32(1), activityAttempts(h)[activities.SubmitName], "%s: one createTask request", tr.ID)
+	}
+	st, err := simStatsAt(ctx, r.urlB)
+	require.NoError(t, err)
+	sc.note("%d tasks whose createTask answer was a gateway's 504 after the task was created: %d paid twice at b, "+
+		"%d extra paid tasks, %d of %d answered by b's callback", len(trs), twice, f.ExtraPaid, f.ViaCallback, len(trs))
+	assert.Zero(t, twice, "tasks paid twice at b")
+	assert.Equal(t, len(trs), f.ByProvider[providerB])
+	assert.EqualValues(t, len(trs), st.Submissions.AnswersGatewayError, "every createTask was answered 504")
 }

@@ -25,9 +25,12 @@ import (
 )
 
 // simStats reads the simulator's counters (GET /_sim/stats); newScenario reset them.
-func (s *stack) simStats(ctx context.Context) (sim.Stats, error) {
+func (s *stack) simStats(ctx context.Context) (sim.Stats, error) { return simStatsAt(ctx, s.simURL()) }
+
+// simStatsAt reads the counters of the simulator at base.
+func simStatsAt(ctx context.Context, base string) (sim.Stats, error) {
 	var st sim.Stats
-	status, body, err := httpGet(ctx, s.simURL()+"/_sim/stats")
+	status, body, err := httpGet(ctx, base+"/_sim/stats")
 	if err != nil {
 		return st, err
 	}

@@ -98,6 +98,8 @@ func (w *waiter) finish(o outcome) {
 func (w *waiter) onCallback(cb captchaflow.Callback) {
 	logger := w.s.logger
 	switch {
+	case otherCandidate(w.sub, cb):
+		w.onCandidateCallback(cb)
 	case cb.Code == "" && cb.Authenticated:
 		logger.Warn("ignoring callback without a code", "ProviderTaskID", cb.ProviderTaskID)
 	case len(cb.Code) > captchaflow.MaxCodeBytes:
@@ -111,6 +113,20 @@ func (w *waiter) onCallback(cb captchaflow.Callback) {
 		// Nothing authenticates it (an untokened hint carries no code at all): res.php is asked instead.
 		w.confirmWithResPHP("unauthenticated callback")
 	}
+}
+
+// onCandidateCallback acts on a callback from a provider the submission's pingback URL was handed to that did not
+// take it (a task it created after all): a solution is that provider's, for its task, so a verdict goes there;
+// anything else says nothing about this submission's task.
+func (w *waiter) onCandidateCallback(cb captchaflow.Callback) {
+	if !lostSubmissionAnswer(cb) {
+		w.s.logger.Warn("ignoring a callback of another candidate that is not a solution", "CallbackProvider", cb.Provider,
+			"CallbackProviderTaskID", cb.ProviderTaskID, "Provider", w.sub.Provider)
+		return
+	}
+	o := w.s.solvedBy(w.sub, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
+	o.res.Provider, o.res.ProviderTaskID = cb.Provider, cb.ProviderTaskID
+	w.finish(o)
 }
 
 // onStatusWord handles an authenticated callback that carries a provider status word instead of a solution.

@@ -79,3 +79,41 @@ func (s *SolveCaptchaSuite) TestGiveUpAndUnsolvableSteerTheNextSubmission() {
 	s.Equal([]string{"a"}, reqs[1].Exclude)
 	s.Equal([]string{"b"}, reqs[2].Avoid)
 }
+
+// A callback from a candidate that did not take the submission (its pingback URL names a; b took the submission) is
+// a's, for a's task (#20 §3): the result names a and a-1, so a verdict goes to the provider that solved it. What a
+// says about its own task (unsolvable) says nothing about b's.
+func (s *SolveCaptchaSuite) TestCandidateCallbackIsItsProviders() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{
+		ProviderTaskID: "b-1", Provider: "b", Alternatives: 1, GiveUpSeconds: 120, Named: true}, nil).Once()
+	s.env.RegisterDelayedCallback(func() {
+		for _, code := range []string{"ERROR_CAPTCHA_UNSOLVABLE", "CODE-A"} {
+			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "a-1", Code: code,
+				Authenticated: true, Submission: 1, Provider: "a"})
+		}
+	}, 10*time.Second)
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res captchaflow.Result
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal(captchaflow.Result{Provider: "a", ProviderTaskID: "a-1", Code: "CODE-A"},
+		captchaflow.Result{Provider: res.Provider, ProviderTaskID: res.ProviderTaskID, Code: res.Code})
+}
+
+// A lost submission's answer names the candidate it came from: the result is that provider's.
+func (s *SolveCaptchaSuite) TestLostAnswerFromACandidateIsItsProviders() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{},
+		temporal.NewApplicationError("the provider's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown,
+			activities.LostDetails{Provider: "b", Alternatives: 1})).Once()
+	s.env.RegisterDelayedCallback(func() {
+		for _, code := range []string{"ERROR_CAPTCHA_UNSOLVABLE", "CODE-A"} {
+			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "a-1", Code: code,
+				Authenticated: true, Submission: 1, Provider: "a"})
+		}
+	}, 5*time.Second)
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res captchaflow.Result
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal([]string{"a", "a-1", "CODE-A"}, []string{res.Provider, res.ProviderTaskID, res.Code})
+}

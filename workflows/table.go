@@ -140,9 +140,10 @@ func (t *table) routeHint(cb captchaflow.Callback) (*submission, routed, string)
 	return cur, routedInbox, ""
 }
 
-// takeLostAnswer makes cb the answer of lost, when it is one: authenticated and a solution.
+// takeLostAnswer makes cb the answer of lost, when it is one: authenticated and a solution (from whichever candidate
+// it was handed to: the answer is then that provider's).
 func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*submission, routed, string) {
-	if cb.Submission == lost.N && cb.Authenticated &&
+	if cb.Submission == lost.N && cb.Authenticated && !otherCandidate(lost, cb) &&
 		captchaai.ClassifyCode(strings.TrimSpace(cb.Code)) == captchaai.ClassResubmit {
 		// Its own pingback URL says the provider gave up on it: nothing more will come, so it is not waited for.
 		lost.ProviderID = cb.ProviderTaskID
@@ -154,8 +155,16 @@ func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*subm
 	}
 	lost.answer = &cb
 	lost.ProviderID = cb.ProviderTaskID
+	if cb.Provider != "" {
+		lost.Provider = cb.Provider
+	}
 	lost.State = subSolved
 	return lost, routedLostAnswer, ""
+}
+
+// otherCandidate tells whether cb came from the pingback URL of a provider other than the one that took sub.
+func otherCandidate(sub *submission, cb captchaflow.Callback) bool {
+	return cb.Provider != "" && sub.Provider != "" && cb.Provider != sub.Provider
 }
 
 // learnID records the provider ID in.php gave sub.

@@ -63,6 +63,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		Authenticated:  true,
 		RunID:          sub.RunID,
 		Submission:     sub.N,
+		Provider:       sub.Provider,
 		ReceivedAt:     now,
 	})
 	if err != nil {
@@ -74,8 +75,8 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// checkToken verifies the URL's token: over the run and submission when the URL names them, else over the workflow
-// ID alone (pingback URLs made before URLs named their submission).
+// checkToken verifies the URL's token: over the run, submission and provider when the URL names them, else over the
+// workflow ID alone (pingback URLs made before URLs named their submission).
 func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Submission, error) {
 	token := c.QueryParam(callbackauth.TokenParam)
 	run, n := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.SubmissionParam)
@@ -86,10 +87,12 @@ func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Sub
 		return callbackauth.Submission{}, nil
 	}
 	num, err := strconv.Atoi(n)
-	if err != nil || num < 1 || num > maxSubmissionNumber || len(run) > maxRunIDBytes {
+	provider := c.QueryParam(callbackauth.ProviderParam)
+	if err != nil || num < 1 || num > maxSubmissionNumber || len(run) > maxRunIDBytes ||
+		(provider != "" && !captchaflow.ProviderNamePattern.MatchString(provider)) {
 		return callbackauth.Submission{}, forbiddenError{} // nothing signed can look like this
 	}
-	sub := callbackauth.Submission{RunID: run, N: num}
+	sub := callbackauth.Submission{RunID: run, N: num, Provider: provider}
 	if !callbackauth.ValidFor(token, workflowID, sub, s.secrets...) {
 		return callbackauth.Submission{}, forbiddenError{}
 	}

@@ -273,10 +273,10 @@ func TestCallbackBodyAtTheLimitIsAccepted(t *testing.T) {
 	}
 }
 
-// A pingback URL that names its run and submission: the signal carries both, and its token covers them, so a URL
-// moved to another run or submission is refused.
+// A pingback URL that names its run, submission and provider: the signal carries them, and its token covers them, so
+// a URL moved to another run, submission or provider is refused.
 func TestNamedPingbackURLSignalsItsSubmission(t *testing.T) {
-	sub := callbackauth.Submission{RunID: "0190f3b2-run", N: 2}
+	sub := callbackauth.Submission{RunID: "0190f3b2-run", N: 2, Provider: "a"}
 	pingback, err := callbackauth.URLFor("http://cb.example", testWorkflowID, testSecret, sub)
 	require.NoError(t, err)
 	u, err := url.Parse(pingback)
@@ -288,13 +288,15 @@ func TestNamedPingbackURLSignalsItsSubmission(t *testing.T) {
 	e := newTestEnv(t)
 	require.Equal(t, http.StatusOK, e.get(t, u.Path+"?"+q.Encode()).Code)
 	require.Equal(t, []sentSignal{{WorkflowID: testWorkflowID, Name: captchaflow.CallbackSignal,
-		Callback: captchaflow.Callback{ProviderTaskID: "73491", Code: "CODE", Authenticated: true, RunID: sub.RunID, Submission: 2}}},
+		Callback: captchaflow.Callback{ProviderTaskID: "73491", Code: "CODE", Authenticated: true, RunID: sub.RunID, Submission: 2, Provider: "a"}}},
 		e.fake.sent())
 
 	for name, change := range map[string]func(url.Values){
 		"another submission":   func(v url.Values) { v.Set(callbackauth.SubmissionParam, "3") },
 		"another run":          func(v url.Values) { v.Set(callbackauth.RunParam, "0190f3b2-other") },
 		"no run":               func(v url.Values) { v.Del(callbackauth.RunParam) },
+		"another provider":     func(v url.Values) { v.Set(callbackauth.ProviderParam, "b") },
+		"no provider":          func(v url.Values) { v.Del(callbackauth.ProviderParam) },
 		"not a number":         func(v url.Values) { v.Set(callbackauth.SubmissionParam, "two") },
 		"the workflow's token": func(v url.Values) { v.Set(callbackauth.TokenParam, callbackauth.Token(testSecret, testWorkflowID)) },
 	} {

@@ -107,6 +107,9 @@ func (s *Simulator) handleCreateTask(w http.ResponseWriter, r *http.Request) {
 	}
 	rp, sub := s.createTask(req)
 	s.holdAnswer(r, rp) // submit_stall_ms, submit_lost: may not return
+	if writeGatewayError(w, rp) {
+		return
+	}
 	s.writeCT(w, rp, s.createdDoc(rp, sub))
 }
 

@@ -213,10 +213,15 @@ func TestCreateTaskFaultsThreadsAndBalance(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, 7.5, b, 1e-9)
 
-	require.NoError(t, h.sim.SetFaultRules([]sim.FaultRule{{Pattern: "/lost", Faults: "submit_lost"}, {Pattern: "/config", Faults: "submit_error=config"}}))
+	require.NoError(t, h.sim.SetFaultRules([]sim.FaultRule{{Pattern: "/lost", Faults: "submit_lost"}, {Pattern: "/config", Faults: "submit_error=config"},
+		{Pattern: "/gateway", Faults: "submit_gateway_error=504"}}))
 	err = submit("https://hooks.example/lost")
 	assert.True(t, captchaai.OutcomeUnknown(err), "a lost createTask answer is outcome unknown: %v", err)
 	assert.EqualValues(t, 1, h.stats().Submissions.AnswersLost, "and its task exists")
+	err = submit("https://hooks.example/gateway")
+	assert.True(t, captchaai.OutcomeUnknown(err), "a gateway's 504 after createTask is outcome unknown: %v", err)
+	assert.EqualValues(t, 1, h.stats().Submissions.AnswersGatewayError, "and its task exists")
+	require.NoError(t, submit("https://hooks.example/gateway"), "the resubmission is answered")
 	err = submit("https://hooks.example/config")
 	assert.Equal(t, "ERROR_KEY_DOES_NOT_EXIST", codeOf(err))
 	assert.Equal(t, captchaai.ClassConfig, captchaai.ClassOf(err))

@@ -29,8 +29,9 @@ const (
 	// submit_lost) is held MS milliseconds after the task was created — past the client's timeout, the answer is lost.
 	FaultSubmitStallMS = "submit_stall_ms"
 	// FaultSubmitGatewayError is submit_gateway_error=STATUS (500–599): the first submission for a pingback URL
-	// creates its task (solved and called back as usual), and then in.php answers STATUS with a gateway's HTML page
-	// instead of the task id, as a proxy, load balancer or CDN in front of a provider does when it loses the answer.
+	// creates its task (solved and called back as usual), and then in.php or createTask answers STATUS with a
+	// gateway's HTML page instead of the task id, as a proxy, load balancer or CDN in front of a provider does when it
+	// loses the answer.
 	FaultSubmitGatewayError = "submit_gateway_error"
 )
 
