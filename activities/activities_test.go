@@ -78,7 +78,7 @@ func (s *ActivitiesSuite) SetupTest() {
 }
 
 func (s *ActivitiesSuite) TestSubmitGivesProviderTheTokenedCallbackURL() {
-	v, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{"a": "b"}})
+	v, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{"a": "b"}, RunID: "run-1", Submission: 1})
 	s.Require().NoError(err)
 	var res SubmitResult
 	s.Require().NoError(v.Get(&res))
@@ -88,7 +88,8 @@ func (s *ActivitiesSuite) TestSubmitGivesProviderTheTokenedCallbackURL() {
 	u, err := url.Parse(s.provider.pingbacks[0])
 	s.Require().NoError(err)
 	s.Equal("/hooks/callback/default-test-workflow-id", u.Path)
-	s.True(callbackauth.Valid(u.Query().Get("t"), "default-test-workflow-id", "callback-secret-value"))
+	s.True(callbackauth.ValidFor(u.Query().Get("t"), "default-test-workflow-id",
+		callbackauth.Submission{RunID: u.Query().Get("r"), N: 1}, "callback-secret-value"))
 }
 
 // TestSubmitHandsBackTheWorkersCallbackTimeoutForTheMethod: CALLBACK_TIMEOUT_BY_METHOD reaches the workflow in
@@ -96,7 +97,7 @@ func (s *ActivitiesSuite) TestSubmitGivesProviderTheTokenedCallbackURL() {
 func (s *ActivitiesSuite) TestSubmitHandsBackTheWorkersCallbackTimeoutForTheMethod() {
 	s.acts.CallbackTimeoutByMethod = map[string]time.Duration{"turnstile": 45 * time.Second}
 	for method, want := range map[string]int{"turnstile": 45, "userrecaptcha": 0} {
-		v, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: method, Params: map[string]string{"a": "b"}})
+		v, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: method, Params: map[string]string{"a": "b"}, RunID: "run-1", Submission: 1})
 		s.Require().NoError(err)
 		var res SubmitResult
 		s.Require().NoError(v.Get(&res))
@@ -129,7 +130,7 @@ func (s *ActivitiesSuite) TestProviderErrorsBecomeTypedApplicationErrors() {
 
 func (s *ActivitiesSuite) TestSubmitWithoutCallbackSecretIsAWorkerConfigError() {
 	s.acts.CallbackSecret = ""
-	_, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "x", Params: map[string]string{}})
+	_, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "x", Params: map[string]string{}, RunID: "run-1", Submission: 1})
 	var appErr *temporal.ApplicationError
 	s.Require().True(errors.As(err, &appErr))
 	s.Equal(FailureWorkerConfig, appErr.Type())
@@ -241,7 +242,7 @@ func (s *ActivitiesSuite) TestInvalidProviderAnswersAreNonRetryableProviderUnkno
 		s.Require().NoError(err)
 		s.acts.Provider = client
 		if c.op == "submit" {
-			_, err = s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "hcaptcha", Params: map[string]string{"sitekey": "s"}})
+			_, err = s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "hcaptcha", Params: map[string]string{"sitekey": "s"}, RunID: "run-1", Submission: 1})
 		} else {
 			_, err = s.env.ExecuteActivity(s.acts.Poll, PollRequest{ProviderTaskID: "7300000001"})
 		}

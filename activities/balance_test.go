@@ -67,7 +67,7 @@ func TestFetchBalanceFailuresAreTypedAndLeaveTheGaugeAlone(t *testing.T) {
 func TestZeroBalanceSubmitCarriesItsWait(t *testing.T) {
 	env, acts, provider, _ := providerEnv(t)
 	provider.submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient}
-	_, err := env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}})
+	_, err := env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}, RunID: "run-1", Submission: 1})
 	appErr := appError(t, err)
 	assert.Equal(t, FailureProviderZeroBalance, appErr.Type())
 	assert.False(t, appErr.NonRetryable())

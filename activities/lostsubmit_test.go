@@ -13,7 +13,7 @@ import (
 // does not retry it); one that never left (connection refused, DNS, TLS) stays a retried ProviderTransient.
 func TestSubmitClassifiesLostAnswers(t *testing.T) {
 	env, acts, provider, _ := providerEnv(t)
-	req := SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}}
+	req := SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}, RunID: "run-1", Submission: 1}
 
 	provider.submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, Written: true, Err: errors.New("EOF")}
 	_, err := env.ExecuteActivity(acts.Submit, req)

@@ -37,9 +37,6 @@ type SubmitResult struct {
 	// it has none. A task that left callback_timeout_seconds unset waits this long: carried in the activity's
 	// result, the value is in history, so the task keeps it on replay and on any worker, at no extra event.
 	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
-	// Named tells that the pingback URL named the run and the submission: the task's callbacks then all do, and a
-	// callback that names none comes from an earlier run's URL. Absent in results recorded before URLs named them.
-	Named bool `json:"named,omitempty"`
 	// Provider is the provider that took the submission, chosen here (circuits, Providers, Exclude, Avoid): the
 	// route is in history with the result, at no extra event. Empty on a worker without PROVIDERS_FILE.
 	Provider string `json:"provider,omitempty"`
@@ -79,19 +76,14 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 		return SubmitResult{}, providerError(ctx, err)
 	}
 	activity.GetLogger(ctx).Info("submitted to provider", "ProviderTaskID", id)
-	return SubmitResult{ProviderTaskID: id, CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second),
-		Named: req.Submission > 0}, nil
+	return SubmitResult{ProviderTaskID: id, CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil
 }
 
-// pingbackURL names the submission and the provider it is handed to ("" without PROVIDERS_FILE) when the request
-// names the submission, else only the workflow. Its failure is a FailureWorkerConfig error.
+// pingbackURL names the submission and the provider it is handed to ("" without PROVIDERS_FILE). Its failure is a
+// FailureWorkerConfig error.
 func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provider string) (string, error) {
-	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
-	pingback, err := callbackauth.URL(a.CallbackBaseURL, workflowID, a.CallbackSecret)
-	if req.Submission > 0 {
-		pingback, err = callbackauth.URLFor(a.CallbackBaseURL, workflowID, a.CallbackSecret,
-			callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: provider})
-	}
+	pingback, err := callbackauth.URLFor(a.CallbackBaseURL, activity.GetInfo(ctx).WorkflowExecution.ID, a.CallbackSecret,
+		callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: provider})
 	if err != nil {
 		return "", temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
 	}

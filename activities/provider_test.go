@@ -67,7 +67,7 @@ func TestBusyAnswersAskForTheDocumentedWait(t *testing.T) {
 				var err error
 				if op == "submit" {
 					provider.submitErr = perr
-					_, err = env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}})
+					_, err = env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}, RunID: "run-1", Submission: 1})
 				} else {
 					provider.getErr = perr
 					_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1"})
@@ -175,7 +175,7 @@ func TestProviderAnswersAreCountedByOpAndBoundedCode(t *testing.T) {
 	env, acts, provider, scope := providerEnv(t)
 	submit := func(err error) {
 		provider.submitErr = err
-		_, _ = env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}})
+		_, _ = env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}, RunID: "run-1", Submission: 1})
 	}
 	poll := func(code string, err error) {
 		provider.getCode, provider.getErr = code, err
@@ -226,7 +226,7 @@ func TestProviderAnswersAreCountedByOpAndBoundedCode(t *testing.T) {
 func TestSubmitThatNeverAsksTheProviderCountsNoAnswer(t *testing.T) {
 	env, acts, provider, scope := providerEnv(t)
 	acts.CallbackSecret = ""
-	_, err := env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "x", Params: map[string]string{}})
+	_, err := env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "x", Params: map[string]string{}, RunID: "run-1", Submission: 1})
 	assert.Equal(t, FailureWorkerConfig, appError(t, err).Type())
 	assert.Empty(t, provider.pingbacks)
 	assert.Empty(t, answers(scope))

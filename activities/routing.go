@@ -139,7 +139,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: p.Name, Code: code,
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second),
-			PollIntervalSeconds:    int(p.PollInterval(0) / time.Second), Named: req.Submission > 0}, nil, false
+			PollIntervalSeconds:    int(p.PollInterval(0) / time.Second)}, nil, false
 	}
 	if captchaai.OutcomeUnknown(err) {
 		countSubmission(ctx, p.Name, SubmissionLost)

@@ -21,26 +21,26 @@ func FuzzValid(f *testing.F) {
 	f.Add("k", "w", "ae4d8b5724af3e00918d8b9ca7c3e66b87bf0657934dbc4aa6098206725fb6")
 	f.Fuzz(func(t *testing.T, secret, workflowID, token string) {
 		want := Token(secret, workflowID)
-		got := Valid(token, workflowID, secret)
+		got := valid(token, workflowID, secret)
 		if secret == "" {
-			if got || Valid(want, workflowID, "", "") {
+			if got || valid(want, workflowID, "", "") {
 				t.Fatal("a token was accepted with no secret configured")
 			}
 			return
 		}
 		if got != strings.EqualFold(token, want) {
-			t.Fatalf("Valid(%q, %q) = %v, but the token is %q", token, workflowID, got, want)
+			t.Fatalf("valid(%q, %q) = %v, but the token is %q", token, workflowID, got, want)
 		}
-		if !Valid(want, workflowID, "other-secret", secret) || !Valid(strings.ToUpper(want), workflowID, secret) {
+		if !valid(want, workflowID, "other-secret", secret) || !valid(strings.ToUpper(want), workflowID, secret) {
 			t.Fatal("the workflow's own token was refused")
 		}
-		if Valid(want, workflowID+"x", secret) {
+		if valid(want, workflowID+"x", secret) {
 			t.Fatal("a token was accepted for another workflow ID")
 		}
 	})
 }
 
-// FuzzURL: URL never panics, and when it builds a URL the ingress reads the same workflow ID and a valid token
+// FuzzURL: URLFor never panics, and when it builds a URL the ingress reads the same workflow ID and a valid token
 // back from it, whatever characters the ID or the base path hold.
 func FuzzURL(f *testing.F) {
 	f.Add("http://127.0.0.1:8080/", "task:1", "s")
@@ -49,7 +49,7 @@ func FuzzURL(f *testing.F) {
 	f.Add("ftp://x", "id", "s")
 	f.Add("http://x?q=1#frag", "id", "")
 	f.Fuzz(func(t *testing.T, baseURL, workflowID, secret string) {
-		built, err := URL(baseURL, workflowID, secret)
+		built, err := URLFor(baseURL, workflowID, secret, testSub)
 		if err != nil {
 			return
 		}
@@ -71,7 +71,7 @@ func FuzzURL(f *testing.F) {
 		if base, _ := url.Parse(baseURL); base != nil && strings.TrimSuffix(base.EscapedPath(), "/") != prefix {
 			t.Fatalf("%q lost the base path of %q", built, baseURL)
 		}
-		if !Valid(u.Query().Get(TokenParam), workflowID, secret) {
+		if !ValidFor(u.Query().Get(TokenParam), workflowID, testSub, secret) {
 			t.Fatalf("%q carries no valid token", built)
 		}
 	})

@@ -64,14 +64,14 @@ func TokenFor(secret, workflowID string, sub Submission) string {
 	return Token(secret, sub.named(workflowID))
 }
 
-// ValidFor reports whether token was made for this submission of workflowID under any of the secrets.
+// ValidFor reports whether token was made for this submission of workflowID under any of the non-empty secrets
+// (the current one and, during a rotation, the previous one). Comparison is constant-time.
 func ValidFor(token, workflowID string, sub Submission, secrets ...string) bool {
-	return Valid(token, sub.named(workflowID), secrets...)
+	return valid(token, sub.named(workflowID), secrets...)
 }
 
-// Valid reports whether token was made for workflowID under any of the non-empty secrets (the current one and,
-// during a rotation, the previous one). Comparison is constant-time.
-func Valid(token, workflowID string, secrets ...string) bool {
+// valid reports whether token is the HMAC of message under any of the non-empty secrets.
+func valid(token, message string, secrets ...string) bool {
 	got, err := hex.DecodeString(token)
 	if err != nil || len(got) != sha256.Size {
 		return false
@@ -81,7 +81,7 @@ func Valid(token, workflowID string, secrets ...string) bool {
 		if s == "" {
 			continue
 		}
-		want, _ := hex.DecodeString(Token(s, workflowID))
+		want, _ := hex.DecodeString(Token(s, message))
 		// Keep checking every secret so the time taken does not tell which one matched.
 		if hmac.Equal(got, want) {
 			ok = true
@@ -90,14 +90,9 @@ func Valid(token, workflowID string, secrets ...string) bool {
 	return ok
 }
 
-// URL builds the callback URL for workflowID under baseURL (the ingress's public base, e.g. https://cb.example.com
-// or http://127.0.0.1:8080/prefix).
-func URL(baseURL, workflowID, secret string) (string, error) {
-	return build(baseURL, workflowID, secret, url.Values{TokenParam: {Token(secret, workflowID)}})
-}
-
-// URLFor builds the pingback URL of one submission: it names the run and the submission, and its token signs them,
-// so a callback tells which submission it answers even when in.php's answer (the provider's ID) was lost.
+// URLFor builds the pingback URL of one submission under baseURL (the ingress's public base, e.g.
+// https://cb.example.com or http://127.0.0.1:8080/prefix): it names the run and the submission, and its token signs
+// them, so a callback tells which submission it answers even when in.php's answer (the provider's ID) was lost.
 func URLFor(baseURL, workflowID, secret string, sub Submission) (string, error) {
 	if sub.RunID == "" || sub.N < 1 {
 		return "", errors.New("a submission's pingback URL needs its run ID and number")

@@ -17,33 +17,36 @@ func TestTokenIsHexHMACOfWorkflowID(t *testing.T) {
 
 func TestValidAcceptsCurrentAndPreviousSecret(t *testing.T) {
 	tok := Token("old", "task-1")
-	assert.True(t, Valid(tok, "task-1", "new", "old"), "previous secret accepted during rotation")
-	assert.True(t, Valid(Token("new", "task-1"), "task-1", "new", ""))
-	assert.False(t, Valid(tok, "task-1", "new", ""), "rotated-out secret refused")
-	assert.False(t, Valid(tok, "task-2", "new", "old"), "token bound to its workflow ID")
-	assert.False(t, Valid("", "task-1", "new"))
-	assert.False(t, Valid("zz", "task-1", "new"))
-	assert.False(t, Valid(tok[:10], "task-1", "old"))
-	assert.False(t, Valid(tok, "task-1"), "no secret configured accepts nothing")
+	assert.True(t, valid(tok, "task-1", "new", "old"), "previous secret accepted during rotation")
+	assert.True(t, valid(Token("new", "task-1"), "task-1", "new", ""))
+	assert.False(t, valid(tok, "task-1", "new", ""), "rotated-out secret refused")
+	assert.False(t, valid(tok, "task-2", "new", "old"), "token bound to its workflow ID")
+	assert.False(t, valid("", "task-1", "new"))
+	assert.False(t, valid("zz", "task-1", "new"))
+	assert.False(t, valid(tok[:10], "task-1", "old"))
+	assert.False(t, valid(tok, "task-1"), "no secret configured accepts nothing")
 }
 
+// testSub is the submission the URL tests build for.
+var testSub = Submission{RunID: "run-1", N: 1}
+
 func TestURL(t *testing.T) {
-	got, err := URL("http://127.0.0.1:8080/", "task:1", "s")
+	got, err := URLFor("http://127.0.0.1:8080/", "task:1", "s", testSub)
 	require.NoError(t, err)
 	u, err := url.Parse(got)
 	require.NoError(t, err)
 	assert.Equal(t, "/callback/task:1", u.Path)
-	assert.Equal(t, Token("s", "task:1"), u.Query().Get(TokenParam))
+	assert.Equal(t, TokenFor("s", "task:1", testSub), u.Query().Get(TokenParam))
 
-	got, err = URL("https://cb.example.com/prefix", "a.b", "s")
+	got, err = URLFor("https://cb.example.com/prefix", "a.b", "s", testSub)
 	require.NoError(t, err)
-	assert.Contains(t, got, "https://cb.example.com/prefix/callback/a.b?t=")
+	assert.Contains(t, got, "https://cb.example.com/prefix/callback/a.b?r=run-1&s=1&t=")
 
 	for _, bad := range []string{"", "ftp://x", "/relative", "http://"} {
-		_, err := URL(bad, "id", "s")
+		_, err := URLFor(bad, "id", "s", testSub)
 		assert.Error(t, err, bad)
 	}
-	_, err = URL("http://x", "id", "")
+	_, err = URLFor("http://x", "id", "", testSub)
 	assert.EqualError(t, err, "callback secret is empty")
 }
 
@@ -69,7 +72,7 @@ func TestURLForSignsTheRunAndSubmission(t *testing.T) {
 			t.Errorf("the token of %+v verifies for %+v", sub, other)
 		}
 	}
-	if Valid(q.Get(TokenParam), "order 42", "s3cret") {
+	if valid(q.Get(TokenParam), "order 42", "s3cret") {
 		t.Errorf("a submission's token verifies as the workflow's")
 	}
 	if _, err := URLFor("https://cb.example", "w", "s3cret", Submission{N: 1}); err == nil {

@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"net/url"
+
+	"github.com/captchaflow/captchaflow/callbackauth"
 )
 
 // callbackPathPrefix starts the tokened route /callback/<workflow ID>: the path of every pingback URL a workflow
@@ -18,10 +20,25 @@ func (s *stack) sendCallback(ctx context.Context, path string, q url.Values) (in
 	return status, body
 }
 
-// sendTokened sends a callback on the tokened route /callback/<workflow ID>?t=token.
-func (s *stack) sendTokened(ctx context.Context, workflowID, providerID, code, token string) (int, string) {
-	return s.sendCallback(ctx, callbackPathPrefix+url.PathEscape(workflowID),
-		url.Values{"t": {token}, "id": {providerID}, "code": {code}})
+// sendTokened sends a callback on the tokened route /callback/<workflow ID>, as to its first submission's pingback
+// URL signed with secret.
+func (s *stack) sendTokened(ctx context.Context, workflowID, providerID, code, secret string) (int, string) {
+	q := s.pingbackQuery(ctx, workflowID, secret)
+	q.Set("id", providerID)
+	q.Set("code", code)
+	return s.sendCallback(ctx, callbackPathPrefix+url.PathEscape(workflowID), q)
+}
+
+// pingbackQuery is the query of the first submission's pingback URL of workflowID's current run, signed with secret.
+func (s *stack) pingbackQuery(ctx context.Context, workflowID, secret string) url.Values {
+	d, err := s.c.DescribeWorkflowExecution(ctx, workflowID, "")
+	run := "no-such-run"
+	if err == nil {
+		run = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	}
+	sub := callbackauth.Submission{RunID: run, N: 1}
+	return url.Values{callbackauth.RunParam: {run}, callbackauth.SubmissionParam: {"1"},
+		callbackauth.TokenParam: {callbackauth.TokenFor(secret, workflowID, sub)}}
 }
 
 // sendUntokened sends a callback on the bare route /callback?id=&code=.

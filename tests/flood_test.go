@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -97,7 +98,13 @@ func TestE2E_CallbackFlood(t *testing.T) {
 
 	// The flood goes in rounds of 1 000 of each kind (fresh wrong ids each round) until every other task's real
 	// pingback has been answered, so that they all come while the flood runs: one round takes under a second.
-	token := tokenFor(flooded.ID)
+	signed := s.pingbackQuery(ctx, flooded.ID, callbackSecret)
+	tokened := func(id, code string) string {
+		q := maps.Clone(signed)
+		q.Set("id", id)
+		q.Set("code", code)
+		return s.ingressURL() + callbackPathPrefix + flooded.ID + "?" + q.Encode()
+	}
 	type req struct {
 		kind, url string
 		src       int // index into clients
@@ -108,8 +115,8 @@ func TestE2E_CallbackFlood(t *testing.T) {
 			wrong := strconv.FormatInt(unknownBase+1+int64(r*floodEach+i), 10)
 			reqs = append(reqs,
 				req{"untokened forged", s.ingressURL() + "/callback?" + url.Values{"id": {floodedPID}, "code": {"forged"}}.Encode(), 1 + i%floodSourceIPs},
-				req{"tokened wrong id", s.ingressURL() + callbackPathPrefix + flooded.ID + "?" + url.Values{"t": {token}, "id": {wrong}, "code": {"WRONG-" + wrong}}.Encode(), 0},
-				req{"tokened exact repeat", s.ingressURL() + callbackPathPrefix + flooded.ID + "?" + url.Values{"t": {token}, "id": {strconv.FormatInt(unknownBase-1, 10)}, "code": {"REPEATED"}}.Encode(), 0})
+				req{"tokened wrong id", tokened(wrong, "WRONG-"+wrong), 0},
+				req{"tokened exact repeat", tokened(strconv.FormatInt(unknownBase-1, 10), "REPEATED"), 0})
 		}
 		return reqs
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/simulator/sim"
 )
 
@@ -47,7 +46,7 @@ func TestRecordHistories(t *testing.T) {
 
 	// A stale callback (another submission's provider id) before the real one and its duplicate.
 	st := sc.waitStates(ctx, []string{stale.ID}, "awaiting the callback", 30*time.Second, awaitingQuietly)[stale.ID]
-	status, body := s.sendTokened(ctx, stale.ID, staleProviderID(st.ProviderTaskID), "STALE-CODE", tokenFor(stale.ID))
+	status, body := s.sendTokened(ctx, stale.ID, staleProviderID(st.ProviderTaskID), "STALE-CODE", callbackSecret)
 	require.Equal(t, http.StatusOK, status, body)
 	// An untokened callback with the real code once the provider has solved the task.
 	s.sendUntokenedWhenSolved(t, sc, unauth, "")
@@ -123,8 +122,6 @@ func (s *stack) sendUntokenedWhenSolved(t *testing.T, sc *scenario, tr *taskRun,
 	require.Equal(t, http.StatusOK, status, body)
 	sc.note("%s: untokened callback with %s code sent", tr.ID, map[bool]string{true: "the real", false: "a forged"}[code == pt.Code])
 }
-
-func tokenFor(workflowID string) string { return callbackauth.Token(callbackSecret, workflowID) }
 
 // recordNew writes the histories of the given workflows (file name → workflow ID) to testdata/ when RECORD_HISTORIES
 // is set, against the local dev server only. A file that exists is kept: a recording is the history some deployed

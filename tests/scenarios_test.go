@@ -18,7 +18,6 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/simulator/sim"
 	"github.com/captchaflow/captchaflow/workflows"
 )
@@ -160,12 +159,12 @@ func TestE2E_CallbackAnomalies(t *testing.T) {
 	sc.start(ctx)
 	for _, tr := range wrong {
 		st := sc.waitStates(ctx, []string{tr.ID}, "awaiting the callback", 30*time.Second, awaitingQuietly)[tr.ID]
-		status, body := s.sendTokened(ctx, tr.ID, staleProviderID(st.ProviderTaskID), "FORGED-"+tr.ID, tokenFor(tr.ID))
+		status, body := s.sendTokened(ctx, tr.ID, staleProviderID(st.ProviderTaskID), "FORGED-"+tr.ID, callbackSecret)
 		assert.Equal(t, http.StatusOK, status, "a well-signed callback is accepted: %s", body)
 	}
 	for _, tr := range forged {
 		st := sc.waitStates(ctx, []string{tr.ID}, "awaiting the callback", 30*time.Second, awaitingQuietly)[tr.ID]
-		status, body := s.sendTokened(ctx, tr.ID, st.ProviderTaskID, "FORGED-"+tr.ID, callbackauth.Token("not-the-callback-secret", tr.ID))
+		status, body := s.sendTokened(ctx, tr.ID, st.ProviderTaskID, "FORGED-"+tr.ID, "not-the-callback-secret")
 		assert.Equal(t, http.StatusForbidden, status, body)
 	}
 	for _, tr := range uForged {

@@ -85,7 +85,7 @@ func checkCallbackBaseURL(raw string) error {
 		return fmt.Errorf("%q must not have a query or fragment", u.Redacted())
 	}
 	// The same construction Submit uses, so nothing it refuses can pass here.
-	if _, err := callbackauth.URL(raw, "preflight", "x"); err != nil {
+	if _, err := callbackauth.URLFor(raw, "preflight", "x", callbackauth.Submission{RunID: "preflight", N: 1}); err != nil {
 		return err
 	}
 	return nil

@@ -351,7 +351,7 @@ func TestUntokenedHintsAreBoundedAndConfirmed(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	Register(env, &activities.Activities{}, Settings{})
-	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111", Named: true}, nil)
+	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil)
 	polls := 0
 	env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(func(context.Context, activities.PollRequest) (activities.PollResult, error) {
 		polls++

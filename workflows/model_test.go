@@ -194,7 +194,7 @@ func (m *model) mockProvider() {
 				if task.lost {
 					return activities.SubmitResult{}, temporal.NewApplicationError("in.php's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown)
 				}
-				res := activities.SubmitResult{ProviderTaskID: task.id, Named: true, Provider: provider, Alternatives: alternatives,
+				res := activities.SubmitResult{ProviderTaskID: task.id, Provider: provider, Alternatives: alternatives,
 					GiveUpSeconds: int(m.routing.giveUp / time.Second)}
 				if instant {
 					res.Code = task.code

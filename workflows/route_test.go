@@ -85,7 +85,7 @@ func (s *SolveCaptchaSuite) TestGiveUpAndUnsolvableSteerTheNextSubmission() {
 // says about its own task (unsolvable) says nothing about b's.
 func (s *SolveCaptchaSuite) TestCandidateCallbackIsItsProviders() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{
-		ProviderTaskID: "b-1", Provider: "b", Alternatives: 1, GiveUpSeconds: 120, Named: true}, nil).Once()
+		ProviderTaskID: "b-1", Provider: "b", Alternatives: 1, GiveUpSeconds: 120}, nil).Once()
 	s.env.RegisterDelayedCallback(func() {
 		for _, code := range []string{"ERROR_CAPTCHA_UNSOLVABLE", "CODE-A"} {
 			s.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "a-1", Code: code,

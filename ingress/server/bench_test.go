@@ -108,10 +108,11 @@ func BenchmarkCallbackForged(b *testing.B) {
 }
 
 func BenchmarkTokenCheck(b *testing.B) {
-	token := callbackauth.Token(testSecret, testWorkflowID)
+	sub := callbackauth.Submission{RunID: testRunID, N: 1}
+	token := callbackauth.TokenFor(testSecret, testWorkflowID, sub)
 	b.ReportAllocs()
 	for b.Loop() {
-		if !callbackauth.Valid(token, testWorkflowID, testSecret, testPreviousSecret) {
+		if !callbackauth.ValidFor(token, testWorkflowID, sub, testSecret, testPreviousSecret) {
 			b.Fatal("token refused")
 		}
 	}

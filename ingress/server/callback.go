@@ -75,20 +75,13 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// checkToken verifies the URL's token: over the run, submission and provider when the URL names them, else over the
-// workflow ID alone (pingback URLs made before URLs named their submission).
+// checkToken verifies the URL's token over the run, submission and provider the URL names.
 func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Submission, error) {
 	token := c.QueryParam(callbackauth.TokenParam)
 	run, n := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.SubmissionParam)
-	if run == "" && n == "" {
-		if !callbackauth.Valid(token, workflowID, s.secrets...) {
-			return callbackauth.Submission{}, forbiddenError{}
-		}
-		return callbackauth.Submission{}, nil
-	}
 	num, err := strconv.Atoi(n)
 	provider := c.QueryParam(callbackauth.ProviderParam)
-	if err != nil || num < 1 || num > maxSubmissionNumber || len(run) > maxRunIDBytes ||
+	if err != nil || num < 1 || num > maxSubmissionNumber || run == "" || len(run) > maxRunIDBytes ||
 		(provider != "" && !captchaflow.ProviderNamePattern.MatchString(provider)) {
 		return callbackauth.Submission{}, forbiddenError{} // nothing signed can look like this
 	}

@@ -46,7 +46,7 @@ func TestTokenedCallbackSignalsWorkflow(t *testing.T) {
 				WorkflowID: testWorkflowID,
 				RunID:      "",
 				Name:       captchaflow.CallbackSignal,
-				Callback:   captchaflow.Callback{ProviderTaskID: "73491", Code: "03AGdBq24PBCbwiDRaS_MJ7Z", Authenticated: true},
+				Callback:   captchaflow.Callback{ProviderTaskID: "73491", Code: "03AGdBq24PBCbwiDRaS_MJ7Z", Authenticated: true, RunID: testRunID, Submission: 1},
 			}}, e.fake.sent())
 			assert.Equal(t, 1.0, e.callbacks(routeTokened, outcomeSignalled))
 		})
@@ -60,14 +60,12 @@ func TestTokenedCallbackBodyFieldsWinOverQuery(t *testing.T) {
 		"application/x-www-form-urlencoded")
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Len(t, e.fake.sent(), 1)
-	assert.Equal(t, captchaflow.Callback{ProviderTaskID: "2", Code: "from-body", Authenticated: true}, e.fake.sent()[0].Callback)
+	assert.Equal(t, captchaflow.Callback{ProviderTaskID: "2", Code: "from-body", Authenticated: true, RunID: testRunID, Submission: 1}, e.fake.sent()[0].Callback)
 }
 
 func TestTokenedCallbackAcceptsPercentEncodedWorkflowID(t *testing.T) {
 	e := newTestEnv(t)
-	target := "/callback/task%3A7?" + url.Values{
-		"t": {callbackauth.Token(testSecret, "task:7")}, "id": {"1"}, "code": {"c"},
-	}.Encode()
+	target := "/callback/task%3A7?" + strings.SplitN(tokenedURL("task:7", testSecret, url.Values{"id": {"1"}, "code": {"c"}}), "?", 2)[1]
 	require.Equal(t, http.StatusOK, e.get(t, target).Code)
 	require.Equal(t, "task:7", e.fake.sent()[0].WorkflowID)
 }
@@ -141,12 +139,14 @@ func TestTokenedCallbackToken(t *testing.T) {
 	}{
 		{"missing token", nil, tokenedURL(testWorkflowID, "", fields), http.StatusForbidden},
 		{"token from an unknown secret", nil, tokenedURL(testWorkflowID, "some-other-secret", fields), http.StatusForbidden},
-		{"token of another workflow", nil, "/callback/" + testWorkflowID + "?" + url.Values{
-			"t": {callbackauth.Token(testSecret, "other-task")}, "id": {"9"}, "code": {"x"}}.Encode(), http.StatusForbidden},
+		{"token of another workflow", nil, "/callback/" + testWorkflowID + "?" +
+			strings.SplitN(tokenedURL("other-task", testSecret, fields), "?", 2)[1], http.StatusForbidden},
 		{"not hex", nil, "/callback/" + testWorkflowID + "?t=zz&id=9&code=x", http.StatusForbidden},
 		{"uppercase hex of the right token", nil, "/callback/" + testWorkflowID + "?" + url.Values{
-			"t": {strings.ToUpper(callbackauth.Token(testSecret, testWorkflowID))}, "id": {"9"}, "code": {"x"}}.Encode(),
-			http.StatusOK},
+			"r": {testRunID}, "s": {"1"}, "id": {"9"}, "code": {"x"}, "t": {strings.ToUpper(callbackauth.TokenFor(testSecret,
+				testWorkflowID, callbackauth.Submission{RunID: testRunID, N: 1}))}}.Encode(), http.StatusOK},
+		{"the workflow's token alone (no URL names no submission)", nil, "/callback/" + testWorkflowID + "?" + url.Values{
+			"t": {callbackauth.Token(testSecret, testWorkflowID)}, "id": {"9"}, "code": {"x"}}.Encode(), http.StatusForbidden},
 		{"previous secret while it is set", withPrevious, tokenedURL(testWorkflowID, testPreviousSecret, fields), http.StatusOK},
 		{"current secret during rotation", withPrevious, tokenedURL(testWorkflowID, testSecret, fields), http.StatusOK},
 		{"previous secret once it is unset", nil, tokenedURL(testWorkflowID, testPreviousSecret, fields), http.StatusForbidden},

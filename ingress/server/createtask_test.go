@@ -21,13 +21,13 @@ func TestCreateTaskCallbacksSignalTheWorkflow(t *testing.T) {
 		want                      captchaflow.Callback
 	}{
 		{"capmonster", "application/json", `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03AG-token"}}`,
-			captchaflow.Callback{Code: "03AG-token", Authenticated: true}},
+			captchaflow.Callback{Code: "03AG-token", Authenticated: true, RunID: testRunID, Submission: 1}},
 		{"capsolver", "application/json", `{"errorId":0,"taskId":"61138bb6-19fb","status":"ready","solution":{"gRecaptchaResponse":"03AG-cs"}}`,
-			captchaflow.Callback{ProviderTaskID: "61138bb6-19fb", Code: "03AG-cs", Authenticated: true}},
+			captchaflow.Callback{ProviderTaskID: "61138bb6-19fb", Code: "03AG-cs", Authenticated: true, RunID: testRunID, Submission: 1}},
 		{"anticaptcha", "application/json", `{"errorId":0,"taskId":7654321,"status":"failed"}`,
-			captchaflow.Callback{ProviderTaskID: "7654321", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true}},
+			captchaflow.Callback{ProviderTaskID: "7654321", Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true, RunID: testRunID, Submission: 1}},
 		{"2captcha", "application/x-www-form-urlencoded", "id=72000001&code=03AG-2c",
-			captchaflow.Callback{ProviderTaskID: "72000001", Code: "03AG-2c", Authenticated: true}},
+			captchaflow.Callback{ProviderTaskID: "72000001", Code: "03AG-2c", Authenticated: true, RunID: testRunID, Submission: 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.flavor, func(t *testing.T) {

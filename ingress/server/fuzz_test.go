@@ -123,7 +123,7 @@ func callbackPath(tokened, validToken bool, workflowID, rawQuery string) (path, 
 		return strings.TrimSuffix(callbackauth.CallbackPath, "/"), "", rawQuery
 	}
 	if validToken {
-		rawQuery = callbackauth.TokenParam + "=" + callbackauth.Token(testSecret, workflowID) + "&" + rawQuery
+		rawQuery = strings.SplitN(tokenedURL(workflowID, testSecret, nil), "?", 2)[1] + "&" + rawQuery
 	}
 	return callbackauth.CallbackPath + workflowID, callbackauth.CallbackPath + url.PathEscape(workflowID), rawQuery
 }

@@ -30,6 +30,7 @@ const (
 	testSecret         = "current-secret-0123456789abcdef"
 	testPreviousSecret = "previous-secret-fedcba9876543210"
 	testWorkflowID     = "task-42.a_b:c"
+	testRunID          = "0190f3b2-test-run"
 )
 
 func testConfig() config.Ingress {
@@ -275,7 +276,9 @@ func tokenedURL(workflowID, secret string, query url.Values) string {
 		query = url.Values{}
 	}
 	if secret != "" {
-		query.Set(callbackauth.TokenParam, callbackauth.Token(secret, workflowID))
+		query.Set(callbackauth.RunParam, testRunID)
+		query.Set(callbackauth.SubmissionParam, "1")
+		query.Set(callbackauth.TokenParam, callbackauth.TokenFor(secret, workflowID, callbackauth.Submission{RunID: testRunID, N: 1}))
 	}
 	return callbackauth.CallbackPath + url.PathEscape(workflowID) + "?" + query.Encode()
 }

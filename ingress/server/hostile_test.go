@@ -356,7 +356,7 @@ func TestCallbackBudgetRefills(t *testing.T) {
 	clock.advance(2 * time.Second)
 	send("after-refill")
 	assert.Len(t, e.fake.sent(), 5)
-	assert.Equal(t, captchaflow.Callback{ProviderTaskID: "9", Code: "after-refill", Authenticated: true}, e.fake.sent()[4].Callback)
+	assert.Equal(t, captchaflow.Callback{ProviderTaskID: "9", Code: "after-refill", Authenticated: true, RunID: testRunID, Submission: 1}, e.fake.sent()[4].Callback)
 }
 
 // TestCodeIsBoundedOnEveryRoute: a code of captchaflow.MaxCodeBytes passes, one byte more is a 400 naming `code`,
