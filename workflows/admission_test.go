@@ -44,7 +44,7 @@ func newPlanSemaphore(t *testing.T, plan int) *planSemaphore {
 }
 
 func (p *planSemaphore) acquire(_ context.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
-	t := activities.SlotTicket{Semaphore: activities.ThreadsWorkflowID(taskQueueOfTestEnv), Epoch: "e1"}
+	t := activities.SlotTicket{Semaphore: activities.ThreadsWorkflowID(taskQueueOfTestEnv), Epoch: "e1", RunID: req.RunID}
 	switch {
 	case slices.Contains(p.held, req.Seq) || req.Held:
 		t.Granted = true
