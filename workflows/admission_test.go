@@ -19,8 +19,8 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// planSemaphore grants a slot at once while fewer than plan are held, else queues the request until a release
-// frees one. It counts the task's open submissions (lost answers included) against the slots held.
+// planSemaphore grants a slot when asked while fewer than plan are held, else queues the request (a re-ask then
+// finds it free; it sends no grant signals). It counts the task's open submissions (lost answers included) against the slots held.
 type planSemaphore struct {
 	t      *testing.T
 	env    *testsuite.TestWorkflowEnvironment
@@ -28,11 +28,13 @@ type planSemaphore struct {
 	held   []int // seq of the slots held
 	queued []int
 	open   int // in.php requests made whose submission may still be solving
+	start  time.Time
 }
 
 func newPlanSemaphore(t *testing.T, plan int) *planSemaphore {
 	var ts testsuite.WorkflowTestSuite
 	p := &planSemaphore{t: t, env: ts.NewTestWorkflowEnvironment(), plan: plan}
+	p.start = p.env.Now()
 	Register(p.env, &activities.Activities{}, Settings{ProviderThreads: plan})
 	p.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(p.acquire)
 	p.env.OnSignalExternalWorkflow(mock.Anything, activities.ThreadsWorkflowID(taskQueueOfTestEnv), "",
@@ -48,10 +50,10 @@ func (p *planSemaphore) acquire(_ context.Context, req activities.SlotRequest) (
 	switch {
 	case slices.Contains(p.held, req.Seq) || req.Held:
 		t.Granted = true
-	case slices.Contains(p.queued, req.Seq):
 	case len(p.held) < p.plan:
+		p.release(req.Seq) // out of the queue
 		p.held, t.Granted = append(p.held, req.Seq), true
-	default:
+	case !slices.Contains(p.queued, req.Seq):
 		p.queued = append(p.queued, req.Seq)
 	}
 	return t, nil
@@ -60,13 +62,6 @@ func (p *planSemaphore) acquire(_ context.Context, req activities.SlotRequest) (
 func (p *planSemaphore) release(seq int) {
 	p.held = slices.DeleteFunc(p.held, func(s int) bool { return s == seq })
 	p.queued = slices.DeleteFunc(p.queued, func(s int) bool { return s == seq })
-	if len(p.queued) > 0 && len(p.held) < p.plan {
-		next := p.queued[0]
-		p.queued, p.held = p.queued[1:], append(p.held, next)
-		p.env.RegisterDelayedCallback(func() {
-			p.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: next, RunID: testRunID})
-		}, 0)
-	}
 }
 
 // submits answers each in.php request with outcome (a provider task ID, or an error), checking that every
@@ -76,8 +71,8 @@ func (p *planSemaphore) submits(outcomes ...any) {
 		p.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Once().Return(
 			func(context.Context, activities.SubmitRequest) (activities.SubmitResult, error) {
 				p.open++
-				assert.LessOrEqual(p.t, p.open, len(p.held), "open submissions vs slots held (%v) at %v, plan %d",
-					p.held, p.env.Now(), p.plan)
+				assert.LessOrEqual(p.t, p.open, len(p.held), "open submissions vs slots held (seq %v) at %v, plan %d",
+					p.held, p.env.Now().Sub(p.start), p.plan)
 				if err, ok := o.(error); ok {
 					return activities.SubmitResult{}, err
 				}
@@ -107,8 +102,34 @@ func TestLostSubmissionKeepsItsSlotUntilSettled(t *testing.T) {
 			var r captchaflow.Result
 			require.NoError(t, p.env.GetWorkflowResult(&r))
 			assert.Equal(t, "CODE-111", r.Code)
+			assert.Equal(t, plan, r.Submits, "in.php requests: a second one only with a second slot free")
 			assert.Empty(t, p.held, "every slot is given back when the task ends")
 			assert.Empty(t, p.queued)
 		})
 	}
+}
+
+// A lost submission that calls back unsolvable after its wait has settled: its slot goes back at the next ask, and
+// under a plan of 1 the next submission, queued behind it, takes it.
+func TestLostSubmissionCalledBackUnsolvableGivesItsSlotBack(t *testing.T) {
+	p := newPlanSemaphore(t, 1)
+	p.submits(lostAnswer(), "222")
+	p.env.RegisterDelayedCallback(func() {
+		p.open--
+		p.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111",
+			Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true, RunID: testRunID, Submission: 1})
+	}, 70*time.Second)
+	p.env.RegisterDelayedCallback(func() {
+		p.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "222",
+			Code: "CODE-222", Authenticated: true, RunID: testRunID, Submission: 2})
+	}, 120*time.Second)
+	in := recaptcha()
+	in.LostAnswerWaitSeconds = 60
+	p.env.ExecuteWorkflow(captchaflow.WorkflowType, in)
+
+	require.NoError(t, p.env.GetWorkflowError())
+	var r captchaflow.Result
+	require.NoError(t, p.env.GetWorkflowResult(&r))
+	assert.Equal(t, "CODE-222", r.Code)
+	assert.Empty(t, p.held)
 }
