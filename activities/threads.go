@@ -198,6 +198,19 @@ func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotHolder)
 	return checkSlotHolders(ctx, activity.GetClient(ctx), holders)
 }
 
+// resetGrace is how long the slot of a run that was reset stays counted after it closed: the reset run re-asserts it
+// as its own within one re-ask interval (it replays the hold's timer), and must not find it granted to another.
+const resetGrace = SlotReaskInterval + 15*time.Second
+
+// stopped tells whether a holder's run no longer needs its slot.
+func stopped(desc *client.WorkflowExecutionDescription) bool {
+	if desc.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return false
+	}
+	resetAway := desc.RawResponse.GetWorkflowExtendedInfo().GetResetRunId() != ""
+	return !resetAway || desc.WorkflowCloseTime == nil || time.Since(*desc.WorkflowCloseTime) >= resetGrace
+}
+
 // checkParallelism bounds the DescribeWorkflow calls of one check in flight at once.
 const checkParallelism = 8
 
@@ -216,7 +229,7 @@ func checkSlotHolders(ctx context.Context, c client.Client, holders []SlotHolder
 			case err != nil:
 				errs[i] = err
 			default:
-				deadAt[i] = desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+				deadAt[i] = stopped(desc)
 			}
 			return nil
 		})
