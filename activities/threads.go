@@ -155,9 +155,9 @@ type SlotsView struct {
 const SlotsViewQueueHead = 20
 
 // AcquireSlot asks the task queue's semaphore for a slot for req and answers its ticket. A re-ask (req.Ticket set)
-// costs no message while the semaphore instance that answered it still runs and the ticket is this run's; otherwise the request is sent with
-// the requests of every AcquireSlot running on this worker (one update), starting the semaphore with this worker's
-// PROVIDER_THREADS when none runs. Idempotent: the semaphore knows a request it has seen.
+// costs no message while the semaphore instance that answered it still runs and the ticket is this run's; otherwise
+// the request is sent with the requests of every AcquireSlot running on this worker (one update), starting the
+// semaphore with this worker's PROVIDER_THREADS when none runs. Idempotent: the semaphore knows a request it has seen.
 func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) (SlotTicket, error) {
 	if err := req.Validate(); err != nil {
 		return SlotTicket{}, temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureInvalidInput, nil)

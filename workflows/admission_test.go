@@ -20,7 +20,8 @@ import (
 )
 
 // planSemaphore grants a slot when asked while fewer than plan are held, else queues the request (a re-ask then
-// finds it free; it sends no grant signals). It counts the task's open submissions (lost answers included) against the slots held.
+// finds it free; it sends no grant signals). It counts the task's open submissions (lost answers included) against
+// the slots held.
 type planSemaphore struct {
 	t      *testing.T
 	env    *testsuite.TestWorkflowEnvironment
