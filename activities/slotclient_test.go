@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/mocks"
+	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -165,6 +166,42 @@ func TestAReplacementStartsFencedOnlyAfterAnUnhandedOverInstance(t *testing.T) {
 			_, err := sc.acquire(context.Background(), "q", SlotRequest{WorkflowID: "t", RunID: "r", Seq: 1})
 			require.NoError(t, err)
 			assert.Equal(t, SemaphoreState{Threads: 40, Fence: tc.fence}, started, "the worker's plan, never 0")
+		})
+	}
+}
+
+// Finding 7 of issue 20: a reset run replays the tickets of the run it was reset from. Its re-asks and re-assertions
+// must reach the semaphore (which knows only the original run's request, and reclaims it once that run is gone);
+// the run the ticket was issued to is still answered from the view.
+func TestTicketOfAnotherRunIsNotTrusted(t *testing.T) {
+	id := ThreadsWorkflowID("default-test-taskqueue")
+	ticket := SlotTicket{Semaphore: id, Epoch: "e1", Granted: true, RunID: "original-run"}
+	for _, tc := range []struct {
+		run     string
+		updates int
+	}{{"original-run", 0}, {"reset-run", 1}} {
+		t.Run(tc.run, func(t *testing.T) {
+			c := &mocks.Client{}
+			c.On("DescribeWorkflow", mock.Anything, id, "").Return(semaphoreDescription(
+				enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, "e1", "e1", false), nil)
+			var asked []SlotRequest
+			c.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(func(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+				asked = append(asked, o.Args[0].([]SlotRequest)...)
+				return updateHandle(1, func(int) bool { return true }), nil
+			})
+			a := &Activities{ProviderThreads: 2}
+			a.slotClient(c)
+			var ts testsuite.WorkflowTestSuite
+			env := ts.NewTestActivityEnvironment()
+			env.RegisterActivity(a)
+			_, err := env.ExecuteActivity(a.AcquireSlot, SlotRequest{WorkflowID: "task", RunID: tc.run, Seq: 1,
+				Held: true, Ticket: &ticket})
+			require.NoError(t, err)
+			require.Len(t, asked, tc.updates, "requests sent to the semaphore for run %s", tc.run)
+			for _, req := range asked {
+				assert.Equal(t, tc.run, req.RunID)
+				assert.True(t, req.Held, "the reset run re-asserts the slot as its own")
+			}
 		})
 	}
 }

@@ -86,6 +86,8 @@ type SlotTicket struct {
 	Epoch string `json:"epoch"`
 	// Granted means the slot is held already: no SlotGrantedSignal follows for this answer.
 	Granted bool `json:"granted,omitempty"`
+	// RunID is the task run the ticket was issued to: a run reset from it replays the ticket but does not hold it.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // SlotRelease gives back (or stops waiting for) the slot of submission Seq of WorkflowID/RunID.
@@ -153,9 +155,9 @@ type SlotsView struct {
 const SlotsViewQueueHead = 20
 
 // AcquireSlot asks the task queue's semaphore for a slot for req and answers its ticket. A re-ask (req.Ticket set)
-// costs no message while the semaphore instance that answered it still runs; otherwise the request is sent with
-// the requests of every AcquireSlot running on this worker (one update), starting the semaphore with this worker's
-// PROVIDER_THREADS when none runs. Idempotent: the semaphore knows a request it has seen.
+// costs no message while the semaphore instance that answered it still runs and the ticket is this run's; otherwise
+// the request is sent with the requests of every AcquireSlot running on this worker (one update), starting the
+// semaphore with this worker's PROVIDER_THREADS when none runs. Idempotent: the semaphore knows a request it has seen.
 func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) (SlotTicket, error) {
 	if err := req.Validate(); err != nil {
 		return SlotTicket{}, temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureInvalidInput, nil)
@@ -163,7 +165,7 @@ func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) (SlotTick
 	info := activity.GetInfo(ctx)
 	sc := a.slotClient(activity.GetClient(ctx))
 	id := ThreadsWorkflowID(info.TaskQueue)
-	if t := req.Ticket; t != nil && t.Semaphore == id {
+	if t := req.Ticket; t != nil && t.Semaphore == id && t.RunID == req.RunID { // a reset run asks as itself
 		current, err := sc.ticketCurrent(ctx, id, t.Epoch)
 		if err != nil {
 			activity.GetLogger(ctx).Warn("could not tell whether the semaphore changed; asking it", "Error", err)
@@ -196,6 +198,19 @@ func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotHolder)
 	return checkSlotHolders(ctx, activity.GetClient(ctx), holders)
 }
 
+// resetGrace is how long the slot of a run that was reset stays counted after it closed: the reset run re-asserts it
+// as its own within one re-ask interval (it replays the hold's timer), and must not find it granted to another.
+const resetGrace = SlotReaskInterval + 15*time.Second
+
+// stopped tells whether a holder's run no longer needs its slot.
+func stopped(desc *client.WorkflowExecutionDescription) bool {
+	if desc.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return false
+	}
+	resetAway := desc.RawResponse.GetWorkflowExtendedInfo().GetResetRunId() != ""
+	return !resetAway || desc.WorkflowCloseTime == nil || time.Since(*desc.WorkflowCloseTime) >= resetGrace
+}
+
 // checkParallelism bounds the DescribeWorkflow calls of one check in flight at once.
 const checkParallelism = 8
 
@@ -214,7 +229,7 @@ func checkSlotHolders(ctx context.Context, c client.Client, holders []SlotHolder
 			case err != nil:
 				errs[i] = err
 			default:
-				deadAt[i] = desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+				deadAt[i] = stopped(desc)
 			}
 			return nil
 		})

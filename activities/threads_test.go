@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
@@ -65,4 +67,24 @@ func TestSlotMessagesDecodeWhatEarlierReleasesRecorded(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"workflow_id":"t1","run_id":"r1","seq":1,"requested_at":"0001-01-01T00:00:00Z"}`, string(b),
 		"a new first ask carries no legacy threads, hold or ticket")
+}
+
+// Finding 7 of issue 20: a holder's run that an operator reset keeps its slot for resetGrace, until its reset run
+// has re-asserted the slot as its own; another task is not granted it meanwhile.
+func TestCheckSlotHoldersKeepsAResetRunsSlotUntilItsSuccessorReasserts(t *testing.T) {
+	resetAt := func(ago time.Duration) *client.WorkflowExecutionDescription {
+		d := described(enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED)
+		closed := time.Now().Add(-ago)
+		d.WorkflowCloseTime = &closed
+		d.RawResponse = &workflowservice.DescribeWorkflowExecutionResponse{
+			WorkflowExtendedInfo: &workflowpb.WorkflowExecutionExtendedInfo{ResetRunId: "reset-run"}}
+		return d
+	}
+	c := &mocks.Client{}
+	c.On("DescribeWorkflow", mock.Anything, "just-reset", "run-just-reset").Return(resetAt(10*time.Second), nil)
+	c.On("DescribeWorkflow", mock.Anything, "reset-long-ago", "run-reset-long-ago").Return(resetAt(resetGrace), nil)
+
+	dead, err := checkSlotHolders(context.Background(), c, []SlotHolder{holder("just-reset"), holder("reset-long-ago")})
+	require.NoError(t, err)
+	assert.Equal(t, []SlotHolder{holder("reset-long-ago")}, dead)
 }

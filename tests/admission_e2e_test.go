@@ -184,23 +184,28 @@ func awaitProbes(ctx context.Context, t *testing.T, runs []client.WorkflowRun) [
 // resetToFirstTask resets the semaphore's current run to its first completed workflow task, as an operator's
 // `temporal workflow reset --type FirstWorkflowTask` does.
 func resetToFirstTask(ctx context.Context, t *testing.T, s *stack, id string) {
+	resetTo(ctx, t, s, id, false)
+}
+
+// resetTo resets id's current run to its first (or last) completed workflow task, as an operator's
+// `temporal workflow reset --type FirstWorkflowTask` (LastWorkflowTask) does.
+func resetTo(ctx context.Context, t *testing.T, s *stack, id string, last bool) {
 	desc, err := s.c.DescribeWorkflow(ctx, id, "")
 	require.NoError(t, err)
 	h, err := s.history(ctx, id)
 	require.NoError(t, err)
-	var first int64
+	var at int64
 	for _, ev := range h.Events {
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			first = ev.GetEventId()
-			break
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED && (at == 0 || last) {
+			at = ev.GetEventId()
 		}
 	}
-	require.NotZero(t, first)
+	require.NotZero(t, at)
 	_, err = s.c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
 		Namespace:                 s.namespace,
 		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: desc.WorkflowExecution.RunID},
-		Reason:                    "e2e: an operator resets the semaphore",
-		WorkflowTaskFinishEventId: first,
+		Reason:                    "e2e: an operator resets " + id,
+		WorkflowTaskFinishEventId: at,
 		RequestId:                 uuid.NewString(),
 	})
 	require.NoError(t, err)

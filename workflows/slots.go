@@ -11,7 +11,7 @@ import (
 )
 
 // Slots of PROVIDER_THREADS, on the task's side: before each in.php request the task queues for a slot (phase
-// queued) and holds it until that submission resolves.
+// queued) and holds it until that submission settles.
 
 // acquireStartToClose bounds one AcquireSlot attempt (one signal-with-start).
 const acquireStartToClose = 10 * time.Second
@@ -33,6 +33,15 @@ type admission struct {
 	// queuedAt is when the current request joined the queue (its place in line, kept across re-asks).
 	queuedAt time.Time
 	hold     hold
+	// kept are the slots of submissions still open when their attempt ended (a lost answer whose wait is over):
+	// each covers its submission, which may be solving, until it settles or the solve ends.
+	kept []keptSlot
+}
+
+type keptSlot struct {
+	seq       int
+	semaphore string
+	sub       *submission
 }
 
 // hold re-asserts a held slot every activities.SlotReaskInterval while its submission lasts (version 2), so a
@@ -122,9 +131,13 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	a := &s.admission
 	a.seq++
 	a.granted, a.released, a.ticket = false, false, activities.SlotTicket{}
-	seq := a.seq
+	seq, made := a.seq, len(s.table.subs)
 	release = func() {
 		a.stopHold()
+		if len(s.table.subs) > made && s.table.subs[made].open() {
+			a.kept = append(a.kept, keptSlot{seq, a.ticket.Semaphore, s.table.subs[made]})
+			return
+		}
 		s.releaseSlot(ctx, seq)
 	}
 	if err := s.acquireSlot(ctx); err != nil {
@@ -170,6 +183,7 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 // queued the request still runs).
 func (s *solver) askSlot(ctx workflow.Context, queuedAt time.Time) error {
 	a := &s.admission
+	s.releaseKept(ctx, false)
 	a.queuedAt = queuedAt
 	f := workflow.ExecuteActivity(acquireOptions(ctx, s.remaining(ctx)), acts.AcquireSlot, s.slotRequest(ctx, false))
 	s.waitFor(ctx, f)
@@ -244,6 +258,20 @@ func (s *solver) awaitGrant(ctx workflow.Context) error {
 // failure to signal is logged: the semaphore's reclaim check frees the slot once the task has ended.
 func (s *solver) releaseSlot(ctx workflow.Context, seq int) {
 	s.releaseTo(ctx, s.admission.ticket.Semaphore, seq)
+}
+
+// releaseKept gives back the kept slots whose submissions settled, or all of them (the solve ended).
+func (s *solver) releaseKept(ctx workflow.Context, all bool) {
+	a := &s.admission
+	still := a.kept[:0]
+	for _, k := range a.kept {
+		if all || !k.sub.open() {
+			s.releaseTo(ctx, k.semaphore, k.seq)
+		} else {
+			still = append(still, k)
+		}
+	}
+	a.kept = still
 }
 
 // releaseTo signals the release of request seq to semaphore (empty: the task queue's, of this task's version).

@@ -274,7 +274,7 @@ func packedSize(r activities.SlotRequest) int { return len(r.WorkflowID) + len(r
 // request already seen keeps its place, a new one is granted at once when answer allows it (an update, not a
 // legacy request, a free slot, nobody in line, no fence), else queued.
 func (s *semaphore) onAcquire(ctx workflow.Context, req activities.SlotRequest, answer bool) activities.SlotTicket {
-	t := activities.SlotTicket{Semaphore: s.id, Epoch: s.st.Epoch}
+	t := activities.SlotTicket{Semaphore: s.id, Epoch: s.st.Epoch, RunID: req.RunID}
 	k := requestKey(req)
 	switch {
 	case s.held[k]:

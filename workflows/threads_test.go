@@ -161,6 +161,7 @@ func TestSemaphoreGrantsInTheAnswerThenInArrivalOrderOnRelease(t *testing.T) {
 		assert.Equal(t, []string{"c", "d", "e"}, queuedIDs(v.QueueHead))
 		assert.Equal(t, activities.ThreadsWorkflowID("captcha-solve"), e.tickets["c"].Semaphore)
 		assert.NotEmpty(t, e.tickets["c"].Epoch)
+		assert.Equal(t, "run-c", e.tickets["c"].RunID, "a ticket names the run it was issued to")
 	})
 	e.release(2*time.Second, "b")
 	e.release(3*time.Second, "d")       // leaves the queue before its turn (a cancelled task)

@@ -152,7 +152,7 @@ func (s *solver) receiveGrant(ctx workflow.Context, c workflow.ReceiveChannel) b
 	if !c.ReceiveAsync(&g) {
 		return false
 	}
-	if s.admission.onGrant(g, s.table.runID) {
+	if s.admission.onGrant(g, workflow.GetInfo(ctx).WorkflowExecution.RunID) { // grants name the run that asked
 		s.logger.Info("a grant for a request already given up: sent back", "Seq", g.Seq)
 		s.releaseTo(ctx, g.Semaphore, g.Seq)
 	}

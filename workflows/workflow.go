@@ -138,6 +138,7 @@ func (s *solver) validate(ctx workflow.Context) error {
 // up to max_submits in.php requests for this solve. Its failures are ready to return (failureOutcome names them).
 func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 	s.roundSubmits = s.status.Submits
+	defer s.releaseKept(ctx, true) // no submission of this solve is waited for any more
 	for {
 		o := s.attempt(ctx)
 		if o.kind != outSolved && !temporal.IsCanceledError(o.err) {
