@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -16,16 +17,11 @@ import (
 // acquireStartToClose bounds one AcquireSlot attempt (one signal-with-start).
 const acquireStartToClose = 10 * time.Second
 
-// slotsVersion is changeProviderThreads' current version: 1 asked once and waited for the grant until the
-// deadline; 2 re-asks every activities.SlotReaskInterval (a replaced semaphore learns of the request), checks that a
-// grant names this run, and keeps the searchable phase equal to the status phase during a balance pause.
-const slotsVersion = 2
-
 // admission is the task's side of PROVIDER_THREADS.
 type admission struct {
 	decided bool
-	version workflow.Version // 0: no slots
-	seq     int              // the submission whose slot is asked or held
+	on      bool // the task takes slots
+	seq     int  // the submission whose slot is asked or held
 	granted bool
 	ticket  activities.SlotTicket
 	// released: the current request's slot was given back (its submission resolved)
@@ -44,7 +40,7 @@ type keptSlot struct {
 	sub       *submission
 }
 
-// hold re-asserts a held slot every activities.SlotReaskInterval while its submission lasts (version 2), so a
+// hold re-asserts a held slot every activities.SlotReaskInterval while its submission lasts, so a
 // replaced semaphore learns its holders before it grants anything new.
 type hold struct {
 	timer  workflow.Future
@@ -55,7 +51,7 @@ type hold struct {
 // keepSlot runs the hold's timer and re-assertions; the wait selects on what it returns.
 func (s *solver) keepSlot(ctx workflow.Context) []workflow.Future {
 	a := &s.admission
-	if a.version < slotsVersion || !a.granted {
+	if !a.on || !a.granted {
 		return nil
 	}
 	h := &a.hold
@@ -89,7 +85,7 @@ func (a *admission) stopHold() {
 }
 
 // onGrant takes a grant for the request being asked, and tells whether the grant is this run's but for a request
-// already given up (version 2 then sends it back, or the slot would stay counted until the task ends).
+// already given up (it is sent back, or the slot would stay counted until the task ends).
 func (a *admission) onGrant(g activities.SlotGrant, runID string) (stray bool) {
 	switch {
 	case g.RunID != "" && g.RunID != runID:
@@ -101,24 +97,25 @@ func (a *admission) onGrant(g activities.SlotGrant, runID string) (stray bool) {
 		}
 		return false
 	}
-	return a.version >= slotsVersion && g.RunID == runID
+	return g.RunID == runID
 }
 
-// slotsInEffect decides, once per task, whether it takes slots. It asks changeProviderThreads only when this
-// worker has PROVIDER_THREADS set or the task is being replayed (so the recorded answer is found whatever this
-// worker's setting): a task that runs on a worker without the setting calls nothing new and records no marker.
+// slotsInEffect decides, once per task, whether it takes slots: the worker's PROVIDER_THREADS, recorded as the
+// marker of changeProviderThreads (see versions.go). It is asked only when this worker has the setting or the task
+// is being replayed (so the recorded answer is found whatever this worker's setting): a task that runs on a worker
+// without the setting records nothing.
 func (s *solver) slotsInEffect(ctx workflow.Context) bool {
 	a := &s.admission
 	if !a.decided {
 		a.decided = true
 		if s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx) {
-			a.version = workflow.GetVersion(ctx, changeProviderThreads, workflow.DefaultVersion, slotsVersion)
+			a.on = workflow.GetVersion(ctx, changeProviderThreads, workflow.DefaultVersion, 1) == 1
 		}
-		if a.version > 0 {
+		if a.on {
 			s.signals.grants = workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)
 		}
 	}
-	return a.version > 0
+	return a.on
 }
 
 // admit holds a slot for the next submission when PROVIDER_THREADS is in effect. It returns the release to run
@@ -152,11 +149,11 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 }
 
 // acquireSlot queues the submission for a slot and waits, in PhaseQueued, until the semaphore grants it, the
-// deadline comes or (version 2) a lost submission answers. Callbacks are routed meanwhile.
+// deadline comes or a lost submission answers. Callbacks are routed meanwhile.
 func (s *solver) acquireSlot(ctx workflow.Context) error {
 	a := &s.admission
 	phase := captchaflow.PhaseQueued
-	if a.version >= slotsVersion && s.status.Waiting != "" {
+	if s.status.Waiting != "" {
 		phase = captchaflow.PhaseAwaitingBalance // the pause goes on while the task queues: one phase, searched and queried
 	}
 	s.setPhaseSearchable(ctx, phase)
@@ -165,8 +162,8 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 		if err := s.askSlot(ctx, queuedAt); err != nil {
 			return err
 		}
-		if a.granted && a.version >= slotsVersion {
-			break // version 1 always started its grant wait's timer, even for a grant already here
+		if a.granted {
+			break
 		}
 		if err := s.awaitGrant(ctx); err != nil {
 			return err
@@ -205,9 +202,7 @@ func (s *solver) slotRequest(ctx workflow.Context, held bool) activities.SlotReq
 	a := &s.admission
 	info := workflow.GetInfo(ctx).WorkflowExecution
 	req := activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: a.seq, RequestedAt: a.queuedAt, Held: held}
-	if a.version < slotsVersion {
-		req.Threads = s.settings.ProviderThreads
-	} else if a.ticket.Epoch != "" {
+	if a.ticket.Epoch != "" {
 		ticket := a.ticket
 		req.Ticket = &ticket
 	}
@@ -223,22 +218,18 @@ func acquireOptions(ctx workflow.Context, remaining time.Duration) workflow.Cont
 	})
 }
 
-// awaitGrant waits for the grant: until the deadline (version 1), or one re-ask interval (version 2), ending
-// early when a lost submission answers.
+// awaitGrant waits for the grant one re-ask interval at most, ending early when a lost submission answers.
 func (s *solver) awaitGrant(ctx workflow.Context) error {
 	a := &s.admission
-	d := s.remaining(ctx)
+	d := min(s.remaining(ctx), activities.SlotReaskInterval)
 	if d <= 0 {
 		return deadlineExceeded(s.in.DeadlineSeconds)
-	}
-	if a.version >= slotsVersion {
-		d = min(d, activities.SlotReaskInterval)
 	}
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(timerCtx, d)
 	s.wait(ctx, func() bool {
-		return a.granted || timer.IsReady() || (a.version >= slotsVersion && s.table.answered() != nil)
+		return a.granted || timer.IsReady() || s.table.answered() != nil
 	}, func() []workflow.Future { return []workflow.Future{timer} })
 	switch {
 	case a.granted || !timer.IsReady():
@@ -246,8 +237,6 @@ func (s *solver) awaitGrant(ctx workflow.Context) error {
 	case timer.Get(ctx, nil) != nil:
 		return timer.Get(ctx, nil) // cancelled
 	case s.remaining(ctx) <= 0:
-		return deadlineExceeded(s.in.DeadlineSeconds)
-	case a.version < slotsVersion:
 		return deadlineExceeded(s.in.DeadlineSeconds)
 	}
 	return nil // re-ask
@@ -274,16 +263,12 @@ func (s *solver) releaseKept(ctx workflow.Context, all bool) {
 	a.kept = still
 }
 
-// releaseTo signals the release of request seq to semaphore (empty: the task queue's, of this task's version).
+// releaseTo signals the release of request seq to semaphore (empty: the task queue's).
 func (s *solver) releaseTo(ctx workflow.Context, semaphore string, seq int) {
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	info := workflow.GetInfo(ctx)
-	if semaphore == "" && s.admission.version < slotsVersion {
-		semaphore = activities.LegacyThreadsWorkflowID(info.TaskQueueName) // where version 1 always released
-	} else if semaphore == "" {
-		semaphore = activities.ThreadsWorkflowID(info.TaskQueueName)
-	}
+	semaphore = cmp.Or(semaphore, activities.ThreadsWorkflowID(info.TaskQueueName))
 	err := workflow.SignalExternalWorkflow(dctx, semaphore, "", activities.ReleaseSlotSignal,
 		activities.SlotRelease{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Seq: seq}).Get(dctx, nil)
 	if err != nil {

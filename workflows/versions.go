@@ -1,10 +1,8 @@
 package workflows
 
-// Change IDs for workflow.GetVersion. Until 1.0 nothing runs in production, so a change needs none; the one left
-// goes with the admission's redesign.
+// Change IDs for workflow.GetVersion. Until 1.0 nothing runs in production, so a change needs no patch.
 const (
-	// changeProviderThreads: each submission queues for a PROVIDER_THREADS slot (AcquireSlot, then the semaphore's
-	// grant) and releases it when it resolves. Asked only by a worker with PROVIDER_THREADS set, or on replay (see
-	// slotsVersion).
+	// changeProviderThreads is no patch: its marker records whether the task takes PROVIDER_THREADS slots (the
+	// worker's setting when the task first asked), so replay on a worker with another setting agrees.
 	changeProviderThreads = "provider-threads-admission"
 )
