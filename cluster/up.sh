@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts a real Temporal cluster on this machine without Docker: Debian's PostgreSQL 15 and the Temporal server
-# (v1.29.1, built from tools/go.mod) on 127.0.0.1, with the `default` namespace and captchaflow's search attributes.
+# (built from tools/server/go.mod) on 127.0.0.1, with the `default` namespace and captchaflow's search attributes.
 #
 #   cluster/up.sh            run in the foreground; Ctrl-C (or any exit) stops everything it started
 #   cluster/up.sh --detach   start, print the address and return; cluster/down.sh stops it
@@ -43,19 +43,6 @@ ensure_postgres_installed() {
 	fi
 	[[ -x $PG_BIN/pg_ctl ]] || die "postgresql-$PG_VERSION installed but $PG_BIN/pg_ctl is missing"
 	id "$PG_OS_USER" >/dev/null 2>&1 || die "the package did not create the '$PG_OS_USER' user"
-}
-
-# build_tool OUTPUT PACKAGE builds PACKAGE from the tools module unless OUTPUT is newer than tools/go.sum (the
-# versions are pinned there, so nothing else can change the binary).
-build_tool() {
-	local out=$BIN_DIR/$1 pkg=$2
-	if [[ -x $out && $out -nt $TOOLS_DIR/go.sum ]]; then
-		return
-	fi
-	log "building $1 ($pkg)"
-	mkdir -p "$BIN_DIR"
-	(cd "$TOOLS_DIR" && go build -o "$out.tmp" "$pkg") || die "building $pkg failed"
-	mv -f "$out.tmp" "$out"
 }
 
 start_postgres() {
@@ -115,7 +102,7 @@ start_server() {
 	log "starting Temporal server (log: $SERVER_LOG)"
 	# setsid: the server gets its own process group, so a Ctrl-C meant for this script does not reach it before
 	# the trap stops it in order (server first, then PostgreSQL).
-	setsid "$BIN_DIR/temporal-server" --root "$CLUSTER_DIR" --config config --env development-postgres12 \
+	setsid "$BIN_DIR/temporal-server" --config-file "$CLUSTER_DIR/config/development-postgres12.yaml" \
 		--allow-no-auth start >"$SERVER_LOG" 2>&1 </dev/null &
 	echo $! >"$SERVER_PID_FILE"
 }
@@ -151,9 +138,7 @@ main() {
 	mkdir -p "$STATE_DIR"
 	local started=$SECONDS
 	ensure_postgres_installed
-	build_tool temporal-server go.temporal.io/server/cmd/server
-	build_tool temporal-sql-tool go.temporal.io/server/cmd/tools/sql
-	build_tool temporal github.com/temporalio/cli/cmd/temporal
+	"$TOOLS_DIR/build.sh" --cluster >&2 || die "building the Temporal binaries failed"
 
 	# From here on, a failure or a signal tears down what was started.
 	trap cleanup EXIT INT TERM

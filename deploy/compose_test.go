@@ -400,7 +400,7 @@ func TestComposeChecksCatchBrokenFiles(t *testing.T) {
 	require.NoError(t, err)
 	mutations := []struct{ name, from, to string }{
 		{"latest tag", "image: postgres:16.10", "image: postgres:latest"},
-		{"untagged image", "image: temporalio/ui:2.42.1", "image: temporalio/ui"},
+		{"untagged image", "image: temporalio/ui:2.54.1", "image: temporalio/ui"},
 		{"built image tagged latest", "image: captchaflow:local", "image: captchaflow:latest"},
 		{"metrics port not published", "WORKER_METRICS_ADDR: 0.0.0.0:9091", "WORKER_METRICS_ADDR: 0.0.0.0:9092"},
 		{"ingress on loopback", "INGRESS_ADDR: 0.0.0.0:8080", "INGRESS_ADDR: 127.0.0.1:8080"},
