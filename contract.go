@@ -131,6 +131,9 @@ type Callback struct {
 	// provider IDs. Both are empty for a pingback URL that names only the workflow.
 	RunID      string `json:"run_id,omitempty"`
 	Submission int    `json:"submission,omitempty"`
+	// ReceivedAt is when the ingress took the callback: a token's life counts from there, not from when the
+	// workflow got round to it (a lost submission's answer may wait while a later Submit is retried).
+	ReceivedAt time.Time `json:"received_at,omitzero"`
 }
 
 // UntokenedHintsPerSubmission is how many UntokenedHints one submission (one provider task ID) accepts in its whole

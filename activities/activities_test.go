@@ -34,6 +34,7 @@ type fakeProvider struct {
 	submitErr error
 	getCode   string
 	getErr    error
+	gets      int
 }
 
 func (f *fakeProvider) Submit(_ context.Context, _ string, _ map[string]string, pingback string) (string, error) {
@@ -43,7 +44,12 @@ func (f *fakeProvider) Submit(_ context.Context, _ string, _ map[string]string, 
 	return "7300000001", f.submitErr
 }
 
-func (f *fakeProvider) Get(context.Context, string) (string, error) { return f.getCode, f.getErr }
+func (f *fakeProvider) Get(context.Context, string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gets++
+	return f.getCode, f.getErr
+}
 
 type ActivitiesSuite struct {
 	suite.Suite

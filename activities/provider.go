@@ -95,8 +95,9 @@ func (a *Activities) pingbackURL(workflowID string, req SubmitRequest) (string, 
 // PollRequest names the provider task to look up.
 type PollRequest struct {
 	ProviderTaskID string `json:"provider_task_id"`
-	// Provider took the submission ("": the worker's only or first provider). GiveUp lets the poll give the
-	// submission up once the provider has been unreachable past PROVIDER_GIVE_UP (the task has somewhere else to go).
+	// Provider took the submission ("": the worker's only or first provider). GiveUp lets a poll the provider did
+	// not answer give the submission up once its requests have failed for PROVIDER_GIVE_UP (the task has somewhere
+	// else to go).
 	Provider string `json:"provider,omitempty"`
 	GiveUp   bool   `json:"give_up,omitempty"`
 }
@@ -119,11 +120,6 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	if !ok {
 		return PollResult{}, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", req.Provider), FailureWorkerConfig)
 	}
-	if set.Routed && req.GiveUp && set.Breaker.GivenUp(p.Name) {
-		countSubmission(ctx, p.Name, SubmissionAbandon)
-		return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",
-			p.Name, set.Breaker.DownFor(p.Name).Round(time.Second)), FailureProviderGaveUp, nil, p.Name)
-	}
 	count := func(code string) { countAnswer(ctx, AnswerOpGet, code) }
 	if set.Routed {
 		count = func(code string) { countAnswerAt(ctx, p.Name, AnswerOpGet, code) }
@@ -132,6 +128,11 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	a.recordPoll(ctx, p.Name, err)
 	if err != nil {
 		count(answerCode(err))
+		if req.GiveUp && set.Breaker.GivenUp(p.Name) { // always asked first: the provider holds the paid code
+			countSubmission(ctx, p.Name, SubmissionAbandon)
+			return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",
+				p.Name, set.Breaker.DownFor(p.Name).Round(time.Second)), FailureProviderGaveUp, nil, p.Name)
+		}
 		return PollResult{}, providerError(ctx, err)
 	}
 	if err := solutionError(ctx, code); err != nil {

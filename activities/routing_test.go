@@ -89,7 +89,8 @@ func TestLostAnswerStaysWithItsProvider(t *testing.T) {
 }
 
 // Unreachable three times: a's circuit opens and the third attempt goes on to b (nothing was written to a); a task
-// pinned to a waits for it (ProviderUnavailable, retried when a half-opens).
+// pinned to a waits for it (ProviderUnavailable, retried when a half-opens). a's polls fail from then on: the one
+// after PROVIDER_GIVE_UP of them gives its submission up.
 func TestUnreachableOpensTheCircuitAndPinnedTasksWait(t *testing.T) {
 	env, acts, fakes, now := routedEnv(t)
 	fakes["a"].submitErr = transportError("submit")
@@ -106,10 +107,17 @@ func TestUnreachableOpensTheCircuitAndPinnedTasksWait(t *testing.T) {
 	appErr := appError(t, err)
 	require.Equal(t, FailureProviderUnavailable, appErr.Type())
 	require.False(t, appErr.NonRetryable())
-	*now = now.Add(2 * time.Minute)
 	fakes["a"].getErr = transportError("get")
+	polls := int(2 * time.Minute / (5 * time.Second)) // every 5 s, the run of failures the submits began lasts 2 min
+	for range polls - 1 {
+		*now = now.Add(5 * time.Second)
+		_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a", GiveUp: true})
+		require.Equal(t, FailureProviderTransient, appError(t, err).Type())
+	}
+	*now = now.Add(5 * time.Second)
 	_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a", GiveUp: true})
 	require.Equal(t, FailureProviderGaveUp, appError(t, err).Type())
+	require.Equal(t, polls, fakes["a"].gets, "a poll that did not ask a")
 	_, err = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a"}) // nowhere else to go
 	require.Equal(t, FailureProviderTransient, appError(t, err).Type())
 }
@@ -168,4 +176,39 @@ func TestInstantAnswerComesInTheSubmitResult(t *testing.T) {
 	r, err = submitResult(t, env, acts, img)
 	require.NoError(t, err)
 	require.Empty(t, r.Code)
+}
+
+// A 3-request blip at a, then two minutes without traffic to it: that evidence is stale, so a poll of a submission a
+// accepted (a holds the paid code) asks a and takes the code instead of giving the submission up.
+func TestStaleBlipDoesNotGiveUpAnAcceptedSubmission(t *testing.T) {
+	env, acts, fakes, now := routedEnv(t)
+	fakes["a"].submitErr = transportError("submit")
+	for range 3 {
+		_, _ = submitResult(t, env, acts, recaptchaReq)
+	}
+	*now = now.Add(2 * time.Minute)
+	v, err := env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a", GiveUp: true})
+	require.NoError(t, err)
+	var r PollResult
+	require.NoError(t, v.Get(&r))
+	require.Equal(t, "CODE-A", r.Code)
+	require.Equal(t, 1, fakes["a"].gets)
+}
+
+// a's requests have failed for PROVIDER_GIVE_UP, then it answers again: a poll of a submission it accepted still
+// asks it first, and takes the code.
+func TestPollAsksAProviderPastGiveUp(t *testing.T) {
+	env, acts, fakes, now := routedEnv(t)
+	fakes["a"].getErr = transportError("get")
+	for range 2*time.Minute/(5*time.Second) + 1 { // another task's polls, every 5 s for 2 min
+		_, _ = env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "2", Provider: "a"})
+		*now = now.Add(5 * time.Second)
+	}
+	require.True(t, acts.Providers.Breaker.GivenUp("a"))
+	fakes["a"].getErr = nil
+	v, err := env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "1", Provider: "a", GiveUp: true})
+	require.NoError(t, err)
+	var r PollResult
+	require.NoError(t, v.Get(&r))
+	require.Equal(t, "CODE-A", r.Code)
 }

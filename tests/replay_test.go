@@ -36,9 +36,11 @@ func newReplayer() worker.WorkflowReplayer {
 }
 
 // replay replays h under the workflow ID it was recorded with (the replayer's default is a made-up one), so
-// behaviour that depends on the ID, such as refusing an ID the ingress could not route, replays as it ran.
-func replay(r worker.WorkflowReplayer, h *historypb.History) error {
-	execution := workflow.Execution{ID: h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()}
+// behaviour that depends on the ID, such as refusing an ID the ingress could not route, replays as it ran. A
+// runID other than "" replays it as a reset run does: under a new run ID, with the history it was reset from.
+func replay(r worker.WorkflowReplayer, h *historypb.History, runID string) error {
+	execution := workflow.Execution{ID: h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId(),
+		RunID: runID}
 	return r.ReplayWorkflowHistoryWithOptions(devstack.QuietSDKLogger(), h,
 		worker.ReplayWorkflowHistoryOptions{OriginalExecution: execution})
 }
@@ -54,7 +56,8 @@ func recordedHistoryFiles(t *testing.T) []string {
 
 // TestReplayRecordedHistories replays every recorded history against the current workflow code. It needs no
 // server: a change to SolveCaptcha that would break workflows already running in production (a new or reordered
-// command, a changed timer) fails here with a non-determinism error naming the event.
+// command, a changed timer) fails here with a non-determinism error naming the event. Each is replayed a second
+// time under a new run ID, as an operator's reset replays it: the callbacks it took are the reset run's too.
 func TestReplayRecordedHistories(t *testing.T) {
 	replayer := newReplayer()
 	for _, file := range recordedHistoryFiles(t) {
@@ -64,7 +67,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 			defer f.Close()
 			h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
 			require.NoError(t, err)
-			require.NoError(t, replay(replayer, h))
+			require.NoError(t, replay(replayer, h, ""))
+			require.NoError(t, replay(replayer, h, "00000000-0000-4000-8000-00000000reset"), "replayed as a reset run")
 		})
 	}
 }
@@ -167,7 +171,7 @@ func TestRecordedHistoriesHoldNoSecrets(t *testing.T) {
 }
 
 // replayLive fetches the given workflows' histories from the server and replays them, so each scenario also
-// proves the code replays what it has just produced (including crash and restart histories).
+// proves the code replays what it has just produced (including crash and restart histories), also as a reset run.
 func replayLive(t *testing.T, s *stack, ids ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -176,7 +180,8 @@ func replayLive(t *testing.T, s *stack, ids ...string) {
 	for _, id := range ids {
 		h, err := s.history(ctx, id)
 		require.NoError(t, err, id)
-		require.NoError(t, replay(replayer, h), "replaying %s", id)
+		require.NoError(t, replay(replayer, h, ""), "replaying %s", id)
+		require.NoError(t, replay(replayer, h, "00000000-0000-4000-8000-00000000reset"), "replaying %s as a reset run", id)
 	}
 }
 

@@ -57,11 +57,18 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
 	sub := s.table.add(workflow.Now(ctx))
-	info := workflow.GetInfo(ctx).WorkflowExecution
-	f := workflow.ExecuteActivity(submitOptionsLostAware(ctx, remaining), acts.Submit, activities.SubmitRequest{
-		Method: s.in.Method, Params: s.in.Params, RunID: info.RunID, Submission: sub.N,
+	submitCtx, cancelSubmit := workflow.WithCancel(ctx)
+	f := workflow.ExecuteActivity(submitOptionsLostAware(submitCtx, remaining), acts.Submit, activities.SubmitRequest{
+		Method: s.in.Method, Params: s.in.Params, RunID: s.table.runID, Submission: sub.N,
 		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid})
-	s.waitFor(ctx, f)
+	s.wait(ctx, func() bool { return f.IsReady() || s.table.answered() != nil },
+		func() []workflow.Future { return []workflow.Future{f} })
+	if !f.IsReady() {
+		// A lost submission answered while in.php was asked (or its retries waited): no more in.php requests.
+		cancelSubmit()
+		o, _ := s.takeLostAnswer(ctx)
+		return o
+	}
 	var r activities.SubmitResult
 	if err := f.Get(ctx, &r); err != nil {
 		return s.submitFailed(ctx, sub, err)
@@ -112,14 +119,14 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	s.table.learnID(sub, r.ProviderTaskID, r.Named)
 	if r.Code != "" {
 		// The provider answered the submission with its code: nothing to wait for, nothing to poll.
-		return s.solvedBy(ctx, sub, r.Code, captchaflow.ViaSubmit)
+		return s.solvedBy(sub, r.Code, captchaflow.ViaSubmit, workflow.Now(ctx))
 	}
 	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
 	return s.await(ctx, sub)
 }
 
-// solvedBy is the result of sub's code.
-func (s *solver) solvedBy(ctx workflow.Context, sub *submission, code string, via captchaflow.Via) outcome {
+// solvedBy is the result of sub's code, which arrived at captchaflow at receivedAt.
+func (s *solver) solvedBy(sub *submission, code string, via captchaflow.Via, receivedAt time.Time) outcome {
 	s.table.settle(sub)
 	return outcome{kind: outSolved, res: captchaflow.Result{
 		ProviderTaskID: sub.ProviderID,
@@ -127,7 +134,7 @@ func (s *solver) solvedBy(ctx workflow.Context, sub *submission, code string, vi
 		Code:           code,
 		Via:            via,
 		SubmittedAt:    sub.SubmittedAt,
-		ReceivedAt:     workflow.Now(ctx),
+		ReceivedAt:     receivedAt,
 		Submits:        s.status.Submits,
 	}}
 }

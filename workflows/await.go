@@ -78,7 +78,7 @@ func (w *waiter) step() bool {
 	}
 	if w.done == nil {
 		if lost := w.s.table.answered(); lost != nil && lost != w.sub {
-			w.finish(w.s.solvedBy(w.ctx, lost, lost.answer.Code, captchaflow.ViaCallback))
+			w.finish(w.s.solvedBy(lost, lost.answer.Code, captchaflow.ViaCallback, lost.answer.ReceivedAt))
 		}
 	}
 	if w.done == nil && w.poll == nil && w.timer != nil && w.timer.IsReady() {
@@ -117,7 +117,7 @@ func (w *waiter) onCallback(cb captchaflow.Callback) {
 	case cb.Authenticated && captchaai.IsStatusWord(cb.Code) && changed(w.ctx, changeStatusWordCallback):
 		w.onStatusWord(strings.TrimSpace(cb.Code))
 	case cb.Authenticated:
-		w.finish(w.s.solvedBy(w.ctx, w.sub, cb.Code, captchaflow.ViaCallback))
+		w.finish(w.s.solvedBy(w.sub, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt))
 	default:
 		// Nothing authenticates it (an untokened hint carries no code at all): res.php is asked instead.
 		w.confirmWithResPHP("unauthenticated callback")
@@ -186,7 +186,7 @@ func (w *waiter) onPoll() {
 		w.finish(w.s.classify(err))
 		return
 	}
-	w.finish(w.s.solvedBy(w.ctx, w.sub, r.Code, captchaflow.ViaPoll))
+	w.finish(w.s.solvedBy(w.sub, r.Code, captchaflow.ViaPoll, workflow.Now(w.ctx)))
 }
 
 // onConfirm settles a confirmation: res.php's code wins, "unsolvable" means resubmit, and any other failure means
@@ -197,7 +197,7 @@ func (w *waiter) onConfirm() {
 	var r activities.PollResult
 	err := f.Get(w.ctx, &r)
 	if err == nil {
-		w.finish(w.s.solvedBy(w.ctx, w.sub, r.Code, captchaflow.ViaCallback))
+		w.finish(w.s.solvedBy(w.sub, r.Code, captchaflow.ViaCallback, workflow.Now(w.ctx)))
 		return
 	}
 	if o := w.s.classify(err); o.kind == outResubmit {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"time"
 
@@ -93,4 +94,29 @@ func (s *SolveCaptchaSuite) TestEarlierRunLegacyCallbackHeldThenTakenAsLostAnswe
 
 	r := s.result()
 	s.Equal("CODE-222", r.Code, "the lost submission's own answer, not the earlier run's")
+}
+
+// Submission 1's answer comes while submission 2's in.php request is being retried (no slot at the provider): the
+// retries stop at once, and the token's life counts from when the answer arrived, not from when it was taken.
+func (s *SolveCaptchaSuite) TestLostAnswerDuringSubmitRetriesStopsThem() {
+	s.expectSubmitCalls(lostAnswer())
+	var late []time.Time
+	start := s.env.Now()
+	s.env.OnActivity(acts.Submit, mock.Anything, recaptchaSubmit()).Return(
+		func(context.Context, activities.SubmitRequest) (activities.SubmitResult, error) {
+			if s.env.Now().Sub(start) > 60*time.Second {
+				late = append(late, s.env.Now())
+			}
+			return activities.SubmitResult{}, temporal.NewApplicationError("ERROR_NO_SLOT_AVAILABLE", activities.FailureProviderTransient)
+		})
+	in := recaptcha()
+	in.LostAnswerWaitSeconds = 30
+	s.signalAt(60*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true,
+		RunID: testRunID, Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+
+	r := s.result()
+	s.Equal("CODE-111", r.Code)
+	s.Empty(late, "in.php asked again after the lost submission's answer arrived")
+	s.Equal(60*time.Second, r.ReceivedAt.Sub(start), "received_at is when the answer arrived")
 }

@@ -191,7 +191,7 @@ func (s *solver) lostAnswered(ctx workflow.Context, sub *submission) outcome {
 	s.status.ProviderTaskID = sub.ProviderID
 	s.logger.Info("the lost submission called back", "ProviderTaskID", sub.ProviderID, "Submission", sub.N)
 	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
-	return s.solvedBy(ctx, sub, sub.answer.Code, captchaflow.ViaCallback)
+	return s.solvedBy(sub, sub.answer.Code, captchaflow.ViaCallback, sub.answer.ReceivedAt)
 }
 
 // takeLostAnswer is the answer of a lost submission that came while the task was doing something else (queued,
@@ -204,7 +204,7 @@ func (s *solver) takeLostAnswer(ctx workflow.Context) (outcome, bool) {
 	countLostSubmit(ctx, LostOutcomeCallback)
 	s.status.ProviderTaskID = sub.ProviderID
 	s.logger.Info("a lost submission called back before the next one", "ProviderTaskID", sub.ProviderID, "Submission", sub.N)
-	return s.solvedBy(ctx, sub, sub.answer.Code, captchaflow.ViaCallback), true
+	return s.solvedBy(sub, sub.answer.Code, captchaflow.ViaCallback, sub.answer.ReceivedAt), true
 }
 
 func countLostSubmit(ctx workflow.Context, outcome string) {

@@ -120,6 +120,9 @@ func (s *solver) receiveCallback(ctx workflow.Context, c workflow.ReceiveChannel
 	if !c.ReceiveAsync(&cb) {
 		return false
 	}
+	if cb.ReceivedAt.IsZero() { // an ingress that does not stamp it: the signal's workflow task is the best we know
+		cb.ReceivedAt = workflow.Now(ctx)
+	}
 	sub, r, why := s.table.route(cb)
 	switch r {
 	case routedStale:

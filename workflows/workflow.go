@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -37,6 +38,8 @@ func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings)
 		in:       in.WithDefaults(),
 		status:   captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
 		logger:   workflow.GetLogger(ctx),
+		// No timer yet: an answer in Submit's result (via submit) reaches the delivery without one.
+		cancelTimer: func() {},
 		// Read before WithDefaults fills it in: such a task takes the worker's per-method default (see accepted).
 		callbackTimeoutUnset: in.CallbackTimeoutSeconds == 0,
 	}
@@ -59,7 +62,7 @@ type solver struct {
 	// table is this run's submissions; every callback is routed into it (see wait).
 	table table
 	// cancelTimer stops the current submission's timer when more work follows, so that it does not fire into a
-	// later phase. It is nil until a submission was made.
+	// later phase.
 	cancelTimer workflow.CancelFunc
 	// refusals counts in.php requests refused as unsolvable; it grows the backoff before the next one.
 	refusals int
@@ -79,7 +82,7 @@ type solver struct {
 // from the first workflow task on.
 func (s *solver) setup(ctx workflow.Context) error {
 	info := workflow.GetInfo(ctx)
-	s.table = table{runID: info.WorkflowExecution.RunID,
+	s.table = table{runID: chainRunID(info),
 		lateLostAnswers:     func() bool { return changed(ctx, changeTakeLateLostAnswer) },
 		unnamedIsEarlierRun: func() bool { return changed(ctx, changeNamedPingbackURLs) }}
 	s.signals = newSignals(ctx)
@@ -175,9 +178,7 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 // beforeResubmit ends the last submission's timer and, after an in.php refusal, backs off.
 func (s *solver) beforeResubmit(ctx workflow.Context, o outcome) error {
 	s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits, "Reason", o.reason)
-	if s.cancelTimer != nil {
-		s.cancelTimer()
-	}
+	s.cancelTimer()
 	countResubmit(ctx)
 	if o.kind != outRefused {
 		return nil
@@ -200,6 +201,12 @@ func (s *solver) fail(ctx workflow.Context, outcome string, err error) error {
 	countFinished(ctx, outcome)
 	s.logger.Warn("task failed", "Outcome", outcome, "Error", err)
 	return err
+}
+
+// chainRunID names this run in its pingback URLs: the run a reset chain started from (a reset copies it with the
+// history), so the callbacks of the runs a run was reset from are its own, and an unrelated earlier run's are not.
+func chainRunID(info *workflow.Info) string {
+	return cmp.Or(info.OriginalRunID, info.WorkflowExecution.RunID)
 }
 
 func deadlineExceeded(seconds int) error {

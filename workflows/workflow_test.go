@@ -308,3 +308,16 @@ func (s *SolveCaptchaSuite) TestSubmitRetriedUntilDeadline() {
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 	s.Equal(captchaflow.FailureDeadlineExceeded, s.failureType())
 }
+
+// An answer in Submit's own result (CapSolver's image tasks) with a notify_url: no timer was ever started.
+func (s *SolveCaptchaSuite) TestInstantAnswerIsDelivered() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).
+		Return(activities.SubmitResult{ProviderTaskID: "111", Code: "INSTANT"}, nil).Once()
+	s.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(nil).Once()
+	in := recaptcha()
+	in.NotifyURL = "https://downstream.example/hook"
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	r := s.result()
+	s.Equal("INSTANT", r.Code)
+	s.Equal(captchaflow.ViaSubmit, r.Via)
+}

@@ -63,6 +63,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		Authenticated:  true,
 		RunID:          sub.RunID,
 		Submission:     sub.N,
+		ReceivedAt:     now,
 	})
 	if err != nil {
 		// Temporal did not take it: the provider's retry must find the budget as it was.

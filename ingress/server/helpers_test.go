@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"mime/multipart"
@@ -84,6 +85,10 @@ type fakeTemporal struct {
 
 func (f *fakeTemporal) SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error {
 	cb, _ := arg.(captchaflow.Callback)
+	if cb.Authenticated && cb.ReceivedAt.IsZero() {
+		return errors.New("a tokened callback without received_at") // a token's life counts from it
+	}
+	cb.ReceivedAt = time.Time{} // the tests compare what was sent, not the clock
 	f.mu.Lock()
 	f.signals = append(f.signals, sentSignal{WorkflowID: workflowID, RunID: runID, Name: signalName, Callback: cb})
 	fn := f.signalFn

@@ -37,13 +37,13 @@ type CircuitSettings struct {
 	// Failures is how many unreachable answers in a row open the circuit.
 	Failures int
 	// OpenFor is how long an unreachable provider's circuit stays open before one probe; it doubles while probes
-	// fail, up to MaxOpenFor.
+	// fail, up to MaxOpenFor. A run of unreachable answers also ends OpenFor after its latest one: stale evidence.
 	OpenFor, MaxOpenFor time.Duration
 	// ZeroBalanceFor and KeyRefusedFor: how long those answers open it.
 	ZeroBalanceFor, KeyRefusedFor time.Duration
 	// NoSlotBudget: a provider answering no-slot without a break this long is skipped for OpenFor.
 	NoSlotBudget time.Duration
-	// GiveUp: a provider unreachable this long gives up its open submissions (PROVIDER_GIVE_UP).
+	// GiveUp: a run of unreachable answers this long gives up the provider's open submissions (PROVIDER_GIVE_UP).
 	GiveUp time.Duration
 	// ProbeTimeout: a half-open probe not reported back within it (its worker died) lets another through.
 	ProbeTimeout time.Duration
@@ -70,8 +70,9 @@ type circuit struct {
 	openFor     time.Duration
 	reason      string
 	probeAt     time.Time // a half-open probe is out since then
-	failures    int       // unreachable answers in a row
-	downSince   time.Time // first unreachable answer of the current run of them
+	failures    int       // unreachable answers in a row (a run), each within OpenFor of the one before
+	downSince   time.Time // the run's first
+	lastDown    time.Time // the run's latest
 	noSlotSince time.Time
 }
 
@@ -120,7 +121,7 @@ func (b *Breaker) Record(name string, o Outcome) (opened string) {
 	c, now := b.get(name), b.now()
 	c.probeAt = time.Time{}
 	if o != OutcomeUnreachable {
-		c.failures, c.downSince = 0, time.Time{}
+		c.failures = 0
 	}
 	if o != OutcomeNoSlot {
 		c.noSlotSince = time.Time{}
@@ -158,7 +159,7 @@ func (b *Breaker) RecordPoll(name string, o Outcome) (opened string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.get(name)
-	c.failures, c.downSince = 0, time.Time{}
+	c.failures = 0
 	if c.reason == ReasonUnreachable {
 		c.openUntil, c.openFor, c.reason, c.probeAt = time.Time{}, 0, "", time.Time{}
 	}
@@ -166,10 +167,11 @@ func (b *Breaker) RecordPoll(name string, o Outcome) (opened string) {
 }
 
 func (b *Breaker) unreachable(c *circuit, now time.Time) string {
-	if c.downSince.IsZero() {
-		c.downSince = now
+	if !c.down(now, b.cfg.OpenFor) { // no run, or a stale one: this answer starts a new run
+		c.failures, c.downSince = 0, now
 	}
 	c.failures++
+	c.lastDown = now
 	if !c.openUntil.IsZero() && now.Before(c.openUntil) { // a request sent while open (a poll): changes nothing
 		return ""
 	}
@@ -191,7 +193,13 @@ func (c *circuit) open(now time.Time, d time.Duration, reason string) string {
 	return reason
 }
 
-// DownFor is how long name has been unreachable without a break (0 when it answered last).
+// down tells whether a run of unreachable answers is going on: its latest came within the last `within`.
+func (c *circuit) down(now time.Time, within time.Duration) bool {
+	return c.failures > 0 && now.Sub(c.lastDown) <= within
+}
+
+// DownFor is how long name's run of unreachable answers lasts, from its first to its latest (0 with no run going
+// on): silence is no evidence, so it never grows without a failed request.
 func (b *Breaker) DownFor(name string) time.Duration {
 	if b == nil {
 		return 0
@@ -199,13 +207,13 @@ func (b *Breaker) DownFor(name string) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.get(name)
-	if c.downSince.IsZero() {
+	if !c.down(b.now(), b.cfg.OpenFor) {
 		return 0
 	}
-	return b.now().Sub(c.downSince)
+	return c.lastDown.Sub(c.downSince)
 }
 
-// GivenUp tells whether name has been unreachable past the give-up bound: its open submissions are abandoned.
+// GivenUp tells whether name's requests have failed for the give-up bound: its open submissions are abandoned.
 func (b *Breaker) GivenUp(name string) bool {
 	return b != nil && b.cfg.GiveUp > 0 && b.DownFor(name) >= b.cfg.GiveUp
 }

@@ -151,16 +151,15 @@ func TestBreakerOpensOnUnreachableAndHalfOpensOneProbe(t *testing.T) {
 	if _, at, _ := b.Allow("a"); !at.Equal(c.t.Add(time.Minute)) {
 		t.Fatalf("reopened until %v", at)
 	}
-	if b.GivenUp("a") {
-		t.Fatal("given up after 30 s")
+	if b.GivenUp("a") || b.DownFor("a") != 30*time.Second {
+		t.Fatalf("given up %v, down for %v after a probe failed 30 s in", b.GivenUp("a"), b.DownFor("a"))
 	}
-	c.advance(2 * time.Minute)
-	if !b.GivenUp("a") || b.DownFor("a") != 150*time.Second {
-		t.Fatalf("not given up after %v", b.DownFor("a"))
+	c.advance(time.Minute)
+	if ok, _, _ := b.Allow("a"); !ok {
+		t.Fatal("no probe once half-open again")
 	}
-	b.Allow("a")
 	b.Record("a", OutcomeOK)
-	if b.State("a") != StateClosed || b.GivenUp("a") {
+	if b.State("a") != StateClosed {
 		t.Fatal("a success did not close it")
 	}
 }
@@ -232,5 +231,29 @@ func TestBreakerPollAnswersProveReachabilityOnly(t *testing.T) {
 	}
 	if !b.IsOpen("p") {
 		t.Fatal("unreachable polls did not open the circuit")
+	}
+}
+
+// A blip, then two minutes without a request: the circuit half-opens and its stale failures give nothing up; a
+// failure after the silence starts a new run, and only failures for PROVIDER_GIVE_UP give up.
+func TestBreakerEvidenceAges(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	b := NewBreaker(DefaultCircuitSettings, c.now)
+	for range 3 {
+		b.Record("a", OutcomeUnreachable)
+	}
+	c.advance(2 * time.Minute)
+	if b.GivenUp("a") || b.DownFor("a") != 0 || b.State("a") != StateHalfOpen {
+		t.Fatalf("after a blip and 2 min of silence: given up %v, down for %v, state %d", b.GivenUp("a"), b.DownFor("a"), b.State("a"))
+	}
+	giveUp := DefaultCircuitSettings.GiveUp
+	for start := c.t; !b.GivenUp("a") && c.t.Sub(start) <= 2*giveUp; c.advance(5 * time.Second) {
+		b.RecordPoll("a", OutcomeUnreachable)
+	}
+	if !b.GivenUp("a") || b.DownFor("a") != giveUp {
+		t.Fatalf("given up %v after %v of failing polls, want after %v", b.GivenUp("a"), b.DownFor("a"), giveUp)
+	}
+	if b.RecordPoll("a", OutcomeOK); b.GivenUp("a") || b.DownFor("a") != 0 {
+		t.Fatal("an answer did not end the run")
 	}
 }
