@@ -73,7 +73,9 @@ func TestE2E_OperatorResets(t *testing.T) {
 	for _, c := range cases {
 		c.tr = sc.add(1, c.spec)[0]
 	}
-	holder := sc.add(1, taskSpec{Kind: "holding the only slot", SolveMS: 20000})[0]
+	// The holder keeps the slot past the queued task's first re-ask (activities.SlotReaskInterval after the reset),
+	// so the reset run's grant comes by signal, not in an answer.
+	holder := sc.add(1, taskSpec{Kind: "holding the only slot", SolveMS: 45000})[0]
 	t.Cleanup(func() {
 		for _, id := range sc.ids() { // a task failing its workflow tasks forever must not outlive the test
 			_ = s.c.TerminateWorkflow(context.Background(), id, "", "test over")
