@@ -184,6 +184,8 @@ func awaitProbes(ctx context.Context, t *testing.T, runs []client.WorkflowRun) [
 // resetToFirstTask resets the semaphore's current run to its first completed workflow task, as an operator's
 // `temporal workflow reset --type FirstWorkflowTask` does.
 func resetToFirstTask(ctx context.Context, t *testing.T, s *stack, id string) {
+	desc, err := s.c.DescribeWorkflow(ctx, id, "")
+	require.NoError(t, err)
 	h, err := s.history(ctx, id)
 	require.NoError(t, err)
 	var first int64
@@ -194,20 +196,12 @@ func resetToFirstTask(ctx context.Context, t *testing.T, s *stack, id string) {
 		}
 	}
 	require.NotZero(t, first)
-	_, err = s.resetTo(ctx, id, "", first, "e2e: an operator resets the semaphore")
-	require.NoError(t, err)
-}
-
-// resetTo resets run runID of id ("": the current run) to the workflow task that finished with event eventID, as the
-// Web UI and `temporal workflow reset` do (the signals after it reapplied: the server's default), and returns the
-// new run's ID.
-func (s *stack) resetTo(ctx context.Context, id, runID string, eventID int64, reason string) (string, error) {
-	resp, err := s.c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+	_, err = s.c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
 		Namespace:                 s.namespace,
-		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
-		Reason:                    reason,
-		WorkflowTaskFinishEventId: eventID,
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: desc.WorkflowExecution.RunID},
+		Reason:                    "e2e: an operator resets the semaphore",
+		WorkflowTaskFinishEventId: first,
 		RequestId:                 uuid.NewString(),
 	})
-	return resp.GetRunId(), err
+	require.NoError(t, err)
 }

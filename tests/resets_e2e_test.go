@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -140,7 +143,7 @@ func (c *resetCase) run(ctx context.Context, t *testing.T, s *stack) {
 			assert.Equal(t, string(c.phase), st.Phase, "%s: where the operator resets it", id)
 		}
 		var err error
-		run, err = s.resetTo(ctx, id, run, point(h), "e2e: an operator resets the task ("+c.name+")")
+		run, err = s.resetRun(ctx, id, run, point(h), "e2e: an operator resets the task ("+c.name+")")
 		require.NoError(t, err, "%s: reset %d to event %d", id, i+1, point(h))
 	}
 	h := c.watch(ctx, t, s, run, "the reset run ends", closed)
@@ -177,6 +180,20 @@ func (c *resetCase) failed(t *testing.T) bool {
 	c.tr.Err = fmt.Errorf("%d failed workflow task(s), the first: %s", len(c.failedTasks), c.failedTasks[0])
 	t.Errorf("%s (%s): %v", c.tr.ID, c.tr.Kind, c.tr.Err)
 	return true
+}
+
+// resetRun resets run runID of id ("": the current run) to the workflow task that finished with event eventID, as
+// the Web UI and `temporal workflow reset` do (the signals after it reapplied: the server's default), and returns
+// the new run's ID.
+func (s *stack) resetRun(ctx context.Context, id, runID string, eventID int64, reason string) (string, error) {
+	resp, err := s.c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 s.namespace,
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
+		Reason:                    reason,
+		WorkflowTaskFinishEventId: eventID,
+		RequestId:                 uuid.NewString(),
+	})
+	return resp.GetRunId(), err
 }
 
 // checkResetFigures notes and checks the figures: reset runs with a failed workflow task, and tasks reset after a
