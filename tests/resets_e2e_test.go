@@ -52,9 +52,44 @@ func TestE2E_OperatorResets(t *testing.T) {
 	ctx, cancel := testContext(t, 6*time.Minute)
 	defer cancel()
 	sc := newScenario(t, s, "resets")
+	cases := resetCases()
+	for _, c := range cases {
+		c.tr = sc.add(1, c.spec)[0]
+	}
+	// The holder keeps the slot past the queued task's first re-ask (activities.SlotReaskInterval after the reset),
+	// so the reset run's grant comes by signal, not in an answer.
+	holder := sc.add(1, taskSpec{Kind: "holding the only slot", SolveMS: 45000})[0]
+	t.Cleanup(func() {
+		for _, id := range sc.ids() { // a task failing its workflow tasks forever must not outlive the test
+			_ = s.c.TerminateWorkflow(context.Background(), id, "", "test over")
+		}
+	})
+	require.NoError(t, s.simRules(ctx, sc.rules()))
+	slotQueue := startSlotHolder(ctx, t, s, holder)
+	sc.started = time.Now()
+	for _, c := range cases {
+		queue := ""
+		if c.slots {
+			queue = slotQueue
+		}
+		startTask(ctx, t, s, c.tr, c.input, queue)
+	}
+	// All at once, each timed by its own task (t.Parallel would run only GOMAXPROCS of them at a time).
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		wg.Go(func() { t.Run(c.name, func(t *testing.T) { c.run(ctx, t, s) }) })
+	}
+	wg.Wait()
+	holder.Result, holder.Err = s.awaitResult(ctx, holder.ID)
+	sc.ended = time.Now()
+	checkResetFigures(ctx, t, sc, cases)
+}
+
+// resetCases are the points that matter, one task each.
+func resetCases() []*resetCase {
 	lostWait := func(in *captchaflow.Input) { in.LostAnswerWaitSeconds = 60 } // outlasts the solve after the reset
 	lostAnswer := after(submitFailed(activities.FailureSubmitOutcomeUnknown))
-	cases := []*resetCase{
+	return []*resetCase{
 		{name: "AfterTheCallback", spec: taskSpec{Kind: "reset after its callback", Via: captchaflow.ViaCallback},
 			to: []resetPoint{after(callbackSignalled)}, paid: true},
 		{name: "AfterDelivery", spec: taskSpec{Kind: "reset after delivery", Via: captchaflow.ViaCallback},
@@ -73,51 +108,28 @@ func TestE2E_OperatorResets(t *testing.T) {
 			SolveMS: 15000, Via: captchaflow.ViaCallback}, input: lostWait, phase: captchaflow.PhaseAwaitingCallback,
 			to: []resetPoint{lostAnswer, after(resetFailure)}, paid: true},
 	}
-	for _, c := range cases {
-		c.tr = sc.add(1, c.spec)[0]
-	}
-	// The holder keeps the slot past the queued task's first re-ask (activities.SlotReaskInterval after the reset),
-	// so the reset run's grant comes by signal, not in an answer.
-	holder := sc.add(1, taskSpec{Kind: "holding the only slot", SolveMS: 45000})[0]
-	t.Cleanup(func() {
-		for _, id := range sc.ids() { // a task failing its workflow tasks forever must not outlive the test
-			_ = s.c.TerminateWorkflow(context.Background(), id, "", "test over")
-		}
-	})
-	require.NoError(t, s.simRules(ctx, sc.rules()))
+}
+
+// startSlotHolder starts a PROVIDER_THREADS=1 worker on a task queue of its own and holder on it, and returns the
+// queue once holder holds its only slot.
+func startSlotHolder(ctx context.Context, t *testing.T, s *stack, holder *taskRun) string {
 	slotQueue := "captcha-resets-" + s.runID
 	startPlanWorker(ctx, t, s, slotQueue, 1)
 	t.Cleanup(func() {
 		_ = s.c.TerminateWorkflow(context.Background(), activities.ThreadsWorkflowID(slotQueue), "", "test over")
 	})
-	startReset(ctx, t, s, holder, nil, slotQueue)
+	startTask(ctx, t, s, holder, nil, slotQueue)
 	eventually(t, "the holder holds the only slot", time.Minute, 200*time.Millisecond, func() string {
 		if st, err := s.state(ctx, holder.ID); err != nil || st.ProviderTaskID == "" {
 			return fmt.Sprintf("phase %q (%v)", st.Phase, err)
 		}
 		return ""
 	})
-	sc.started = time.Now()
-	for _, c := range cases {
-		queue := ""
-		if c.slots {
-			queue = slotQueue
-		}
-		startReset(ctx, t, s, c.tr, c.input, queue)
-	}
-	// All at once, each timed by its own task (t.Parallel would run only GOMAXPROCS of them at a time).
-	var wg sync.WaitGroup
-	for _, c := range cases {
-		wg.Go(func() { t.Run(c.name, func(t *testing.T) { c.run(ctx, t, s) }) })
-	}
-	wg.Wait()
-	holder.Result, holder.Err = s.awaitResult(ctx, holder.ID)
-	sc.ended = time.Now()
-	checkResetFigures(ctx, t, sc, cases)
+	return slotQueue
 }
 
-// startReset starts tr on queue ("": the default) with the harness's input, adjusted by input.
-func startReset(ctx context.Context, t *testing.T, s *stack, tr *taskRun, input func(*captchaflow.Input), queue string) {
+// startTask starts tr on queue ("": the default) with the harness's input, adjusted by input.
+func startTask(ctx context.Context, t *testing.T, s *stack, tr *taskRun, input func(*captchaflow.Input), queue string) {
 	in := s.input(tr.taskSpec)
 	if input != nil {
 		input(&in)
