@@ -13,7 +13,12 @@ import (
 )
 
 func (s *stack) history(ctx context.Context, id string) (*historypb.History, error) {
-	iter := s.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	return s.runHistory(ctx, id, "")
+}
+
+// runHistory is the history of run runID of id ("": the current run).
+func (s *stack) runHistory(ctx context.Context, id, runID string) (*historypb.History, error) {
+	iter := s.c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}
 	for iter.HasNext() {
 		ev, err := iter.Next()

@@ -137,7 +137,7 @@ func startPlanWorker(ctx context.Context, t *testing.T, s *stack, taskQueue stri
 	env["PROVIDER_THREADS"] = strconv.Itoa(plan)
 	env["WORKER_METRICS_ADDR"] = loopback(port)
 	ready := "http://" + loopback(port) + "/healthz"
-	w, err := s.startProcess(ctx, "worker-threads-chaos", s.bins.Worker, env, ready)
+	w, err := s.startProcess(ctx, "worker-"+taskQueue, s.bins.Worker, env, ready)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.Stop() })
 	return w, ready
