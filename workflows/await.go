@@ -105,6 +105,9 @@ func (w *waiter) onCallback(cb captchaflow.Callback) {
 	case len(cb.Code) > captchaflow.MaxCodeBytes:
 		logger.Warn("ignoring callback with a code over the bound on a code", "ProviderTaskID", cb.ProviderTaskID,
 			"Bytes", len(cb.Code), "MaxCodeBytes", captchaflow.MaxCodeBytes, "Authenticated", cb.Authenticated)
+	case cb.Authenticated && cb.ProviderTaskID != w.sub.ProviderID:
+		// Signed for this submission but naming another provider task: nothing says whose code it is.
+		w.confirmWithResPHP("a callback naming another provider task")
 	case cb.Authenticated && captchaai.IsStatusWord(cb.Code):
 		w.onStatusWord(strings.TrimSpace(cb.Code))
 	case cb.Authenticated:
