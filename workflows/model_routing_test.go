@@ -109,16 +109,16 @@ func (m *model) route(req activities.SubmitRequest) (provider string, alternativ
 // avoids only providers that found one of its submissions unsolvable.
 func (m *model) checkRouteRequest(req activities.SubmitRequest) {
 	if !slices.Equal(req.Providers, m.in.Providers) {
-		m.t.Errorf("Submit asked for providers %v, the input says %v", req.Providers, m.in.Providers)
+		m.fail("routes-as-asked", "Submit asked for providers %v, the input says %v", req.Providers, m.in.Providers)
 	}
 	for _, name := range req.Exclude {
 		if _, ok := m.routing.givenUpAt[name]; !ok {
-			m.t.Errorf("Submit excludes %s, which the worker never gave up", name)
+			m.fail("routes-as-asked", "Submit excludes %s, which the worker never gave up", name)
 		}
 	}
 	for _, name := range req.Avoid {
 		if !slices.ContainsFunc(m.tasks, func(t *providerTask) bool { return t.provider == name && t.unsolvable }) {
-			m.t.Errorf("Submit avoids %s, which found nothing unsolvable", name)
+			m.fail("routes-as-asked", "Submit avoids %s, which found nothing unsolvable", name)
 		}
 	}
 }
@@ -182,7 +182,7 @@ func (m *model) checkNoSubmitWhileOpen() {
 			continue
 		}
 		if !(task.unsolvable && !task.solveAt.After(now)) {
-			m.t.Errorf("submitted at %v while submission %d (%s at %q) is open", now.Sub(m.epoch), task.n, task.id, task.provider)
+			m.fail("no-submit-while-open", "submitted at %v while submission %d (%s at %q) is open", now.Sub(m.epoch), task.n, task.id, task.provider)
 		}
 	}
 }

@@ -3,11 +3,13 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,17 +56,23 @@ func TestSolveCaptchaModel(t *testing.T) {
 	if *modelSeed >= 0 {
 		first, n = *modelSeed, 1
 	}
-	covered := map[string]int{}
+	covered, broken, seeds := map[string]int{}, map[string]int{}, map[string][]int64{}
 	for seed := first; seed < first+n; seed++ {
 		m := newModel(t, uint64(seed))
 		m.run()
 		m.cover(covered)
-		if t.Failed() {
-			t.Fatalf("schedule %d failed (rerun: go test ./workflows -run TestSolveCaptchaModel -model.seed=%d)\ninput %+v\n%s\n%s",
-				seed, seed, m.in, m.describeRouting(), strings.Join(m.trace, "\n"))
+		for i, inv := range m.failed {
+			if broken[inv]++; broken[inv] == 1 {
+				t.Errorf("invariant %q broken by schedule %d (rerun: go test ./workflows -run '^TestSolveCaptchaModel$' -model.seed=%d): %s\ninput %+v\n%s\n%s",
+					inv, seed, seed, m.why[i], m.in, m.describeRouting(), strings.Join(m.trace, "\n"))
+			}
+			seeds[inv] = append(seeds[inv], seed)
 		}
 	}
-	t.Logf("%d schedules, 4 invariants each; routing: %v", n, covered)
+	for inv, c := range broken {
+		t.Errorf("invariant %q: %d of %d schedules broke it; seeds %v", inv, c, n, seeds[inv][:min(len(seeds[inv]), 20)])
+	}
+	t.Logf("%d schedules; routing: %v", n, covered)
 }
 
 // providerTask is one in.php request the model provider took.
@@ -98,6 +106,8 @@ type model struct {
 	holdAsserts int
 	deliverBad  time.Duration // delivery fails until this long after the start
 	trace       []string
+	canceled    bool
+	failed, why []string // the invariants this schedule broke (once each, first one first) and how
 	routing     routingModel
 }
 
@@ -131,6 +141,14 @@ func newModel(t *testing.T, seed uint64) *model {
 	return m
 }
 
+// fail records that the schedule broke invariant inv; the test reports each invariant's count and first seed.
+func (m *model) fail(inv, format string, args ...any) {
+	m.logf("BROKEN %s: "+format, append([]any{inv}, args...)...)
+	if !slices.Contains(m.failed, inv) {
+		m.failed, m.why = append(m.failed, inv), append(m.why, fmt.Sprintf(format, args...))
+	}
+}
+
 func (m *model) logf(format string, args ...any) {
 	m.trace = append(m.trace, fmt.Sprintf("%8v ", m.env.Now().Sub(m.epoch).Round(time.Millisecond))+fmt.Sprintf(format, args...))
 }
@@ -153,7 +171,7 @@ func (m *model) run() {
 	m.scheduleNoise()
 	m.env.ExecuteWorkflow(captchaflow.WorkflowType, m.in)
 	if !m.env.IsWorkflowCompleted() {
-		m.t.Errorf("the schedule did not end")
+		m.fail("ends-in-time", "the schedule did not end")
 		return
 	}
 	m.checkEnd()
@@ -218,10 +236,10 @@ func (m *model) mockProvider() {
 			}
 			for _, task := range m.tasks {
 				if task.id == req.ProviderTaskID && task.provider != req.Provider {
-					m.t.Errorf("Poll asked %q for %s, which %q took", req.Provider, task.id, task.provider)
+					m.fail("polls-its-provider", "Poll asked %q for %s, which %q took", req.Provider, task.id, task.provider)
 				}
 				if task.id == req.ProviderTaskID && task.instant {
-					m.t.Errorf("Poll asked for %s, whose code came with the Submit result", task.id)
+					m.fail("polls-its-provider", "Poll asked for %s, whose code came with the Submit result", task.id)
 				}
 				if task.id == req.ProviderTaskID && !m.env.Now().Before(task.solveAt) {
 					if task.unsolvable {
@@ -295,7 +313,7 @@ func (m *model) checkNoSubmitWhileLostMayAnswer() {
 		}
 		answered := !task.unsolvable && !task.solveAt.After(now)
 		if task.lost && now.Before(end) && !answered && !task.gaveUp && !m.abandoned(task, now) {
-			m.t.Errorf("in.php asked at %v while lost submission %d (%s) may still answer until %v",
+			m.fail("no-submit-while-lost-may-answer", "in.php asked at %v while lost submission %d (%s) may still answer until %v",
 				now.Sub(m.epoch), task.n, task.id, end.Sub(m.epoch))
 		}
 	}
@@ -346,7 +364,7 @@ func (m *model) mockDelivery() {
 		defer m.mu.Unlock()
 		var r captchaflow.Result
 		if err := json.Unmarshal(req.Body, &r); err != nil {
-			m.t.Errorf("delivery body: %v", err)
+			m.fail("fresh-result", "delivery body: %v", err)
 		}
 		m.delivered = append(m.delivered, r)
 		if m.env.Now().Sub(m.epoch) < m.deliverBad {
@@ -366,7 +384,7 @@ func (m *model) scheduleNoise() {
 		m.env.RegisterDelayedCallback(func() { m.sendNoise(kind) }, at)
 	}
 	if m.rng.IntN(10) == 0 {
-		m.env.RegisterDelayedCallback(func() { m.logf("cancel"); m.env.CancelWorkflow() }, time.Duration(m.rng.Int64N(horizon)))
+		m.env.RegisterDelayedCallback(func() { m.logf("cancel"); m.canceled = true; m.env.CancelWorkflow() }, time.Duration(m.rng.Int64N(horizon)))
 	}
 	for at := 1500 * time.Millisecond; at < time.Duration(horizon); at += 1500 * time.Millisecond {
 		m.env.RegisterDelayedCallback(m.checkPhases, at) // probes between the events
@@ -430,13 +448,13 @@ func (m *model) checkPhases() {
 	}
 	var st captchaflow.Status
 	if err := v.Get(&st); err != nil {
-		m.t.Errorf("status: %v", err)
+		m.fail("phase-matches-status", "status: %v", err)
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if searchable[st.Phase] && st.Phase != m.searchedAs {
-		m.t.Errorf("status phase %s, CaptchaPhase %s", st.Phase, m.searchedAs)
+		m.fail("phase-matches-status", "status phase %s, CaptchaPhase %s", st.Phase, m.searchedAs)
 	}
 }
 
@@ -448,17 +466,34 @@ func (m *model) checkEnd() {
 	}
 	solves := time.Duration(1+refreshes) * (m.in.SolveBudget() + m.in.DeliveryTimeout() + time.Minute)
 	if took := m.env.Now().Sub(m.epoch); took > solves {
-		m.t.Errorf("took %v, bound %v", took, solves)
+		m.fail("ends-in-time", "took %v, bound %v", took, solves)
 	}
 	if err := m.env.GetWorkflowError(); err != nil {
 		m.logf("ended: %v", err)
+		m.checkTypedFailure(err)
 		return
 	}
 	var r captchaflow.Result
 	if err := m.env.GetWorkflowResult(&r); err != nil {
-		m.t.Errorf("result: %v", err)
+		m.fail("fresh-result", "result: %v", err)
 	}
 	m.checkFresh(r, "the result")
+}
+
+// solveFailures are the contract's failure types of SolveCaptcha: a task ends in one of them, a result, or the
+// cancellation it was sent; a panic or an untyped error is a bug.
+var solveFailures = []string{captchaflow.FailureInvalidInput, captchaflow.FailureUnsolvable, captchaflow.FailureDeadlineExceeded,
+	captchaflow.FailureDeliveryFailed, captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, captchaflow.FailureTokenExpired}
+
+func (m *model) checkTypedFailure(err error) {
+	var app *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	switch {
+	case errors.As(err, &canceled) && m.canceled:
+	case errors.As(err, &app) && slices.Contains(solveFailures, app.Type()):
+	default:
+		m.fail("typed-failure", "the task ended in %v, not a contract failure", err)
+	}
 }
 
 // checkDeliveries: every delivery attempt carries this run's code of a submission of the solve it belongs to.
@@ -470,7 +505,7 @@ func (m *model) checkDeliveries() {
 	for _, r := range delivered {
 		m.checkFresh(r, "a delivery")
 		if round, ok := seen[r.ProviderTaskID]; ok && round != r.Refreshes {
-			m.t.Errorf("provider task %s delivered in refresh %d after it expired in refresh %d", r.ProviderTaskID, r.Refreshes, round)
+			m.fail("fresh-result", "provider task %s delivered in refresh %d after it expired in refresh %d", r.ProviderTaskID, r.Refreshes, round)
 		}
 		if _, ok := seen[r.ProviderTaskID]; !ok {
 			seen[r.ProviderTaskID] = r.Refreshes
@@ -484,19 +519,19 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 	for _, task := range m.tasks {
 		if task.id == r.ProviderTaskID {
 			if r.Code != task.code || task.unsolvable {
-				m.t.Errorf("%s carries %.30q for %s, whose code is %s", what, r.Code, task.id, task.code)
+				m.fail("fresh-result", "%s carries %.30q for %s, whose code is %s", what, r.Code, task.id, task.code)
 			}
 			if r.Provider != task.provider {
-				m.t.Errorf("%s names provider %q for %s, which %q took", what, r.Provider, task.id, task.provider)
+				m.fail("fresh-result", "%s names provider %q for %s, which %q took", what, r.Provider, task.id, task.provider)
 			}
 			if r.ReceivedAt.Before(task.solveAt) {
-				m.t.Errorf("%s was received before %s was solved", what, task.id)
+				m.fail("fresh-result", "%s was received before %s was solved", what, task.id)
 			}
 			if (r.Via == captchaflow.ViaSubmit) != task.instant && r.Via != captchaflow.ViaCallback {
-				m.t.Errorf("%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)
+				m.fail("fresh-result", "%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)
 			}
 			return
 		}
 	}
-	m.t.Errorf("%s names provider task %q, which this run never submitted (code %.30q)", what, r.ProviderTaskID, r.Code)
+	m.fail("fresh-result", "%s names provider task %q, which this run never submitted (code %.30q)", what, r.ProviderTaskID, r.Code)
 }
