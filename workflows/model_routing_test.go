@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow/activities"
 )
@@ -69,42 +68,6 @@ func (m *model) down(provider string) (bool, time.Duration) {
 	return true, now - o.from
 }
 
-// candidates is the worker's order for req, as providers.Set.Candidates makes it.
-func (m *model) candidates(req activities.SubmitRequest) []string {
-	order := m.routing.names
-	if len(req.Providers) > 0 {
-		order = req.Providers
-	}
-	var first, last []string
-	for _, name := range order {
-		switch {
-		case slices.Contains(req.Exclude, name):
-		case slices.Contains(req.Avoid, name):
-			last = append(last, name)
-		default:
-			first = append(first, name)
-		}
-	}
-	return append(first, last...)
-}
-
-// route picks the provider a routed Submit goes to: the first candidate that is up; one that is down may still
-// take the request and lose its answer (the request was written as it went down). ok is false when every
-// candidate is skipped (circuits open).
-func (m *model) route(req activities.SubmitRequest) (provider string, alternatives int, lost, ok bool) {
-	m.checkRouteRequest(req)
-	cands := m.candidates(req)
-	for _, name := range cands {
-		if down, _ := m.down(name); !down {
-			return name, len(cands) - 1, false, true
-		}
-		if m.rng.IntN(4) == 0 {
-			return name, len(cands) - 1, true, true
-		}
-	}
-	return "", 0, false, false
-}
-
 // checkRouteRequest: the task passes its providers as given, excludes only providers the worker gave up, and
 // avoids only providers that found one of its submissions unsolvable.
 func (m *model) checkRouteRequest(req activities.SubmitRequest) {
@@ -123,44 +86,23 @@ func (m *model) checkRouteRequest(req activities.SubmitRequest) {
 	}
 }
 
-// lostDetails is the routed outcome-unknown failure, as the activity makes it.
-func (m *model) lostFailure(provider string, alternatives int) error {
-	return temporal.NewApplicationError("the provider's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown,
-		activities.LostDetails{Provider: provider, Alternatives: alternatives, GiveUpSeconds: int(m.routing.giveUp / time.Second)})
-}
-
-// pollDown answers a Poll at a provider that is down: given up past giveUp when the task may go elsewhere, else a
-// transient failure.
-func (m *model) pollDown(req activities.PollRequest) error {
-	down, since := m.down(req.Provider)
-	if !down {
-		return nil
-	}
-	if req.GiveUp && since >= m.routing.giveUp {
-		m.givenUp(req.Provider)
-		return temporal.NewNonRetryableApplicationError("given up", activities.FailureProviderGaveUp, nil, req.Provider)
-	}
-	return temporal.NewApplicationError("connection refused", activities.FailureProviderTransient)
-}
-
 func (m *model) givenUp(provider string) {
 	if _, ok := m.routing.givenUpAt[provider]; !ok {
 		m.routing.givenUpAt[provider] = m.env.Now()
 	}
 }
 
-// mockGivenUp answers the lost-answer wait's question as the worker's breaker would.
+// mockGivenUp runs the real ProviderGivenUp (the shared breaker) and records what it told the task.
 func (m *model) mockGivenUp() {
-	m.env.OnActivity(acts.ProviderGivenUp, mock.Anything, mock.Anything).Return(func(_ context.Context, provider string) (bool, error) {
+	m.env.OnActivity(acts.ProviderGivenUp, mock.Anything, mock.Anything).Return(func(ctx context.Context, provider string) (bool, error) {
+		gaveUp, err := m.acts.ProviderGivenUp(ctx, provider)
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		down, since := m.down(provider)
-		m.logf("ProviderGivenUp %s -> down %v for %v", provider, down, since)
-		if down && since >= m.routing.giveUp {
+		m.logf("ProviderGivenUp %s -> %v", provider, gaveUp)
+		if gaveUp {
 			m.givenUp(provider)
-			return true, nil
 		}
-		return false, nil
+		return gaveUp, err
 	})
 }
 

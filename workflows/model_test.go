@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/internal/providers"
 )
 
 // modelSchedules is how many schedules TestSolveCaptchaModel runs; make fuzz raises it with -model.schedules.
@@ -37,7 +39,7 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 
 // TestSolveCaptchaModel is the model-based test: each seed draws a schedule that mixes every feature — lost in.php
 // answers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot queueing
-// with the semaphore replaced mid-wait, zero balance, unsolvable answers, delivery failing until the token
+// with the modelSemaphore replaced mid-wait, zero balance, unsolvable answers, delivery failing until the token
 // expires, cancellation — runs SolveCaptcha against a provider model, and checks after each schedule:
 //   - nothing that is not this run's provider code for a submission of the current solve is delivered as fresh;
 //   - no in.php request is made while a lost submission of the same solve may still answer;
@@ -84,8 +86,10 @@ type providerTask struct {
 	unsolvable bool
 	gaveUp     bool      // its own pingback said it is unsolvable: nothing more will come
 	instant    bool      // solved within the submission's answer (CapSolver's image tasks): the code is in the Submit result
+	image      bool      // an image task (method base64): a createTask provider's code is its text
 	at         time.Time // when in.php took it
 	solveAt    time.Time
+	arrived    time.Time // when its answer first reached captchaflow (zero: never)
 }
 
 // model is one schedule: the input, the provider's state and what the checks need.
@@ -109,6 +113,18 @@ type model struct {
 	canceled    bool
 	failed, why []string // the invariants this schedule broke (once each, first one first) and how
 	routing     routingModel
+	acts        *activities.Activities // the real ones, wired to fakes
+	fakes       []*fakeProvider
+	breaker     *providers.Breaker
+	hooks       []hook // every delivery attempt as notify_url saw it, in order
+	sem         modelSemaphore
+}
+
+// hook is one delivery attempt: its webhook-id, when, and whether notify_url accepted it.
+type hook struct {
+	id string
+	at time.Time
+	ok bool
 }
 
 func newModel(t *testing.T, seed uint64) *model {
@@ -124,7 +140,7 @@ func newModel(t *testing.T, seed uint64) *model {
 	m.in.DeadlineSeconds = 60 + m.rng.IntN(540)
 	m.in.LostAnswerWaitSeconds = 10 + m.rng.IntN(200)
 	if m.rng.IntN(2) == 0 {
-		m.in.NotifyURL = "https://downstream.example/hook"
+		m.in.NotifyURL = "https://downstream.example/hook" // newNet points it at the fake notify_url
 		m.in.DeliveryTimeoutSeconds = 10 + m.rng.IntN(300)
 		m.in.TokenTTLSeconds = 10 + m.rng.IntN(120)
 		refreshes := m.rng.IntN(3)
@@ -134,10 +150,14 @@ func newModel(t *testing.T, seed uint64) *model {
 		}
 	}
 	if m.rng.IntN(3) == 0 {
-		m.settings.ProviderThreads = 2
+		m.in.Method, m.in.Params = "base64", captchaflow.Params{"body": "aW1hZ2U="}
+	}
+	if m.rng.IntN(3) == 0 {
+		m.settings.ProviderThreads = 1 + m.rng.IntN(2)
 	}
 	m.drawRouting()
-	Register(m.env, &activities.Activities{}, m.settings)
+	m.acts = m.newNet()
+	Register(m.env, m.acts, m.settings)
 	return m
 }
 
@@ -158,7 +178,6 @@ func (m *model) run() {
 	m.mockProvider()
 	m.mockGivenUp()
 	m.mockSlots()
-	m.mockDelivery()
 	m.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		if sas, ok := args.Get(0).(temporal.SearchAttributes); ok {
 			if v, ok := sas.GetKeyword(captchaflow.PhaseKey); ok {
@@ -178,106 +197,65 @@ func (m *model) run() {
 	m.checkDeliveries()
 }
 
-// mockProvider answers Submit and Poll as a provider would, drawing each answer; a taken or lost submission is
-// solved (or found unsolvable) later and calls back by its named pingback URL, unless its pingback is dropped.
+// mockProvider runs the real Submit and Poll against the fake providers (model_net_test.go), after a latency on
+// the test clock, and records what the worker told the task of given-up providers.
 func (m *model) mockProvider() {
 	m.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).AfterFn(m.latency).Return(
 		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
 			m.mu.Lock()
-			defer m.mu.Unlock()
 			m.runID = req.RunID
-			m.checkNoSubmitWhileLostMayAnswer()
-			m.checkNoSubmitWhileOpen()
-			provider, alternatives, lostThere := "", 0, false
 			if m.routed() {
-				var ok bool
-				if provider, alternatives, lostThere, ok = m.route(req); !ok {
-					m.logf("Submit n=%d: every provider skipped", req.Submission)
-					return activities.SubmitResult{}, temporal.NewApplicationError("circuits open", activities.FailureProviderUnavailable)
-				}
+				m.checkRouteRequest(req)
 			}
-			answer := pick(m.rng, map[string]int{"ok": 55, "lost": 14, "zero": 7, "refused": 8, "transient": 8, "config": 1})
-			if lostThere {
-				answer = "lost"
-			}
-			m.logf("Submit n=%d attempt %d at %q -> %s", req.Submission, activity.GetInfo(ctx).Attempt, provider, answer)
-			switch answer {
-			case "ok", "lost":
-				// A routed provider may answer with the code at once (createTask: CapSolver's image tasks).
-				instant := answer == "ok" && provider != "" && m.rng.IntN(5) == 0
-				task := m.take(req.Submission, answer == "lost", provider, instant)
-				if task.lost && provider != "" {
-					return activities.SubmitResult{}, m.lostFailure(provider, alternatives)
-				}
-				if task.lost {
-					return activities.SubmitResult{}, temporal.NewApplicationError("in.php's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown)
-				}
-				res := activities.SubmitResult{ProviderTaskID: task.id, Named: true, Provider: provider, Alternatives: alternatives,
-					GiveUpSeconds: int(m.routing.giveUp / time.Second)}
-				if instant {
-					res.Code = task.code
-				}
-				return res, nil
-			case "zero":
-				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("ERROR_ZERO_BALANCE",
-					activities.FailureProviderZeroBalance, nil, "ERROR_ZERO_BALANCE", 30*time.Second)
-			case "refused":
-				return activities.SubmitResult{}, providerFailure("resubmit")
-			}
-			return activities.SubmitResult{}, providerFailure(answer)
+			m.mu.Unlock()
+			res, err := m.acts.Submit(ctx, req)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.logf("Submit n=%d attempt %d -> %+v %v", req.Submission, activity.GetInfo(ctx).Attempt, res, err)
+			return res, err
 		})
 	m.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, req activities.PollRequest) (activities.PollResult, error) {
+			res, err := m.acts.Poll(ctx, req)
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			if err := m.pollDown(req); err != nil {
-				m.logf("Poll %s at %q: down -> %v", req.ProviderTaskID, req.Provider, err)
-				return activities.PollResult{}, err
+			m.logf("Poll %s at %q -> %v", req.ProviderTaskID, req.Provider, err)
+			if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == activities.FailureProviderGaveUp {
+				m.givenUp(req.Provider)
 			}
-			for _, task := range m.tasks {
-				if task.id == req.ProviderTaskID && task.provider != req.Provider {
-					m.fail("polls-its-provider", "Poll asked %q for %s, which %q took", req.Provider, task.id, task.provider)
-				}
-				if task.id == req.ProviderTaskID && task.instant {
-					m.fail("polls-its-provider", "Poll asked for %s, whose code came with the Submit result", task.id)
-				}
-				if task.id == req.ProviderTaskID && !m.env.Now().Before(task.solveAt) {
-					if task.unsolvable {
-						return activities.PollResult{}, providerFailure("resubmit")
-					}
-					return activities.PollResult{Code: task.code}, nil
-				}
-			}
-			return activities.PollResult{}, providerFailure("not_ready")
+			return res, err
 		})
 }
 
-// latency is how long a provider request takes: mostly at once, sometimes seconds (the task waits in it).
+// latency is how long a provider request takes on the test clock: mostly at once, sometimes up to 40 s (under
+// ProviderStartToClose); no-slot answers (busyUntil) make Submit take minutes of retries.
 func (m *model) latency() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.rng.IntN(3) == 0 {
-		return time.Duration(m.rng.IntN(5000)) * time.Millisecond
+		return time.Duration(m.rng.IntN(40000)) * time.Millisecond
 	}
 	return 0
 }
 
-// take records a new provider task and schedules its pingbacks: on time, dropped, duplicated or late. An instant
-// task is solved as it is taken (its pingbacks still come, as noise).
-func (m *model) take(n int, lost bool, provider string, instant bool) *providerTask {
-	id := fmt.Sprintf("P%d", len(m.tasks)+1)
+// take records a new provider task and schedules its pingbacks to the URL it was given: on time, dropped,
+// duplicated or late. An instant task is solved as it is taken (its pingbacks still come, as noise).
+func (m *model) take(provider, pingback string, lost, instant bool) *providerTask {
+	id := strconv.Itoa(7300 + len(m.tasks) + 1)
 	now := m.env.Now()
+	runID, n := pingbackOf(pingback)
 	task := &providerTask{id: id, code: "CODE-" + id, n: n, lost: lost, at: now, provider: provider,
 		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(time.Duration(1+m.rng.IntN(40)) * time.Second)}
 	if instant {
 		task.instant, task.unsolvable, task.solveAt = true, false, now
+		m.arrive(task)
 	}
 	m.tasks = append(m.tasks, task)
 	code := task.code
 	if task.unsolvable {
 		code = "ERROR_CAPTCHA_UNSOLVABLE"
 	}
-	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: m.runID, Submission: n}
+	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: runID, Submission: n}
 	delays := []time.Duration{task.solveAt.Sub(now)}
 	switch pick(m.rng, map[string]int{"on-time": 6, "dropped": 2, "duplicate": 1, "late": 1}) {
 	case "dropped":
@@ -289,7 +267,10 @@ func (m *model) take(n int, lost bool, provider string, instant bool) *providerT
 	}
 	for _, d := range delays {
 		m.env.RegisterDelayedCallback(func() {
-			if down, _ := m.down(provider); down {
+			m.mu.Lock()
+			down, _ := m.down(provider)
+			m.mu.Unlock()
+			if down {
 				m.logf("pingback of %s not sent: %q is down", id, provider)
 				return
 			}
@@ -297,6 +278,13 @@ func (m *model) take(n int, lost bool, provider string, instant bool) *providerT
 		}, d)
 	}
 	return task
+}
+
+// arrive records when task's answer first reached captchaflow: its pingback, a poll's answer or the Submit result.
+func (m *model) arrive(task *providerTask) {
+	if task.arrived.IsZero() {
+		task.arrived = m.env.Now()
+	}
 }
 
 // checkNoSubmitWhileLostMayAnswer: before the first delivery (a refresh starts a new solve), an in.php request
@@ -313,20 +301,27 @@ func (m *model) checkNoSubmitWhileLostMayAnswer() {
 		}
 		answered := !task.unsolvable && !task.solveAt.After(now)
 		if task.lost && now.Before(end) && !answered && !task.gaveUp && !m.abandoned(task, now) {
-			m.fail("no-submit-while-lost-may-answer", "in.php asked at %v while lost submission %d (%s) may still answer until %v",
+			m.fail("no-submit-while-lost-may-answer", "a provider request at %v while lost submission %d (%s) may still answer until %v",
 				now.Sub(m.epoch), task.n, task.id, end.Sub(m.epoch))
 		}
 	}
 }
 
-// mockSlots grants each asked slot after a while; some schedules lose the semaphore (the first ask of a request is
-// never granted), so only the re-ask gets the grant.
+// modelSemaphore is the in-process stand-in for the task queue's modelSemaphore: at most ProviderThreads requests hold a
+// slot (granted, or granted with the grant still on its way), the rest queue in order. A lost one (a third of the
+// schedules) never answers the first ask of a request, so only the re-ask gets it.
+type modelSemaphore struct {
+	lost  bool
+	held  map[int]bool
+	queue []activities.SlotRequest
+	asked map[int]int
+}
+
 func (m *model) mockSlots() {
 	if m.settings.ProviderThreads == 0 {
 		return
 	}
-	replaced := m.rng.IntN(3) == 0
-	asked := map[int]int{}
+	m.sem = modelSemaphore{lost: m.rng.IntN(3) == 0, held: map[int]bool{}, asked: map[int]int{}}
 	m.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -335,43 +330,114 @@ func (m *model) mockSlots() {
 			m.logf("AcquireSlot seq=%d: the holder re-asserts its slot", req.Seq)
 			return activities.SlotTicket{}, nil
 		}
-		asked[req.Seq]++
+		m.sem.asked[req.Seq]++
 		m.asks++
-		if replaced && asked[req.Seq] == 1 {
-			m.logf("AcquireSlot seq=%d: the semaphore is lost", req.Seq)
+		if m.sem.lost && m.sem.asked[req.Seq] == 1 {
+			m.logf("AcquireSlot seq=%d: the modelSemaphore is lost", req.Seq)
 			return activities.SlotTicket{}, nil
 		}
 		ticket := activities.SlotTicket{Semaphore: "sem", Epoch: "e1"}
-		if m.rng.IntN(3) == 0 {
-			m.logf("AcquireSlot seq=%d ask %d: granted at once", req.Seq, asked[req.Seq])
-			ticket.Granted = true
-			return ticket, nil
+		switch {
+		case m.sem.held[req.Seq] || slices.ContainsFunc(m.sem.queue, func(q activities.SlotRequest) bool { return q.Seq == req.Seq }):
+		case len(m.sem.held) < m.settings.ProviderThreads && m.rng.IntN(3) == 0:
+			m.sem.held[req.Seq], ticket.Granted = true, true
+		default:
+			m.sem.queue = append(m.sem.queue, req)
+			m.grantNext(time.Duration(m.rng.IntN(40)) * time.Second)
 		}
-		d := time.Duration(m.rng.IntN(40)) * time.Second
-		m.logf("AcquireSlot seq=%d ask %d: grant in %v", req.Seq, asked[req.Seq], d)
-		m.env.RegisterDelayedCallback(func() {
-			m.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: req.Seq, RunID: req.RunID, Semaphore: "sem"})
-		}, d)
+		m.logf("AcquireSlot seq=%d ask %d: granted %v, held %v, queued %d", req.Seq, m.sem.asked[req.Seq], ticket.Granted, m.sem.held, len(m.sem.queue))
 		return ticket, nil
 	})
-	m.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.ReleaseSlotSignal, mock.Anything).Return(nil)
+	m.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.ReleaseSlotSignal, mock.Anything).Return(
+		func(_, _, _, _ string, arg any) error {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			rel, _ := arg.(activities.SlotRelease)
+			delete(m.sem.held, rel.Seq)
+			m.sem.queue = slices.DeleteFunc(m.sem.queue, func(q activities.SlotRequest) bool { return q.Seq == rel.Seq })
+			m.logf("release seq=%d", rel.Seq)
+			m.grantNext(0)
+			return nil
+		})
 }
 
-// mockDelivery records every delivery attempt's body; it fails while the schedule's downstream is down.
-func (m *model) mockDelivery() {
-	m.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.DeliverRequest) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		var r captchaflow.Result
-		if err := json.Unmarshal(req.Body, &r); err != nil {
-			m.fail("fresh-result", "delivery body: %v", err)
+// grantNext grants the first queued request after d when a slot is free.
+func (m *model) grantNext(d time.Duration) {
+	if len(m.sem.queue) == 0 || len(m.sem.held) >= m.settings.ProviderThreads {
+		return
+	}
+	req := m.sem.queue[0]
+	m.sem.queue, m.sem.held[req.Seq] = m.sem.queue[1:], true
+	m.env.RegisterDelayedCallback(func() {
+		m.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: req.Seq, RunID: req.RunID, Semaphore: "sem"})
+	}, d)
+}
+
+// checkPlan: while the modelSemaphore runs undisturbed, the provider tasks still being solved (lost ones included,
+// given-up ones not) never outnumber PROVIDER_THREADS.
+func (m *model) checkPlan() {
+	if m.settings.ProviderThreads == 0 || m.sem.lost {
+		return
+	}
+	now, open := m.env.Now(), 0
+	for _, task := range m.tasks {
+		if now.Before(task.solveAt) && !m.abandoned(task, now) {
+			open++
 		}
-		m.delivered = append(m.delivered, r)
-		if m.env.Now().Sub(m.epoch) < m.deliverBad {
-			return temporal.NewApplicationError("notify_url answered 503", activities.FailureDeliveryRejected)
+	}
+	if open > m.settings.ProviderThreads {
+		m.fail("plan", "%d provider tasks being solved at %v, PROVIDER_THREADS=%d", open, now.Sub(m.epoch), m.settings.ProviderThreads)
+	}
+}
+
+// checkNoSubmitAfterAnswer: before the first delivery, no in.php or createTask request is made once a paid answer
+// of the solve has reached captchaflow, unless its provider was given up first.
+func (m *model) checkNoSubmitAfterAnswer() {
+	if len(m.delivered) > 0 {
+		return
+	}
+	now := m.env.Now()
+	for _, task := range m.tasks {
+		if !task.arrived.IsZero() && !task.unsolvable && !m.abandoned(task, now) {
+			m.fail("no-submit-after-answer", "a provider request at %v, after the answer of %s arrived at %v",
+				now.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch))
 		}
-		return nil
-	})
+	}
+}
+
+// delivery is notify_url's side of one attempt: it records it, checks the token lives, and refuses it while
+// the schedule's downstream is down.
+func (m *model) delivery(id string, body []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var r captchaflow.Result
+	if err := json.Unmarshal(body, &r); err != nil {
+		m.fail("fresh-result", "delivery body: %v", err)
+	}
+	now := m.env.Now()
+	m.delivered = append(m.delivered, r)
+	m.hooks = append(m.hooks, hook{id: id, at: now, ok: now.Sub(m.epoch) >= m.deliverBad})
+	m.checkLive(r, now)
+	if !m.hooks[len(m.hooks)-1].ok {
+		return errors.New("notify_url answered 503")
+	}
+	return nil
+}
+
+// checkLive: a token is offered only while it lives, counted from when its answer arrived, and says so.
+func (m *model) checkLive(r captchaflow.Result, now time.Time) {
+	ttl := time.Duration(m.in.TokenTTLSeconds) * time.Second
+	for _, task := range m.tasks {
+		if task.id != r.ProviderTaskID || task.arrived.IsZero() {
+			continue
+		}
+		if !now.Before(task.arrived.Add(ttl)) {
+			m.fail("live-token", "%s offered %v after its answer arrived, past its %v life", task.id, now.Sub(task.arrived), ttl)
+		}
+		if d := r.ReceivedAt.Sub(task.arrived); d > time.Second || d < -time.Second {
+			m.fail("live-token", "%s says received_at %v, its answer arrived at %v", task.id, r.ReceivedAt.Sub(m.epoch), task.arrived.Sub(m.epoch))
+		}
+	}
 }
 
 // scheduleNoise sends what no provider task of this run said: forged hints, earlier-run callbacks, repeats of
@@ -430,6 +496,9 @@ func (m *model) signal(kind string, cb captchaflow.Callback) {
 	for _, task := range m.tasks {
 		if kind == "pingback" && task.id == cb.ProviderTaskID && task.unsolvable {
 			task.gaveUp = true
+		}
+		if task.id == cb.ProviderTaskID && cb.Code == task.code && cb.Authenticated {
+			m.arrive(task)
 		}
 	}
 	m.mu.Unlock()
