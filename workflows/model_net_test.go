@@ -140,7 +140,7 @@ func (m *model) created(p *fakeProvider, pingback string, image bool) (answer st
 	case answer == "noslot":
 		p.busyUntil = now.Add(time.Duration(m.rng.IntN(300)) * time.Second)
 	case answer == "ok" || answer == "reset" || answer == "504":
-		instant := answer == "ok" && image && p.flavor == createtask.CapSolver && m.rng.IntN(2) == 0
+		instant := answer == "ok" && image && p.flavor == createtask.CapSolver // as CapSolver answers image tasks
 		task = m.take(p.name, pingback, answer != "ok", instant)
 		task.image = image
 		m.checkPlan()

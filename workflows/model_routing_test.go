@@ -86,7 +86,12 @@ func (m *model) checkRouteRequest(req activities.SubmitRequest) {
 	}
 }
 
+// givenUp records that the worker gave provider up; it may only when the provider is unreachable now and has been
+// for PROVIDER_GIVE_UP (stale evidence gives up a provider that holds paid codes).
 func (m *model) givenUp(provider string) {
+	if down, since := m.down(provider); !down || since < m.routing.giveUp {
+		m.fail("gives-up-only-the-unreachable", "%s given up, down %v for %v (PROVIDER_GIVE_UP %v)", provider, down, since, m.routing.giveUp)
+	}
 	if _, ok := m.routing.givenUpAt[provider]; !ok {
 		m.routing.givenUpAt[provider] = m.env.Now()
 	}
@@ -135,6 +140,9 @@ func (m *model) describeRouting() string {
 
 // cover counts what the schedule exercised of routing, so a generator that stops reaching a case shows.
 func (m *model) cover(covered map[string]int) {
+	for loss, n := range m.losses {
+		covered["unpaid:"+loss] += n
+	}
 	if !m.routed() {
 		covered["one-provider"]++
 		return

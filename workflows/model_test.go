@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -118,6 +119,7 @@ type model struct {
 	breaker     *providers.Breaker
 	hooks       []hook // every delivery attempt as notify_url saw it, in order
 	sem         modelSemaphore
+	losses      map[string]int // paid codes left undelivered, by documented case
 }
 
 // hook is one delivery attempt: its webhook-id, when, and whether notify_url accepted it.
@@ -128,7 +130,7 @@ type hook struct {
 }
 
 func newModel(t *testing.T, seed uint64) *model {
-	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))}
+	m := &model{t: t, losses: map[string]int{}, rng: rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))}
 	var ts testsuite.WorkflowTestSuite
 	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	m.env = ts.NewTestWorkflowEnvironment()
@@ -193,8 +195,10 @@ func (m *model) run() {
 		m.fail("ends-in-time", "the schedule did not end")
 		return
 	}
-	m.checkEnd()
+	result := m.checkEnd()
 	m.checkDeliveries()
+	m.checkHooks(result)
+	m.checkPaid(result)
 }
 
 // mockProvider runs the real Submit and Poll against the fake providers (model_net_test.go), after a latency on
@@ -244,8 +248,12 @@ func (m *model) take(provider, pingback string, lost, instant bool) *providerTas
 	id := strconv.Itoa(7300 + len(m.tasks) + 1)
 	now := m.env.Now()
 	runID, n := pingbackOf(pingback)
+	solve := time.Duration(1+m.rng.IntN(40)) * time.Second
+	if m.rng.IntN(5) == 0 {
+		solve *= 8 // a slow one outlives the lost-answer wait
+	}
 	task := &providerTask{id: id, code: "CODE-" + id, n: n, lost: lost, at: now, provider: provider,
-		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(time.Duration(1+m.rng.IntN(40)) * time.Second)}
+		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(solve)}
 	if instant {
 		task.instant, task.unsolvable, task.solveAt = true, false, now
 		m.arrive(task)
@@ -528,7 +536,7 @@ func (m *model) checkPhases() {
 }
 
 // checkEnd: the schedule ended by its deadlines and delivery bounds, with a result or a contract failure.
-func (m *model) checkEnd() {
+func (m *model) checkEnd() (result string) {
 	refreshes := 0
 	if m.in.MaxRefreshes != nil {
 		refreshes = *m.in.MaxRefreshes
@@ -540,13 +548,67 @@ func (m *model) checkEnd() {
 	if err := m.env.GetWorkflowError(); err != nil {
 		m.logf("ended: %v", err)
 		m.checkTypedFailure(err)
-		return
+		return ""
 	}
 	var r captchaflow.Result
 	if err := m.env.GetWorkflowResult(&r); err != nil {
 		m.fail("fresh-result", "result: %v", err)
 	}
 	m.checkFresh(r, "the result")
+	return r.ProviderTaskID
+}
+
+// checkHooks: every attempt of one solve's delivery carries one webhook-id and another solve's another, and a task
+// that ended with a result had it accepted by notify_url (retried until accepted).
+func (m *model) checkHooks(result string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := map[int]string{}
+	for i, h := range m.hooks {
+		round := m.delivered[i].Refreshes
+		if id, ok := ids[round]; ok && id != h.id {
+			m.fail("one-webhook-id", "solve %d delivered under webhook-ids %q and %q", round, id, h.id)
+		}
+		ids[round] = h.id
+	}
+	if len(slices.Compact(slices.Sorted(maps.Values(ids)))) != len(ids) {
+		m.fail("one-webhook-id", "two solves delivered under one webhook-id: %v", ids)
+	}
+	if result != "" && m.in.NotifyURL != "" && !slices.ContainsFunc(m.hooks, func(h hook) bool { return h.ok }) {
+		m.fail("one-webhook-id", "the task ended with %s, which notify_url never accepted", result)
+	}
+}
+
+// checkPaid: every paid provider code (a task created and not found unsolvable) reached the caller (accepted by
+// notify_url, or the result without one) or is one of the documented losses, each counted: offered but expired
+// and refreshed (or delivery given up), its provider given up, its answer too late (after the task moved on to
+// another paid task or ended), or the task cancelled.
+func (m *model) checkPaid(result string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	end, offered, taken := m.env.Now(), map[string]bool{}, map[string]bool{result: m.in.NotifyURL == ""}
+	for i, h := range m.hooks {
+		offered[m.delivered[i].ProviderTaskID] = true
+		taken[m.delivered[i].ProviderTaskID] = taken[m.delivered[i].ProviderTaskID] || h.ok
+	}
+	for _, task := range m.tasks {
+		late := task.arrived.IsZero() || slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
+			return u.at.After(task.at) && !u.at.After(task.arrived)
+		})
+		switch {
+		case task.unsolvable || taken[task.id]:
+		case offered[task.id]:
+			m.losses["expired-or-undeliverable"]++
+		case m.abandoned(task, end):
+			m.losses["given-up"]++
+		case late:
+			m.losses["too-late"]++
+		case m.canceled:
+			m.losses["canceled"]++
+		default:
+			m.fail("paid-delivered", "the code of %s arrived at %v and never reached the caller", task.id, task.arrived.Sub(m.epoch))
+		}
+	}
 }
 
 // solveFailures are the contract's failure types of SolveCaptcha: a task ends in one of them, a result, or the
