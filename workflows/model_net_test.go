@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path"
 	"strconv"
 	"syscall"
 	"time"
@@ -36,22 +37,25 @@ var submitAnswers = map[string]int{"ok": 55, "reset": 7, "504": 6, "500": 4, "ze
 
 // newNet starts the schedule's providers and notify_url and returns the real activities wired to them, with one
 // circuit state (on the test clock) for every task of the schedule.
-func (m *model) newNet() *activities.Activities {
+func (s *schedule) newNet() *activities.Activities {
+	for _, task := range s.solves {
+		task.withNotify()
+	}
 	a := &activities.Activities{CallbackBaseURL: "https://cb.example", CallbackSecret: "model-secret",
 		NotifySecret: "whsec_" + "bW9kZWwtbm90aWZ5LXNlY3JldA==", NotifyAllowPrivate: true}
 	var list []*providers.Provider
-	for _, name := range m.routing.names {
+	for _, name := range s.routing.names {
 		p := &fakeProvider{name: name}
-		if name != "" && m.rng.IntN(2) == 0 {
-			p.flavor = []createtask.Flavor{createtask.CapSolver, createtask.AntiCaptcha}[m.rng.IntN(2)]
+		if name != "" && s.rng.IntN(2) == 0 {
+			p.flavor = []createtask.Flavor{createtask.CapSolver, createtask.AntiCaptcha}[s.rng.IntN(2)]
 		}
-		p.srv = httptest.NewServer(m.serve(p))
-		m.t.Cleanup(p.srv.Close)
-		m.fakes = append(m.fakes, p)
-		client := m.client(p)
+		p.srv = httptest.NewServer(s.serve(p))
+		s.t.Cleanup(p.srv.Close)
+		s.fakes = append(s.fakes, p)
+		client := s.client(p)
 		if name == "" {
 			a.Provider = client
-			return m.withNotify(a)
+			return a
 		}
 		protocol := providers.ProtocolInPHP
 		if p.flavor != "" {
@@ -60,18 +64,18 @@ func (m *model) newNet() *activities.Activities {
 		list = append(list, &providers.Provider{Name: name, Protocol: protocol, Flavor: p.flavor, Client: client})
 	}
 	circuits := providers.DefaultCircuitSettings
-	circuits.GiveUp = m.routing.giveUp
-	m.breaker = providers.NewBreaker(circuits, m.env.Now)
-	a.Providers = providers.NewSet(list, m.breaker)
-	return m.withNotify(a)
+	circuits.GiveUp = s.routing.giveUp
+	s.breaker = providers.NewBreaker(circuits, s.env.Now)
+	a.Providers = providers.NewSet(list, s.breaker)
+	return a
 }
 
 // client is p's real client; a provider that is down refuses the connection (keep-alives off, so every request dials).
-func (m *model) client(p *fakeProvider) providers.Client {
+func (s *schedule) client(p *fakeProvider) providers.Client {
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		m.mu.Lock()
-		down, _ := m.down(p.name)
-		m.mu.Unlock()
+		s.mu.Lock()
+		down, _ := s.down(p.name)
+		s.mu.Unlock()
 		if down {
 			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
 		}
@@ -80,22 +84,22 @@ func (m *model) client(p *fakeProvider) providers.Client {
 	h := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	if p.flavor != "" {
 		c, err := createtask.New(p.flavor, p.srv.URL, "model-key", createtask.WithHTTPClient(h))
-		m.must(err)
+		s.must(err)
 		return c
 	}
 	c, err := captchaai.New(p.srv.URL, "model-key", captchaai.WithHTTPClient(h))
-	m.must(err)
+	s.must(err)
 	return c
 }
 
-func (m *model) must(err error) {
+func (s *schedule) must(err error) {
 	if err != nil {
-		m.t.Fatal(err)
+		s.t.Fatal(err)
 	}
 }
 
 // serve answers in.php/res.php or createTask/getTaskResult as p's protocol does.
-func (m *model) serve(p *fakeProvider) http.HandlerFunc {
+func (s *schedule) serve(p *fakeProvider) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Task        map[string]any `json:"task"`
@@ -103,19 +107,19 @@ func (m *model) serve(p *fakeProvider) http.HandlerFunc {
 			TaskID      json.Number    `json:"taskId"`
 		}
 		if p.flavor != "" {
-			m.must(json.NewDecoder(r.Body).Decode(&req))
+			s.must(json.NewDecoder(r.Body).Decode(&req))
 		}
 		switch r.URL.Path {
 		case "/in.php":
-			answer, task := m.created(p, r.FormValue("pingback"), r.FormValue("method") == "base64")
-			m.answerCreate(w, p, answer, task)
+			answer, task := s.created(p, r.FormValue("pingback"), r.FormValue("method") == "base64")
+			s.answerCreate(w, p, answer, task)
 		case "/createTask":
-			answer, task := m.created(p, req.CallbackURL, req.Task["type"] == "ImageToTextTask")
-			m.answerCreate(w, p, answer, task)
+			answer, task := s.created(p, req.CallbackURL, req.Task["type"] == "ImageToTextTask")
+			s.answerCreate(w, p, answer, task)
 		case "/res.php":
-			m.answerResult(w, p, m.lookup(p, r.FormValue("id")))
+			s.answerResult(w, p, s.lookup(p, r.FormValue("id")))
 		case "/getTaskResult":
-			m.answerResult(w, p, m.lookup(p, req.TaskID.String()))
+			s.answerResult(w, p, s.lookup(p, req.TaskID.String()))
 		default:
 			http.NotFound(w, r)
 		}
@@ -123,9 +127,11 @@ func (m *model) serve(p *fakeProvider) http.HandlerFunc {
 }
 
 // created draws the answer to a task-creating request at p, checking first that the request may be made at all.
-func (m *model) created(p *fakeProvider, pingback string, image bool) (answer string, task *providerTask) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (s *schedule) created(p *fakeProvider, pingback string, image bool) (answer string, task *providerTask) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wid, _, _ := pingbackOf(pingback)
+	m := s.solve(wid)
 	m.checkNoSubmitWhileLostMayAnswer()
 	m.checkNoSubmitWhileOpen()
 	m.checkNoSubmitAfterAnswer()
@@ -150,11 +156,11 @@ func (m *model) created(p *fakeProvider, pingback string, image bool) (answer st
 }
 
 // answerCreate writes answer in p's protocol; a lost answer is a reset connection or a gateway's 5xx page.
-func (m *model) answerCreate(w http.ResponseWriter, p *fakeProvider, answer string, task *providerTask) {
+func (s *schedule) answerCreate(w http.ResponseWriter, p *fakeProvider, answer string, task *providerTask) {
 	switch answer {
 	case "reset":
 		conn, _, err := http.NewResponseController(w).Hijack()
-		m.must(err)
+		s.must(err)
 		_ = conn.(*net.TCPConn).SetLinger(0)
 		_ = conn.Close()
 		return
@@ -181,31 +187,31 @@ func (m *model) answerCreate(w http.ResponseWriter, p *fakeProvider, answer stri
 }
 
 // lookup is the task p holds under id, checking it is p's own and that its code did not already come with Submit.
-func (m *model) lookup(p *fakeProvider, id string) *providerTask {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, task := range m.tasks {
+func (s *schedule) lookup(p *fakeProvider, id string) *providerTask {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, task := range s.allTasks() {
 		if task.id != id {
 			continue
 		}
 		if task.provider != p.name {
-			m.fail("polls-its-provider", "Poll asked %q for %s, which %q took", p.name, id, task.provider)
+			s.fail("polls-its-provider", "Poll asked %q for %s, which %q took", p.name, id, task.provider)
 		}
 		if task.instant {
-			m.fail("polls-its-provider", "Poll asked for %s, whose code came with the Submit result", id)
+			s.fail("polls-its-provider", "Poll asked for %s, whose code came with the Submit result", id)
 		}
-		if !m.env.Now().Before(task.solveAt) && !task.unsolvable {
-			m.arrive(task)
+		if !s.env.Now().Before(task.solveAt) && !task.unsolvable {
+			s.arrive(task)
 		}
 		return task
 	}
 	return nil
 }
 
-func (m *model) answerResult(w http.ResponseWriter, p *fakeProvider, task *providerTask) {
-	m.mu.Lock()
-	ready := task != nil && !m.env.Now().Before(task.solveAt)
-	m.mu.Unlock()
+func (s *schedule) answerResult(w http.ResponseWriter, p *fakeProvider, task *providerTask) {
+	s.mu.Lock()
+	ready := task != nil && !s.env.Now().Before(task.solveAt)
+	s.mu.Unlock()
 	switch {
 	case task == nil && p.flavor == "":
 		writeJSON(w, map[string]any{"status": 0, "request": "ERROR_WRONG_CAPTCHA_ID"})
@@ -234,21 +240,30 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// pingbackOf reads the run and submission a pingback URL names, as the ingress does.
-func pingbackOf(pingback string) (runID string, n int) {
+// pingbackOf reads the workflow, run and submission a pingback URL names, as the ingress does.
+func pingbackOf(pingback string) (wid, runID string, n int) {
 	u, err := url.Parse(pingback)
 	if err != nil {
-		return "", 0
+		return "", "", 0
 	}
 	n, _ = strconv.Atoi(u.Query().Get("s"))
-	return u.Query().Get("r"), n
+	return path.Base(u.Path), u.Query().Get("r"), n
+}
+
+// allTasks are the provider tasks of every task of the schedule.
+func (s *schedule) allTasks() []*providerTask {
+	var all []*providerTask
+	for _, m := range s.solves {
+		all = append(all, m.tasks...)
+	}
+	return all
 }
 
 // withNotify starts the schedule's notify_url: it records every delivery and refuses it while the schedule's
 // downstream is down.
-func (m *model) withNotify(a *activities.Activities) *activities.Activities {
+func (m *model) withNotify() {
 	if m.in.NotifyURL == "" {
-		return a
+		return
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -258,5 +273,4 @@ func (m *model) withNotify(a *activities.Activities) *activities.Activities {
 	}))
 	m.t.Cleanup(srv.Close)
 	m.in.NotifyURL = srv.URL + "/hook"
-	return a
 }

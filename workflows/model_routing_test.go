@@ -26,26 +26,33 @@ type routingModel struct {
 	givenUpAt map[string]time.Time
 }
 
-func (m *model) drawRouting() {
-	r := &m.routing
+func (s *schedule) drawRouting() {
+	r := &s.routing
 	r.givenUpAt = map[string]time.Time{}
 	r.outages = map[string]outage{}
-	if m.rng.IntN(3) == 0 {
+	if s.rng.IntN(3) == 0 {
 		r.names = []string{""}
 		return
 	}
-	r.names = []string{"a", "b", "c"}[:2+m.rng.IntN(2)]
-	r.giveUp = time.Duration(30+m.rng.IntN(90)) * time.Second
-	horizon := int64(m.in.SolveBudget())
+	r.names = []string{"a", "b", "c"}[:2+s.rng.IntN(2)]
+	r.giveUp = time.Duration(30+s.rng.IntN(90)) * time.Second
 	for _, name := range r.names {
-		if m.rng.IntN(3) == 0 {
-			from := time.Duration(m.rng.Int64N(horizon / 2))
+		if s.rng.IntN(3) == 0 {
+			from := time.Duration(s.rng.Int64N(int64(5 * time.Minute))) // within the longest deadline's first half
 			o := outage{from: from}
-			if m.rng.IntN(2) == 0 {
-				o.until = from + time.Duration(30+m.rng.IntN(600))*time.Second
+			if s.rng.IntN(2) == 0 {
+				o.until = from + time.Duration(30+s.rng.IntN(600))*time.Second
 			}
 			r.outages[name] = o
 		}
+	}
+}
+
+// drawProviders pins the task to one provider or reorders them, or leaves the worker's order.
+func (m *model) drawProviders() {
+	r := &m.routing
+	if !m.routed() {
+		return
 	}
 	switch m.rng.IntN(4) {
 	case 0:
@@ -56,12 +63,12 @@ func (m *model) drawRouting() {
 	}
 }
 
-func (m *model) routed() bool { return m.routing.names[0] != "" }
+func (s *schedule) routed() bool { return s.routing.names[0] != "" }
 
 // down tells whether provider is unreachable now, and for how long it has been.
-func (m *model) down(provider string) (bool, time.Duration) {
-	o, ok := m.routing.outages[provider]
-	now := m.env.Now().Sub(m.epoch)
+func (s *schedule) down(provider string) (bool, time.Duration) {
+	o, ok := s.routing.outages[provider]
+	now := s.env.Now().Sub(s.epoch)
 	if !ok || now < o.from || (o.until != 0 && now >= o.until) {
 		return false, 0
 	}
@@ -88,32 +95,32 @@ func (m *model) checkRouteRequest(req activities.SubmitRequest) {
 
 // givenUp records that the worker gave provider up; it may only when the provider is unreachable now and has been
 // for PROVIDER_GIVE_UP (stale evidence gives up a provider that holds paid codes).
-func (m *model) givenUp(provider string) {
-	if down, since := m.down(provider); !down || since < m.routing.giveUp {
-		m.fail("gives-up-only-the-unreachable", "%s given up, down %v for %v (PROVIDER_GIVE_UP %v)", provider, down, since, m.routing.giveUp)
+func (s *schedule) givenUp(provider string) {
+	if down, since := s.down(provider); !down || since < s.routing.giveUp {
+		s.fail("gives-up-only-the-unreachable", "%s given up, down %v for %v (PROVIDER_GIVE_UP %v)", provider, down, since, s.routing.giveUp)
 	}
-	if _, ok := m.routing.givenUpAt[provider]; !ok {
-		m.routing.givenUpAt[provider] = m.env.Now()
+	if _, ok := s.routing.givenUpAt[provider]; !ok {
+		s.routing.givenUpAt[provider] = s.env.Now()
 	}
 }
 
 // mockGivenUp runs the real ProviderGivenUp (the shared breaker) and records what it told the task.
-func (m *model) mockGivenUp() {
-	m.env.OnActivity(acts.ProviderGivenUp, mock.Anything, mock.Anything).Return(func(ctx context.Context, provider string) (bool, error) {
-		gaveUp, err := m.acts.ProviderGivenUp(ctx, provider)
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.logf("ProviderGivenUp %s -> %v", provider, gaveUp)
+func (s *schedule) mockGivenUp() {
+	s.env.OnActivity(acts.ProviderGivenUp, mock.Anything, mock.Anything).Return(func(ctx context.Context, provider string) (bool, error) {
+		gaveUp, err := s.acts.ProviderGivenUp(ctx, provider)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.logf("ProviderGivenUp %s -> %v", provider, gaveUp)
 		if gaveUp {
-			m.givenUp(provider)
+			s.givenUp(provider)
 		}
 		return gaveUp, err
 	})
 }
 
 // abandoned tells whether task was given up by now: its provider was given up after it was submitted.
-func (m *model) abandoned(task *providerTask, now time.Time) bool {
-	at, ok := m.routing.givenUpAt[task.provider]
+func (s *schedule) abandoned(task *providerTask, now time.Time) bool {
+	at, ok := s.routing.givenUpAt[task.provider]
 	return ok && task.provider != "" && !at.Before(task.at) && !at.After(now)
 }
 
@@ -134,15 +141,28 @@ func (m *model) checkNoSubmitWhileOpen() {
 	}
 }
 
-func (m *model) describeRouting() string {
-	return fmt.Sprintf("providers %v give-up %v outages %v pinned/order %v", m.routing.names, m.routing.giveUp, m.routing.outages, m.in.Providers)
+func (s *schedule) describe() string {
+	d := fmt.Sprintf("providers %v give-up %v outages %v PROVIDER_THREADS %d", s.routing.names, s.routing.giveUp, s.routing.outages, s.settings.ProviderThreads)
+	for _, m := range s.solves {
+		d += fmt.Sprintf("\n%s: %+v", m.wid, m.in)
+	}
+	return d
 }
 
 // cover counts what the schedule exercised of routing, so a generator that stops reaching a case shows.
-func (m *model) cover(covered map[string]int) {
-	for loss, n := range m.losses {
+func (s *schedule) cover(covered map[string]int) {
+	for loss, n := range s.losses {
 		covered["unpaid:"+loss] += n
 	}
+	if len(s.solves) > 1 {
+		covered["tasks-sharing-a-worker"]++
+	}
+	for _, m := range s.solves {
+		m.cover(covered)
+	}
+}
+
+func (m *model) cover(covered map[string]int) {
 	if !m.routed() {
 		covered["one-provider"]++
 		return
