@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,9 +23,11 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
@@ -132,8 +135,17 @@ type model struct {
 	hooks      []hook               // every delivery attempt as notify_url saw it, in order
 	deliverBad time.Duration        // delivery fails until this long after the start
 	canceled   bool
-	ended      time.Time
+	ended      time.Time // when the task ended, with its result or error
+	result     interface{ Get(any) error }
+	err        error
 }
+
+// rootResult reads the root workflow's result (the test environment hands children's to the listener).
+type rootResult struct {
+	env *testsuite.TestWorkflowEnvironment
+}
+
+func (r rootResult) Get(v any) error { return r.env.GetWorkflowResult(v) }
 
 // hook is one delivery attempt: its webhook-id, when, and whether notify_url accepted it.
 type hook struct {
@@ -148,6 +160,7 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	s.env = ts.NewTestWorkflowEnvironment()
 	s.env.SetTestTimeout(10 * time.Second)
+	s.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&unlimitedRetries{}}})
 	if s.rng.IntN(3) == 0 {
 		s.settings.ProviderThreads = 1 + s.rng.IntN(2)
 	}
@@ -192,19 +205,18 @@ func (m *model) drawInput() {
 	m.drawProviders()
 }
 
-// modelTasks runs several tasks at once, as children, so that they share one worker, and returns their results
-// (the test environment's GetWorkflowResultByID returns the root's).
-func modelTasks(ctx workflow.Context, wids []string, ins []captchaflow.Input) ([]captchaflow.Result, error) {
+// modelTasks runs several tasks at once, as children, so that they share one worker; the child-completed listener
+// records each one's end (the test environment's GetWorkflowResultByID returns the root's result).
+func modelTasks(ctx workflow.Context, wids []string, ins []captchaflow.Input) error {
 	var runs []workflow.ChildWorkflowFuture
 	for i, in := range ins {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: wids[i]})
 		runs = append(runs, workflow.ExecuteChildWorkflow(cctx, captchaflow.WorkflowType, in))
 	}
-	results := make([]captchaflow.Result, len(runs))
-	for i, run := range runs {
-		_ = run.Get(ctx, &results[i]) // a failure is read by the task's ID
+	for _, run := range runs {
+		_ = run.Get(ctx, nil)
 	}
-	return results, nil
+	return nil
 }
 
 // solve is the task whose workflow ID is wid.
@@ -250,8 +262,9 @@ func (s *schedule) run() {
 		m.scheduleNoise()
 		wids, ins = append(wids, m.wid), append(ins, m.in)
 	}
-	s.env.SetOnChildWorkflowCompletedListener(func(info *workflow.Info, _ converter.EncodedValue, _ error) {
-		s.solve(info.WorkflowExecution.ID).ended = s.env.Now()
+	s.env.SetOnChildWorkflowCompletedListener(func(info *workflow.Info, result converter.EncodedValue, err error) {
+		m := s.solve(info.WorkflowExecution.ID)
+		m.ended, m.result, m.err = s.env.Now(), result, err
 	})
 	if len(s.solves) == 1 {
 		s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wids[0]})
@@ -264,8 +277,9 @@ func (s *schedule) run() {
 		return
 	}
 	for _, m := range s.solves {
-		if m.ended.IsZero() {
-			m.ended = s.env.Now() // the root
+		if m.ended.IsZero() { // the root
+			m.ended, m.err = s.env.Now(), s.env.GetWorkflowError()
+			m.result = rootResult{s.env}
 		}
 		result := m.checkEnd()
 		m.checkDeliveries()
@@ -473,16 +487,18 @@ func (s *schedule) grantNext(d time.Duration) {
 	}, d)
 }
 
-// checkPlan: while the semaphore runs undisturbed, the provider tasks still being solved (lost ones included,
-// given-up ones not) never outnumber PROVIDER_THREADS.
+// checkPlan: while the semaphore runs undisturbed, the provider tasks still being solved (lost ones included;
+// not given-up ones nor those of a task that ended) never outnumber PROVIDER_THREADS.
 func (s *schedule) checkPlan() {
 	if s.settings.ProviderThreads == 0 || s.sem.lost {
 		return
 	}
 	now, open := s.env.Now(), 0
-	for _, task := range s.allTasks() {
-		if now.Before(task.solveAt) && !s.abandoned(task, now) {
-			open++
+	for _, m := range s.solves {
+		for _, task := range m.tasks {
+			if now.Before(task.solveAt) && !s.abandoned(task, now) && m.ended.IsZero() {
+				open++
+			}
 		}
 	}
 	if open > s.settings.ProviderThreads {
@@ -639,16 +655,13 @@ func (m *model) checkEnd() (result string) {
 	if took := m.ended.Sub(m.epoch); took > solves {
 		m.fail("ends-in-time", "took %v, bound %v", took, solves)
 	}
-	if err := m.env.GetWorkflowErrorByID(m.wid); err != nil {
-		m.logf("ended: %v", err)
-		m.checkTypedFailure(err)
+	if m.err != nil {
+		m.logf("%s ended at %v: %v", m.wid, m.ended.Sub(m.epoch), m.err)
+		m.checkTypedFailure(m.err)
 		return ""
 	}
-	var results []captchaflow.Result
 	var r captchaflow.Result
-	if err := m.env.GetWorkflowResult(&results); len(m.solves) > 1 && err == nil {
-		r = results[slices.Index(m.solves, m)]
-	} else if err := m.env.GetWorkflowResult(&r); err != nil {
+	if err := m.result.Get(&r); err != nil {
 		m.fail("fresh-result", "result: %v", err)
 	}
 	m.checkFresh(r, "the result")
@@ -689,7 +702,7 @@ func (m *model) checkPaid(result string) {
 		taken[m.delivered[i].ProviderTaskID] = taken[m.delivered[i].ProviderTaskID] || h.ok
 	}
 	for _, task := range m.tasks {
-		late := task.arrived.IsZero() || slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
+		late := task.arrived.IsZero() || !task.arrived.Before(m.ended) || slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
 			return u.at.After(task.at) && !u.at.After(task.arrived)
 		})
 		switch {
@@ -720,6 +733,10 @@ func (m *model) checkTypedFailure(err error) {
 	case errors.As(err, &canceled) && m.canceled:
 	case errors.As(err, &app) && slices.Contains(solveFailures, app.Type()):
 	default:
+		var panicked *temporal.PanicError
+		if errors.As(err, &panicked) { // name the line that panicked
+			err = fmt.Errorf("%w at %s", err, regexp.MustCompile(`workflows/\w+\.go:\d+`).FindString(panicked.StackTrace()))
+		}
 		m.fail("typed-failure", "the task ended in %v, not a contract failure", err)
 	}
 }
@@ -762,4 +779,37 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 		}
 	}
 	m.fail("fresh-result", "%s names provider task %q, which this run never submitted (code %.30q)", what, r.ProviderTaskID, r.Code)
+}
+
+// unlimitedRetries undoes the test environment's cap of 10 attempts on a retry policy without one (it would end a
+// poll or a no-slot run of Submit as if the deadline had come): such activities get a bound no schedule reaches,
+// and ScheduleToClose (the task's deadline) ends them, as on a real server.
+type unlimitedRetries struct {
+	interceptor.WorkerInterceptorBase
+}
+
+func (*unlimitedRetries) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &unlimitedInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
+}
+
+type unlimitedInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
+
+func (i *unlimitedInbound) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&unlimitedOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}})
+}
+
+type unlimitedOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
+
+func (o *unlimitedOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if opts := workflow.GetActivityOptions(ctx); opts.RetryPolicy != nil && opts.RetryPolicy.MaximumAttempts == 0 {
+		policy := *opts.RetryPolicy
+		policy.MaximumAttempts = 100000
+		opts.RetryPolicy = &policy
+		ctx = workflow.WithActivityOptions(ctx, opts)
+	}
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
 }
