@@ -45,22 +45,34 @@ var modelSeed = flag.Int64("model.seed", -1, "run only this schedule")
 var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captchaflow.PhaseAwaitingCallback: true,
 	captchaflow.PhasePolling: true, captchaflow.PhaseAwaitingBalance: true, captchaflow.PhaseDelivering: true}
 
-// TestSolveCaptchaModel is the model-based test: each seed draws a schedule that mixes every feature — lost in.php
-// answers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot queueing
-// with the semaphore replaced mid-wait, zero balance, unsolvable answers, delivery failing until the token
-// expires, cancellation — runs SolveCaptcha against a provider model, and checks after each schedule:
+// TestSolveCaptchaModel is the model-based test: each seed draws a schedule of one to three tasks on one worker that
+// mixes every feature — lost answers (a reset connection or a gateway's 504 after the provider created the task),
+// 5xx, no-slot runs of minutes, zero balance, unsolvable answers, CapSolver's instant image answers, outages, pinned
+// and reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints,
+// slot queueing with the semaphore lost mid-wait, delivery failing until the token expires, cancellation — and runs
+// SolveCaptcha with the real Submit, Poll and Deliver activities and clients against fake providers of both
+// protocols (model_net_test.go), one breaker and one semaphore stand-in across the tasks. After each schedule:
+//   - a task ends with a result, a contract failure (captchaflow.Failure*) or the cancellation it was sent, by its
+//     deadlines plus its delivery bounds: a panic or an untyped error fails the schedule;
 //   - nothing that is not this run's provider code for a submission of the current solve is delivered as fresh;
-//   - no in.php request is made while a lost submission of the same solve may still answer;
-//   - every schedule ends by its deadlines plus its delivery bounds;
-//   - whenever the task waits in a searchable phase, CaptchaPhase says the same as the status query;
-//   - with providers (PROVIDERS_FILE: outages, pinned and reordered tasks, give-up): a new submission, at any
-//     provider, comes only once every earlier one of the solve said unsolvable, had its lost-answer wait end, or
-//     was given up after its provider stayed down PROVIDER_GIVE_UP; the task asks for its own providers, excludes
+//   - no in.php or createTask request while a lost submission of the solve may still answer, or after a paid
+//     answer of the solve has arrived, or while another of its submissions is open;
+//   - while the semaphore runs undisturbed, never more provider tasks being solved than PROVIDER_THREADS;
+//   - a token is offered to notify_url only while it lives, counted from when its answer arrived, and its
+//     received_at says when that was; one webhook-id per solve, retried until notify_url accepts it;
+//   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
+//     its provider given up, its answer too late;
+//   - a provider is given up only while it is unreachable, and has been for PROVIDER_GIVE_UP;
+//   - whenever a lone task waits in a searchable phase, CaptchaPhase says the same as the status query;
+//   - with providers (PROVIDERS_FILE): the task asks for its own providers, excludes
 //     only given-up ones, avoids only ones that found it unsolvable, polls the provider that took the submission,
 //     and its result names that provider; a code that came with the Submit result is taken at once (never polled,
 //     and via "submit" only then).
 //
-// A failure prints its seed; rerun it with -model.seed=N.
+// A failure names each broken invariant, how many schedules broke it and their first seeds, with the first one's
+// trace; rerun it with -model.seed=N (tasks that reach a shared provider at the same instant may do so in either
+// order, so a several-task schedule can vary). Resets are not replayed here: the test environment records no history
+// for worker.NewWorkflowReplayer; the e2e suite (tests/) resets real runs.
 func TestSolveCaptchaModel(t *testing.T) {
 	first, n := int64(0), int64(*modelSchedules)
 	if *modelSeed >= 0 {
