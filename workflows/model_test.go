@@ -132,6 +132,9 @@ type schedule struct {
 	breaker     *providers.Breaker
 	sem         modelSemaphore
 	losses      map[string]int // paid codes left undelivered, by documented case
+	// cancelled are the activities (workflow ID/activity ID) the workflow cancelled: the test environment does not
+	// cancel a running activity's context, which a real one learns at its next heartbeat, before it writes.
+	cancelled map[string]bool
 }
 
 // model is one task of a schedule: its input, its provider tasks and what the checks need.
@@ -274,6 +277,12 @@ func (s *schedule) run() {
 		m.scheduleNoise()
 		wids, ins = append(wids, m.wid), append(ins, m.in)
 	}
+	s.cancelled = map[string]bool{}
+	s.env.SetOnActivityCanceledListener(func(info *activity.Info) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID] = true
+	})
 	s.env.SetOnChildWorkflowCompletedListener(func(info *workflow.Info, result converter.EncodedValue, err error) {
 		m := s.solve(info.WorkflowExecution.ID)
 		m.ended, m.result, m.err = s.env.Now(), result, err
@@ -324,6 +333,11 @@ func (s *schedule) mockProvider() {
 
 func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
 	m.mu.Lock()
+	info := activity.GetInfo(ctx)
+	if s := m.schedule; s.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID] {
+		m.mu.Unlock()
+		return activities.SubmitResult{}, temporal.NewCanceledError()
+	}
 	m.runID = req.RunID
 	if m.routed() {
 		m.checkRouteRequest(req)
