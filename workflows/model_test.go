@@ -731,10 +731,17 @@ func (m *model) checkPaid(result string) {
 		late := task.arrived.IsZero() || !task.arrived.Before(m.ended) || slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
 			return u.at.After(task.at) && !u.at.After(task.arrived)
 		})
+		// Another submission's answer came first and was the one offered: this one was paid after a lost-answer
+		// wait ended without the answer that came later (the documented cost of that wait).
+		beaten := slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
+			return u != task && !u.arrived.IsZero() && u.arrived.Before(task.arrived) && (offered[u.id] || taken[u.id])
+		})
 		switch {
 		case task.unsolvable || taken[task.id]:
 		case offered[task.id]:
 			m.losses["expired-or-undeliverable"]++
+		case beaten:
+			m.losses["superseded"]++
 		case m.abandoned(task, end):
 			m.losses["given-up"]++
 		case late:
