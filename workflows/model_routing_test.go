@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow/activities"
 )
@@ -27,26 +26,33 @@ type routingModel struct {
 	givenUpAt map[string]time.Time
 }
 
-func (m *model) drawRouting() {
-	r := &m.routing
+func (s *schedule) drawRouting() {
+	r := &s.routing
 	r.givenUpAt = map[string]time.Time{}
 	r.outages = map[string]outage{}
-	if m.rng.IntN(3) == 0 {
+	if s.rng.IntN(3) == 0 {
 		r.names = []string{""}
 		return
 	}
-	r.names = []string{"a", "b", "c"}[:2+m.rng.IntN(2)]
-	r.giveUp = time.Duration(30+m.rng.IntN(90)) * time.Second
-	horizon := int64(m.in.SolveBudget())
+	r.names = []string{"a", "b", "c"}[:2+s.rng.IntN(2)]
+	r.giveUp = time.Duration(30+s.rng.IntN(90)) * time.Second
 	for _, name := range r.names {
-		if m.rng.IntN(3) == 0 {
-			from := time.Duration(m.rng.Int64N(horizon / 2))
+		if s.rng.IntN(3) == 0 {
+			from := time.Duration(s.rng.Int64N(int64(5 * time.Minute))) // within the longest deadline's first half
 			o := outage{from: from}
-			if m.rng.IntN(2) == 0 {
-				o.until = from + time.Duration(30+m.rng.IntN(600))*time.Second
+			if s.rng.IntN(2) == 0 {
+				o.until = from + time.Duration(30+s.rng.IntN(600))*time.Second
 			}
 			r.outages[name] = o
 		}
+	}
+}
+
+// drawProviders pins the task to one provider or reorders them, or leaves the worker's order.
+func (m *model) drawProviders() {
+	r := &m.routing
+	if !m.routed() {
+		return
 	}
 	switch m.rng.IntN(4) {
 	case 0:
@@ -57,116 +63,64 @@ func (m *model) drawRouting() {
 	}
 }
 
-func (m *model) routed() bool { return m.routing.names[0] != "" }
+func (s *schedule) routed() bool { return s.routing.names[0] != "" }
 
 // down tells whether provider is unreachable now, and for how long it has been.
-func (m *model) down(provider string) (bool, time.Duration) {
-	o, ok := m.routing.outages[provider]
-	now := m.env.Now().Sub(m.epoch)
+func (s *schedule) down(provider string) (bool, time.Duration) {
+	o, ok := s.routing.outages[provider]
+	now := s.env.Now().Sub(s.epoch)
 	if !ok || now < o.from || (o.until != 0 && now >= o.until) {
 		return false, 0
 	}
 	return true, now - o.from
 }
 
-// candidates is the worker's order for req, as providers.Set.Candidates makes it.
-func (m *model) candidates(req activities.SubmitRequest) []string {
-	order := m.routing.names
-	if len(req.Providers) > 0 {
-		order = req.Providers
-	}
-	var first, last []string
-	for _, name := range order {
-		switch {
-		case slices.Contains(req.Exclude, name):
-		case slices.Contains(req.Avoid, name):
-			last = append(last, name)
-		default:
-			first = append(first, name)
-		}
-	}
-	return append(first, last...)
-}
-
-// route picks the provider a routed Submit goes to: the first candidate that is up; one that is down may still
-// take the request and lose its answer (the request was written as it went down). ok is false when every
-// candidate is skipped (circuits open).
-func (m *model) route(req activities.SubmitRequest) (provider string, alternatives int, lost, ok bool) {
-	m.checkRouteRequest(req)
-	cands := m.candidates(req)
-	for _, name := range cands {
-		if down, _ := m.down(name); !down {
-			return name, len(cands) - 1, false, true
-		}
-		if m.rng.IntN(4) == 0 {
-			return name, len(cands) - 1, true, true
-		}
-	}
-	return "", 0, false, false
-}
-
 // checkRouteRequest: the task passes its providers as given, excludes only providers the worker gave up, and
 // avoids only providers that found one of its submissions unsolvable.
 func (m *model) checkRouteRequest(req activities.SubmitRequest) {
 	if !slices.Equal(req.Providers, m.in.Providers) {
-		m.t.Errorf("Submit asked for providers %v, the input says %v", req.Providers, m.in.Providers)
+		m.fail("routes-as-asked", "Submit asked for providers %v, the input says %v", req.Providers, m.in.Providers)
 	}
 	for _, name := range req.Exclude {
 		if _, ok := m.routing.givenUpAt[name]; !ok {
-			m.t.Errorf("Submit excludes %s, which the worker never gave up", name)
+			m.fail("routes-as-asked", "Submit excludes %s, which the worker never gave up", name)
 		}
 	}
 	for _, name := range req.Avoid {
 		if !slices.ContainsFunc(m.tasks, func(t *providerTask) bool { return t.provider == name && t.unsolvable }) {
-			m.t.Errorf("Submit avoids %s, which found nothing unsolvable", name)
+			m.fail("routes-as-asked", "Submit avoids %s, which found nothing unsolvable", name)
 		}
 	}
 }
 
-// lostDetails is the routed outcome-unknown failure, as the activity makes it.
-func (m *model) lostFailure(provider string, alternatives int) error {
-	return temporal.NewApplicationError("the provider's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown,
-		activities.LostDetails{Provider: provider, Alternatives: alternatives, GiveUpSeconds: int(m.routing.giveUp / time.Second)})
-}
-
-// pollDown answers a Poll at a provider that is down: given up past giveUp when the task may go elsewhere, else a
-// transient failure.
-func (m *model) pollDown(req activities.PollRequest) error {
-	down, since := m.down(req.Provider)
-	if !down {
-		return nil
+// givenUp records that the worker gave provider up; it may only when the provider is unreachable now and has been
+// for PROVIDER_GIVE_UP (stale evidence gives up a provider that holds paid codes).
+func (s *schedule) givenUp(provider string) {
+	if down, since := s.down(provider); !down || since < s.routing.giveUp {
+		s.fail("gives-up-only-the-unreachable", "%s given up, down %v for %v (PROVIDER_GIVE_UP %v)", provider, down, since, s.routing.giveUp)
 	}
-	if req.GiveUp && since >= m.routing.giveUp {
-		m.givenUp(req.Provider)
-		return temporal.NewNonRetryableApplicationError("given up", activities.FailureProviderGaveUp, nil, req.Provider)
-	}
-	return temporal.NewApplicationError("connection refused", activities.FailureProviderTransient)
-}
-
-func (m *model) givenUp(provider string) {
-	if _, ok := m.routing.givenUpAt[provider]; !ok {
-		m.routing.givenUpAt[provider] = m.env.Now()
+	if _, ok := s.routing.givenUpAt[provider]; !ok {
+		s.routing.givenUpAt[provider] = s.env.Now()
 	}
 }
 
-// mockGivenUp answers the lost-answer wait's question as the worker's breaker would.
-func (m *model) mockGivenUp() {
-	m.env.OnActivity(acts.ProviderGivenUp, mock.Anything, mock.Anything).Return(func(_ context.Context, provider string) (bool, error) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		down, since := m.down(provider)
-		m.logf("ProviderGivenUp %s -> down %v for %v", provider, down, since)
-		if down && since >= m.routing.giveUp {
-			m.givenUp(provider)
-			return true, nil
+// mockGivenUp runs the real ProviderGivenUp (the shared breaker) and records what it told the task.
+func (s *schedule) mockGivenUp() {
+	s.env.OnActivity(acts.ProviderGivenUp, mock.Anything, mock.Anything).Return(func(ctx context.Context, provider string) (bool, error) {
+		gaveUp, err := s.acts.ProviderGivenUp(ctx, provider)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.logf("ProviderGivenUp %s -> %v", provider, gaveUp)
+		if gaveUp {
+			s.givenUp(provider)
 		}
-		return false, nil
+		return gaveUp, err
 	})
 }
 
 // abandoned tells whether task was given up by now: its provider was given up after it was submitted.
-func (m *model) abandoned(task *providerTask, now time.Time) bool {
-	at, ok := m.routing.givenUpAt[task.provider]
+func (s *schedule) abandoned(task *providerTask, now time.Time) bool {
+	at, ok := s.routing.givenUpAt[task.provider]
 	return ok && task.provider != "" && !at.Before(task.at) && !at.After(now)
 }
 
@@ -182,16 +136,32 @@ func (m *model) checkNoSubmitWhileOpen() {
 			continue
 		}
 		if !(task.unsolvable && !task.solveAt.After(now)) {
-			m.t.Errorf("submitted at %v while submission %d (%s at %q) is open", now.Sub(m.epoch), task.n, task.id, task.provider)
+			m.fail("no-submit-while-open", "submitted at %v while submission %d (%s at %q) is open", now.Sub(m.epoch), task.n, task.id, task.provider)
 		}
 	}
 }
 
-func (m *model) describeRouting() string {
-	return fmt.Sprintf("providers %v give-up %v outages %v pinned/order %v", m.routing.names, m.routing.giveUp, m.routing.outages, m.in.Providers)
+func (s *schedule) describe() string {
+	d := fmt.Sprintf("providers %v give-up %v outages %v PROVIDER_THREADS %d", s.routing.names, s.routing.giveUp, s.routing.outages, s.settings.ProviderThreads)
+	for _, m := range s.solves {
+		d += fmt.Sprintf("\n%s: %+v", m.wid, m.in)
+	}
+	return d
 }
 
 // cover counts what the schedule exercised of routing, so a generator that stops reaching a case shows.
+func (s *schedule) cover(covered map[string]int) {
+	for loss, n := range s.losses {
+		covered["unpaid:"+loss] += n
+	}
+	if len(s.solves) > 1 {
+		covered["tasks-sharing-a-worker"]++
+	}
+	for _, m := range s.solves {
+		m.cover(covered)
+	}
+}
+
 func (m *model) cover(covered map[string]int) {
 	if !m.routed() {
 		covered["one-provider"]++

@@ -2,12 +2,18 @@ package workflows
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,12 +21,18 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/internal/providers"
 )
 
 // modelSchedules is how many schedules TestSolveCaptchaModel runs; make fuzz raises it with -model.schedules.
@@ -33,38 +45,56 @@ var modelSeed = flag.Int64("model.seed", -1, "run only this schedule")
 var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captchaflow.PhaseAwaitingCallback: true,
 	captchaflow.PhasePolling: true, captchaflow.PhaseAwaitingBalance: true, captchaflow.PhaseDelivering: true}
 
-// TestSolveCaptchaModel is the model-based test: each seed draws a schedule that mixes every feature — lost in.php
-// answers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot queueing
-// with the semaphore replaced mid-wait, zero balance, unsolvable answers, delivery failing until the token
-// expires, cancellation — runs SolveCaptcha against a provider model, and checks after each schedule:
+// TestSolveCaptchaModel is the model-based test: each seed draws a schedule of one to three tasks on one worker that
+// mixes every feature — lost answers (a reset connection or a gateway's 504 after the provider created the task),
+// 5xx, no-slot runs of minutes, zero balance, unsolvable answers, CapSolver's instant image answers, outages, pinned
+// and reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints,
+// slot queueing with the semaphore lost mid-wait, delivery failing until the token expires, cancellation — and runs
+// SolveCaptcha with the real Submit, Poll and Deliver activities and clients against fake providers of both
+// protocols (model_net_test.go), one breaker and one semaphore stand-in across the tasks. After each schedule:
+//   - a task ends with a result, a contract failure (captchaflow.Failure*) or the cancellation it was sent, by its
+//     deadlines plus its delivery bounds: a panic or an untyped error fails the schedule;
 //   - nothing that is not this run's provider code for a submission of the current solve is delivered as fresh;
-//   - no in.php request is made while a lost submission of the same solve may still answer;
-//   - every schedule ends by its deadlines plus its delivery bounds;
-//   - whenever the task waits in a searchable phase, CaptchaPhase says the same as the status query;
-//   - with providers (PROVIDERS_FILE: outages, pinned and reordered tasks, give-up): a new submission, at any
-//     provider, comes only once every earlier one of the solve said unsolvable, had its lost-answer wait end, or
-//     was given up after its provider stayed down PROVIDER_GIVE_UP; the task asks for its own providers, excludes
+//   - no in.php or createTask request while a lost submission of the solve may still answer, or after a paid
+//     answer of the solve has arrived, or while another of its submissions is open;
+//   - while the semaphore runs undisturbed, never more provider tasks being solved than PROVIDER_THREADS;
+//   - a token is offered to notify_url only while it lives, counted from when its answer arrived, and its
+//     received_at says when that was; one webhook-id per solve, retried until notify_url accepts it;
+//   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
+//     its provider given up, its answer too late;
+//   - a provider is given up only while it is unreachable, and has been for PROVIDER_GIVE_UP;
+//   - whenever a lone task waits in a searchable phase, CaptchaPhase says the same as the status query;
+//   - with providers (PROVIDERS_FILE): the task asks for its own providers, excludes
 //     only given-up ones, avoids only ones that found it unsolvable, polls the provider that took the submission,
 //     and its result names that provider; a code that came with the Submit result is taken at once (never polled,
 //     and via "submit" only then).
 //
-// A failure prints its seed; rerun it with -model.seed=N.
+// A failure names each broken invariant, how many schedules broke it and their first seeds, with the first one's
+// trace; rerun it with -model.seed=N (tasks that reach a shared provider at the same instant may do so in either
+// order, so a several-task schedule can vary). Resets are not replayed here: the test environment records no history
+// for worker.NewWorkflowReplayer; the e2e suite (tests/) resets real runs.
 func TestSolveCaptchaModel(t *testing.T) {
 	first, n := int64(0), int64(*modelSchedules)
 	if *modelSeed >= 0 {
 		first, n = *modelSeed, 1
 	}
-	covered := map[string]int{}
+	covered, broken, seeds := map[string]int{}, map[string]int{}, map[string][]int64{}
 	for seed := first; seed < first+n; seed++ {
-		m := newModel(t, uint64(seed))
-		m.run()
-		m.cover(covered)
-		if t.Failed() {
-			t.Fatalf("schedule %d failed (rerun: go test ./workflows -run TestSolveCaptchaModel -model.seed=%d)\ninput %+v\n%s\n%s",
-				seed, seed, m.in, m.describeRouting(), strings.Join(m.trace, "\n"))
+		s := newSchedule(t, uint64(seed))
+		s.run()
+		s.cover(covered)
+		for i, inv := range s.failed {
+			if broken[inv]++; broken[inv] == 1 {
+				t.Errorf("invariant %q broken by schedule %d (rerun: go test ./workflows -run '^TestSolveCaptchaModel$' -model.seed=%d): %s\n%s\n%s",
+					inv, seed, seed, s.why[i], s.describe(), strings.Join(s.trace, "\n"))
+			}
+			seeds[inv] = append(seeds[inv], seed)
 		}
 	}
-	t.Logf("%d schedules, 4 invariants each; routing: %v", n, covered)
+	for _, inv := range slices.Sorted(maps.Keys(broken)) {
+		t.Errorf("invariant %q: %d of %d schedules broke it; seeds %v", inv, broken[inv], n, seeds[inv][:min(len(seeds[inv]), 20)])
+	}
+	t.Logf("%d schedules; routing: %v", n, covered)
 }
 
 // providerTask is one in.php request the model provider took.
@@ -76,45 +106,106 @@ type providerTask struct {
 	unsolvable bool
 	gaveUp     bool      // its own pingback said it is unsolvable: nothing more will come
 	instant    bool      // solved within the submission's answer (CapSolver's image tasks): the code is in the Submit result
+	image      bool      // an image task (method base64): a createTask provider's code is its text
 	at         time.Time // when in.php took it
 	solveAt    time.Time
+	arrived    time.Time // when its answer first reached captchaflow (zero: never)
 }
 
-// model is one schedule: the input, the provider's state and what the checks need.
-type model struct {
+// schedule is what the tasks of one seed share: the test environment and its clock, the worker (the real
+// activities, one breaker, one semaphore, the settings), the providers, the trace and the verdicts.
+type schedule struct {
 	t        *testing.T
 	rng      *rand.Rand
 	env      *testsuite.TestWorkflowEnvironment
-	in       captchaflow.Input
 	settings Settings
 	epoch    time.Time
 
 	mu          sync.Mutex
-	tasks       []*providerTask
-	runID       string
-	searchedAs  captchaflow.Phase
-	delivered   []captchaflow.Result // every delivery attempt's body
-	asks        int
-	holdAsserts int
-	deliverBad  time.Duration // delivery fails until this long after the start
+	solves      []*model // the schedule's tasks, each a SolveCaptcha run (children of modelTasks when several)
+	nextID      int
 	trace       []string
+	failed, why []string // the invariants this schedule broke (once each, first one first) and how
 	routing     routingModel
+	acts        *activities.Activities // the real ones, wired to fakes
+	fakes       []*fakeProvider
+	breaker     *providers.Breaker
+	sem         modelSemaphore
+	losses      map[string]int // paid codes left undelivered, by documented case
+	// cancelled are the activities (workflow ID/activity ID) the workflow cancelled: the test environment does not
+	// cancel a running activity's context, which a real one learns at its next heartbeat, before it writes.
+	cancelled map[string]bool
 }
 
-func newModel(t *testing.T, seed uint64) *model {
-	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))}
+// model is one task of a schedule: its input, its provider tasks and what the checks need.
+type model struct {
+	*schedule
+	rng        *rand.Rand // the task's own draws: tasks run concurrently, the schedule's would come in any order
+	wid        string
+	in         captchaflow.Input
+	tasks      []*providerTask
+	runID      string
+	searchedAs captchaflow.Phase
+	delivered  []captchaflow.Result // every delivery attempt's body
+	hooks      []hook               // every delivery attempt as notify_url saw it, in order
+	deliverBad time.Duration        // delivery fails until this long after the start
+	canceled   bool
+	ended      time.Time // when the task ended, with its result or error
+	result     interface{ Get(any) error }
+	err        error
+}
+
+// rootResult reads the root workflow's result (the test environment hands children's to the listener).
+type rootResult struct {
+	env *testsuite.TestWorkflowEnvironment
+}
+
+func (r rootResult) Get(v any) error { return r.env.GetWorkflowResult(v) }
+
+// hook is one delivery attempt: its webhook-id, when, and whether notify_url accepted it.
+type hook struct {
+	id string
+	at time.Time
+	ok bool
+}
+
+func newSchedule(t *testing.T, seed uint64) *schedule {
+	s := &schedule{t: t, losses: map[string]int{}, rng: rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))}
 	var ts testsuite.WorkflowTestSuite
 	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	m.env = ts.NewTestWorkflowEnvironment()
-	m.env.SetTestTimeout(10 * time.Second)
+	s.env = ts.NewTestWorkflowEnvironment()
+	s.env.SetTestTimeout(10 * time.Second)
+	s.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&unlimitedRetries{}}})
+	if s.rng.IntN(3) == 0 {
+		s.settings.ProviderThreads = 1 + s.rng.IntN(2)
+	}
+	s.drawRouting()
+	tasks := 1
+	if s.rng.IntN(3) == 0 {
+		tasks += 1 + s.rng.IntN(2) // several tasks share the breaker and the semaphore
+	}
+	for i := range tasks {
+		m := &model{schedule: s, wid: fmt.Sprintf("task-%d", i+1), rng: rand.New(rand.NewPCG(seed, uint64(i+1)))}
+		m.drawInput()
+		s.solves = append(s.solves, m)
+	}
+	s.acts = s.newNet()
+	Register(s.env, s.acts, s.settings)
+	s.env.RegisterWorkflow(modelTasks)
+	return s
+}
+
+// drawInput draws the task's input: bounds, notify_url and its downstream, method, providers.
+func (m *model) drawInput() {
 	m.in = recaptcha()
+	m.in.Params["pageurl"] += "?" + m.wid // each task's params are its own (the Submit mock tells them apart)
 	m.in.MaxSubmits = 1 + m.rng.IntN(4)
 	m.in.CallbackTimeoutSeconds = 3 + m.rng.IntN(60)
 	m.in.PollIntervalSeconds = 1 + m.rng.IntN(10)
 	m.in.DeadlineSeconds = 60 + m.rng.IntN(540)
 	m.in.LostAnswerWaitSeconds = 10 + m.rng.IntN(200)
 	if m.rng.IntN(2) == 0 {
-		m.in.NotifyURL = "https://downstream.example/hook"
+		m.in.NotifyURL = "https://downstream.example/hook" // newNet points it at the fake notify_url
 		m.in.DeliveryTimeoutSeconds = 10 + m.rng.IntN(300)
 		m.in.TokenTTLSeconds = 10 + m.rng.IntN(120)
 		refreshes := m.rng.IntN(3)
@@ -124,142 +215,175 @@ func newModel(t *testing.T, seed uint64) *model {
 		}
 	}
 	if m.rng.IntN(3) == 0 {
-		m.settings.ProviderThreads = 2
+		m.in.Method, m.in.Params = "base64", captchaflow.Params{"body": base64.StdEncoding.EncodeToString([]byte("image of " + m.wid))}
 	}
-	m.drawRouting()
-	Register(m.env, &activities.Activities{}, m.settings)
-	return m
+	m.drawProviders()
 }
 
-func (m *model) logf(format string, args ...any) {
-	m.trace = append(m.trace, fmt.Sprintf("%8v ", m.env.Now().Sub(m.epoch).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+// modelTasks runs several tasks at once, as children, so that they share one worker; the child-completed listener
+// records each one's end (the test environment's GetWorkflowResultByID returns the root's result).
+func modelTasks(ctx workflow.Context, wids []string, ins []captchaflow.Input) error {
+	var runs []workflow.ChildWorkflowFuture
+	for i, in := range ins {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: wids[i]})
+		runs = append(runs, workflow.ExecuteChildWorkflow(cctx, captchaflow.WorkflowType, in))
+	}
+	for _, run := range runs {
+		_ = run.Get(ctx, nil)
+	}
+	return nil
 }
 
-func (m *model) run() {
-	m.epoch = m.env.Now()
-	m.mockProvider()
-	m.mockGivenUp()
-	m.mockSlots()
-	m.mockDelivery()
-	m.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+// solve is the task whose workflow ID is wid.
+func (s *schedule) solve(wid string) *model {
+	for _, m := range s.solves {
+		if m.wid == wid {
+			return m
+		}
+	}
+	s.t.Fatalf("no task %q", wid)
+	return nil
+}
+
+// fail records that the schedule broke invariant inv; the test reports each invariant's count and first seed.
+func (s *schedule) fail(inv, format string, args ...any) {
+	s.logf("BROKEN %s: "+format, append([]any{inv}, args...)...)
+	if !slices.Contains(s.failed, inv) {
+		s.failed, s.why = append(s.failed, inv), append(s.why, fmt.Sprintf(format, args...))
+	}
+}
+
+func (s *schedule) logf(format string, args ...any) {
+	s.trace = append(s.trace, fmt.Sprintf("%8v ", s.env.Now().Sub(s.epoch).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+func (s *schedule) run() {
+	s.epoch = s.env.Now()
+	s.mockProvider()
+	s.mockGivenUp()
+	s.mockSlots()
+	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		if sas, ok := args.Get(0).(temporal.SearchAttributes); ok {
 			if v, ok := sas.GetKeyword(captchaflow.PhaseKey); ok {
-				m.mu.Lock()
-				m.searchedAs = captchaflow.Phase(v)
-				m.mu.Unlock()
+				s.mu.Lock()
+				s.solves[0].searchedAs = captchaflow.Phase(v) // checked only when the task is alone
+				s.mu.Unlock()
 			}
 		}
 	}).Return(nil)
-	m.scheduleNoise()
-	m.env.ExecuteWorkflow(captchaflow.WorkflowType, m.in)
-	if !m.env.IsWorkflowCompleted() {
-		m.t.Errorf("the schedule did not end")
+	var wids []string
+	var ins []captchaflow.Input
+	for _, m := range s.solves {
+		m.scheduleNoise()
+		wids, ins = append(wids, m.wid), append(ins, m.in)
+	}
+	s.cancelled = map[string]bool{}
+	s.env.SetOnActivityCanceledListener(func(info *activity.Info) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID] = true
+	})
+	s.env.SetOnChildWorkflowCompletedListener(func(info *workflow.Info, result converter.EncodedValue, err error) {
+		m := s.solve(info.WorkflowExecution.ID)
+		m.ended, m.result, m.err = s.env.Now(), result, err
+	})
+	if len(s.solves) == 1 {
+		s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wids[0]})
+		s.env.ExecuteWorkflow(captchaflow.WorkflowType, ins[0])
+	} else {
+		s.env.ExecuteWorkflow(modelTasks, wids, ins)
+	}
+	if !s.env.IsWorkflowCompleted() {
+		s.fail("ends-in-time", "the schedule did not end")
 		return
 	}
-	m.checkEnd()
-	m.checkDeliveries()
+	for _, m := range s.solves {
+		if m.ended.IsZero() { // the root
+			m.ended, m.err = s.env.Now(), s.env.GetWorkflowError()
+			m.result = rootResult{s.env}
+		}
+		result := m.checkEnd()
+		m.checkDeliveries()
+		m.checkHooks(result)
+		m.checkPaid(result)
+	}
 }
 
-// mockProvider answers Submit and Poll as a provider would, drawing each answer; a taken or lost submission is
-// solved (or found unsolvable) later and calls back by its named pingback URL, unless its pingback is dropped.
-func (m *model) mockProvider() {
-	m.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).AfterFn(m.latency).Return(
-		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			m.runID = req.RunID
-			m.checkNoSubmitWhileLostMayAnswer()
-			m.checkNoSubmitWhileOpen()
-			provider, alternatives, lostThere := "", 0, false
-			if m.routed() {
-				var ok bool
-				if provider, alternatives, lostThere, ok = m.route(req); !ok {
-					m.logf("Submit n=%d: every provider skipped", req.Submission)
-					return activities.SubmitResult{}, temporal.NewApplicationError("circuits open", activities.FailureProviderUnavailable)
-				}
-			}
-			answer := pick(m.rng, map[string]int{"ok": 55, "lost": 14, "zero": 7, "refused": 8, "transient": 8, "config": 1})
-			if lostThere {
-				answer = "lost"
-			}
-			m.logf("Submit n=%d attempt %d at %q -> %s", req.Submission, activity.GetInfo(ctx).Attempt, provider, answer)
-			switch answer {
-			case "ok", "lost":
-				// A routed provider may answer with the code at once (createTask: CapSolver's image tasks).
-				instant := answer == "ok" && provider != "" && m.rng.IntN(5) == 0
-				task := m.take(req.Submission, answer == "lost", provider, instant)
-				if task.lost && provider != "" {
-					return activities.SubmitResult{}, m.lostFailure(provider, alternatives)
-				}
-				if task.lost {
-					return activities.SubmitResult{}, temporal.NewApplicationError("in.php's answer was lost: EOF", activities.FailureSubmitOutcomeUnknown)
-				}
-				res := activities.SubmitResult{ProviderTaskID: task.id, Provider: provider, Alternatives: alternatives,
-					GiveUpSeconds: int(m.routing.giveUp / time.Second)}
-				if instant {
-					res.Code = task.code
-				}
-				return res, nil
-			case "zero":
-				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("ERROR_ZERO_BALANCE",
-					activities.FailureProviderZeroBalance, nil, "ERROR_ZERO_BALANCE", 30*time.Second)
-			case "refused":
-				return activities.SubmitResult{}, providerFailure("resubmit")
-			}
-			return activities.SubmitResult{}, providerFailure(answer)
-		})
-	m.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
+// mockProvider runs the real Submit and Poll against the fake providers (model_net_test.go), after a latency on
+// the test clock, and records what the worker told the task of given-up providers.
+func (s *schedule) mockProvider() {
+	for _, m := range s.solves { // one mock per task (its params are its own), so each draws from its own rng
+		s.env.OnActivity(acts.Submit, mock.Anything, mock.MatchedBy(func(req activities.SubmitRequest) bool {
+			return maps.Equal(req.Params, m.in.Params)
+		})).AfterFn(m.latency).Return(m.submit)
+	}
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, req activities.PollRequest) (activities.PollResult, error) {
+			m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
+			res, err := m.acts.Poll(ctx, req)
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			if err := m.pollDown(req); err != nil {
-				m.logf("Poll %s at %q: down -> %v", req.ProviderTaskID, req.Provider, err)
-				return activities.PollResult{}, err
+			m.logf("%s Poll %s at %q -> %v", m.wid, req.ProviderTaskID, req.Provider, err)
+			if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == activities.FailureProviderGaveUp {
+				m.givenUp(req.Provider)
 			}
-			for _, task := range m.tasks {
-				if task.id == req.ProviderTaskID && task.provider != req.Provider {
-					m.t.Errorf("Poll asked %q for %s, which %q took", req.Provider, task.id, task.provider)
-				}
-				if task.id == req.ProviderTaskID && task.instant {
-					m.t.Errorf("Poll asked for %s, whose code came with the Submit result", task.id)
-				}
-				if task.id == req.ProviderTaskID && !m.env.Now().Before(task.solveAt) {
-					if task.unsolvable {
-						return activities.PollResult{}, providerFailure("resubmit")
-					}
-					return activities.PollResult{Code: task.code}, nil
-				}
-			}
-			return activities.PollResult{}, providerFailure("not_ready")
+			return res, err
 		})
 }
 
-// latency is how long a provider request takes: mostly at once, sometimes seconds (the task waits in it).
+func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+	m.mu.Lock()
+	info := activity.GetInfo(ctx)
+	if s := m.schedule; s.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID] {
+		m.mu.Unlock()
+		return activities.SubmitResult{}, temporal.NewCanceledError()
+	}
+	m.runID = req.RunID
+	if m.routed() {
+		m.checkRouteRequest(req)
+	}
+	m.mu.Unlock()
+	res, err := m.acts.Submit(ctx, req)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
+	return res, err
+}
+
+// latency is how long a provider request takes on the test clock: mostly at once, sometimes up to 40 s (under
+// ProviderStartToClose); no-slot answers (busyUntil) make Submit take minutes of retries.
 func (m *model) latency() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.rng.IntN(3) == 0 {
-		return time.Duration(m.rng.IntN(5000)) * time.Millisecond
+		return time.Duration(m.rng.IntN(40000)) * time.Millisecond
 	}
 	return 0
 }
 
-// take records a new provider task and schedules its pingbacks: on time, dropped, duplicated or late. An instant
-// task is solved as it is taken (its pingbacks still come, as noise).
-func (m *model) take(n int, lost bool, provider string, instant bool) *providerTask {
-	id := fmt.Sprintf("P%d", len(m.tasks)+1)
+// take records a new provider task and schedules its pingbacks to the URL it was given: on time, dropped,
+// duplicated or late. An instant task is solved as it is taken (its pingbacks still come, as noise).
+func (m *model) take(provider, pingback string, lost, instant bool) *providerTask {
+	m.nextID++
+	id := strconv.Itoa(7300 + m.nextID)
 	now := m.env.Now()
+	_, runID, n := pingbackOf(pingback)
+	solve := time.Duration(1+m.rng.IntN(40)) * time.Second
+	if m.rng.IntN(5) == 0 {
+		solve *= 8 // a slow one outlives the lost-answer wait
+	}
 	task := &providerTask{id: id, code: "CODE-" + id, n: n, lost: lost, at: now, provider: provider,
-		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(time.Duration(1+m.rng.IntN(40)) * time.Second)}
+		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(solve)}
 	if instant {
 		task.instant, task.unsolvable, task.solveAt = true, false, now
+		m.arrive(task)
 	}
 	m.tasks = append(m.tasks, task)
 	code := task.code
 	if task.unsolvable {
 		code = "ERROR_CAPTCHA_UNSOLVABLE"
 	}
-	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: m.runID, Submission: n}
+	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: runID, Submission: n}
 	delays := []time.Duration{task.solveAt.Sub(now)}
 	switch pick(m.rng, map[string]int{"on-time": 6, "dropped": 2, "duplicate": 1, "late": 1}) {
 	case "dropped":
@@ -271,7 +395,10 @@ func (m *model) take(n int, lost bool, provider string, instant bool) *providerT
 	}
 	for _, d := range delays {
 		m.env.RegisterDelayedCallback(func() {
-			if down, _ := m.down(provider); down {
+			m.mu.Lock()
+			down, _ := m.down(provider)
+			m.mu.Unlock()
+			if down {
 				m.logf("pingback of %s not sent: %q is down", id, provider)
 				return
 			}
@@ -279,6 +406,13 @@ func (m *model) take(n int, lost bool, provider string, instant bool) *providerT
 		}, d)
 	}
 	return task
+}
+
+// arrive records when task's answer first reached captchaflow: its pingback, a poll's answer or the Submit result.
+func (s *schedule) arrive(task *providerTask) {
+	if task.arrived.IsZero() {
+		task.arrived = s.env.Now()
+	}
 }
 
 // checkNoSubmitWhileLostMayAnswer: before the first delivery (a refresh starts a new solve), an in.php request
@@ -295,65 +429,157 @@ func (m *model) checkNoSubmitWhileLostMayAnswer() {
 		}
 		answered := !task.unsolvable && !task.solveAt.After(now)
 		if task.lost && now.Before(end) && !answered && !task.gaveUp && !m.abandoned(task, now) {
-			m.t.Errorf("in.php asked at %v while lost submission %d (%s) may still answer until %v",
+			m.fail("no-submit-while-lost-may-answer", "a provider request at %v while lost submission %d (%s) may still answer until %v",
 				now.Sub(m.epoch), task.n, task.id, end.Sub(m.epoch))
 		}
 	}
 }
 
-// mockSlots grants each asked slot after a while; some schedules lose the semaphore (the first ask of a request is
-// never granted), so only the re-ask gets the grant.
-func (m *model) mockSlots() {
-	if m.settings.ProviderThreads == 0 {
+// modelSemaphore is the in-process stand-in for the task queue's modelSemaphore: at most ProviderThreads requests hold a
+// slot (granted, or granted with the grant still on its way), the rest queue in order. A lost one (a third of the
+// schedules) never answers the first ask of a request, so only the re-ask gets it.
+type modelSemaphore struct {
+	lost  bool
+	held  map[modelSlot]bool
+	queue []slotAsk
+	asked map[modelSlot]int
+}
+
+// modelSlot names one slot request: the task and its request's sequence number.
+type modelSlot struct {
+	wid string
+	seq int
+}
+
+type slotAsk struct {
+	key   modelSlot
+	runID string
+}
+
+func (s *schedule) mockSlots() {
+	if s.settings.ProviderThreads == 0 {
 		return
 	}
-	replaced := m.rng.IntN(3) == 0
-	asked := map[int]int{}
-	m.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+	s.sem = modelSemaphore{lost: s.rng.IntN(3) == 0, held: map[modelSlot]bool{}, asked: map[modelSlot]int{}}
+	s.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(ctx context.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
+		key := modelSlot{m.wid, req.Seq}
 		if req.Held {
-			m.holdAsserts++
-			m.logf("AcquireSlot seq=%d: the holder re-asserts its slot", req.Seq)
+			s.logf("AcquireSlot seq=%d: the holder re-asserts its slot", req.Seq)
 			return activities.SlotTicket{}, nil
 		}
-		asked[req.Seq]++
-		m.asks++
-		if replaced && asked[req.Seq] == 1 {
-			m.logf("AcquireSlot seq=%d: the semaphore is lost", req.Seq)
+		s.sem.asked[key]++
+		if s.sem.lost && s.sem.asked[key] == 1 {
+			s.logf("AcquireSlot %v: the semaphore is lost", key)
 			return activities.SlotTicket{}, nil
 		}
 		ticket := activities.SlotTicket{Semaphore: "sem", Epoch: "e1"}
-		if m.rng.IntN(3) == 0 {
-			m.logf("AcquireSlot seq=%d ask %d: granted at once", req.Seq, asked[req.Seq])
-			ticket.Granted = true
-			return ticket, nil
+		switch {
+		case s.sem.held[key] || slices.ContainsFunc(s.sem.queue, func(q slotAsk) bool { return q.key == key }):
+		case len(s.sem.held) < s.settings.ProviderThreads && len(s.sem.queue) == 0 && m.rng.IntN(3) == 0:
+			s.sem.held[key], ticket.Granted = true, true
+		default:
+			s.sem.queue = append(s.sem.queue, slotAsk{key, req.RunID})
+			s.grantNext(time.Duration(m.rng.IntN(40)) * time.Second)
 		}
-		d := time.Duration(m.rng.IntN(40)) * time.Second
-		m.logf("AcquireSlot seq=%d ask %d: grant in %v", req.Seq, asked[req.Seq], d)
-		m.env.RegisterDelayedCallback(func() {
-			m.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: req.Seq, RunID: req.RunID, Semaphore: "sem"})
-		}, d)
+		s.logf("AcquireSlot %v ask %d: granted %v, held %v, queued %d", key, s.sem.asked[key], ticket.Granted, s.sem.held, len(s.sem.queue))
 		return ticket, nil
 	})
-	m.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.ReleaseSlotSignal, mock.Anything).Return(nil)
+	s.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.ReleaseSlotSignal, mock.Anything).Return(
+		func(_, _, _, _ string, arg any) error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			rel, _ := arg.(activities.SlotRelease)
+			key := modelSlot{rel.WorkflowID, rel.Seq}
+			delete(s.sem.held, key)
+			s.sem.queue = slices.DeleteFunc(s.sem.queue, func(q slotAsk) bool { return q.key == key })
+			s.logf("release %v", key)
+			s.grantNext(0)
+			return nil
+		})
 }
 
-// mockDelivery records every delivery attempt's body; it fails while the schedule's downstream is down.
-func (m *model) mockDelivery() {
-	m.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.DeliverRequest) error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		var r captchaflow.Result
-		if err := json.Unmarshal(req.Body, &r); err != nil {
-			m.t.Errorf("delivery body: %v", err)
+// grantNext grants the first queued request after d when a slot is free.
+func (s *schedule) grantNext(d time.Duration) {
+	if len(s.sem.queue) == 0 || len(s.sem.held) >= s.settings.ProviderThreads {
+		return
+	}
+	ask := s.sem.queue[0]
+	s.sem.queue, s.sem.held[ask.key] = s.sem.queue[1:], true
+	s.env.RegisterDelayedCallback(func() {
+		_ = s.env.SignalWorkflowByID(ask.key.wid, activities.SlotGrantedSignal, activities.SlotGrant{Seq: ask.key.seq, RunID: ask.runID, Semaphore: "sem"})
+	}, d)
+}
+
+// checkPlan: while the semaphore runs undisturbed, the provider tasks still being solved (lost ones included;
+// not given-up ones nor those of a task that ended) never outnumber PROVIDER_THREADS.
+func (s *schedule) checkPlan() {
+	if s.settings.ProviderThreads == 0 || s.sem.lost {
+		return
+	}
+	now, open := s.env.Now(), 0
+	for _, m := range s.solves {
+		for _, task := range m.tasks {
+			if now.Before(task.solveAt) && !s.abandoned(task, now) && m.ended.IsZero() {
+				open++
+			}
 		}
-		m.delivered = append(m.delivered, r)
-		if m.env.Now().Sub(m.epoch) < m.deliverBad {
-			return temporal.NewApplicationError("notify_url answered 503", activities.FailureDeliveryRejected)
+	}
+	if open > s.settings.ProviderThreads {
+		s.fail("plan", "%d provider tasks being solved at %v, PROVIDER_THREADS=%d", open, now.Sub(s.epoch), s.settings.ProviderThreads)
+	}
+}
+
+// checkNoSubmitAfterAnswer: before the first delivery, no in.php or createTask request is made once a paid answer
+// of the solve has reached captchaflow, unless its provider was given up first.
+func (m *model) checkNoSubmitAfterAnswer() {
+	if len(m.delivered) > 0 {
+		return
+	}
+	now := m.env.Now()
+	for _, task := range m.tasks {
+		if !task.arrived.IsZero() && !task.unsolvable && !m.abandoned(task, now) {
+			m.fail("no-submit-after-answer", "a provider request at %v, after the answer of %s arrived at %v",
+				now.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch))
 		}
-		return nil
-	})
+	}
+}
+
+// delivery is notify_url's side of one attempt: it records it, checks the token lives, and refuses it while
+// the schedule's downstream is down.
+func (m *model) delivery(id string, body []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var r captchaflow.Result
+	if err := json.Unmarshal(body, &r); err != nil {
+		m.fail("fresh-result", "delivery body: %v", err)
+	}
+	now := m.env.Now()
+	m.delivered = append(m.delivered, r)
+	m.hooks = append(m.hooks, hook{id: id, at: now, ok: now.Sub(m.epoch) >= m.deliverBad})
+	m.checkLive(r, now)
+	if !m.hooks[len(m.hooks)-1].ok {
+		return errors.New("notify_url answered 503")
+	}
+	return nil
+}
+
+// checkLive: a token is offered only while it lives, counted from when its answer arrived, and says so.
+func (m *model) checkLive(r captchaflow.Result, now time.Time) {
+	ttl := time.Duration(m.in.TokenTTLSeconds) * time.Second
+	for _, task := range m.tasks {
+		if task.id != r.ProviderTaskID || task.arrived.IsZero() {
+			continue
+		}
+		if !now.Before(task.arrived.Add(ttl)) {
+			m.fail("live-token", "%s offered %v after its answer arrived, past its %v life", task.id, now.Sub(task.arrived), ttl)
+		}
+		if d := r.ReceivedAt.Sub(task.arrived); d > time.Second || d < -time.Second {
+			m.fail("live-token", "%s says received_at %v, its answer arrived at %v", task.id, r.ReceivedAt.Sub(m.epoch), task.arrived.Sub(m.epoch))
+		}
+	}
 }
 
 // scheduleNoise sends what no provider task of this run said: forged hints, earlier-run callbacks, repeats of
@@ -365,11 +591,13 @@ func (m *model) scheduleNoise() {
 		kind := pick(m.rng, map[string]int{"forged": 3, "earlier-run": 3, "earlier-run-unnamed": 2, "earlier-submission": 3, "hint": 3})
 		m.env.RegisterDelayedCallback(func() { m.sendNoise(kind) }, at)
 	}
-	if m.rng.IntN(10) == 0 {
-		m.env.RegisterDelayedCallback(func() { m.logf("cancel"); m.env.CancelWorkflow() }, time.Duration(m.rng.Int64N(horizon)))
+	if m.rng.IntN(10) == 0 && len(m.solves) == 1 { // the test environment cancels only its root workflow
+		m.env.RegisterDelayedCallback(func() { m.logf("cancel"); m.canceled = true; m.env.CancelWorkflow() }, time.Duration(m.rng.Int64N(horizon)))
 	}
-	for at := 1500 * time.Millisecond; at < time.Duration(horizon); at += 1500 * time.Millisecond {
-		m.env.RegisterDelayedCallback(m.checkPhases, at) // probes between the events
+	// Probes between the events, for a task alone (CaptchaPhase upserts do not say whose they are); several tasks'
+	// probes would also overflow the test environment's callback queue before it starts.
+	for at := 1500 * time.Millisecond; at < time.Duration(horizon) && len(m.solves) == 1; at += 1500 * time.Millisecond {
+		m.env.RegisterDelayedCallback(m.checkPhases, at)
 	}
 }
 
@@ -399,7 +627,7 @@ func (m *model) sendNoise(kind string) {
 			RunID: m.runID, Submission: old.n})
 	case kind == "hint" && last != nil:
 		m.logf("untokened hint %s", last.id)
-		m.env.UpdateWorkflow(captchaflow.UntokenedUpdate, "", &testsuite.TestUpdateCallback{
+		_ = m.env.UpdateWorkflowByID(m.wid, captchaflow.UntokenedUpdate, fmt.Sprint(m.env.Now().UnixNano()), &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(error) {}, OnComplete: func(any, error) {}},
 			captchaflow.UntokenedHint{ProviderTaskID: last.id})
 	}
@@ -413,15 +641,18 @@ func (m *model) signal(kind string, cb captchaflow.Callback) {
 		if kind == "pingback" && task.id == cb.ProviderTaskID && task.unsolvable {
 			task.gaveUp = true
 		}
+		if task.id == cb.ProviderTaskID && cb.Code == task.code && cb.Authenticated {
+			m.arrive(task)
+		}
 	}
 	m.mu.Unlock()
-	m.logf("signal %s {%s %.24q auth=%v n=%d}", kind, cb.ProviderTaskID, cb.Code, cb.Authenticated, cb.Submission)
-	m.env.SignalWorkflow(captchaflow.CallbackSignal, cb)
+	m.logf("signal %s %s {%s %.24q auth=%v n=%d}", m.wid, kind, cb.ProviderTaskID, cb.Code, cb.Authenticated, cb.Submission)
+	_ = m.env.SignalWorkflowByID(m.wid, captchaflow.CallbackSignal, cb)
 }
 
 // checkPhases compares the status query's phase with the last CaptchaPhase upsert while the task waits.
 func (m *model) checkPhases() {
-	if m.env.IsWorkflowCompleted() {
+	if m.env.IsWorkflowCompleted() || len(m.solves) > 1 {
 		return
 	}
 	v, err := m.env.QueryWorkflow(captchaflow.StatusQuery)
@@ -430,35 +661,117 @@ func (m *model) checkPhases() {
 	}
 	var st captchaflow.Status
 	if err := v.Get(&st); err != nil {
-		m.t.Errorf("status: %v", err)
+		m.fail("phase-matches-status", "status: %v", err)
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if searchable[st.Phase] && st.Phase != m.searchedAs {
-		m.t.Errorf("status phase %s, CaptchaPhase %s", st.Phase, m.searchedAs)
+		m.fail("phase-matches-status", "status phase %s, CaptchaPhase %s", st.Phase, m.searchedAs)
 	}
 }
 
 // checkEnd: the schedule ended by its deadlines and delivery bounds, with a result or a contract failure.
-func (m *model) checkEnd() {
+func (m *model) checkEnd() (result string) {
 	refreshes := 0
 	if m.in.MaxRefreshes != nil {
 		refreshes = *m.in.MaxRefreshes
 	}
 	solves := time.Duration(1+refreshes) * (m.in.SolveBudget() + m.in.DeliveryTimeout() + time.Minute)
-	if took := m.env.Now().Sub(m.epoch); took > solves {
-		m.t.Errorf("took %v, bound %v", took, solves)
+	if took := m.ended.Sub(m.epoch); took > solves {
+		m.fail("ends-in-time", "took %v, bound %v", took, solves)
 	}
-	if err := m.env.GetWorkflowError(); err != nil {
-		m.logf("ended: %v", err)
-		return
+	if m.err != nil {
+		m.logf("%s ended at %v: %v", m.wid, m.ended.Sub(m.epoch), m.err)
+		m.checkTypedFailure(m.err)
+		return ""
 	}
 	var r captchaflow.Result
-	if err := m.env.GetWorkflowResult(&r); err != nil {
-		m.t.Errorf("result: %v", err)
+	if err := m.result.Get(&r); err != nil {
+		m.fail("fresh-result", "result: %v", err)
 	}
 	m.checkFresh(r, "the result")
+	return r.ProviderTaskID
+}
+
+// checkHooks: every attempt of one solve's delivery carries one webhook-id and another solve's another, and a task
+// that ended with a result had it accepted by notify_url (retried until accepted).
+func (m *model) checkHooks(result string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := map[int]string{}
+	for i, h := range m.hooks {
+		round := m.delivered[i].Refreshes
+		if id, ok := ids[round]; ok && id != h.id {
+			m.fail("one-webhook-id", "solve %d delivered under webhook-ids %q and %q", round, id, h.id)
+		}
+		ids[round] = h.id
+	}
+	if len(slices.Compact(slices.Sorted(maps.Values(ids)))) != len(ids) {
+		m.fail("one-webhook-id", "two solves delivered under one webhook-id: %v", ids)
+	}
+	if result != "" && m.in.NotifyURL != "" && !slices.ContainsFunc(m.hooks, func(h hook) bool { return h.ok }) {
+		m.fail("one-webhook-id", "the task ended with %s, which notify_url never accepted", result)
+	}
+}
+
+// checkPaid: every paid provider code (a task created and not found unsolvable) reached the caller (accepted by
+// notify_url, or the result without one) or is one of the documented losses, each counted: offered but expired
+// and refreshed (or delivery given up), its provider given up, its answer too late (after the task moved on to
+// another paid task or ended), or the task cancelled.
+func (m *model) checkPaid(result string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	end, offered, taken := m.ended, map[string]bool{}, map[string]bool{result: m.in.NotifyURL == ""}
+	for i, h := range m.hooks {
+		offered[m.delivered[i].ProviderTaskID] = true
+		taken[m.delivered[i].ProviderTaskID] = taken[m.delivered[i].ProviderTaskID] || h.ok
+	}
+	for _, task := range m.tasks {
+		late := task.arrived.IsZero() || !task.arrived.Before(m.ended) || slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
+			return u.at.After(task.at) && !u.at.After(task.arrived)
+		})
+		// Another submission's answer came first and was the one offered: this one was paid after a lost-answer
+		// wait ended without the answer that came later (the documented cost of that wait).
+		beaten := slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
+			return u != task && !u.arrived.IsZero() && u.arrived.Before(task.arrived) && (offered[u.id] || taken[u.id])
+		})
+		switch {
+		case task.unsolvable || taken[task.id]:
+		case offered[task.id]:
+			m.losses["expired-or-undeliverable"]++
+		case beaten:
+			m.losses["superseded"]++
+		case m.abandoned(task, end):
+			m.losses["given-up"]++
+		case late:
+			m.losses["too-late"]++
+		case m.canceled:
+			m.losses["canceled"]++
+		default:
+			m.fail("paid-delivered", "the code of %s arrived at %v and never reached the caller", task.id, task.arrived.Sub(m.epoch))
+		}
+	}
+}
+
+// solveFailures are the contract's failure types of SolveCaptcha: a task ends in one of them, a result, or the
+// cancellation it was sent; a panic or an untyped error is a bug.
+var solveFailures = []string{captchaflow.FailureInvalidInput, captchaflow.FailureUnsolvable, captchaflow.FailureDeadlineExceeded,
+	captchaflow.FailureDeliveryFailed, captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, captchaflow.FailureTokenExpired}
+
+func (m *model) checkTypedFailure(err error) {
+	var app *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	switch {
+	case errors.As(err, &canceled) && m.canceled:
+	case errors.As(err, &app) && slices.Contains(solveFailures, app.Type()):
+	default:
+		var panicked *temporal.PanicError
+		if errors.As(err, &panicked) { // name the line that panicked
+			err = fmt.Errorf("%w at %s", err, regexp.MustCompile(`workflows/\w+\.go:\d+`).FindString(panicked.StackTrace()))
+		}
+		m.fail("typed-failure", "the task ended in %v, not a contract failure", err)
+	}
 }
 
 // checkDeliveries: every delivery attempt carries this run's code of a submission of the solve it belongs to.
@@ -470,7 +783,7 @@ func (m *model) checkDeliveries() {
 	for _, r := range delivered {
 		m.checkFresh(r, "a delivery")
 		if round, ok := seen[r.ProviderTaskID]; ok && round != r.Refreshes {
-			m.t.Errorf("provider task %s delivered in refresh %d after it expired in refresh %d", r.ProviderTaskID, r.Refreshes, round)
+			m.fail("fresh-result", "provider task %s delivered in refresh %d after it expired in refresh %d", r.ProviderTaskID, r.Refreshes, round)
 		}
 		if _, ok := seen[r.ProviderTaskID]; !ok {
 			seen[r.ProviderTaskID] = r.Refreshes
@@ -484,19 +797,52 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 	for _, task := range m.tasks {
 		if task.id == r.ProviderTaskID {
 			if r.Code != task.code || task.unsolvable {
-				m.t.Errorf("%s carries %.30q for %s, whose code is %s", what, r.Code, task.id, task.code)
+				m.fail("fresh-result", "%s carries %.30q for %s, whose code is %s", what, r.Code, task.id, task.code)
 			}
 			if r.Provider != task.provider {
-				m.t.Errorf("%s names provider %q for %s, which %q took", what, r.Provider, task.id, task.provider)
+				m.fail("fresh-result", "%s names provider %q for %s, which %q took", what, r.Provider, task.id, task.provider)
 			}
 			if r.ReceivedAt.Before(task.solveAt) {
-				m.t.Errorf("%s was received before %s was solved", what, task.id)
+				m.fail("fresh-result", "%s was received before %s was solved", what, task.id)
 			}
 			if (r.Via == captchaflow.ViaSubmit) != task.instant && r.Via != captchaflow.ViaCallback {
-				m.t.Errorf("%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)
+				m.fail("fresh-result", "%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)
 			}
 			return
 		}
 	}
-	m.t.Errorf("%s names provider task %q, which this run never submitted (code %.30q)", what, r.ProviderTaskID, r.Code)
+	m.fail("fresh-result", "%s names provider task %q, which this run never submitted (code %.30q)", what, r.ProviderTaskID, r.Code)
+}
+
+// unlimitedRetries undoes the test environment's cap of 10 attempts on a retry policy without one (it would end a
+// poll or a no-slot run of Submit as if the deadline had come): such activities get a bound no schedule reaches,
+// and ScheduleToClose (the task's deadline) ends them, as on a real server.
+type unlimitedRetries struct {
+	interceptor.WorkerInterceptorBase
+}
+
+func (*unlimitedRetries) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &unlimitedInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
+}
+
+type unlimitedInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
+
+func (i *unlimitedInbound) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&unlimitedOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}})
+}
+
+type unlimitedOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
+
+func (o *unlimitedOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if opts := workflow.GetActivityOptions(ctx); opts.RetryPolicy != nil && opts.RetryPolicy.MaximumAttempts == 0 {
+		policy := *opts.RetryPolicy
+		policy.MaximumAttempts = 100000
+		opts.RetryPolicy = &policy
+		ctx = workflow.WithActivityOptions(ctx, opts)
+	}
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
 }

@@ -86,9 +86,9 @@ func (a *admission) stopHold() {
 
 // onGrant takes a grant for the request being asked, and tells whether the grant is this run's but for a request
 // already given up (it is sent back, or the slot would stay counted until the task ends).
-func (a *admission) onGrant(g activities.SlotGrant, runID string) (stray bool) {
+func (a *admission) onGrant(g activities.SlotGrant, ours func(runID string) bool) (stray bool) {
 	switch {
-	case g.RunID != "" && g.RunID != runID:
+	case g.RunID != "" && !ours(g.RunID):
 		return false // another run's: not ours to answer
 	case g.Seq == a.seq && !a.released:
 		a.granted = true
@@ -97,7 +97,7 @@ func (a *admission) onGrant(g activities.SlotGrant, runID string) (stray bool) {
 		}
 		return false
 	}
-	return g.RunID == runID
+	return ours(g.RunID)
 }
 
 // slotsInEffect decides, once per task, whether it takes slots: the worker's PROVIDER_THREADS, recorded as the
