@@ -31,10 +31,10 @@ func (s *stack) sendTokened(ctx context.Context, workflowID, providerID, code, s
 
 // pingbackQuery is the query of the first submission's pingback URL of workflowID's current run, signed with secret.
 func (s *stack) pingbackQuery(ctx context.Context, workflowID, secret string) url.Values {
-	d, err := s.c.DescribeWorkflowExecution(ctx, workflowID, "")
+	d, err := s.c.DescribeWorkflow(ctx, workflowID, "")
 	run := "no-such-run"
 	if err == nil {
-		run = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		run = d.WorkflowExecution.RunID
 	}
 	sub := callbackauth.Submission{RunID: run, N: 1}
 	return url.Values{callbackauth.RunParam: {run}, callbackauth.SubmissionParam: {"1"},
