@@ -16,12 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -201,12 +198,6 @@ func resetTo(ctx context.Context, t *testing.T, s *stack, id string, last bool) 
 		}
 	}
 	require.NotZero(t, at)
-	_, err = s.c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace:                 s.namespace,
-		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: desc.WorkflowExecution.RunID},
-		Reason:                    "e2e: an operator resets " + id,
-		WorkflowTaskFinishEventId: at,
-		RequestId:                 uuid.NewString(),
-	})
+	_, err = s.resetRun(ctx, id, desc.WorkflowExecution.RunID, at, "e2e: an operator resets "+id)
 	require.NoError(t, err)
 }
