@@ -23,8 +23,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/bench/admission"
-	"github.com/captchaflow/captchaflow/devstack"
+	"github.com/captchaflow/captchaflow/tests/bench/admission"
+	"github.com/captchaflow/captchaflow/tests/devstack"
 )
 
 const (

@@ -23,7 +23,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 const simDefaultBalance = 100 // SIM_BALANCE's default; the stack does not set it

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/devstack"
-	"github.com/captchaflow/captchaflow/internal/docscheck"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/devstack"
+	"github.com/captchaflow/captchaflow/tests/internal/docscheck"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // docsExampleTaskID is the task ID the documents' CLI examples use; the test gives it a per-run suffix, so a

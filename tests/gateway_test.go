@@ -10,7 +10,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // TestE2E_GatewayErrorAfterCreate (#15 §1, §2): a gateway in front of in.php forwards the submission — the provider

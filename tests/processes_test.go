@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/devstack"
+	"github.com/captchaflow/captchaflow/tests/devstack"
 )
 
 func (s *stack) startSimulator(ctx context.Context) (err error) {

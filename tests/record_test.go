@@ -15,7 +15,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // envRecord switches TestRecordHistories to writing testdata/*.json.

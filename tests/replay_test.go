@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/devstack"
+	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/workflows"
 )
 

@@ -24,7 +24,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // resetPoint is the WorkflowTaskCompleted event of a run's history to reset to, 0 while it is not there yet.

@@ -18,9 +18,9 @@ import (
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/captchaai"
-	"github.com/captchaflow/captchaflow/devstack"
-	"github.com/captchaflow/captchaflow/internal/billing"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/devstack"
+	"github.com/captchaflow/captchaflow/tests/internal/billing"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // The two providers of the routing scenarios (#17): a speaks in.php, b createTask in CapSolver's flavor.

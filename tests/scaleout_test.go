@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/devstack"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/devstack"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // TestE2E_ScaleOut (issue #9): two workers and two ingresses serve the same task queue. The second worker gives

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // simTasks lists the simulator's provider tasks whose pingback path starts with pathPrefix.

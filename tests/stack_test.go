@@ -15,8 +15,8 @@ import (
 	"github.com/rs/zerolog"
 	"go.temporal.io/sdk/client"
 
-	"github.com/captchaflow/captchaflow/devstack"
-	"github.com/captchaflow/captchaflow/devstack/downstream"
+	"github.com/captchaflow/captchaflow/tests/devstack"
+	"github.com/captchaflow/captchaflow/tests/devstack/downstream"
 )
 
 // Fixed, distinctive test secrets. The recorded histories in testdata/ are scanned for them

@@ -23,7 +23,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/devstack"
+	"github.com/captchaflow/captchaflow/tests/devstack"
 )
 
 const (

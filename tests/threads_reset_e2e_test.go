@@ -15,7 +15,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/devstack"
+	"github.com/captchaflow/captchaflow/tests/devstack"
 )
 
 func TestE2E_ResetSlotHolderKeepsItsSlot(t *testing.T) {

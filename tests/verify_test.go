@@ -10,7 +10,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // verify checks the invariants every scenario must keep, then records its figures:

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"runtime"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/tests/bench/twin"
+)
+
+// bench holds the run's connections and identifiers.
+type bench struct {
+	cfg       config
+	st        stack
+	c         client.Client // the driver's connection
+	sim       *simClient
+	twinActs  *twin.Activities
+	runID     string
+	taskQueue string
+	twinQueue string
+	res       *Results
+	samples   []latencySamples
+	pids      func() map[string]int
+	pidTrees  map[string]bool
+}
+
+// run sets the stack up, runs the phases -phases selects and writes the results.
+func run(ctx context.Context, cfg config) error {
+	began := time.Now()
+	b := newBench(cfg, began)
+	var td teardown
+	defer td.run()
+	if err := b.setUp(ctx, &td); err != nil {
+		return err
+	}
+	if err := b.runPhases(ctx); err != nil {
+		return err
+	}
+	b.res.LoadAvgEnd = loadAvg()
+	b.res.DurationSeconds = round2(time.Since(began).Seconds())
+	b.res.Targets = evaluateTargets(b.res)
+	return b.write()
+}
+
+// newBench names the run after its start time and fills in the results' header.
+func newBench(cfg config, began time.Time) *bench {
+	runID := began.UTC().Format("0102-150405")
+	b := &bench{
+		cfg:       cfg,
+		runID:     runID,
+		taskQueue: "bench-captcha-solve-" + runID,
+		twinQueue: "bench-twin-" + runID,
+		res: &Results{
+			StartedAt:     began.UTC(),
+			GitCommit:     gitCommit(),
+			GoVersion:     runtime.Version(),
+			CPUs:          runtime.NumCPU(),
+			LoadAvgStart:  loadAvg(),
+			N:             cfg.n,
+			Rounds:        cfg.rounds,
+			Warmup:        cfg.warmup,
+			DynamicConfig: cfg.dynamicConfig,
+			WorkerEnv:     cfg.workerEnv,
+		},
+	}
+	for _, p := range allPhases {
+		if cfg.phases[p] {
+			b.res.Phases = append(b.res.Phases, p)
+		}
+	}
+	return b
+}
+
+// runPhases runs the phases -phases selects into b.res.
+func (b *bench) runPhases(ctx context.Context) error {
+	// The poll-path tasks take up to a hundred seconds; they run alongside the other phases.
+	var pollDone chan []PollPathResult
+	if b.cfg.phases["poll"] {
+		pollDone = make(chan []PollPathResult, 1)
+		go func() { pollDone <- b.pollPath(ctx) }()
+	}
+	for _, sc := range b.scenarios() {
+		tr, err := b.compare(ctx, sc)
+		if err != nil {
+			return err
+		}
+		b.res.Throughput = append(b.res.Throughput, tr)
+	}
+	var err error
+	if b.cfg.phases["recovery"] {
+		if b.res.Recovery, err = b.recovery(ctx); err != nil {
+			return err
+		}
+	}
+	if pollDone != nil {
+		log.Print("waiting for the poll-path tasks")
+		select {
+		case b.res.PollPath = <-pollDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// The threads, billing and admission phases need the provider and the server to themselves: after the
+	// poll-path tasks, before the waiting phase's parked tasks (which hold provider threads for hours).
+	if err := b.providerPhases(ctx); err != nil {
+		return err
+	}
+	if b.cfg.phases["waiting"] {
+		if b.res.Waiting, err = b.waitingMemory(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// providerPhases runs the threads, billing and admission phases -phases selects.
+func (b *bench) providerPhases(ctx context.Context) error {
+	var err error
+	if b.cfg.phases["threads"] {
+		if b.res.Threads, err = b.threads(ctx); err != nil {
+			return err
+		}
+	}
+	if b.cfg.phases["billing"] {
+		if b.res.Billing, err = b.billing(ctx); err != nil {
+			return err
+		}
+	}
+	if b.cfg.phases["admission"] {
+		b.res.Admission, err = b.admission(ctx)
+	}
+	return err
+}
+
+// scenarios are the comparisons of the throughput and parked phases, in the order they run.
+func (b *bench) scenarios() []scenario {
+	cfg := b.cfg
+	var scenarios []scenario
+	if cfg.phases["throughput"] {
+		for _, c := range cfg.concurrencies {
+			scenarios = append(scenarios, scenario{
+				Name: scenarioInstant, N: cfg.n, C: c, Warmup: cfg.warmup, Rounds: cfg.rounds,
+				OursInput:   solveInput(nil),
+				TwinInput:   twin.Input{CallbackTimeoutSeconds: captchaflow.DefaultCallbackTimeoutSeconds},
+				Description: "solved at once: the pingback usually arrives before the workflow has processed in.php's answer",
+			})
+		}
+	}
+	if cfg.phases["parked"] {
+		delay := int(cfg.parkedDelay.Milliseconds())
+		scenarios = append(scenarios, scenario{
+			Name: scenarioParked, N: cfg.parkedN, C: cfg.parkedC, Rounds: cfg.rounds,
+			OursInput: solveInput(map[string]string{"sim_solve_ms": strconv.Itoa(delay)}),
+			TwinInput: twin.Input{CallbackTimeoutSeconds: captchaflow.DefaultCallbackTimeoutSeconds, SignalDelayMS: delay},
+			Description: fmt.Sprintf("solved after %s: the pingback reaches a workflow parked on its callback timer (the real-world case)",
+				cfg.parkedDelay),
+		})
+	}
+	return scenarios
+}
