@@ -20,8 +20,14 @@ E2E_TIMEOUT ?= 40m
 # Schedules of the model-based test in make fuzz (make test runs its default, 1 000).
 MODEL_SCHEDULES ?= 20000
 
-# Every package but the end-to-end tests, which need the built stack and run on their own.
-unit_packages = $$($(GO) list ./... | grep -v -E '/tests(/|$$)')
+# The tooling module (tests/go.mod): the e2e tests, simulator, devstack, run, bench and the docs and deploy
+# checks, so that the product's go.mod holds only what the product imports.
+TOOLING := $(GO) -C tests
+# The tooling module's packages but the end-to-end tests, which need the built stack and run on their own.
+tooling_unit_packages = $$($(TOOLING) list ./... | grep -v -x 'github.com/captchaflow/captchaflow/tests')
+# staticcheck and workflowcheck are Go tools of the tooling module; go tool -n names the built binary, which
+# then checks either module.
+tool = $$($(TOOLING) tool -n $(1))
 
 .PHONY: help run test vet lint fuzz test-fuzz workflowcheck test-unit test-e2e test-e2e-cluster test-deploy tools bench cluster cluster-down \
 	test-cluster record-histories clean
@@ -30,30 +36,34 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 run: tools ## start the local stack, run a demo batch, keep it up for the Web UI (ARGS="-tasks 10 -exit")
-	$(GO) build -o $(BIN)/run ./run
+	$(TOOLING) build -o $(BIN)/run ./run
 	$(BIN)/run $(ARGS)
 
 test: vet lint workflowcheck test-unit test-fuzz test-e2e test-e2e-cluster test-deploy ## everything CI runs: vet, staticcheck, workflowcheck, unit, e2e + replay (dev server and PostgreSQL cluster), deploy checks
 
-vet: ## go vet every package
+vet: ## go vet every package of both modules
 	$(GO) vet ./...
+	$(TOOLING) vet ./...
 
-lint: ## staticcheck every package (pinned as a Go tool in go.mod)
-	$(GO) tool staticcheck ./...
+lint: ## staticcheck every package of both modules (pinned as a Go tool in tests/go.mod)
+	staticcheck=$(call tool,staticcheck); $$staticcheck ./... && cd tests && $$staticcheck ./...
 
-workflowcheck: ## check workflow code for non-determinism
-	$(GO) tool workflowcheck ./...
+workflowcheck: ## check the workflow code of both modules for non-determinism
+	workflowcheck=$(call tool,workflowcheck); $$workflowcheck ./... && cd tests && $$workflowcheck ./...
 
-test-unit: tools ## unit tests (every package but ./tests, whose server-free history replay runs here too; includes the Temporal dev-server launcher test)
-	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) $(unit_packages)
-	$(GO) test -count=1 -run 'TestReplayRecordedHistories|TestRecordedHistoriesHoldNoSecrets' ./tests/
+test-unit: tools ## unit tests (every package but the e2e package ./tests, whose server-free history replay runs here too; includes the Temporal dev-server launcher test)
+	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...
+	$(TOOLING) test -count=1 -timeout $(UNIT_TIMEOUT) $(tooling_unit_packages)
+	$(TOOLING) test -count=1 -run 'TestReplayRecordedHistories|TestRecordedHistoriesHoldNoSecrets' .
 
 fuzz: ## run every Go fuzz target (func Fuzz… in a tracked _test.go) for FUZZTIME each; new crashers land in testdata/fuzz
 	@targets=$$(git ls-files '*_test.go' | { xargs grep -H -o '^func Fuzz[A-Za-z0-9_]*' || true; } | sed 's/:func / /'); \
 	if [[ -z "$$targets" ]]; then echo "fuzz: no fuzz targets"; exit 1; fi; \
 	while read -r file name; do \
-		echo "fuzz: $$name ($$(dirname $$file), $(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$file) || exit 1; \
+		dir=$$(dirname $$file); mod=.; pkg=./$$dir; \
+		case $$dir in tests | tests/*) mod=tests; pkg=.$${dir#tests};; esac; \
+		echo "fuzz: $$name ($$dir, $(FUZZTIME))"; \
+		$(GO) -C $$mod test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done <<< "$$targets"
 	$(GO) test -count=1 -run '^TestSolveCaptchaModel$$' ./workflows -model.schedules=$(MODEL_SCHEDULES)
 
@@ -61,14 +71,14 @@ test-fuzz: ## every fuzz target for a short bounded time (TEST_FUZZTIME each); i
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) MODEL_SCHEDULES=1000
 
 test-e2e: tools ## end-to-end, chaos and replay tests against the real stack
-	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./tests/...
+	$(TOOLING) test -count=1 -timeout $(E2E_TIMEOUT) .
 
 test-e2e-cluster: tools ## the core e2e scenarios (happy path, worker killed, server restarted) on the PostgreSQL-backed cluster
 	cluster/up.sh --detach
 	trap 'cluster/down.sh' EXIT; \
 	E2E_TEMPORAL_ADDRESS=127.0.0.1:$${CLUSTER_FRONTEND_PORT:-7333} \
 	E2E_TEMPORAL_RESTART_CMD='cluster/down.sh && cluster/up.sh --detach' \
-	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./tests/ -run Core
+	$(TOOLING) test -count=1 -timeout $(E2E_TIMEOUT) . -run Core
 
 test-deploy: ## checks of the deployment files (deploy/check.sh)
 	deploy/check.sh
@@ -76,8 +86,8 @@ test-deploy: ## checks of the deployment files (deploy/check.sh)
 tools: ## build the pinned Temporal CLI into .bin/ (~6 min the first time, then cached)
 	tools/build.sh
 
-bench: tools ## run the benchmark
-	$(GO) run ./bench
+bench: tools ## run the benchmark (results in tests/bench/out/)
+	$(TOOLING) run ./bench
 
 cluster: ## start a local Temporal cluster on PostgreSQL (no Docker), detached
 	cluster/up.sh --detach
@@ -89,7 +99,7 @@ test-cluster: ## smoke-test the local cluster (up, namespace, search attributes,
 	cluster/smoke.sh
 
 record-histories: tools ## re-record the replay test histories in tests/
-	RECORD_HISTORIES=1 $(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./tests/ -run Record
+	RECORD_HISTORIES=1 $(TOOLING) test -count=1 -timeout $(E2E_TIMEOUT) . -run Record
 
 clean: ## remove the local stack's data (.data) and built binaries, except the slow-to-build Temporal ones
 	rm -rf .data

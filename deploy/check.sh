@@ -2,7 +2,8 @@
 # Checks everything under deploy/ and the compose file, for CI (.ci/run) and by hand:
 #   - the Prometheus config and alert rules parse (promtool check config / check rules);
 #   - each alert fires on the series it should and stays quiet otherwise (promtool test rules alerts_test.yml);
-#   - docker-compose.yml and the Dockerfile match what the binaries read (go test ./deploy/).
+#   - docker-compose.yml and the Dockerfile match what the binaries read (go test ./deploy/ in the tooling
+#     module, tests/).
 # promtool comes from Debian's `prometheus` package (installed here when missing: ~12s); the package's
 # service is not started.
 set -euo pipefail
@@ -38,4 +39,4 @@ log "$(promtool --version 2>&1 | head -n 1)"
 promtool check config "$prom/prometheus.yml"
 promtool check rules "$prom/alerts.yml"
 promtool test rules "$prom/alerts_test.yml"
-(cd "$repo" && go test -count=1 ./deploy/...)
+go -C "$repo/tests" test -count=1 ./deploy/...

@@ -4,14 +4,14 @@
 # `make test` brings up and down. The instance is stopped on exit; its data is kept for the next run unless
 # BENCH_CLUSTER_FRESH=1.
 #
-#   bench/cluster.sh                         # the full benchmark, results in bench/out/cluster/
-#   bench/cluster.sh -phases throughput -n 300
-#   CLUSTER_DYNAMIC_CONFIG=my.yaml bench/cluster.sh   # another dynamic config (a lever)
+#   tests/bench/cluster.sh                   # the full benchmark, results in tests/bench/out/cluster/
+#   tests/bench/cluster.sh -phases throughput -n 300
+#   CLUSTER_DYNAMIC_CONFIG=my.yaml tests/bench/cluster.sh  # another dynamic config (a lever)
 #
 # Needs what cluster/up.sh needs (root, Debian's postgresql-15, the Temporal binaries in .bin).
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 
 # A port range clear of the dev server (7233…), the shared cluster (7333…, 55432) and make run's defaults.
@@ -41,6 +41,6 @@ mkdir -p "$state"
 trap 'cluster/down.sh' EXIT
 cluster/up.sh --detach
 # The server's and PostgreSQL's CPU per task is counted too (PostgreSQL with its backends).
-go run ./bench -temporal-address "127.0.0.1:$CLUSTER_FRONTEND_PORT" -out bench/out/cluster \
+go -C tests run ./bench -temporal-address "127.0.0.1:$CLUSTER_FRONTEND_PORT" -out bench/out/cluster \
 	-label "PostgreSQL-backed Temporal cluster (cluster/up.sh, $(basename "${CLUSTER_DYNAMIC_CONFIG:-deploy dynamic config}"))" \
 	-server-pid "temporal=$CLUSTER_STATE_DIR/temporal-server.pid" -server-pid "postgres=$CLUSTER_PG_DATA/postmaster.pid" "$@"

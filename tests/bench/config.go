@@ -94,7 +94,7 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.StringVar(&cfg.dbDir, "temporal-db-dir", "", `where the dev server's SQLite file goes: "" = a fresh directory on /dev/shm (tmpfs) when there is one, "disk" = the run directory`)
 	fs.StringVar(&cfg.label, "label", "", "what the server is, for the table's and the plot's title (default: dev server, or the external address)")
 	fs.BoolVar(&cfg.replot, "replot", false, "only redraw the plot and results.md of the run in -out (from its samples.json and results.json)")
-	fs.StringVar(&cfg.copyPlot, "copy-plot", "", "also copy latency.svg here (e.g. docs/bench-latency.svg for the README)")
+	fs.StringVar(&cfg.copyPlot, "copy-plot", "", "also copy latency.svg here (e.g. ../docs/bench-latency.svg for the README)")
 	fs.DurationVar(&cfg.timeout, "timeout", 25*time.Minute, "bound on the whole run")
 	fs.StringVar(&cfg.admissionDesigns, "admission-designs", "", "admission phase: the designs to measure, comma list (default: all)")
 	fs.BoolVar(&cfg.admissionBatches, "admission-batches", true, "admission phase: also run the SolveCaptcha batches against the capped provider")

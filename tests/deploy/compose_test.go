@@ -22,9 +22,9 @@ import (
 )
 
 const (
-	repoRoot         = ".."
-	composeFile      = "../docker-compose.yml"
-	prometheusConfig = "prometheus/prometheus.yml"
+	repoRoot         = "../.."
+	composeFile      = "../../docker-compose.yml"
+	prometheusConfig = "../../deploy/prometheus/prometheus.yml"
 	loopback         = "127.0.0.1"
 )
 

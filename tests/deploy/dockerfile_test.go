@@ -17,13 +17,16 @@ import (
 )
 
 const (
-	dockerfilePath   = "../Dockerfile"
-	dockerignorePath = "../.dockerignore"
+	dockerfilePath   = "../../Dockerfile"
+	dockerignorePath = "../../.dockerignore"
 	binDir           = "/usr/local/bin/"
 )
 
 // imageBinaries are the commands the image must contain: the services compose runs from it, plus the starter CLI.
 var imageBinaries = []string{"worker", "ingress", "starter", "simulator"}
+
+// toolingBinaries are the image's commands from the tooling module, which the Dockerfile builds with go -C tests.
+var toolingBinaries = []string{"simulator"}
 
 // dockerStage is one FROM … section of a parsed Dockerfile.
 type dockerStage struct {
@@ -88,6 +91,7 @@ func checkDockerfile(content []byte) []string {
 
 	// The build: static binaries of every command, into the directory the runtime stage copies.
 	var built []string
+	toolingBuilt := false
 	for _, st := range stages[:len(stages)-1] {
 		for _, n := range st.instructions {
 			run := args(n)
@@ -102,12 +106,16 @@ func checkDockerfile(content []byte) []string {
 					built = append(built, strings.TrimPrefix(f, "./"))
 				}
 			}
+			toolingBuilt = toolingBuilt || strings.Contains(run, "go -C tests build")
 		}
 	}
 	for _, b := range imageBinaries {
 		if !slices.Contains(built, b) {
 			fail("the image does not build ./%s", b)
 		}
+	}
+	if !toolingBuilt {
+		fail("the image does not build the tooling module's commands (%v) with go -C tests", toolingBinaries)
 	}
 
 	final := stages[len(stages)-1]
@@ -140,7 +148,11 @@ func TestDockerfileBuildsEveryBinaryStaticallyAndRunsAsNonRoot(t *testing.T) {
 // of them.
 func TestDockerfileBinariesExist(t *testing.T) {
 	for _, b := range imageBinaries {
-		pkg, err := build.ImportDir(filepath.Join(repoRoot, b), 0)
+		dir := filepath.Join(repoRoot, b)
+		if slices.Contains(toolingBinaries, b) {
+			dir = filepath.Join(repoRoot, "tests", b)
+		}
+		pkg, err := build.ImportDir(dir, 0)
 		if assert.NoError(t, err, "./%s", b) {
 			assert.Equal(t, "main", pkg.Name, "./%s must be a command", b)
 		}
@@ -183,6 +195,7 @@ func TestDockerfileChecksCatchBrokenFiles(t *testing.T) {
 		{"no user", "USER 10001:10001\n", ""},
 		{"cgo on", "CGO_ENABLED=0 ", ""},
 		{"a binary left out", " ./starter", ""},
+		{"the simulator built in the product module", "go -C tests build", "go build"},
 		{"binaries elsewhere", "COPY --from=build /out/ /usr/local/bin/", "COPY --from=build /out/ /opt/"},
 	}
 	for _, m := range mutations {

@@ -24,8 +24,9 @@ type Binaries struct {
 	Starter   string
 }
 
-// binaryPackages maps each binary to its main package (the binary is named after the package's directory).
-var binaryPackages = []string{"./worker", "./ingress", "./simulator", "./starter"}
+// binaryPackages are each binary's main package (the binary is named after the package's directory), by the
+// module they build in, relative to the product's root: the simulator is in the tooling module, tests/.
+var binaryPackages = map[string][]string{".": {"./worker", "./ingress", "./starter"}, "tests": {"./simulator"}}
 
 var (
 	buildMu   sync.Mutex
@@ -48,8 +49,10 @@ func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
 	if err != nil {
 		return Binaries{}, err
 	}
-	if err := GoBuild(ctx, root, dir, binaryPackages...); err != nil {
-		return Binaries{}, err
+	for mod, pkgs := range binaryPackages {
+		if err := GoBuild(ctx, filepath.Join(root, mod), dir, pkgs...); err != nil {
+			return Binaries{}, err
+		}
 	}
 	bins := Binaries{
 		Worker:    filepath.Join(dir, "worker"),

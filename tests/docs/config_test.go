@@ -79,7 +79,7 @@ func TestConfigReferenceMatchesTheCode(t *testing.T) {
 
 // The simulator's configuration table names exactly what it reads.
 func TestSimulatorReferenceMatchesTheCode(t *testing.T) {
-	doc := parseReference(section(t, "simulator/README.md", "Configuration (env, or the flag in brackets; flags win)"))
+	doc := parseReference(section(t, "tests/simulator/README.md", "Configuration (env, or the flag in brackets; flags win)"))
 	require.Empty(t, compareEnv(doc, binaries(t)["simulator"]))
 }
 

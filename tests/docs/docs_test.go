@@ -16,8 +16,8 @@ import (
 	"github.com/captchaflow/captchaflow/tests/internal/docscheck"
 )
 
-// root is the module root, where every document path below starts.
-const root = ".."
+// root is the repository's (the product module's) root, where every document path below starts.
+const root = "../.."
 
 // documents are the markdown files whose links are checked: every docs/*.md and the READMEs.
 func documents(t *testing.T) []string {
@@ -25,7 +25,7 @@ func documents(t *testing.T) []string {
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
 	require.NotEmpty(t, docs)
-	out := []string{"README.md", "bench/README.md", "simulator/README.md", "deploy/README.md"}
+	out := []string{"README.md", "tests/bench/README.md", "tests/simulator/README.md", "deploy/README.md"}
 	for _, d := range docs {
 		rel, err := filepath.Rel(root, d)
 		require.NoError(t, err)

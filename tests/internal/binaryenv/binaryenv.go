@@ -55,7 +55,7 @@ func (e Env) Names() []string {
 	return out
 }
 
-// Binaries maps each binary (worker, ingress, simulator, starter, run) to what it reads; root is the module root.
+// Binaries maps each binary (worker, ingress, simulator, starter, run) to what it reads; root is the repository's root.
 // Temporal's connection settings come from the SDK's envconfig in the worker, the ingress and the starter.
 func Binaries(root string) (map[string]Env, error) {
 	temporal, err := TemporalClient()
@@ -65,10 +65,10 @@ func Binaries(root string) (map[string]Env, error) {
 	parts := map[string][]func() (Env, error){
 		"worker":    {structOf(&config.Worker{}), direct(root, "worker")},
 		"ingress":   {structOf(&config.Ingress{}), direct(root, "ingress")},
-		"simulator": {structOf(&sim.Config{}), direct(root, "simulator")},
+		"simulator": {structOf(&sim.Config{}), direct(root, "tests/simulator")},
 		"starter":   {direct(root, "starter")},
 		// run starts the stack through devstack, which finds the Temporal CLI by TEMPORAL_CLI.
-		"run": {direct(root, "run"), direct(root, "devstack")},
+		"run": {direct(root, "tests/run"), direct(root, "tests/devstack")},
 	}
 	out := map[string]Env{}
 	for name, fns := range parts {
