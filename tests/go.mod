@@ -1,3 +1,7 @@
+// The tooling: the e2e tests, the simulator, devstack, run, bench and the docs' and deployment files' checks, in
+// a module of their own so that the product's go.mod holds only what the product imports. One module under
+// tests/ rather than top-level folders under a go.work: a module is one directory tree, and a checked-in go.work
+// would build the product with the tooling's dependency versions.
 module github.com/captchaflow/captchaflow/tests
 
 go 1.26.0
