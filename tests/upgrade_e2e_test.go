@@ -247,11 +247,15 @@ func (l *upgradeLane) run(ctx context.Context) {
 	l.sc.note("at the first deploy, on the previous release: %s", first)
 
 	deployedFirst := l.deploy(ctx, l.ingressFirst)
+	// Their pingbacks are due within the solve time; a pair that cannot take one would leave them to the poll, later.
+	windowCtx, cancelWindow := context.WithTimeout(ctx, upgradeWindowSolveMS*time.Millisecond+20*time.Second)
+	defer cancelWindow()
 	for _, k := range l.kinds {
 		if k.window {
 			for _, tr := range k.tasks {
-				tr.Result, tr.Err = l.s.awaitResult(ctx, tr.ID)
-				require.NoError(t, tr.Err, "%s (%s) between the deploys", tr.ID, tr.Kind)
+				tr.Result, tr.Err = l.s.awaitResult(windowCtx, tr.ID)
+				require.NoError(t, tr.Err, "%s (%s): not finished by its pingback through the mixed pair", tr.ID, tr.Kind)
+				require.Equal(t, captchaflow.ViaCallback, tr.Result.Via, "%s (%s): the mixed pair did not take its pingback", tr.ID, tr.Kind)
 			}
 		}
 	}
