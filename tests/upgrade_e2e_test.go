@@ -35,8 +35,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/devstack"
-	"github.com/captchaflow/captchaflow/simulator/sim"
+	"github.com/captchaflow/captchaflow/tests/devstack"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // previousReleaseFile names, in one line, the commit of the release a rolling upgrade starts from.
