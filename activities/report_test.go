@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // reportProvider is a res.php that answers every report with answer and records the requests.
@@ -45,7 +45,7 @@ func sendReport(t *testing.T, answer string, verdict captchaflow.Verdict) (SendR
 	p := &reportProvider{answer: answer}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
-	provider, err := captchaai.New(srv.URL, "0123456789abcdef0123456789abcdef")
+	provider, err := providers.NewInPHP(srv.URL, "0123456789abcdef0123456789abcdef")
 	require.NoError(t, err)
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()

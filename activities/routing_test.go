@@ -16,9 +16,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/captchaai"
-	"github.com/captchaflow/captchaflow/createtask"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // routedEnv is an activity environment with providers a (in.php), b (in.php) and c (createTask, CapMonster), each
@@ -67,7 +66,7 @@ func TestSubmitRoutesToTheFirstProviderAndSaysSo(t *testing.T) {
 // A zero balance opens a's circuit and the same attempt goes on to b: nothing was created at a.
 func TestZeroBalanceMovesOnWithinTheAttempt(t *testing.T) {
 	env, acts, fakes, _ := routedEnv(t)
-	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient}
+	fakes["a"].submitErr = &providers.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: callback.ClassTransient}
 	r, err := submitResult(t, env, acts, recaptchaReq)
 	require.NoError(t, err)
 	require.Equal(t, "b", r.Provider)
@@ -81,7 +80,7 @@ func TestZeroBalanceMovesOnWithinTheAttempt(t *testing.T) {
 // may have created a task after all) can never pass for b's.
 func TestEachCandidateGetsItsOwnSignedPingback(t *testing.T) {
 	env, acts, fakes, _ := routedEnv(t)
-	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient}
+	fakes["a"].submitErr = &providers.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: callback.ClassTransient}
 	_, err := submitResult(t, env, acts, recaptchaReq)
 	require.NoError(t, err)
 	for _, name := range []string{"a", "b"} {
@@ -98,7 +97,7 @@ func TestEachCandidateGetsItsOwnSignedPingback(t *testing.T) {
 // An answer lost after the request was written is never taken elsewhere: the failure names the provider.
 func TestLostAnswerStaysWithItsProvider(t *testing.T) {
 	env, acts, fakes, _ := routedEnv(t)
-	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, Written: true, Err: errors.New("read: connection reset by peer")}
+	fakes["a"].submitErr = &providers.Error{Op: "submit", Class: callback.ClassTransient, Written: true, Err: errors.New("read: connection reset by peer")}
 	_, err := submitResult(t, env, acts, recaptchaReq)
 	appErr := appError(t, err)
 	require.Equal(t, FailureSubmitOutcomeUnknown, appErr.Type())
@@ -177,12 +176,12 @@ func TestInstantAnswerComesInTheSubmitResult(t *testing.T) {
 	answer.Store(new(`{"errorId":0,"status":"ready","solution":{"text":"44795sds"},"taskId":"2376919c-1863-11ec-a012-94e6f7355a0b"}`))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, *answer.Load()) }))
 	t.Cleanup(srv.Close)
-	c, err := createtask.New(createtask.CapSolver, srv.URL, strings.Repeat("k", 32))
+	c, err := providers.NewCreateTask(callback.CapSolver, srv.URL, strings.Repeat("k", 32))
 	require.NoError(t, err)
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	acts := &Activities{Providers: providers.NewSet([]*providers.Provider{
-		{Name: "cs", Protocol: providers.ProtocolCreateTask, Flavor: createtask.CapSolver, Client: c},
+		{Name: "cs", Protocol: providers.ProtocolCreateTask, Flavor: callback.CapSolver, Client: c},
 	}, providers.NewBreaker(providers.DefaultCircuitSettings, time.Now)), CallbackBaseURL: "https://cb.example.com/hooks", CallbackSecret: "callback-secret-value"}
 	env.RegisterActivity(acts)
 	img := SubmitRequest{Method: "base64", Params: map[string]string{

@@ -10,7 +10,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/devstack"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/simulator/sim"
 )
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"io"
 	"time"
 
@@ -10,7 +9,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // createTaskAckWithin bounds the signal of a createTask provider's callback: CapMonster drops the connection after
@@ -31,9 +30,9 @@ func tokenedFields(c echo.Context) (id, code string, err error) {
 		}
 		return "", "", badRequest("body", "cannot be read")
 	}
-	res, err := createtask.ParseCallback(createtask.Flavor(flavor), c.Request().Header.Get(echo.HeaderContentType), body)
+	res, err := callback.Parse(callback.Flavor(flavor), c.Request().Header.Get(echo.HeaderContentType), body)
 	switch {
-	case errors.Is(err, createtask.ErrCallbackBody) || err != nil:
+	case err != nil:
 		return "", "", badRequest("body", "not a "+truncateFlavor(flavor)+" callback body")
 	case res.TaskID != "" && !providerTaskIDPattern.MatchString(res.TaskID):
 		return "", "", badRequest("taskId", "must be 1-64 characters of A-Z a-z 0-9 _ -")

@@ -1,0 +1,116 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/captchaflow/captchaflow/captchaai"
+)
+
+// The fuzz targets feed arbitrary provider answers to the client and to ParseCallback. Run one with
+//
+//	go test -run '^$' -fuzz '^FuzzClientAnswer$' -fuzztime 2m ./createtask/
+
+// answerTransport answers every request with one status and body, in memory.
+type answerTransport struct {
+	status int
+	body   []byte
+}
+
+func (a answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: a.status, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(a.body)), Request: req}, nil
+}
+
+var fuzzSeeds = []string{
+	`{"errorId":0,"taskId":7654321}`,
+	`{"errorId":0,"taskId":"37223a89-06ed-442c-a0b8-22067b79c5b4"}`,
+	`{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03AGdBq25"}}`,
+	`{"errorId":0,"status":"ready","solution":{"text":"44795sds"},"taskId":"2376919c"}`,
+	`{"errorId":0,"status":"ready","solution":{"challenge":"c","validate":"v","seccode":"s"}}`,
+	`{"errorId":0,"status":"processing"}`,
+	`{"errorId":1,"errorCode":"ERROR_NO_SLOT_AVAILABLE","errorDescription":"no slot"}`,
+	`{"errorId":"1","errorCode":"ERROR_CAPTCHA_SOLVE_FAILED","status":"failed"}`,
+	`{"errorId":0,"balance":3.5}`,
+	`<html>bad gateway</html>`, ``, `{"errorId":0,"taskId":1e300}`,
+}
+
+// FuzzClientAnswer: whatever a provider answers, each call returns either a *captchaai.Error of a known class that
+// does not contain the key, or a task ID IsTaskID accepts and a code within the bound — never anything else.
+func FuzzClientAnswer(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(200, []byte(s))
+		f.Add(400, []byte(s))
+	}
+	classes := map[captchaai.Class]bool{captchaai.ClassConfig: true, captchaai.ClassTransient: true,
+		captchaai.ClassResubmit: true, captchaai.ClassNotReady: true, captchaai.ClassUnknown: true}
+	const maxCode = 256
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		if status < 100 || status > 599 {
+			return
+		}
+		body = bytes.ReplaceAll(body, []byte("KEY"), []byte(testKey)) // let the fuzzer echo the key
+		checkErr := func(err error) {
+			var ce *captchaai.Error
+			if !errors.As(err, &ce) || !classes[ce.Class] {
+				t.Fatalf("error %v is not a classified *captchaai.Error", err)
+			}
+			if strings.Contains(err.Error(), testKey) {
+				t.Fatalf("error %q contains the key", err)
+			}
+		}
+		for _, flavor := range Flavors {
+			c, err := New(flavor, "https://provider.invalid", testKey, WithMaxCodeBytes(maxCode),
+				WithHTTPClient(&http.Client{Transport: answerTransport{status, body}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := c.Submit(context.Background(), "base64", map[string]string{"body": pngB64}, "")
+			if err != nil {
+				checkErr(err)
+			} else if !captchaai.IsTaskID(id) {
+				t.Fatalf("Submit returned %q, not a task id", id)
+			}
+			code, err := c.Get(context.Background(), "12345")
+			if err != nil {
+				checkErr(err)
+			} else if code == "" || len(code) > maxCode {
+				t.Fatalf("Get returned a %d-byte code", len(code))
+			}
+			if _, err := c.Balance(context.Background()); err != nil {
+				checkErr(err)
+			}
+		}
+	})
+}
+
+// FuzzParseCallback: a callback body is either refused with ErrCallbackBody or yields a non-empty code.
+func FuzzParseCallback(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte("id=1&code=ANSWER"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, flavor := range Flavors {
+			ct := "application/json"
+			if flavor == TwoCaptcha {
+				ct = "application/x-www-form-urlencoded"
+			}
+			got, err := ParseCallback(flavor, ct, body)
+			if err != nil {
+				if !errors.Is(err, ErrCallbackBody) {
+					t.Fatalf("error %v is not ErrCallbackBody", err)
+				}
+				continue
+			}
+			if got.Code == "" {
+				t.Fatalf("%s: accepted %q without a code", flavor, body)
+			}
+		}
+	})
+}
