@@ -30,6 +30,8 @@ import (
 
 // fakeProvider records what the activities ask of the provider.
 type fakeProvider struct {
+	providers.Client // Balance and Report: balance_test.go and report_test.go set their own
+	flavor    providers.Flavor // a createTask provider's: Supports is its table's
 	mu        sync.Mutex
 	pingbacks []string
 	submitErr error
@@ -38,11 +40,21 @@ type fakeProvider struct {
 	gets      int
 }
 
-func (f *fakeProvider) Submit(_ context.Context, _ string, _ map[string]string, pingback string) (string, error) {
+func (f *fakeProvider) Supports(method string, params map[string]string) error {
+	if f.flavor == "" {
+		return nil
+	}
+	return providers.Supports(f.flavor, method, params)
+}
+
+func (f *fakeProvider) Submit(_ context.Context, _ string, _ map[string]string, pingback string) (string, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pingbacks = append(f.pingbacks, pingback)
-	return "7300000001", f.submitErr
+	if f.submitErr != nil {
+		return "", "", f.submitErr
+	}
+	return "7300000001", "", nil
 }
 
 func (f *fakeProvider) Get(context.Context, string) (string, error) {

@@ -103,16 +103,6 @@ func TestSendReportProviderAnswers(t *testing.T) {
 	}
 }
 
-func TestSendReportWithoutReporter(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestActivityEnvironment()
-	env.RegisterActivity(&Activities{Provider: &fakeProvider{}})
-	_, err := env.ExecuteActivity(SendReportName, SendReportRequest{ProviderTaskID: "1", Verdict: captchaflow.VerdictBad})
-	typ, final := appErrorType(t, err)
-	assert.Equal(t, FailureWorkerConfig, typ)
-	assert.False(t, final)
-}
-
 // describe makes c describe the task as a SolveCaptcha run in status, and its Get return getErr (filling res).
 func describe(c *mocks.Client, typ string, status enumspb.WorkflowExecutionStatus, res *captchaflow.Result, getErr error) {
 	c.On("DescribeWorkflow", mock.Anything, "order-42", "").Return(&client.WorkflowExecutionDescription{

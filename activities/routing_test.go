@@ -27,11 +27,11 @@ func routedEnv(t *testing.T) (*testsuite.TestActivityEnvironment, *Activities, m
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	now := time.Unix(1_000_000, 0)
-	fakes := map[string]*fakeProvider{"a": {getCode: "CODE-A"}, "b": {getCode: "CODE-B"}, "c": {getCode: "CODE-C"}}
+	fakes := map[string]*fakeProvider{"a": {getCode: "CODE-A"}, "b": {getCode: "CODE-B"}, "c": {getCode: "CODE-C", flavor: callback.CapMonster}}
 	set := providers.NewSet([]*providers.Provider{
-		{Name: "a", Protocol: providers.ProtocolInPHP, Client: fakes["a"]},
-		{Name: "b", Protocol: providers.ProtocolInPHP, Client: fakes["b"]},
-		{Name: "c", Protocol: providers.ProtocolCreateTask, Flavor: "capmonster", Client: fakes["c"]},
+		{Name: "a", Client: fakes["a"]},
+		{Name: "b", Client: fakes["b"]},
+		{Name: "c", Flavor: callback.CapMonster, Client: fakes["c"], PollInterval: 2 * time.Second},
 	}, providers.NewBreaker(providers.DefaultCircuitSettings, func() time.Time { return now }))
 	acts := &Activities{Providers: set, CallbackBaseURL: "https://cb.example.com/hooks", CallbackSecret: "callback-secret-value"}
 	env.RegisterActivity(acts)
@@ -60,7 +60,7 @@ func TestSubmitRoutesToTheFirstProviderAndSaysSo(t *testing.T) {
 	require.Equal(t, 2, r.Alternatives)
 	require.Equal(t, 120, r.GiveUpSeconds)
 	require.Len(t, fakes["a"].pingbacks, 1)
-	require.NotContains(t, fakes["a"].pingbacks[0], FlavorParam+"=")
+	require.NotContains(t, fakes["a"].pingbacks[0], callbackauth.FlavorParam+"=")
 }
 
 // A zero balance opens a's circuit and the same attempt goes on to b: nothing was created at a.
@@ -166,7 +166,7 @@ func TestCreateTaskPingbackNamesTheFlavor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "c", r.Provider)
 	require.Equal(t, 2, r.PollIntervalSeconds) // CapMonster: at most every 2 s
-	require.Contains(t, fakes["c"].pingbacks[0], FlavorParam+"=capmonster")
+	require.Contains(t, fakes["c"].pingbacks[0], callbackauth.FlavorParam+"=capmonster")
 }
 
 // CapSolver answers an image task within createTask: the code comes in the Submit result, for the workflow to take
@@ -181,7 +181,7 @@ func TestInstantAnswerComesInTheSubmitResult(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	acts := &Activities{Providers: providers.NewSet([]*providers.Provider{
-		{Name: "cs", Protocol: providers.ProtocolCreateTask, Flavor: callback.CapSolver, Client: c},
+		{Name: "cs", Flavor: callback.CapSolver, Client: c},
 	}, providers.NewBreaker(providers.DefaultCircuitSettings, time.Now)), CallbackBaseURL: "https://cb.example.com/hooks", CallbackSecret: "callback-secret-value"}
 	env.RegisterActivity(acts)
 	img := SubmitRequest{Method: "base64", Params: map[string]string{

@@ -9,20 +9,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// The fuzz targets feed arbitrary provider answers to the client and to ParseCallback. Run one with
+// The fuzz targets feed arbitrary provider answers to the client and to callback.Parse. Run one with
 //
-//	go test -run '^$' -fuzz '^FuzzClientAnswer$' -fuzztime 2m ./createtask/
+//	go test -run '^$' -fuzz '^FuzzCreateTaskAnswer$' -fuzztime 2m ./createtask/
 
-// answerTransport answers every request with one status and body, in memory.
-type answerTransport struct {
+// ctAnswerTransport answers every request with one status and body, in memory.
+type ctAnswerTransport struct {
 	status int
 	body   []byte
 }
 
-func (a answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (a ctAnswerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: a.status, Header: http.Header{"Content-Type": {"application/json"}},
 		Body: io.NopCloser(bytes.NewReader(a.body)), Request: req}, nil
 }
@@ -40,15 +40,15 @@ var fuzzSeeds = []string{
 	`<html>bad gateway</html>`, ``, `{"errorId":0,"taskId":1e300}`,
 }
 
-// FuzzClientAnswer: whatever a provider answers, each call returns either a *captchaai.Error of a known class that
+// FuzzCreateTaskAnswer: whatever a provider answers, each call returns either a *Error of a known class that
 // does not contain the key, or a task ID IsTaskID accepts and a code within the bound — never anything else.
-func FuzzClientAnswer(f *testing.F) {
+func FuzzCreateTaskAnswer(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(200, []byte(s))
 		f.Add(400, []byte(s))
 	}
-	classes := map[captchaai.Class]bool{captchaai.ClassConfig: true, captchaai.ClassTransient: true,
-		captchaai.ClassResubmit: true, captchaai.ClassNotReady: true, captchaai.ClassUnknown: true}
+	classes := map[callback.Class]bool{callback.ClassConfig: true, callback.ClassTransient: true,
+		callback.ClassResubmit: true, callback.ClassNotReady: true, callback.ClassUnknown: true}
 	const maxCode = 256
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		if status < 100 || status > 599 {
@@ -56,24 +56,24 @@ func FuzzClientAnswer(f *testing.F) {
 		}
 		body = bytes.ReplaceAll(body, []byte("KEY"), []byte(testKey)) // let the fuzzer echo the key
 		checkErr := func(err error) {
-			var ce *captchaai.Error
+			var ce *Error
 			if !errors.As(err, &ce) || !classes[ce.Class] {
-				t.Fatalf("error %v is not a classified *captchaai.Error", err)
+				t.Fatalf("error %v is not a classified *Error", err)
 			}
 			if strings.Contains(err.Error(), testKey) {
 				t.Fatalf("error %q contains the key", err)
 			}
 		}
 		for _, flavor := range Flavors {
-			c, err := New(flavor, "https://provider.invalid", testKey, WithMaxCodeBytes(maxCode),
-				WithHTTPClient(&http.Client{Transport: answerTransport{status, body}}))
+			c, err := NewCreateTask(flavor, "https://provider.invalid", testKey, WithMaxCodeBytes(maxCode),
+				WithHTTPClient(&http.Client{Transport: ctAnswerTransport{status, body}}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := c.Submit(context.Background(), "base64", map[string]string{"body": pngB64}, "")
+			id, _, err := c.Submit(context.Background(), "base64", map[string]string{"body": pngB64}, "")
 			if err != nil {
 				checkErr(err)
-			} else if !captchaai.IsTaskID(id) {
+			} else if !IsTaskID(id) {
 				t.Fatalf("Submit returned %q, not a task id", id)
 			}
 			code, err := c.Get(context.Background(), "12345")
@@ -89,7 +89,7 @@ func FuzzClientAnswer(f *testing.F) {
 	})
 }
 
-// FuzzParseCallback: a callback body is either refused with ErrCallbackBody or yields a non-empty code.
+// FuzzParseCallback: a callback body is either refused with callback.ErrBody or yields a non-empty code.
 func FuzzParseCallback(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
@@ -98,13 +98,13 @@ func FuzzParseCallback(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, flavor := range Flavors {
 			ct := "application/json"
-			if flavor == TwoCaptcha {
+			if flavor == callback.TwoCaptcha {
 				ct = "application/x-www-form-urlencoded"
 			}
-			got, err := ParseCallback(flavor, ct, body)
+			got, err := callback.Parse(flavor, ct, body)
 			if err != nil {
-				if !errors.Is(err, ErrCallbackBody) {
-					t.Fatalf("error %v is not ErrCallbackBody", err)
+				if !errors.Is(err, callback.ErrBody) {
+					t.Fatalf("error %v is not callback.ErrBody", err)
 				}
 				continue
 			}

@@ -12,7 +12,6 @@ import (
 )
 
 // testKey is shaped like a real key so redaction tests are honest.
-const testKey = "5ecre7k3y5ecre7k3y5ecre7k3y0000a"
 
 // request is one call the fake provider received.
 type request struct {
@@ -20,23 +19,23 @@ type request struct {
 	body map[string]json.RawMessage
 }
 
-// reply is what the fake provider answers (status 0 is 200).
-type reply struct {
+// ctReply is what the fake provider answers (status 0 is 200).
+type ctReply struct {
 	status int
 	body   string
 }
 
-// fakeProvider is an httptest server on loopback speaking createTask; each test decides the replies.
-type fakeProvider struct {
+// ctFake is an httptest server on loopback speaking createTask; each test decides the replies.
+type ctFake struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
-	answer func(path string) reply
+	answer func(path string) ctReply
 	reqs   []request
 }
 
-func newFake(t *testing.T, answer func(path string) reply) *fakeProvider {
+func newFake(t *testing.T, answer func(path string) ctReply) *ctFake {
 	t.Helper()
-	p := &fakeProvider{answer: answer}
+	p := &ctFake{answer: answer}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]json.RawMessage
@@ -55,25 +54,25 @@ func newFake(t *testing.T, answer func(path string) reply) *fakeProvider {
 	return p
 }
 
-// always answers every request the same.
-func always(status int, body string) func(string) reply {
-	return func(string) reply { return reply{status, body} }
+// ctAlways answers every request the same.
+func ctAlways(status int, body string) func(string) ctReply {
+	return func(string) ctReply { return ctReply{status, body} }
 }
 
-func (p *fakeProvider) client(t *testing.T, f Flavor, opts ...Option) *Client {
+func (p *ctFake) client(t *testing.T, f Flavor, opts ...Option) *CreateTask {
 	t.Helper()
-	c, err := New(f, p.srv.URL, testKey, opts...)
+	c, err := NewCreateTask(f, p.srv.URL, testKey, opts...)
 	require.NoError(t, err)
 	return c
 }
 
-func (p *fakeProvider) requests() []request {
+func (p *ctFake) requests() []request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]request(nil), p.reqs...)
 }
 
-func (p *fakeProvider) last(t *testing.T) request {
+func (p *ctFake) last(t *testing.T) request {
 	t.Helper()
 	reqs := p.requests()
 	require.NotEmpty(t, reqs)

@@ -46,6 +46,8 @@ type conn struct {
 	timeout time.Duration
 	maxCode int
 	http    *http.Client
+	// dial opens the client's own connections (tests replace it); nil is a plain net.Dialer.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Option configures a client.
@@ -93,7 +95,7 @@ func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error
 		}
 	}
 	if c.http == nil {
-		c.http = newHTTPClient(c.timeout, nil)
+		c.http = newHTTPClient(c.timeout, c.dial)
 	}
 	return c, base, nil
 }

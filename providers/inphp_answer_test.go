@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"github.com/captchaflow/captchaflow/providers/callback"
+
 	"strings"
 	"testing"
 
@@ -60,14 +62,14 @@ func TestParseAnswerMalformed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseAnswer([]byte(tt.body))
-			require.ErrorIs(t, err, errMalformed)
+			require.ErrorIs(t, err, callback.ErrMalformed)
 		})
 	}
 }
 
 func TestParseAnswerMalformedSnippetIsBounded(t *testing.T) {
 	_, err := parseAnswer([]byte("<html>" + strings.Repeat("x", 10_000)))
-	require.ErrorIs(t, err, errMalformed)
+	require.ErrorIs(t, err, callback.ErrMalformed)
 	assert.Less(t, len(err.Error()), 200)
 }
 

@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"github.com/captchaflow/captchaflow/providers/callback"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,16 +20,16 @@ import (
 //
 // or every target with make fuzz. A crasher lands in testdata/fuzz/<target>/ and then runs as a plain test.
 
-// maxParseErrorLen bounds a parse error's message: a snippet of at most maxSnippet bytes, quoted (each byte at
+// maxParseErrorLen bounds a parse error's message: a snippet of at most 64 bytes, quoted (each byte at
 // most \u00XX or \xXX, 6 characters), plus the fixed text.
-const maxParseErrorLen = 6*maxSnippet + 128
+const maxParseErrorLen = 6*64 + 128
 
 // checkAnswer holds the invariants every parse must keep, whatever the input.
 func checkAnswer(t *testing.T, body []byte, ans answer, err error) {
 	t.Helper()
 	if err != nil {
-		if !errors.Is(err, errMalformed) {
-			t.Fatalf("parse error %q does not wrap errMalformed", err)
+		if !errors.Is(err, callback.ErrMalformed) {
+			t.Fatalf("parse error %q does not wrap callback.ErrMalformed", err)
 		}
 		if n := len(err.Error()); n > maxParseErrorLen {
 			t.Fatalf("parse error of %d bytes for a %d-byte body", n, len(body))
@@ -65,7 +67,7 @@ func FuzzParseAnswerText(f *testing.F) {
 				t.Fatalf("OK| answer %q parsed to value %q", trimmed, ans.Value)
 			}
 		case !ans.OK:
-			if ans.Code != trimmed || !isCode(ans.Code) {
+			if ans.Code != trimmed || !callback.IsCode(ans.Code) {
 				t.Fatalf("status word %q parsed to code %q", trimmed, ans.Code)
 			}
 		}
@@ -120,9 +122,9 @@ func (b answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // the bound — never anything else.
 func FuzzClientAnswer(f *testing.F) {
 	const maxCode = 256
-	classes := map[Class]bool{ClassConfig: true, ClassTransient: true, ClassResubmit: true, ClassNotReady: true, ClassUnknown: true}
+	classes := map[callback.Class]bool{callback.ClassConfig: true, callback.ClassTransient: true, callback.ClassResubmit: true, callback.ClassNotReady: true, callback.ClassUnknown: true}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		c, err := New("https://provider.invalid", testKey,
+		c, err := NewInPHP("https://provider.invalid", testKey,
 			WithHTTPClient(&http.Client{Transport: answerTransport(body)}), WithMaxCodeBytes(maxCode))
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +144,7 @@ func FuzzClientAnswer(f *testing.F) {
 				t.Fatalf("error code of %d bytes", len(ce.Code))
 			}
 		}
-		id, err := c.Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
+		id, _, err := c.Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
 		if err != nil {
 			checkErr(err)
 		} else if !IsTaskID(id) {

@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"github.com/captchaflow/captchaflow/providers/callback"
+
 	"context"
 	"crypto/tls"
 	"errors"
@@ -21,9 +23,9 @@ import (
 // submitTo submits through a client for base with the given per-request timeout.
 func submitTo(t *testing.T, base string, timeout time.Duration, opts ...Option) error {
 	t.Helper()
-	c, err := New(base, testKey, append([]Option{WithTimeout(timeout)}, opts...)...)
+	c, err := NewInPHP(base, testKey, append([]Option{WithTimeout(timeout)}, opts...)...)
 	require.NoError(t, err)
-	_, err = c.Submit(context.Background(), "userrecaptcha",
+	_, _, err = c.Submit(context.Background(), "userrecaptcha",
 		map[string]string{"googlekey": "6Le-site", "pageurl": "https://example.com/login"}, "https://hooks.example/callback/wf-1?t=tok")
 	require.Error(t, err)
 	return err
@@ -58,7 +60,7 @@ type outcomeRow struct {
 	status  int    // the gateway's answer; 0 for the rows that build their own server
 	body    string // its body
 	unknown bool   // OutcomeUnknown: the workflow waits for the lost submission's callback
-	class   Class
+	class   callback.Class
 	code    string // the provider's code, when the body is its own error word
 }
 
@@ -68,25 +70,25 @@ type outcomeRow struct {
 func TestGatewayAnswersAfterCreatingTheTask(t *testing.T) {
 	const page = "<html><body><h1>Bad gateway</h1><p>cloudflare</p></body></html>"
 	rows := []outcomeRow{
-		{name: "500 page", status: 500, body: page, unknown: true, class: ClassTransient},
-		{name: "502 page", status: 502, body: page, unknown: true, class: ClassTransient},
-		{name: "503 page", status: 503, body: "Service Unavailable", unknown: true, class: ClassTransient},
-		{name: "504 page", status: 504, body: page, unknown: true, class: ClassTransient},
-		{name: "502 empty", status: 502, body: "", unknown: true, class: ClassTransient},
-		{name: "502 success-shaped body", status: 502, body: `{"status":1,"request":"7300000001"}`, unknown: true, class: ClassTransient},
-		{name: "520 unknown error", status: 520, body: page, unknown: true, class: ClassTransient},
-		{name: "521 web server down", status: 521, body: page, unknown: true, class: ClassTransient},
-		{name: "522 connection timed out", status: 522, body: page, unknown: true, class: ClassTransient},
-		{name: "523 origin unreachable", status: 523, body: page, unknown: true, class: ClassTransient},
-		{name: "524 a timeout occurred", status: 524, body: page, unknown: true, class: ClassTransient},
-		{name: "500 with the provider's plain error word", status: 500, body: "ERROR_NO_SLOT_AVAILABLE", class: ClassTransient, code: "ERROR_NO_SLOT_AVAILABLE"},
-		{name: "503 with the provider's JSON error", status: 503, body: `{"status":0,"request":"ERROR_ZERO_BALANCE"}`, class: ClassTransient, code: "ERROR_ZERO_BALANCE"},
-		{name: "500 with 2captcha's numbered error", status: 500, body: "ERROR: 1001", class: ClassTransient, code: "ERROR: 1001"},
-		{name: "502 with an undocumented ERROR_ word", status: 502, body: "ERROR_SOMETHING_NEW", class: ClassUnknown, code: "ERROR_SOMETHING_NEW"},
-		{name: "429 rate limited at the gateway", status: 429, body: page, class: ClassTransient},
-		{name: "408 request timeout", status: 408, body: page, class: ClassTransient},
-		{name: "403 forbidden", status: 403, body: page, class: ClassConfig},
-		{name: "404 not found", status: 404, body: page, class: ClassUnknown},
+		{name: "500 page", status: 500, body: page, unknown: true, class: callback.ClassTransient},
+		{name: "502 page", status: 502, body: page, unknown: true, class: callback.ClassTransient},
+		{name: "503 page", status: 503, body: "Service Unavailable", unknown: true, class: callback.ClassTransient},
+		{name: "504 page", status: 504, body: page, unknown: true, class: callback.ClassTransient},
+		{name: "502 empty", status: 502, body: "", unknown: true, class: callback.ClassTransient},
+		{name: "502 success-shaped body", status: 502, body: `{"status":1,"request":"7300000001"}`, unknown: true, class: callback.ClassTransient},
+		{name: "520 unknown error", status: 520, body: page, unknown: true, class: callback.ClassTransient},
+		{name: "521 web server down", status: 521, body: page, unknown: true, class: callback.ClassTransient},
+		{name: "522 connection timed out", status: 522, body: page, unknown: true, class: callback.ClassTransient},
+		{name: "523 origin unreachable", status: 523, body: page, unknown: true, class: callback.ClassTransient},
+		{name: "524 a timeout occurred", status: 524, body: page, unknown: true, class: callback.ClassTransient},
+		{name: "500 with the provider's plain error word", status: 500, body: "ERROR_NO_SLOT_AVAILABLE", class: callback.ClassTransient, code: "ERROR_NO_SLOT_AVAILABLE"},
+		{name: "503 with the provider's JSON error", status: 503, body: `{"status":0,"request":"ERROR_ZERO_BALANCE"}`, class: callback.ClassTransient, code: "ERROR_ZERO_BALANCE"},
+		{name: "500 with 2captcha's numbered error", status: 500, body: "ERROR: 1001", class: callback.ClassTransient, code: "ERROR: 1001"},
+		{name: "502 with an undocumented ERROR_ word", status: 502, body: "ERROR_SOMETHING_NEW", class: callback.ClassUnknown, code: "ERROR_SOMETHING_NEW"},
+		{name: "429 rate limited at the gateway", status: 429, body: page, class: callback.ClassTransient},
+		{name: "408 request timeout", status: 408, body: page, class: callback.ClassTransient},
+		{name: "403 forbidden", status: 403, body: page, class: callback.ClassConfig},
+		{name: "404 not found", status: 404, body: page, class: callback.ClassUnknown},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -118,7 +120,7 @@ func TestOutcomeUnknownAfterTheRequestWasWritten(t *testing.T) {
 		defer srv.Close()
 		err := submitTo(t, srv.URL, 5*time.Second)
 		assert.True(t, OutcomeUnknown(err), "%v", err)
-		assert.Equal(t, ClassTransient, ClassOf(err))
+		assert.Equal(t, callback.ClassTransient, ClassOf(err))
 	})
 	t.Run("connection reset after reading the request", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -173,7 +175,7 @@ func TestOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
 		require.NoError(t, l.Close())
 		err = submitTo(t, "http://"+addr, 5*time.Second)
 		assert.False(t, OutcomeUnknown(err), "%v", err)
-		assert.Equal(t, ClassTransient, ClassOf(err))
+		assert.Equal(t, callback.ClassTransient, ClassOf(err))
 	})
 	t.Run("DNS failure", func(t *testing.T) {
 		err := submitTo(t, "http://captchaflow-no-such-host.invalid", 5*time.Second)
@@ -190,7 +192,7 @@ func TestOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
 	t.Run("request never written", func(t *testing.T) {
 		g := newFakeGateway(t, 200, `{"status":1,"request":"1"}`)
 		dialer := &net.Dialer{Timeout: time.Second}
-		failing := func(c *Client) {
+		failing := func(c *conn) {
 			c.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				conn, err := dialer.DialContext(ctx, network, addr)
 				if err != nil {
@@ -201,7 +203,7 @@ func TestOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
 		}
 		err := submitTo(t, g.srv.URL, 5*time.Second, failing)
 		assert.False(t, OutcomeUnknown(err), "%v", err)
-		assert.Equal(t, ClassTransient, ClassOf(err))
+		assert.Equal(t, callback.ClassTransient, ClassOf(err))
 		assert.Zero(t, g.created.Load())
 
 		// A caller's own transport does not count bytes: the headers being written is taken for reached.
@@ -226,8 +228,8 @@ func TestOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
 	})
 	assert.False(t, OutcomeUnknown(nil))
 	assert.False(t, OutcomeUnknown(errors.New("plain")))
-	assert.True(t, OutcomeUnknown(&Error{Op: opSubmit, Class: ClassTransient, Written: true, Err: errors.New("EOF")}))
-	assert.True(t, OutcomeUnknown(&Error{Op: opSubmit, Class: ClassTransient, Written: true, HTTPStatus: 502}))
-	assert.False(t, OutcomeUnknown(&Error{Op: opSubmit, Class: ClassTransient, Written: true, HTTPStatus: 429}))
+	assert.True(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, Err: errors.New("EOF")}))
+	assert.True(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, HTTPStatus: 502}))
+	assert.False(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, HTTPStatus: 429}))
 	assert.False(t, OutcomeUnknown(fmt.Errorf("wrapped: %w", &Error{Op: opSubmit, Code: "ERROR_NO_SLOT_AVAILABLE", Written: true})))
 }

@@ -82,9 +82,9 @@ func (p *fakeProvider) requestCount() int {
 }
 
 // client returns a Client for this provider with short timeouts.
-func (p *fakeProvider) client(t *testing.T, opts ...Option) *Client {
+func (p *fakeProvider) client(t *testing.T, opts ...Option) *InPHP {
 	t.Helper()
-	c, err := New(p.srv.URL, testKey, append([]Option{WithTimeout(5 * time.Second)}, opts...)...)
+	c, err := NewInPHP(p.srv.URL, testKey, append([]Option{WithTimeout(5 * time.Second)}, opts...)...)
 	require.NoError(t, err)
 	return c
 }

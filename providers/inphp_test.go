@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"github.com/captchaflow/captchaflow/providers/callback"
+
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -16,20 +18,20 @@ import (
 )
 
 func TestNewValidates(t *testing.T) {
-	_, err := New("https://ocr.captchaai.com", testKey)
+	_, err := NewInPHP("https://ocr.providers.com", testKey)
 	require.NoError(t, err)
 
-	for _, base := range []string{"", "ocr.captchaai.com", "ftp://x", "http://", "https://h/?key=" + testKey, "https://h/#frag", "::bad::"} {
-		_, err := New(base, testKey)
+	for _, base := range []string{"", "ocr.providers.com", "ftp://x", "http://", "https://h/?key=" + testKey, "https://h/#frag", "::bad::"} {
+		_, err := NewInPHP(base, testKey)
 		require.Error(t, err, base)
 		assert.NotContains(t, err.Error(), testKey)
 	}
-	_, err = New("https://ocr.captchaai.com", "")
+	_, err = NewInPHP("https://ocr.providers.com", "")
 	require.Error(t, err)
 }
 
 func TestNewJoinsPathPrefix(t *testing.T) {
-	c, err := New("https://proxy.example/captchaai/", testKey)
+	c, err := NewInPHP("https://proxy.example/captchaai/", testKey)
 	require.NoError(t, err)
 	assert.Equal(t, "https://proxy.example/captchaai/in.php", c.inURL)
 	assert.Equal(t, "https://proxy.example/captchaai/res.php", c.resURL)
@@ -42,7 +44,7 @@ func TestSubmitForm(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := newFakeProvider(t, always(200, body))
-			id, err := p.client(t).Submit(context.Background(), "userrecaptcha",
+			id, _, err := p.client(t).Submit(context.Background(), "userrecaptcha",
 				map[string]string{"googlekey": "6Le-site", "pageurl": "https://example.com/login"},
 				"https://hooks.example/callback/wf-1?t=tok")
 			require.NoError(t, err)
@@ -65,7 +67,7 @@ func TestSubmitForm(t *testing.T) {
 
 func TestSubmitOmitsEmptyPingback(t *testing.T) {
 	p := newFakeProvider(t, always(200, `{"status":1,"request":"1"}`))
-	_, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
+	_, _, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
 	require.NoError(t, err)
 	_, present := p.lastRequest(t).PostForm["pingback"]
 	assert.False(t, present)
@@ -76,7 +78,7 @@ var pngImage = append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{0x42}, 20
 
 func TestSubmitPostUploadsMultipartFile(t *testing.T) {
 	p := newFakeProvider(t, always(200, `{"status":1,"request":"99"}`))
-	id, err := p.client(t).Submit(context.Background(), "post",
+	id, _, err := p.client(t).Submit(context.Background(), "post",
 		map[string]string{"file": base64.StdEncoding.EncodeToString(pngImage), "numeric": "1"},
 		"https://hooks.example/cb")
 	require.NoError(t, err)
@@ -111,7 +113,7 @@ func TestSubmitPostAcceptsDataURIAndURLSafeBase64(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := newFakeProvider(t, always(200, `{"status":1,"request":"5"}`))
-			_, err := p.client(t).Submit(context.Background(), "post", map[string]string{"file": encoded}, "")
+			_, _, err := p.client(t).Submit(context.Background(), "post", map[string]string{"file": encoded}, "")
 			require.NoError(t, err)
 		})
 	}
@@ -133,10 +135,10 @@ func TestSubmitRejectsBadInputWithoutCallingProvider(t *testing.T) {
 	c := p.client(t)
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := c.Submit(context.Background(), tt.method, tt.params, "")
+			_, _, err := c.Submit(context.Background(), tt.method, tt.params, "")
 			var ce *Error
 			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, ClassConfig, ce.Class)
+			assert.Equal(t, callback.ClassConfig, ce.Class)
 			assert.Equal(t, opSubmit, ce.Op)
 		})
 	}
@@ -172,15 +174,15 @@ func TestGetNotReady(t *testing.T) {
 		_, err := p.client(t).Get(context.Background(), "1")
 		var ce *Error
 		require.ErrorAs(t, err, &ce, body)
-		assert.Equal(t, ClassNotReady, ce.Class)
-		assert.Equal(t, ClassNotReady, ClassOf(err))
+		assert.Equal(t, callback.ClassNotReady, ce.Class)
+		assert.Equal(t, callback.ClassNotReady, ClassOf(err))
 	}
 }
 
 func TestGetRequiresTaskID(t *testing.T) {
 	p := newFakeProvider(t, always(200, "OK|x"))
 	_, err := p.client(t).Get(context.Background(), "")
-	assert.Equal(t, ClassConfig, ClassOf(err))
+	assert.Equal(t, callback.ClassConfig, ClassOf(err))
 	assert.Zero(t, p.requestCount())
 }
 
@@ -205,7 +207,7 @@ func TestBalanceNotANumber(t *testing.T) {
 	for _, body := range []string{`{"status":1,"request":"lots"}`, `{"status":1,"request":"NaN"}`} {
 		p := newFakeProvider(t, always(200, body))
 		_, err := p.client(t).Balance(context.Background())
-		assert.Equal(t, ClassTransient, ClassOf(err), body)
+		assert.Equal(t, callback.ClassTransient, ClassOf(err), body)
 	}
 }
 
@@ -214,12 +216,12 @@ func TestReports(t *testing.T) {
 		p := newFakeProvider(t, always(200, body))
 		c := p.client(t)
 
-		require.NoError(t, c.ReportGood(context.Background(), "42"))
+		require.NoError(t, c.Report(context.Background(), "", "42", true))
 		q := p.lastRequest(t).URL.Query()
 		assert.Equal(t, "reportgood", q.Get("action"))
 		assert.Equal(t, "42", q.Get("id"))
 
-		require.NoError(t, c.ReportBad(context.Background(), "43"))
+		require.NoError(t, c.Report(context.Background(), "", "43", false))
 		q = p.lastRequest(t).URL.Query()
 		assert.Equal(t, "reportbad", q.Get("action"))
 		assert.Equal(t, "43", q.Get("id"))
@@ -228,7 +230,7 @@ func TestReports(t *testing.T) {
 
 func TestReportRejected(t *testing.T) {
 	p := newFakeProvider(t, always(200, `{"status":0,"request":"ERROR_DUPLICATE_REPORT"}`))
-	err := p.client(t).ReportBad(context.Background(), "42")
+	err := p.client(t).Report(context.Background(), "", "42", false)
 	var ce *Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, opReportBad, ce.Op)
@@ -240,22 +242,22 @@ func TestReportRejected(t *testing.T) {
 func TestProviderErrorClasses(t *testing.T) {
 	tests := []struct {
 		code string
-		want Class
+		want callback.Class
 	}{
-		{"ERROR_WRONG_USER_KEY", ClassConfig},
-		{"ERROR_KEY_DOES_NOT_EXIST", ClassConfig},
-		{"ERROR_PAGEURL", ClassConfig},
-		{"ERROR_WRONG_CAPTCHA_ID", ClassConfig},
-		{"ERROR_UPLOAD", ClassConfig},
-		{"ERROR_NO_SLOT_AVAILABLE", ClassTransient},
-		{"ERROR_ZERO_BALANCE", ClassTransient},
-		{"MAX_USER_TURN", ClassTransient},
-		{"IP_BANNED", ClassTransient},
-		{"ERROR: 1003", ClassTransient},
-		{"ERROR_CAPTCHA_UNSOLVABLE", ClassResubmit},
-		{"ERROR_BAD_DUPLICATES", ClassResubmit},
-		{"CAPCHA_NOT_READY", ClassNotReady},
-		{"ERROR_BRAND_NEW_CODE", ClassUnknown},
+		{"ERROR_WRONG_USER_KEY", callback.ClassConfig},
+		{"ERROR_KEY_DOES_NOT_EXIST", callback.ClassConfig},
+		{"ERROR_PAGEURL", callback.ClassConfig},
+		{"ERROR_WRONG_CAPTCHA_ID", callback.ClassConfig},
+		{"ERROR_UPLOAD", callback.ClassConfig},
+		{"ERROR_NO_SLOT_AVAILABLE", callback.ClassTransient},
+		{"ERROR_ZERO_BALANCE", callback.ClassTransient},
+		{"MAX_USER_TURN", callback.ClassTransient},
+		{"IP_BANNED", callback.ClassTransient},
+		{"ERROR: 1003", callback.ClassTransient},
+		{"ERROR_CAPTCHA_UNSOLVABLE", callback.ClassResubmit},
+		{"ERROR_BAD_DUPLICATES", callback.ClassResubmit},
+		{"CAPCHA_NOT_READY", callback.ClassNotReady},
+		{"ERROR_BRAND_NEW_CODE", callback.ClassUnknown},
 	}
 	for _, tt := range tests {
 		for form, body := range map[string]string{
@@ -266,7 +268,7 @@ func TestProviderErrorClasses(t *testing.T) {
 				p := newFakeProvider(t, always(200, body))
 				c := p.client(t)
 
-				_, err := c.Submit(context.Background(), "userrecaptcha", map[string]string{"googlekey": "k"}, "")
+				_, _, err := c.Submit(context.Background(), "userrecaptcha", map[string]string{"googlekey": "k"}, "")
 				var ce *Error
 				require.ErrorAs(t, err, &ce)
 				assert.Equal(t, opSubmit, ce.Op)
@@ -284,11 +286,11 @@ func TestProviderErrorClasses(t *testing.T) {
 }
 
 func TestHTTPStatusClasses(t *testing.T) {
-	tests := map[int]Class{
-		500: ClassTransient, 502: ClassTransient, 503: ClassTransient,
-		429: ClassTransient, 408: ClassTransient,
-		401: ClassConfig, 403: ClassConfig,
-		404: ClassUnknown, 400: ClassUnknown,
+	tests := map[int]callback.Class{
+		500: callback.ClassTransient, 502: callback.ClassTransient, 503: callback.ClassTransient,
+		429: callback.ClassTransient, 408: callback.ClassTransient,
+		401: callback.ClassConfig, 403: callback.ClassConfig,
+		404: callback.ClassUnknown, 400: callback.ClassUnknown,
 	}
 	for status, want := range tests {
 		// The body looks like a success to prove the status alone decides.
@@ -310,48 +312,48 @@ func TestMalformedAnswersAreTransient(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := newFakeProvider(t, always(200, body))
-			_, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
+			_, _, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
 			var ce *Error
 			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, ClassTransient, ce.Class)
-			assert.ErrorIs(t, err, errMalformed)
+			assert.Equal(t, callback.ClassTransient, ce.Class)
+			assert.ErrorIs(t, err, callback.ErrMalformed)
 		})
 	}
 }
 
 func TestConnectionRefusedIsTransient(t *testing.T) {
-	c, err := New("http://"+closedAddr(t), testKey, WithTimeout(2*time.Second))
+	c, err := NewInPHP("http://"+closedAddr(t), testKey, WithTimeout(2*time.Second))
 	require.NoError(t, err)
 	_, err = c.Get(context.Background(), "1")
 	var ce *Error
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, ClassTransient, ce.Class)
+	assert.Equal(t, callback.ClassTransient, ce.Class)
 	assert.Equal(t, opGet, ce.Op)
 }
 
 func TestPerRequestTimeout(t *testing.T) {
 	srv := hangingProvider(t)
-	c, err := New(srv.URL, testKey, WithTimeout(150*time.Millisecond))
+	c, err := NewInPHP(srv.URL, testKey, WithTimeout(150*time.Millisecond))
 	require.NoError(t, err)
 
 	start := time.Now()
 	_, err = c.Get(context.Background(), "1")
 	assert.Less(t, time.Since(start), 5*time.Second, "the timeout must bound the call")
-	assert.Equal(t, ClassTransient, ClassOf(err))
+	assert.Equal(t, callback.ClassTransient, ClassOf(err))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
 func TestContextDeadlineBoundsRequest(t *testing.T) {
 	srv := hangingProvider(t)
-	c, err := New(srv.URL, testKey, WithTimeout(time.Minute))
+	c, err := NewInPHP(srv.URL, testKey, WithTimeout(time.Minute))
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = c.Submit(ctx, "hcaptcha", map[string]string{"sitekey": "s"}, "")
+	_, _, err = c.Submit(ctx, "hcaptcha", map[string]string{"sitekey": "s"}, "")
 	assert.Less(t, time.Since(start), 5*time.Second, "the caller's deadline must bound the call")
-	assert.Equal(t, ClassTransient, ClassOf(err))
+	assert.Equal(t, callback.ClassTransient, ClassOf(err))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
@@ -361,14 +363,14 @@ func TestCanceledContext(t *testing.T) {
 	cancel()
 	_, err := p.client(t).Get(ctx, "1")
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, ClassTransient, ClassOf(err))
+	assert.Equal(t, callback.ClassTransient, ClassOf(err))
 }
 
 func TestOversizedAnswerIsRejected(t *testing.T) {
 	p := newFakeProvider(t, always(200, "OK|"+string(bytes.Repeat([]byte("x"), maxAnswerBytes+10))))
 	_, err := p.client(t).Get(context.Background(), "1")
-	assert.ErrorIs(t, err, errMalformed)
-	assert.Equal(t, ClassTransient, ClassOf(err))
+	assert.ErrorIs(t, err, callback.ErrMalformed)
+	assert.Equal(t, callback.ClassTransient, ClassOf(err))
 }
 
 // countingTransport fails the test's expectations if anything uses it.
@@ -391,7 +393,7 @@ func TestDoesNotUseOrChangeDefaultTransport(t *testing.T) {
 	c := p.client(t)
 	_, err := c.Get(context.Background(), "1")
 	require.NoError(t, err)
-	_, err = c.Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
+	_, _, err = c.Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
 	require.NoError(t, err)
 
 	assert.Zero(t, spy.calls.Load())
@@ -408,7 +410,7 @@ func TestDoesNotUseOrChangeDefaultTransport(t *testing.T) {
 
 func TestWithHTTPClientIsUsed(t *testing.T) {
 	spy := &countingTransport{}
-	c, err := New("http://127.0.0.1:1", testKey, WithHTTPClient(&http.Client{Transport: spy}))
+	c, err := NewInPHP("http://127.0.0.1:1", testKey, WithHTTPClient(&http.Client{Transport: spy}))
 	require.NoError(t, err)
 	_, err = c.Get(context.Background(), "1")
 	require.Error(t, err)
@@ -421,6 +423,6 @@ func TestHugeProviderCodeIsTruncated(t *testing.T) {
 	_, err := p.client(t).Get(context.Background(), "1")
 	var ce *Error
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, ClassUnknown, ce.Class)
+	assert.Equal(t, callback.ClassUnknown, ce.Class)
 	assert.Less(t, len(err.Error()), 1024)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -15,7 +15,7 @@ const goodFile = `
 providers:
   - name: captchaai
     protocol: inphp
-    base_url: https://ocr.captchaai.com
+    base_url: https://ocr.providers.com
     api_key_env: CAPTCHAAI_API_KEY
     threads: 50
   - name: capsolver
@@ -187,18 +187,18 @@ func TestBreakerZeroBalanceKeyAndNoSlotBudget(t *testing.T) {
 func TestOutcomeOf(t *testing.T) {
 	cases := map[Outcome]error{
 		OutcomeOK:          nil,
-		OutcomeUnreachable: &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, Err: errors.New("connection refused")},
-		OutcomeZeroBalance: &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient},
-		OutcomeNoSlot:      &captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient},
-		OutcomeKeyRefused:  &captchaai.Error{Op: "submit", Code: "ERROR_WRONG_USER_KEY", Class: captchaai.ClassConfig},
-		OutcomeOther:       &captchaai.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: captchaai.ClassResubmit},
+		OutcomeUnreachable: &Error{Op: "submit", Class: callback.ClassTransient, Err: errors.New("connection refused")},
+		OutcomeZeroBalance: &Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: callback.ClassTransient},
+		OutcomeNoSlot:      &Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: callback.ClassTransient},
+		OutcomeKeyRefused:  &Error{Op: "submit", Code: "ERROR_WRONG_USER_KEY", Class: callback.ClassConfig},
+		OutcomeOther:       &Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: callback.ClassResubmit},
 	}
 	for want, err := range cases {
 		if got := OutcomeOf(err); got != want {
 			t.Errorf("OutcomeOf(%v) = %d, want %d", err, got, want)
 		}
 	}
-	if got := OutcomeOf(&captchaai.Error{Op: "submit", HTTPStatus: 502, Class: captchaai.ClassTransient}); got != OutcomeUnreachable {
+	if got := OutcomeOf(&Error{Op: "submit", HTTPStatus: 502, Class: callback.ClassTransient}); got != OutcomeUnreachable {
 		t.Errorf("502: %d", got)
 	}
 }

@@ -38,21 +38,21 @@ func (urlEchoTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestErrorsNeverContainTheKey(t *testing.T) {
-	type call func(c *Client) error
+	type call func(c *InPHP) error
 	calls := map[string]call{
-		"submit": func(c *Client) error {
-			_, err := c.Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
+		"submit": func(c *InPHP) error {
+			_, _, err := c.Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
 			return err
 		},
-		"get": func(c *Client) error {
+		"get": func(c *InPHP) error {
 			_, err := c.Get(context.Background(), "1")
 			return err
 		},
-		"getbalance": func(c *Client) error {
+		"getbalance": func(c *InPHP) error {
 			_, err := c.Balance(context.Background())
 			return err
 		},
-		"reportbad": func(c *Client) error { return c.ReportBad(context.Background(), "1") },
+		"reportbad": func(c *InPHP) error { return c.Report(context.Background(), "", "1", false) },
 	}
 
 	refused := "http://" + closedAddr(t)
@@ -68,15 +68,15 @@ func TestErrorsNeverContainTheKey(t *testing.T) {
 	}))
 	t.Cleanup(redirect.Close)
 
-	clients := map[string]func(t *testing.T) *Client{
-		"refused":         func(t *testing.T) *Client { return mustNew(t, refused, WithTimeout(2*time.Second)) },
-		"timeout":         func(t *testing.T) *Client { return mustNew(t, hanging, WithTimeout(100*time.Millisecond)) },
-		"5xx":             func(t *testing.T) *Client { return mustNew(t, status503) },
-		"bad json":        func(t *testing.T) *Client { return mustNew(t, echoJSON) },
-		"bad plain":       func(t *testing.T) *Client { return mustNew(t, echoPlain) },
-		"error_text echo": func(t *testing.T) *Client { return mustNew(t, echoErrorText) },
-		"redirect":        func(t *testing.T) *Client { return mustNew(t, redirect.URL, WithTimeout(2*time.Second)) },
-		"transport echo": func(t *testing.T) *Client {
+	clients := map[string]func(t *testing.T) *InPHP{
+		"refused":         func(t *testing.T) *InPHP { return mustNew(t, refused, WithTimeout(2*time.Second)) },
+		"timeout":         func(t *testing.T) *InPHP { return mustNew(t, hanging, WithTimeout(100*time.Millisecond)) },
+		"5xx":             func(t *testing.T) *InPHP { return mustNew(t, status503) },
+		"bad json":        func(t *testing.T) *InPHP { return mustNew(t, echoJSON) },
+		"bad plain":       func(t *testing.T) *InPHP { return mustNew(t, echoPlain) },
+		"error_text echo": func(t *testing.T) *InPHP { return mustNew(t, echoErrorText) },
+		"redirect":        func(t *testing.T) *InPHP { return mustNew(t, redirect.URL, WithTimeout(2*time.Second)) },
+		"transport echo": func(t *testing.T) *InPHP {
 			return mustNew(t, "http://127.0.0.1:1", WithHTTPClient(&http.Client{Transport: urlEchoTransport{}}))
 		},
 	}
@@ -110,9 +110,9 @@ func TestStripURLSecrets(t *testing.T) {
 	assert.Equal(t, "%zz", stripURLSecrets("%zz?key="+testKey))
 }
 
-func mustNew(t *testing.T, base string, opts ...Option) *Client {
+func mustNew(t *testing.T, base string, opts ...Option) *InPHP {
 	t.Helper()
-	c, err := New(base, testKey, opts...)
+	c, err := NewInPHP(base, testKey, opts...)
 	require.NoError(t, err)
 	return c
 }

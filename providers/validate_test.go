@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"github.com/captchaflow/captchaflow/providers/callback"
+
 	"context"
 	"strings"
 	"testing"
@@ -15,7 +17,7 @@ func requireInvalidAnswer(t *testing.T, err error, op string) *Error {
 	t.Helper()
 	var ce *Error
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, ClassUnknown, ce.Class)
+	assert.Equal(t, callback.ClassUnknown, ce.Class)
 	assert.Equal(t, op, ce.Op)
 	assert.ErrorIs(t, err, ErrInvalidAnswer)
 	assert.NotContains(t, err.Error(), testKey)
@@ -38,13 +40,13 @@ func TestSubmitRefusesATaskIDThatIsNotAnID(t *testing.T) {
 		"newline":           `{"status":1,"request":"1\nX-Injected: 1"}`,
 		"unicode digits":    "OK|７３５４",
 		"html":              "OK|<script>alert(1)</script>",
-		"too long":          "OK|" + strings.Repeat("7", maxTaskIDLen+1),
+		"too long":          "OK|" + strings.Repeat("7", 64+1),
 		"key echoed back":   "OK|" + testKey + "!",
 		"status word in id": `{"status":1,"request":"ERROR WRONG"}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := newFakeProvider(t, always(200, body))
-			id, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
+			id, _, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
 			requireInvalidAnswer(t, err, opSubmit)
 			assert.Empty(t, id)
 		})
@@ -63,7 +65,7 @@ func TestSubmitAcceptsTaskIDs(t *testing.T) {
 		`{"status":1,"request":"7354961212"}` + "\n": "7354961212",
 	} {
 		p := newFakeProvider(t, always(200, body))
-		id, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
+		id, _, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
 		require.NoError(t, err, body)
 		assert.Equal(t, want, id, body)
 	}

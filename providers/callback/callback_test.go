@@ -7,21 +7,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestParseCallback(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, tc := range []struct {
 		flavor      Flavor
 		contentType string
 		body        string
-		want        CallbackResult
+		want        Result
 	}{
-		{TwoCaptcha, "application/x-www-form-urlencoded", "id=51555263943&code=ANSWER", CallbackResult{"51555263943", "ANSWER"}},
-		{TwoCaptcha, "application/x-www-form-urlencoded", "id=1&code=ERROR_CAPTCHA_UNSOLVABLE", CallbackResult{"1", "ERROR_CAPTCHA_UNSOLVABLE"}},
-		{CapMonster, "application/json", `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03A"}}`, CallbackResult{"", "03A"}},
-		{AntiCaptcha, "application/json", `{"errorId":0,"taskId":7654321,"status":"ready","solution":{"text":"deditur"}}`, CallbackResult{"7654321", "deditur"}},
+		{TwoCaptcha, "application/x-www-form-urlencoded", "id=51555263943&code=ANSWER", Result{"51555263943", "ANSWER"}},
+		{TwoCaptcha, "application/x-www-form-urlencoded", "id=1&code=ERROR_CAPTCHA_UNSOLVABLE", Result{"1", "ERROR_CAPTCHA_UNSOLVABLE"}},
+		{CapMonster, "application/json", `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03A"}}`, Result{"", "03A"}},
+		{AntiCaptcha, "application/json", `{"errorId":0,"taskId":7654321,"status":"ready","solution":{"text":"deditur"}}`, Result{"7654321", "deditur"}},
 		{CapSolver, "application/json", `{"errorId":1,"errorCode":"ERROR_CAPTCHA_SOLVE_FAILED","taskId":"da450cbc-ff9d","status":"failed"}`,
-			CallbackResult{"da450cbc-ff9d", "ERROR_CAPTCHA_SOLVE_FAILED"}},
+			Result{"da450cbc-ff9d", "ERROR_CAPTCHA_SOLVE_FAILED"}},
 	} {
-		got, err := ParseCallback(tc.flavor, tc.contentType, []byte(tc.body))
+		got, err := Parse(tc.flavor, tc.contentType, []byte(tc.body))
 		require.NoError(t, err, tc.body)
 		assert.Equal(t, tc.want, got)
 	}
@@ -37,7 +37,7 @@ func TestParseCallback(t *testing.T) {
 		{CapMonster, "application/json", `{"errorId":0,"status":"ready","solution":{}}`},
 		{"nope", "", ""},
 	} {
-		_, err := ParseCallback(bad.flavor, bad.ct, []byte(bad.body))
-		assert.ErrorIs(t, err, ErrCallbackBody, bad.body)
+		_, err := Parse(bad.flavor, bad.ct, []byte(bad.body))
+		assert.ErrorIs(t, err, ErrBody, bad.body)
 	}
 }

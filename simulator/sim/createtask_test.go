@@ -123,7 +123,7 @@ func TestCreateTaskEveryFlavorEveryKind(t *testing.T) {
 					assert.False(t, served, "%s", kind)
 					continue
 				}
-				id, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/callback/wf-"+string(kind)+"?t=tok")
+				id, _, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/callback/wf-"+string(kind)+"?t=tok")
 				require.NoError(t, err, "%s", kind)
 				n++
 				code, err := result(t, c, kind, id)
@@ -173,7 +173,7 @@ func TestCreateTaskIDsAndCallbackBodiesPerFlavor(t *testing.T) {
 				kind = providers.KindHCaptcha
 			}
 			in := kindInputs[kind]
-			id, err := ctClient(t, h, flavor).Submit(context.Background(), in.method, in.params, cb.srv.URL+"/cb?t=tok")
+			id, _, err := ctClient(t, h, flavor).Submit(context.Background(), in.method, in.params, cb.srv.URL+"/cb?t=tok")
 			require.NoError(t, err)
 			got := cb.wait(t, 1)
 			assert.Equal(t, sim.CodeFor(id), got[0].Code)
@@ -194,7 +194,7 @@ func TestCreateTaskFaultsThreadsAndBalance(t *testing.T) {
 	c := ctClient(t, h, callback.CapSolver)
 	in := kindInputs[providers.KindTurnstile]
 	submit := func(cb string) error {
-		_, err := c.Submit(context.Background(), in.method, in.params, cb)
+		_, _, err := c.Submit(context.Background(), in.method, in.params, cb)
 		return err
 	}
 	require.NoError(t, submit("https://hooks.example/a"))
@@ -239,7 +239,7 @@ func TestCreateTaskUnsolvable(t *testing.T) {
 			kind := providers.KindRecaptchaV3
 			in := kindInputs[kind]
 			c := ctClient(t, h, flavor)
-			id, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/u?t=tok")
+			id, _, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/u?t=tok")
 			require.NoError(t, err)
 			_, err = result(t, c, kind, id)
 			assert.Equal(t, callback.ClassResubmit, providers.ClassOf(err), "%v", err)
@@ -253,7 +253,7 @@ func TestCreateTaskReportsReachTheTask(t *testing.T) {
 	h := startSim(t, ctConfig(callback.AntiCaptcha))
 	c := ctClient(t, h, callback.AntiCaptcha)
 	in := kindInputs[providers.KindRecaptchaV2]
-	id, err := c.Submit(context.Background(), in.method, in.params, "")
+	id, _, err := c.Submit(context.Background(), in.method, in.params, "")
 	require.NoError(t, err)
 	_, err = result(t, c, providers.KindRecaptchaV2, id)
 	require.NoError(t, err)
@@ -267,7 +267,7 @@ func TestCreateTaskReportsReachTheTask(t *testing.T) {
 
 	hs := startSim(t, ctConfig(callback.CapSolver))
 	cs := ctClient(t, hs, callback.CapSolver)
-	id, err = cs.Submit(context.Background(), in.method, in.params, "")
+	id, _, err = cs.Submit(context.Background(), in.method, in.params, "")
 	require.NoError(t, err)
 	require.NoError(t, cs.Report(context.Background(), providers.KindRecaptchaV2, id, true))
 	assert.EqualValues(t, 1, hs.task(id).ReportsGood, "feedbackTask with invalid=false is a good verdict")
@@ -278,9 +278,9 @@ func TestCreateTaskReportsReachTheTask(t *testing.T) {
 func TestCreateTaskSyncImage(t *testing.T) {
 	h := startSim(t, ctConfig(callback.CapSolver))
 	c := ctClient(t, h, callback.CapSolver)
-	created, err := c.Create(context.Background(), "base64", map[string]string{"body": ctImage}, "")
+	id, code, err := c.Submit(context.Background(), "base64", map[string]string{"body": ctImage}, "")
 	require.NoError(t, err)
-	assert.Equal(t, sim.CodeFor(created.TaskID), created.Code)
+	assert.Equal(t, sim.CodeFor(id), code)
 }
 
 func TestCreateTaskRefusesWhatTheFlavorRefuses(t *testing.T) {
