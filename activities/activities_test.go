@@ -30,14 +30,14 @@ import (
 
 // fakeProvider records what the activities ask of the provider.
 type fakeProvider struct {
-	providers.Client // Balance and Report: balance_test.go and report_test.go set their own
-	flavor    providers.Flavor // a createTask provider's: Supports is its table's
-	mu        sync.Mutex
-	pingbacks []string
-	submitErr error
-	getCode   string
-	getErr    error
-	gets      int
+	providers.Client                  // Balance and Report: balance_test.go and report_test.go set their own
+	flavor           providers.Flavor // a createTask provider's: Supports is its table's
+	mu               sync.Mutex
+	pingbacks        []string
+	submitErr        error
+	getCode          string
+	getErr           error
+	gets             int
 }
 
 func (f *fakeProvider) Supports(method string, params map[string]string) error {

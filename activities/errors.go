@@ -18,43 +18,33 @@ import (
 // Application error types the activities raise besides the contract's FailureProviderConfig and
 // FailureProviderUnknown; the workflow and retry policies branch on them, callers never see them.
 const (
-	// FailureProviderTransient: a busy provider, network trouble or a 5xx; retried after the provider's documented
-	// wait for its code (NextRetryDelay, see transientError), else with the retry policy's backoff.
+	// FailureProviderTransient: busy, network trouble or a 5xx; retried after the code's documented wait, else backoff.
 	FailureProviderTransient = "ProviderTransient"
 	// FailureResubmit: the provider gave up on this task (unsolvable); a new submission may succeed.
 	FailureResubmit = "ProviderResubmit"
 	// FailureNotReady: the task is still being solved; the poll's retry policy spaces the next look.
 	FailureNotReady = "NotReady"
-	// FailureWorkerConfig: the worker itself is misconfigured (e.g. no NOTIFY_SECRET). Retried, so that fixing the
-	// configuration and restarting the worker lets the task carry on instead of losing it.
+	// FailureWorkerConfig: the worker is misconfigured; retried, so a fixed and restarted worker carries the task on.
 	FailureWorkerConfig = "WorkerConfig"
 	// FailureDeliveryRejected: notify_url answered with a non-2xx status; retried.
 	FailureDeliveryRejected = "DeliveryRejected"
-	// FailureSubmitOutcomeUnknown: a submission failed after the request was written (timeout, connection reset or
-	// EOF, an unreadable answer, a 5xx that is not the provider's own error word: a gateway lost its answer), so the
-	// provider may have created the task and charged for it. The workflow's Submit retry policy lists it as
-	// non-retryable and waits for the task's authenticated callback instead of paying for a second submission at
-	// once. Details: LostDetails.
+	// FailureSubmitOutcomeUnknown: the submission's answer was lost after the request was written, so a paid task
+	// may exist; the workflow waits for its callback instead of paying twice. Details: LostDetails.
 	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown"
-	// FailureProviderZeroBalance: the provider answered ERROR_ZERO_BALANCE (2captcha: no money on the account;
-	// CaptchaAI: no free thread). The workflow's Submit retry policy lists it as non-retryable and waits in
-	// PhaseAwaitingBalance, where the status query and the Web UI say why. Details: the code, then the paced wait
-	// (a time.Duration, the documented 60 s ±20 %) the workflow sleeps before submitting again.
+	// FailureProviderZeroBalance: ERROR_ZERO_BALANCE (2captcha: no money; CaptchaAI: no free thread); the workflow
+	// waits in PhaseAwaitingBalance. Details: the code, then the paced wait (a time.Duration).
 	FailureProviderZeroBalance = "ProviderZeroBalance"
-	// FailureProviderUnavailable: every provider the task may use has its circuit open; retried when the first one
-	// half-opens (NextRetryDelay), so a task pinned to one provider waits for it.
+	// FailureProviderUnavailable: every provider the task may use has its circuit open; retried when one half-opens.
 	FailureProviderUnavailable = "ProviderUnavailable"
-	// FailureProviderGaveUp: the submission's provider has been unreachable past PROVIDER_GIVE_UP and the task may
-	// go elsewhere: the workflow abandons the submission and submits to another provider. Details: the provider.
+	// FailureProviderGaveUp: the provider was unreachable past PROVIDER_GIVE_UP and the task may go elsewhere.
+	// Details: the provider.
 	FailureProviderGaveUp = "ProviderGaveUp"
 )
 
 // codeZeroBalance is the answer that pauses a task's submissions (FailureProviderZeroBalance).
 const codeZeroBalance = "ERROR_ZERO_BALANCE"
 
-// zeroBalanceError is the FailureProviderZeroBalance error for an ERROR_ZERO_BALANCE answer: paced like a
-// transient one (NextRetryDelay, for a retry policy that retries it), with the same wait in its details for the
-// workflow that does not.
+// zeroBalanceError is paced like a transient error (for a policy that retries it), its wait also in its details.
 func zeroBalanceError(ctx context.Context, msg string) error {
 	wait := pacedDelay(callback.RetryAfter(codeZeroBalance), timeLeft(ctx), rand.Float64())
 	activity.GetLogger(ctx).Warn("the provider answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
@@ -75,8 +65,7 @@ func submitOutcomeUnknown(ctx context.Context, lost LostDetails, err error) erro
 // NonRetryableProviderErrors are the provider error types no retry policy should retry.
 var NonRetryableProviderErrors = []string{captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, FailureResubmit}
 
-// providerError turns a provider client's error into a typed Temporal application error. The client has already removed
-// the API key from the message. A transient answer is paced by what it means: see transientError.
+// providerError types a client's error (already redacted) by its class for the retry policies.
 func providerError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
@@ -105,22 +94,16 @@ func codeOf(err error) string {
 	return ""
 }
 
-// retryJitter spreads a paced wait by ±20 %, so tasks the provider turned away together do not all come back in the
-// same second and get turned away again.
+// retryJitter spreads a paced wait by ±20 %, so tasks turned away together do not all come back together.
 const retryJitter = 0.2
 
-// deadlineMargin keeps a paced retry this far inside the activity's schedule-to-close deadline (the task's
-// deadline). Temporal refuses a retry that would start after it and fails the activity at once; the margin absorbs
-// the round trip to the server and a little clock skew between worker and server.
+// deadlineMargin keeps a paced retry inside the task's deadline (Temporal fails a retry past it at once), with room
+// for the round trip and a little clock skew.
 const deadlineMargin = time.Second
 
-// transientError is a retryable FailureProviderTransient error with the provider's code in its details. When the code
-// has a documented wait (callback.RetryAfter: 5 s for ERROR_NO_SLOT_AVAILABLE … 5 min for IP_BANNED) the error asks
-// Temporal to retry after that wait, ±20 % (NextRetryDelay overrides the retry policy's interval for this one retry;
-// the next answer decides the one after); any other transient failure keeps the policy's backoff (NextRetryDelay 0).
-// The wait is cut to the time left before the task's deadline, so a busy answer never ends a task early: the
-// workflow's retry policies run until the deadline, and Temporal would fail the activity at once if the wait went past
-// it. No workflow change and no history event: the retry is the server's, as before.
+// transientError is a retryable FailureProviderTransient error with the code in its details, retried after the
+// code's documented wait ±20 % (NextRetryDelay; 0 keeps the policy's backoff), cut to the task's deadline so a busy
+// answer never ends a task early.
 func transientError(ctx context.Context, msg, code string) error {
 	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderTransient, temporal.ApplicationErrorOptions{
 		NextRetryDelay: pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64()),
@@ -128,9 +111,7 @@ func transientError(ctx context.Context, msg, code string) error {
 	})
 }
 
-// pacedDelay is wait spread by ±retryJitter (u in [0, 1) picks where in the spread), cut to left - deadlineMargin when
-// the deadline is nearer than that. A zero wait stays zero: the retry policy decides. With left <= deadlineMargin
-// (or 0: no deadline known) the wait is not cut; nothing could run before the deadline anyway.
+// pacedDelay is wait spread by ±retryJitter (u in [0, 1) picks where), cut to left - deadlineMargin; 0 stays 0.
 func pacedDelay(wait, left time.Duration, u float64) time.Duration {
 	if wait <= 0 {
 		return 0
@@ -142,8 +123,7 @@ func pacedDelay(wait, left time.Duration, u float64) time.Duration {
 	return d
 }
 
-// timeLeft is the time until the activity's schedule-to-close deadline, across all its attempts (Temporal's retry
-// expiration: scheduled time + schedule-to-close timeout), or 0 when the activity has none.
+// timeLeft is the time until the activity's schedule-to-close deadline across its attempts, or 0 with none.
 func timeLeft(ctx context.Context) time.Duration {
 	info := activity.GetInfo(ctx)
 	if info.ScheduleToCloseTimeout <= 0 {
@@ -155,14 +135,8 @@ func timeLeft(ctx context.Context) time.Duration {
 // maxQuotedCode bounds how much of a refused answer goes into an error message.
 const maxQuotedCode = 64
 
-// solutionError refuses a res.php answer that arrived as a success but cannot be a solution:
-//
-//   - a provider status word (CAPCHA_NOT_READY, ERROR_CAPTCHA_UNSOLVABLE, any ERROR_…) is treated as what it says,
-//     exactly as if res.php had answered it as an error: NotReady is polled again, unsolvable means resubmit, a
-//     configuration code fails, an unknown ERROR_ word is ProviderUnknown;
-//   - an answer longer than captchaflow.MaxCodeBytes is a non-retryable ProviderUnknown failure naming its size:
-//     res.php keeps answering the same for the task, so retrying it would only poll until the deadline, and a code
-//     that size is never stored in workflow history.
+// solutionError refuses a success answer that cannot be a solution: a status word is taken for what it says, and an
+// answer over captchaflow.MaxCodeBytes fails the poll (the provider keeps answering the same).
 func solutionError(ctx context.Context, code string) error {
 	if len(code) > captchaflow.MaxCodeBytes {
 		return temporal.NewNonRetryableApplicationError(
@@ -180,17 +154,14 @@ func solutionError(ctx context.Context, code string) error {
 		Err: errors.New("answered as a solution"), Provider: "provider"})
 }
 
-// Metrics of the provider layer. MetricProviderAnswers counts the provider's answers to Submit (op="submit"), Poll
-// (op="get") and SendReport (op="report"), one per request, by code: AnswerOK, a documented provider code
-// (callback.KnownCode), AnswerNetwork when no answer came (providers.IsTransportError), or AnswerOther (an HTTP
-// error status, a malformed or invalid answer, an undocumented code): a fixed set whatever the provider answers.
-// The others are tagged provider (a name from PROVIDERS_FILE) and exist on a worker with the file only.
+// Metrics of the provider layer; all but MetricProviderAnswers are tagged provider and exist with PROVIDERS_FILE only.
 const (
+	// MetricProviderAnswers counts answers by op and code (AnswerOK, a callback.KnownCode, AnswerNetwork,
+	// AnswerOther): a fixed label set whatever the provider answers.
 	MetricProviderAnswers = "captchaflow_provider_answers_total"
 	// MetricProviderSubmissions counts Submit requests by provider and outcome (SubmissionAccepted, …).
 	MetricProviderSubmissions = "captchaflow_provider_submissions_total"
-	// MetricCircuitState is a provider's circuit: 0 closed, 1 half-open, 2 open. The worker computes it when /metrics
-	// is scraped (a circuit half-opens by time alone), not the activities.
+	// MetricCircuitState is a circuit (0 closed, 1 half-open, 2 open), computed at scrape: it half-opens by time alone.
 	MetricCircuitState = "captchaflow_provider_circuit_state"
 	// MetricCircuitOpened counts circuits opening, by provider and reason (providers.Reason*).
 	MetricCircuitOpened = "captchaflow_provider_circuit_opened_total"
@@ -229,9 +200,7 @@ func answerCode(err error) string {
 	return AnswerOther
 }
 
-// refusedSolutionCode is the code label of a "solution" that solutionError refused: a documented status word
-// answered as a solution counts as that code, anything else (an undocumented ERROR_ word, an oversized answer) as
-// AnswerOther.
+// refusedSolutionCode is the code label of a "solution" solutionError refused: a documented word, else AnswerOther.
 func refusedSolutionCode(solution string) string {
 	if len(solution) <= captchaflow.MaxCodeBytes {
 		if code, ok := callback.KnownCode(solution); ok {
@@ -241,7 +210,7 @@ func refusedSolutionCode(solution string) string {
 	return AnswerOther
 }
 
-// countAnswer counts one answer of p, tagged with its name on a routed worker (its label set is fixed per worker).
+// countAnswer counts one answer of p, tagged with its name on a routed worker (a fixed label set per worker).
 func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op, code string) {
 	tags := map[string]string{"op": op, "code": code}
 	if name := a.routedName(p); name != "" {

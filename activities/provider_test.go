@@ -201,9 +201,9 @@ func TestProviderAnswersAreCountedByOpAndBoundedCode(t *testing.T) {
 	poll("", &providers.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: callback.ClassNotReady})
 	poll("", &providers.Error{Op: "get", Code: "IP_BANNED", Class: callback.ClassTransient})
 	poll("", transportError("get"))
-	poll("ERROR_CAPTCHA_UNSOLVABLE", nil)                               // a status word answered as a solution
-	poll("ERROR_NOT_DOCUMENTED", nil)                                   // an unknown one
-	poll(strings.Repeat("A", captchaflow.MaxCodeBytes+1), nil)          // oversized
+	poll("ERROR_CAPTCHA_UNSOLVABLE", nil)                              // a status word answered as a solution
+	poll("ERROR_NOT_DOCUMENTED", nil)                                  // an unknown one
+	poll(strings.Repeat("A", captchaflow.MaxCodeBytes+1), nil)         // oversized
 	poll("", &providers.Error{Op: "get", Class: callback.ClassUnknown, // an invalid answer
 		Err: fmt.Errorf("%w: empty code", providers.ErrInvalidAnswer)})
 

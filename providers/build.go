@@ -12,57 +12,30 @@ import (
 	"strings"
 )
 
-// ErrUnsupported marks a task a flavor cannot serve: a method, reCAPTCHA variant or param its table has no entry for.
-// Such a task is never sent to that provider.
+// ErrUnsupported marks a task a flavor cannot serve: a method, reCAPTCHA variant or param its table has no entry
+// for. Such a task is never sent to that provider.
 var ErrUnsupported = errors.New("not supported by this provider")
 
-// UnsupportedError says what of a task a flavor cannot serve. errors.Is(err, ErrUnsupported) holds.
-type UnsupportedError struct {
-	Flavor Flavor
-	Method string
-	Kind   Kind
-	Param  string // "" when the whole method or kind is unsupported
-	Reason string
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrUnsupported}, args...)...)
 }
-
-func (e *UnsupportedError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: method %s", e.Flavor, e.Method)
-	if e.Kind != "" {
-		fmt.Fprintf(&b, " (%s)", e.Kind)
-	}
-	if e.Param != "" {
-		fmt.Fprintf(&b, " param %s", e.Param)
-	}
-	b.WriteString(" is not supported")
-	if e.Reason != "" {
-		b.WriteString(": " + e.Reason)
-	}
-	return b.String()
-}
-
-// Is makes errors.Is(err, ErrUnsupported) true.
-func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
 // buildTask maps an in.php method and params to the flavor's task object. Param values are never echoed in errors
 // (a param may carry a token or an image).
 func buildTask(f Flavor, method string, params map[string]string) (map[string]any, TaskSpec, error) {
 	kind, err := KindOf(method, params)
 	if err != nil {
-		if ue, ok := errors.AsType[*UnsupportedError](err); ok {
-			ue.Flavor = f
-		}
-		return nil, TaskSpec{}, err
+		return nil, TaskSpec{}, fmt.Errorf("%s: %w", f, err)
 	}
 	spec, ok := TaskFor(f, kind)
 	if !ok {
-		return nil, TaskSpec{}, &UnsupportedError{Flavor: f, Method: method, Kind: kind, Reason: "the provider has no task for it"}
+		return nil, TaskSpec{}, unsupported("%s has no task for method %s (%s)", f, method, kind)
 	}
 	task, err := spec.fill(method, params)
-	if ue, ok := errors.AsType[*UnsupportedError](err); ok {
-		ue.Flavor, ue.Kind = f, kind
+	if err != nil {
+		return nil, TaskSpec{}, fmt.Errorf("%s, method %s (%s): %w", f, method, kind, err)
 	}
-	return task, spec, err
+	return task, spec, nil
 }
 
 // fill builds the task object from params: constants, then one field per param (in sorted order, so errors are
@@ -87,7 +60,7 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 func (s TaskSpec) fillParam(task map[string]any, filledBy map[string]string, method, name, raw string) error {
 	i := slices.IndexFunc(s.Fields, func(f Field) bool { return f.Param == name })
 	if i < 0 {
-		return &UnsupportedError{Method: method, Param: name, Reason: "the provider's task has no field for it"}
+		return unsupported("param %s: the provider's task has no field for it", name)
 	}
 	f := s.Fields[i]
 	v, err := f.Enc(raw)

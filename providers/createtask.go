@@ -91,7 +91,7 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 func (c *CreateTask) Result(ctx context.Context, kind Kind, taskID string) (string, error) {
 	spec, ok := TaskFor(c.profile.Flavor, kind)
 	if !ok {
-		return "", c.fail(OpResult, callback.ClassConfig, &UnsupportedError{Flavor: c.profile.Flavor, Kind: kind})
+		return "", c.fail(OpResult, callback.ClassConfig, unsupported("%s has no task of kind %.30q", c.profile.Flavor, kind))
 	}
 	return c.result(ctx, taskID, spec.Solution.Code)
 }

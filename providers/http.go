@@ -19,22 +19,15 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// The one HTTP scaffold both protocols run on: transport, timeouts, what a failure means (outcome unknown or not),
-// and the redaction of the key from everything that leaves the client.
-
 const (
 	defaultTimeout = 30 * time.Second
-	// maxAnswerBytes bounds what we read from the provider: real answers are a few KB at most.
-	maxAnswerBytes = 1 << 20
-	// maxDrainBytes is how much of an unread body we discard to keep the connection reusable.
-	maxDrainBytes = 64 << 10
-	// maxStatusBodyBytes is how much of a failed status's body is read for the provider's own error answer.
-	maxStatusBodyBytes = 4 << 10
-	// Provider-supplied codes and texts end up in logs and workflow history; a provider must not bloat them.
+	maxAnswerBytes     = 1 << 20  // real answers are a few KB at most
+	maxDrainBytes      = 64 << 10 // discarded of an unread body to keep the connection reusable
+	maxStatusBodyBytes = 4 << 10  // read of a failed status's body for the provider's own error answer
+	// Provider codes and texts end up in logs and history; a provider must not bloat them.
 	maxCodeLen      = 128
 	maxErrorTextLen = 512
-	// DefaultMaxCodeBytes bounds a solved code unless WithMaxCodeBytes says otherwise (captchaflow.MaxCodeBytes,
-	// which this package does not import: the contract links the SDK; a worker test keeps the two equal).
+	// DefaultMaxCodeBytes is captchaflow.MaxCodeBytes (the contract links the SDK; a worker test keeps them equal).
 	DefaultMaxCodeBytes = 16 << 10
 	redactedMarker      = "REDACTED"
 )
@@ -115,9 +108,8 @@ func parseBaseURL(name, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// newHTTPClient is the client's own transport: plenty of idle connections per host (many workflows poll at once),
-// every phase bounded, and connections that count the bytes written to them (countingConn), so a failed request
-// can tell whether the provider may have seen it.
+// newHTTPClient is the client's own transport: many idle connections per host, every phase bounded, and
+// connections that count their written bytes (countingConn), so a failure knows whether the provider saw anything.
 func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -145,10 +137,9 @@ func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network
 // ownError reads a failed status's body for the provider's own error answer; nil lets the status decide.
 type ownError func(status int, body []byte) *Error
 
-// do runs one request under the per-request timeout and returns a 2xx answer's body, or a classified, redacted
-// *Error. A failed status's body is usually a proxy's page, so the status decides unless own recognises the
-// provider's answer in it; any other 5xx may come from a gateway that forwarded the request and lost the answer,
-// so it is Written: its outcome is unknown.
+// do runs one request under the per-request timeout: a 2xx answer's body, or a classified, redacted *Error. A
+// failed status decides unless own finds the provider's answer in its body; any other 5xx may be a gateway that
+// forwarded the request and lost the answer, so it is Written (outcome unknown).
 func (c *conn) do(ctx context.Context, op string, req *http.Request, own ownError) ([]byte, *Error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -176,9 +167,7 @@ func (c *conn) do(ctx context.Context, op string, req *http.Request, own ownErro
 	return body, nil
 }
 
-// send does req, following it onto the connection. A failure is a transient *Error that is Written when any byte of
-// the request may have reached the provider: only a request of which not one byte was written is known not to have
-// been acted on.
+// send does req; a failure is a transient *Error, Written unless provably not one byte of the request left.
 func (c *conn) send(op string, req *http.Request) (*http.Response, *Error) {
 	var w writeTrace
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), w.trace()))
@@ -191,7 +180,7 @@ func (c *conn) send(op string, req *http.Request) (*http.Response, *Error) {
 }
 
 // writeTrace follows one request onto the connection, to tell a failure the provider may have acted on from one it
-// provably never saw: no connection was made (DNS, refused, TLS handshake), or not one byte of the request left.
+// provably never saw (no connection, or not one byte left).
 type writeTrace struct {
 	mu      sync.Mutex
 	gotConn bool
@@ -218,9 +207,8 @@ func (w *writeTrace) trace() *httptrace.ClientTrace {
 	}
 }
 
-// mayHaveReached is true once any byte of the request left on the connection. On a connection that does not count
-// its bytes (a caller's own transport), the headers being written is taken for that: erring that way costs a wait,
-// the other way a second payment.
+// mayHaveReached is true once any byte left; on a caller's own transport, once the headers were written (erring
+// that way costs a wait, the other way a second payment).
 func (w *writeTrace) mayHaveReached() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -278,8 +266,7 @@ func (c *conn) failWritten(op string, err error) *Error {
 	return e
 }
 
-// invalid refuses a success answer that cannot be what it claims (ClassUnknown: not retried, the provider keeps
-// answering the same, and a retried submission could pay twice).
+// invalid refuses a success answer that cannot be what it claims (ClassUnknown: a retry could pay twice).
 func (c *conn) invalid(op, format string, args ...any) *Error {
 	return c.fail(op, callback.ClassUnknown, fmt.Errorf("%w: "+format, append([]any{ErrInvalidAnswer}, args...)...))
 }
@@ -295,10 +282,8 @@ func (c *conn) checkCode(op, code string) error {
 	return nil
 }
 
-// redactError returns err with every trace of apiKey removed, so that it can be logged, returned and stored in
-// workflow history. *url.Error prints the full URL (res.php takes the key in the query), so its query and userinfo
-// are stripped first; if the key still appears, the error is replaced by a scrubbed copy that keeps only the
-// context sentinels callers classify on.
+// redactError removes apiKey from err: a *url.Error's URL loses its query (res.php's key=) and userinfo, and an error
+// still showing the key becomes a scrubbed copy that keeps only the context sentinels callers classify on.
 func redactError(err error, apiKey string) error {
 	if err == nil {
 		return nil

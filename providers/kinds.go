@@ -56,7 +56,7 @@ func KindOf(method string, params map[string]string) (Kind, error) {
 		return k, nil
 	}
 	if method != methodRecaptcha {
-		return "", &UnsupportedError{Method: method, Reason: "no createTask task is declared for this method"}
+		return "", unsupported("no createTask task is declared for method %.40q", method)
 	}
 	enterprise, err := flag(params["enterprise"])
 	if err != nil {
@@ -68,7 +68,7 @@ func KindOf(method string, params map[string]string) (Kind, error) {
 	case v == "v3":
 		return pick(enterprise, KindRecaptchaV3Enterprise, KindRecaptchaV3), nil
 	default:
-		return "", &UnsupportedError{Method: method, Param: "version", Reason: fmt.Sprintf("version %.10q is neither v2 nor v3", v)}
+		return "", unsupported("version %.10q is neither v2 nor v3", v)
 	}
 }
 
