@@ -20,13 +20,11 @@ import (
 type SubmitRequest struct {
 	Method string            `json:"method"`
 	Params map[string]string `json:"params"`
-	// RunID and Submission name the submission in its pingback URL (signed), so its callback is known for its own
-	// even when the provider's answer is lost.
+	// RunID and Submission name the submission in its signed pingback URL, so a lost answer's callback is known.
 	RunID      string `json:"run_id,omitempty"`
 	Submission int    `json:"submission,omitempty"`
-	// Providers restricts and orders the providers this task may use (Input.providers; empty: the worker's file
-	// order), Exclude are those it gave up on, Avoid those that found it unsolvable (tried last). A worker without
-	// PROVIDERS_FILE ignores all three.
+	// Providers restricts and orders the providers (Input.providers), Exclude are given up on, Avoid found it
+	// unsolvable (tried last); a worker without PROVIDERS_FILE ignores all three.
 	Providers []string `json:"providers,omitempty"`
 	Exclude   []string `json:"exclude,omitempty"`
 	Avoid     []string `json:"avoid,omitempty"`
@@ -35,11 +33,9 @@ type SubmitRequest struct {
 // SubmitResult is the provider's task ID for the new submission.
 type SubmitResult struct {
 	ProviderTaskID string `json:"provider_task_id"`
-	// CallbackTimeoutSeconds is this worker's callback timeout for the method (CALLBACK_TIMEOUT_BY_METHOD), 0 when
-	// it has none. Carried in the activity's result, the value is in history, so the task keeps it on replay.
+	// CallbackTimeoutSeconds is CALLBACK_TIMEOUT_BY_METHOD's value (0: none), in history so replay keeps it.
 	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
-	// Provider is the provider that took the submission, chosen here (circuits, Providers, Exclude, Avoid): the
-	// route is in history with the result, at no extra event. Empty on a worker without PROVIDERS_FILE.
+	// Provider took the submission, chosen here: the route is in history at no extra event ("" without the file).
 	Provider string `json:"provider,omitempty"`
 	// Alternatives counts the other providers the task could have used: with none, it never gives up its provider.
 	Alternatives int `json:"alternatives,omitempty"`
@@ -47,21 +43,18 @@ type SubmitResult struct {
 	GiveUpSeconds int `json:"give_up_seconds,omitempty"`
 	// PollIntervalSeconds is the provider's least poll spacing (0: none).
 	PollIntervalSeconds int `json:"poll_interval_seconds,omitempty"`
-	// Code is the solution when the provider answered the submission with it (CapSolver's image tasks): the
-	// workflow takes it at once, with no callback wait and no poll.
+	// Code is the solution when it came with the answer (CapSolver's image tasks): no callback wait, no poll.
 	Code string `json:"code,omitempty"`
 }
 
-// LostDetails are the details of a FailureSubmitOutcomeUnknown: where the lost submission went, and whether (after
-// how long unreachable) the task may give it up.
+// LostDetails are a FailureSubmitOutcomeUnknown's: where the submission went, and after how long it may be given up.
 type LostDetails struct {
 	Provider      string `json:"provider"`
 	Alternatives  int    `json:"alternatives,omitempty"`
 	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
 }
 
-// LegacyProviderName names the one provider of a worker without PROVIDERS_FILE where a name is needed (never in
-// a result or history).
+// LegacyProviderName names the one provider of a worker without PROVIDERS_FILE in logs (never in history).
 const LegacyProviderName = "captchaai"
 
 // set is the worker's providers: Providers, or the one-provider set of Provider (made per call: tests swap it).
@@ -72,12 +65,9 @@ func (a *Activities) set() *providers.Set {
 	return providers.Single(LegacyProviderName, a.Provider)
 }
 
-// Submit sends the task to the first candidate provider whose circuit lets it through, with a pingback URL of its
-// own. Its answer is counted in MetricProviderAnswers; a busy or rate-limit answer asks Temporal for the provider's
-// documented wait before the next attempt (transientError). A refusal that opens the candidate's circuit (zero
-// balance, no slot past its budget, unreachable, key refused) moves on to the next one within the same attempt:
-// nothing was created there. A request that failed after it was written (the provider may have created the task)
-// is a FailureSubmitOutcomeUnknown error, which the workflow's retry policy does not retry, and never moves on.
+// Submit sends the task to the first candidate whose circuit lets it through, with a pingback URL of its own. A
+// busy answer is paced (transientError); a refusal that opens the candidate's circuit moves on to the next within
+// the attempt (nothing was created there); a lost answer (FailureSubmitOutcomeUnknown) never moves on.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	defer keepAlive(ctx)()
 	set := a.set()
@@ -126,8 +116,7 @@ func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Pro
 	return out, strings.Join(why, "; ")
 }
 
-// submitTo makes one submission to p. next tells whether the task may go on to the next candidate at once:
-// nothing was created and p's circuit is now open.
+// submitTo makes one submission to p; next: nothing was created and p's circuit is now open, so try the next.
 func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, alternatives int) (SubmitResult, error, bool) {
 	set := a.set()
 	name := a.routedName(p)
@@ -169,8 +158,7 @@ func (a *Activities) routedName(p *providers.Provider) string {
 	return p.Name
 }
 
-// pingbackURL names the submission and the provider it is handed to, and a createTask provider's flavor so the
-// ingress reads its callback body. Its failure is a FailureWorkerConfig error.
+// pingbackURL names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
 func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provider string, flavor providers.Flavor) (string, error) {
 	pingback, err := callbackauth.URLFor(a.CallbackBaseURL, activity.GetInfo(ctx).WorkflowExecution.ID, a.CallbackSecret,
 		callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: provider})
@@ -189,9 +177,8 @@ func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provide
 // PollRequest names the provider task to look up.
 type PollRequest struct {
 	ProviderTaskID string `json:"provider_task_id"`
-	// Provider took the submission ("": the worker's only or first provider). GiveUp lets a poll the provider did
-	// not answer give the submission up once its requests have failed for PROVIDER_GIVE_UP (the task has somewhere
-	// else to go).
+	// Provider took the submission ("": the first). GiveUp lets an unanswered poll give the submission up past
+	// PROVIDER_GIVE_UP (the task has somewhere else to go).
 	Provider string `json:"provider,omitempty"`
 	GiveUp   bool   `json:"give_up,omitempty"`
 }
@@ -201,10 +188,8 @@ type PollResult struct {
 	Code string `json:"code"`
 }
 
-// Poll makes exactly one result request. A task still being solved is a retryable NotReady error, so the caller's
-// retry policy (not a loop in here) spaces the requests: the polling phase then costs a constant number of history
-// events however long it lasts. A "solved" answer that cannot be a solution is refused (see solutionError). Every
-// answer is counted in MetricProviderAnswers, and a busy or rate-limit answer is paced like Submit's.
+// Poll makes exactly one result request. Not ready is a retryable NotReady error: the retry policy spaces polls at
+// a constant number of history events. A "solution" that cannot be one is refused (solutionError).
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
 	set := a.set()
@@ -234,9 +219,8 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 // ProviderGivenUpName is the registered name of ProviderGivenUp.
 const ProviderGivenUpName = "ProviderGivenUp"
 
-// ProviderGivenUp tells whether provider has been unreachable past PROVIDER_GIVE_UP on this worker. Run as a local
-// activity by a task whose submission's answer was lost there, every PROVIDER_GIVE_UP of its wait; its answer is
-// recorded, so replay gives up (or not) the same way.
+// ProviderGivenUp tells whether provider has been unreachable past PROVIDER_GIVE_UP on this worker (a local
+// activity of a lost answer's wait: recorded, so replay decides the same).
 func (a *Activities) ProviderGivenUp(_ context.Context, provider string) (bool, error) {
 	return a.set().Routed && a.set().Breaker.GivenUp(provider), nil
 }
@@ -248,8 +232,7 @@ func unavailable(ctx context.Context, retryAt time.Time) error {
 		FailureProviderUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
 }
 
-// record feeds a request's outcome to name's circuit (rec: Breaker.Record, or RecordPoll, which proves
-// reachability only), and an opening to the metrics.
+// record feeds a request's outcome to name's circuit (Record, or RecordPoll: reachability only) and the metrics.
 func (a *Activities) record(ctx context.Context, name string, err error, rec func(string, providers.Outcome) string) {
 	if a.set().Breaker == nil {
 		return

@@ -37,15 +37,9 @@ type Spec struct {
 	BaseURL   string `yaml:"base_url"`
 	APIKeyEnv string `yaml:"api_key_env"`
 	Threads   int    `yaml:"threads"`
-	// PollIntervalSeconds is the least spacing of one task's polls; 0 is the flavor's documented least (in.php: none).
+	// PollIntervalSeconds is the least spacing of one task's polls, never under the flavor's documented least.
 	PollIntervalSeconds int `yaml:"poll_interval_seconds"`
 }
-
-// NamePattern is what a provider's name may be (declared with the Input's providers field).
-var NamePattern = captchaflow.ProviderNamePattern
-
-// MaxProviders bounds the file: a metric label's values stay a small fixed set.
-const MaxProviders = captchaflow.MaxProviders
 
 // ParseFile reads and validates a providers file's content. Every problem is reported at once, each naming its
 // field (providers[1].flavor); an API key's value is never read here, only whether its variable is set.
@@ -60,8 +54,8 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 	if len(f.Providers) == 0 {
 		errs = append(errs, errors.New("providers: at least one provider is required"))
 	}
-	if len(f.Providers) > MaxProviders {
-		errs = append(errs, fmt.Errorf("providers: at most %d providers", MaxProviders))
+	if len(f.Providers) > captchaflow.MaxProviders {
+		errs = append(errs, fmt.Errorf("providers: at most %d providers", captchaflow.MaxProviders))
 	}
 	seen := map[string]bool{}
 	for i, spec := range f.Providers {
@@ -80,8 +74,8 @@ func (s Spec) validate(at string, getenv func(string) string) []error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: %s", at, field, fmt.Sprintf(format, args...)))
 	}
-	if !NamePattern.MatchString(s.Name) {
-		bad("name", "must match %s", NamePattern)
+	if !captchaflow.ProviderNamePattern.MatchString(s.Name) {
+		bad("name", "must match %s", captchaflow.ProviderNamePattern)
 	}
 	switch s.Protocol {
 	case ProtocolInPHP:

@@ -16,20 +16,19 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 const (
-	defaultTimeout = 30 * time.Second
+	defaultTimeout     = 30 * time.Second
 	maxAnswerBytes     = 1 << 20  // real answers are a few KB at most
 	maxDrainBytes      = 64 << 10 // discarded of an unread body to keep the connection reusable
 	maxStatusBodyBytes = 4 << 10  // read of a failed status's body for the provider's own error answer
 	// Provider codes and texts end up in logs and history; a provider must not bloat them.
 	maxCodeLen      = 128
 	maxErrorTextLen = 512
-	// DefaultMaxCodeBytes is captchaflow.MaxCodeBytes (the contract links the SDK; a worker test keeps them equal).
-	DefaultMaxCodeBytes = 16 << 10
-	redactedMarker      = "REDACTED"
+	redactedMarker  = "REDACTED"
 )
 
 // conn is one provider account: its key, its transport and its bounds.
@@ -64,7 +63,7 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxCodeBytes bounds a solved code (default DefaultMaxCodeBytes); a bigger one is an ErrInvalidAnswer.
+// WithMaxCodeBytes bounds a solved code (default captchaflow.MaxCodeBytes); a bigger one is an ErrInvalidAnswer.
 func WithMaxCodeBytes(n int) Option {
 	return func(c *conn) {
 		if n > 0 {
@@ -81,7 +80,7 @@ func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error
 	if err != nil {
 		return conn{}, nil, err
 	}
-	c := conn{name: name, apiKey: apiKey, timeout: defaultTimeout, maxCode: DefaultMaxCodeBytes}
+	c := conn{name: name, apiKey: apiKey, timeout: defaultTimeout, maxCode: captchaflow.MaxCodeBytes}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&c)

@@ -62,8 +62,8 @@ func Build(f File, getenv func(string) string, timeout time.Duration, maxCode in
 			var ct *CreateTask
 			ct, err = NewCreateTask(p.Flavor, spec.BaseURL, key, opts...)
 			p.Client = ct
-			if err == nil && spec.PollIntervalSeconds == 0 {
-				p.PollInterval = ct.profile.MinPollInterval
+			if err == nil { // never more often than the provider documents
+				p.PollInterval = max(p.PollInterval, ct.profile.MinPollInterval)
 			}
 		}
 		if err != nil {

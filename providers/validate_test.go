@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"github.com/captchaflow/captchaflow"
+
 	"github.com/captchaflow/captchaflow/providers/callback"
 
 	"context"
@@ -81,7 +83,7 @@ func TestGetRefusesAnEmptyCode(t *testing.T) {
 }
 
 func TestGetRefusesACodeOverTheBound(t *testing.T) {
-	big := strings.Repeat("x", DefaultMaxCodeBytes+1)
+	big := strings.Repeat("x", captchaflow.MaxCodeBytes+1)
 	for name, body := range map[string]string{
 		"json":  `{"status":1,"request":"` + big + `"}`,
 		"plain": "OK|" + big,
@@ -97,7 +99,7 @@ func TestGetRefusesACodeOverTheBound(t *testing.T) {
 	}
 
 	// Exactly at the bound is a code; the bound can be set.
-	atBound := strings.Repeat("y", DefaultMaxCodeBytes)
+	atBound := strings.Repeat("y", captchaflow.MaxCodeBytes)
 	p := newFakeProvider(t, always(200, "OK|"+atBound))
 	code, err := p.client(t).Get(context.Background(), "1")
 	require.NoError(t, err)
