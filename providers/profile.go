@@ -58,11 +58,7 @@ var recaptchaKinds = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindReca
 
 // profiles declares each flavor once.
 var profiles = map[Flavor]Profile{
-	// https://anti-captcha.com/apidoc/methods/createTask (api host, integer taskId, callbackUrl);
-	// https://anti-captcha.com/apidoc/errors (ERROR_NO_SUCH_CAPCHA_ID: a task is removed 60 s after it was solved,
-	// polls and reports must come before); https://anti-captcha.com/apidoc/methods/reportIncorrectRecaptcha and
-	// reportCorrectRecaptcha ("Reports must be sent within 60 seconds of task completion"). The callback body is not
-	// described on Anti-Captcha's page; clones of its API document it as the getTaskResult answer.
+	// Sources of every value below: docs/providers.md (the table and its links).
 	callback.AntiCaptcha: {
 		Flavor: callback.AntiCaptcha, BaseURL: "https://api.anti-captcha.com", NumericTaskID: true,
 		Reports: []ReportRule{
@@ -72,34 +68,17 @@ var profiles = map[Flavor]Profile{
 			{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
 		},
 	},
-	// https://2captcha.com/api-docs/create-task (api.2captcha.com, integer taskId, callbackUrl);
-	// https://2captcha.com/api-docs/limits ("If captcha is not solved yet - retry in 5 seconds");
-	// https://2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback (the pingback is
-	// application/x-www-form-urlencoded id + code, to a registered domain or IP);
-	// https://2captcha.com/api-docs/report-incorrect (reportIncorrect, any task).
 	callback.TwoCaptcha: {
 		Flavor: callback.TwoCaptcha, BaseURL: "https://api.2captcha.com", NumericTaskID: true,
 		MinPollInterval: 5 * time.Second,
 		Reports:         []ReportRule{{Endpoint: "reportIncorrect"}},
 	},
-	// https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989 (createTask:
-	// api.capmonster.cloud, integer taskId; callbackUrl gets the getTaskResult content by POST and must be accepted
-	// within 2 seconds); https://zennolab.atlassian.net/wiki/spaces/APIS/pages/295396/Error+Types
-	// (ERROR_TOO_MUCH_REQUESTS: "no more than 1 time in 2 seconds");
-	// https://zennolab.atlassian.net/wiki/pages/diffpagesbyversion.action?pageId=2281504769 (reportIncorrectTokenCaptcha
-	// for reCAPTCHA 2/3/Enterprise, hCaptcha, GeeTest, FunCaptcha, Turnstile).
 	callback.CapMonster: {
 		Flavor: callback.CapMonster, BaseURL: "https://api.capmonster.cloud", NumericTaskID: true,
 		MinPollInterval: 2 * time.Second,
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
 			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}},
 	},
-	// https://docs.capsolver.com/zh/guide/api-createtask (string taskId; image recognition answers "ready" with the
-	// solution in createTask itself; callbackUrl gets the token by POST, its body is not described);
-	// https://docs.capsolver.com/zh/guide/api-gettaskresult (at most 120 polls per task, within 5 minutes of
-	// creation; "processing": retry after 3 seconds); https://docs.capsolver.com/guide/api-error (errors answer
-	// HTTP 400, or 401 for a wrong key, with the JSON envelope); https://docs.capsolver.com/guide/api-feedback.html
-	// (feedbackTask, result.invalid).
 	callback.CapSolver: {
 		Flavor: callback.CapSolver, BaseURL: "https://api.capsolver.com",
 		MinPollInterval:  3 * time.Second,

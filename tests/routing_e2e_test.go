@@ -17,9 +17,9 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/providers/callback"
 	"github.com/captchaflow/captchaflow/devstack"
 	"github.com/captchaflow/captchaflow/internal/billing"
+	"github.com/captchaflow/captchaflow/providers/callback"
 	"github.com/captchaflow/captchaflow/simulator/sim"
 )
 

@@ -249,6 +249,7 @@ type fixedProvider struct {
 	providers.Client
 	code string
 }
+
 func (p fixedProvider) Get(context.Context, string) (string, error) { return p.code, nil }
 
 // TestPollRefusesAnswersThatCannotBeSolutions: res.php's "success" carrying a status word is taken for what it

@@ -71,7 +71,7 @@ type task struct {
 	idStr        string
 	key          string
 	method       string
-	taskType     string          // createTask's task type, "" on in.php
+	taskType     string         // createTask's task type, "" on in.php
 	kind         providers.Kind // createTask only
 	pingbackURL  string
 	redactedURL  string
