@@ -14,10 +14,9 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// CreateTask is a client of the JSON createTask protocol that Anti-Captcha, 2captcha (API v2), CapMonster Cloud and
-// CapSolver speak. What differs between them is declared once, in a Profile per Flavor (profile.go) and in the task
-// table (tasks.go) that maps captchaflow's in.php vocabulary (method + params) to each flavor's task. The API key
-// travels in the JSON body only. It is safe for concurrent use.
+// CreateTask is a client of the JSON createTask protocol (Anti-Captcha, 2captcha API v2, CapMonster Cloud,
+// CapSolver): what differs is a Profile per Flavor and the task table from the in.php vocabulary. The key travels in
+// the JSON body only.
 type CreateTask struct {
 	conn
 	profile Profile
@@ -32,8 +31,7 @@ const (
 	OpReport  = "report"
 )
 
-// ErrReportUnsupported marks a verdict the provider has no call for (e.g. a good verdict on 2captcha, any verdict on
-// a Turnstile task at Anti-Captcha). Nothing is sent; the error is ClassConfig.
+// ErrReportUnsupported marks a verdict the provider has no call for (a good one on 2captcha); nothing is sent.
 var ErrReportUnsupported = errors.New("the provider has no report call for this verdict")
 
 // NewCreateTask returns a client for the flavor at baseURL ("" is the flavor's documented host) authenticated with
@@ -58,9 +56,8 @@ func (c *CreateTask) Supports(method string, params map[string]string) error {
 	return Supports(c.profile.Flavor, method, params)
 }
 
-// Submit maps the in.php method and params to the flavor's task and calls createTask, with callbackURL unless it is
-// "". A task the flavor cannot serve is a ClassConfig error wrapping ErrUnsupported, and nothing is sent. A code
-// that came with the answer (CapSolver's image tasks) is returned: the workflow takes it, and never polls.
+// Submit maps method and params to the flavor's task and calls createTask. A task the flavor cannot serve is a
+// ClassConfig ErrUnsupported, never sent; a code that came with the answer (CapSolver's images) is returned.
 func (c *CreateTask) Submit(ctx context.Context, method string, params map[string]string, callbackURL string) (id, code string, err error) {
 	task, spec, err := buildTask(c.profile.Flavor, method, params)
 	if err != nil {
@@ -86,8 +83,8 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 	return id, code, nil
 }
 
-// Result calls getTaskResult for a task of kind. A task still being solved ("processing", CapSolver's "idle") is a
-// ClassNotReady error with code CAPTCHA_NOT_READY; a "failed" one is ClassResubmit.
+// Result calls getTaskResult for a task of kind: "processing" (CapSolver: "idle") is ClassNotReady with
+// CAPTCHA_NOT_READY, "failed" ClassResubmit.
 func (c *CreateTask) Result(ctx context.Context, kind Kind, taskID string) (string, error) {
 	spec, ok := TaskFor(c.profile.Flavor, kind)
 	if !ok {
@@ -181,8 +178,7 @@ func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
 	return 0, c.failWritten(OpBalance, fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet(env.Balance)))
 }
 
-// Report sends a verdict on a task of kind through the flavor's call for it (Profile.Reports). A verdict the
-// flavor has no call for is ErrReportUnsupported, and nothing is sent.
+// Report sends a verdict on a task of kind through the flavor's call for it (Profile.Reports).
 func (c *CreateTask) Report(ctx context.Context, kind Kind, taskID string, good bool) error {
 	rule, ok := c.profile.reportRule(kind, good)
 	if !ok {
@@ -200,8 +196,8 @@ func (c *CreateTask) Report(ctx context.Context, kind Kind, taskID string, good 
 	return err
 }
 
-// call POSTs body (which carries the key) to endpoint on the scaffold; the answer is an envelope with errorId 0 or
-// a classified *Error. Some providers (CapSolver) answer errors with 400/401 and the envelope.
+// call POSTs body with the key to endpoint: an envelope with errorId 0, or a classified *Error (CapSolver answers
+// errors with 400/401 and the envelope).
 func (c *CreateTask) call(ctx context.Context, op, endpoint string, body map[string]any) (callback.Envelope, error) {
 	body["clientKey"] = c.apiKey
 	data, err := json.Marshal(body)

@@ -42,11 +42,9 @@ func NewInPHP(baseURL, apiKey string, opts ...Option) (*InPHP, error) {
 // Supports is nil: in.php takes every method, and refuses what it does not know itself.
 func (c *InPHP) Supports(string, map[string]string) error { return nil }
 
-// Submit calls in.php with method, the caller's params as-is and pingback (omitted if ""), and returns the provider
-// task id (checked with IsTaskID: any other success answer is an ErrInvalidAnswer). For method "post",
-// params["file"] is the base64 image and is uploaded as a multipart file; other methods are sent as a urlencoded
-// form. params must not contain the client-owned fields key, method, json or pingback. in.php never answers with
-// the code, so code is always "".
+// Submit calls in.php with method, params as-is and pingback (omitted if ""): the task id (IsTaskID, else an
+// ErrInvalidAnswer). Method "post" uploads params["file"] (base64) as a multipart file. in.php never answers with
+// the code.
 func (c *InPHP) Submit(ctx context.Context, method string, params map[string]string, pingback string) (id, code string, err error) {
 	body, err := encodeSubmit(c.apiKey, method, params, pingback)
 	if err != nil {
@@ -68,8 +66,7 @@ func (c *InPHP) Submit(ctx context.Context, method string, params map[string]str
 	return ans.Value, "", nil
 }
 
-// Get calls res.php action=get. A task still being solved yields a *Error with Class ClassNotReady; an empty code,
-// or one over the WithMaxCodeBytes bound, is an ErrInvalidAnswer.
+// Get calls res.php action=get: not ready is ClassNotReady; an empty or oversized code is an ErrInvalidAnswer.
 func (c *InPHP) Get(ctx context.Context, taskID string) (string, error) {
 	ans, err := c.res(ctx, opGet, url.Values{"action": {"get"}, "id": {taskID}})
 	if err != nil {

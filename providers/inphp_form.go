@@ -11,7 +11,6 @@ import (
 	"net/textproto"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -72,13 +71,7 @@ func encodeMultipart(fields url.Values, params map[string]string) (submitBody, e
 
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
-	// Sorted so the body is deterministic (easier to debug and to test).
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(fields)) { // sorted: a deterministic body
 		if err := w.WriteField(name, fields.Get(name)); err != nil {
 			return submitBody{}, fmt.Errorf("encode multipart field: %w", err)
 		}

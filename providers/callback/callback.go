@@ -42,9 +42,8 @@ var ErrBody = errors.New("not a callback body of this provider")
 // ErrMalformed marks an answer that is neither protocol's documented shape.
 var ErrMalformed = errors.New("malformed provider answer")
 
-// Parse reads a callback the flavor POSTed: 2captcha's form (id, code) or the getTaskResult-shaped JSON of the
-// others, whose taskId is optional (CapMonster's getTaskResult has none; the tokened callback URL names the
-// workflow). The code is never echoed in an error.
+// Parse reads a callback the flavor POSTed: 2captcha's form (id, code) or the others' getTaskResult-shaped JSON,
+// whose taskId is optional (CapMonster's has none: the tokened URL names the workflow). No error echoes the code.
 func Parse(f Flavor, contentType string, body []byte) (Result, error) {
 	if !slices.Contains(Flavors, f) {
 		return Result{}, fmt.Errorf("flavor %.20q: %w", string(f), ErrBody)
@@ -105,8 +104,7 @@ type Envelope struct {
 	errorID int64 // ErrorID, parsed
 }
 
-// ParseEnvelope decodes an answer; one without an integer errorId (a number, or a string of one) is not this
-// protocol's.
+// ParseEnvelope decodes an answer; one without an integer errorId (a number or a string of one) is not createTask's.
 func ParseEnvelope(raw []byte) (Envelope, error) {
 	var env Envelope
 	if err := json.Unmarshal(raw, &env); err != nil {

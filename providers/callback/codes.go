@@ -20,9 +20,8 @@ const (
 	ClassUnknown   Class = "unknown"   // unknown provider code: non-retryable, code in message
 )
 
-// code is one documented status word: what it means and, for a busy or ban answer, the documented wait before the
-// next request (2captcha-style guidance, which CaptchaAI follows; issue #10). Every code with a wait is
-// ClassTransient (TestRetryAfterCodesAreTransient): a wait only makes sense before a retry.
+// code is one documented status word: its class and, for a busy or ban answer, the documented wait before the next
+// request (every code with a wait is ClassTransient: TestRetryAfterCodesAreTransient).
 type code struct {
 	class Class
 	wait  time.Duration
@@ -119,8 +118,8 @@ const (
 // Canonical is a code as the table spells it: trimmed, upper case.
 func Canonical(c string) string { return strings.ToUpper(strings.TrimSpace(c)) }
 
-// ClassifyCode maps a provider status word to what the caller should do about it. It is pure: the workflow uses it
-// on callback codes. 2captcha's numbered "ERROR: 1001" .. "ERROR: 1005" are temporary bans.
+// ClassifyCode maps a status word to what to do about it (pure: the workflow uses it on callback codes); 2captcha's
+// numbered "ERROR: 1001" .. "ERROR: 1005" are temporary bans.
 func ClassifyCode(c string) Class {
 	c = Canonical(c)
 	if e, ok := codes[c]; ok {
@@ -134,13 +133,11 @@ func ClassifyCode(c string) Class {
 	return ClassUnknown
 }
 
-// RetryAfter is the documented wait after the provider answered code, or 0 when it has none (the caller's own
-// backoff applies). It is pure.
+// RetryAfter is the documented wait after code, or 0 (the caller's own backoff applies).
 func RetryAfter(c string) time.Duration { return codes[Canonical(c)].wait }
 
-// KnownCode returns the canonical spelling of a documented code and true, or "" and false for anything else,
-// including an undocumented ERROR_… word and "ERROR: 1001". The set is fixed, so its values can label a metric
-// without letting a provider (or whoever answers in its place) grow the label's cardinality.
+// KnownCode returns a documented code's canonical spelling and true: a fixed set, so it can label a metric without
+// letting a provider grow the label's cardinality.
 func KnownCode(c string) (string, bool) {
 	if _, ok := codes[Canonical(c)]; ok {
 		return Canonical(c), true
@@ -148,10 +145,9 @@ func KnownCode(c string) (string, bool) {
 	return "", false
 }
 
-// IsStatusWord reports whether s is a provider status word rather than a solution: a documented code, any other
-// ERROR_… word, or 2captcha's "ERROR: 1001" form. 2captcha-style pingbacks put "the token, the answer, or an error
-// code" in the same field, so a code must be checked with this before it is taken as a result. Only the upper-case
-// code shape counts, so a text CAPTCHA's answer in lower or mixed case ("error_x") is never mistaken for one.
+// IsStatusWord reports whether s is a status word rather than a solution (pingbacks put "the token, the answer, or
+// an error code" in one field): a documented code, any ERROR_… word or "ERROR: 1001", upper case only, so a text
+// CAPTCHA's answer ("error_x") is never mistaken for one.
 func IsStatusWord(s string) bool {
 	s = strings.TrimSpace(s)
 	if !IsCode(s) {
