@@ -124,34 +124,33 @@ func encString(v string) (any, error) {
 	return v, nil
 }
 
-func encBool(v string) (any, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
+// orNil leaves a blank param out, else encodes it trimmed.
+func orNil(enc func(string) (any, error)) encoding {
+	return func(v string) (any, error) {
+		if v = strings.TrimSpace(v); v == "" {
+			return nil, nil
+		}
+		return enc(v)
 	}
-	return flag(v)
 }
 
-func encInt(v string) (any, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+var encBool = orNil(func(v string) (any, error) { return flag(v) })
+
+var encInt = orNil(func(v string) (any, error) {
+	n, err := strconv.Atoi(v)
 	if err != nil {
 		return nil, errors.New("must be an integer")
 	}
 	return n, nil
-}
+})
 
-func encFloat(v string) (any, error) {
-	if strings.TrimSpace(v) == "" {
-		return nil, nil
-	}
-	x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+var encFloat = orNil(func(v string) (any, error) {
+	x, err := strconv.ParseFloat(v, 64)
 	if err != nil {
 		return nil, errors.New("must be a number")
 	}
 	return json.Number(strconv.FormatFloat(x, 'f', -1, 64)), nil
-}
+})
 
 // encImage re-encodes an image as the clean standard base64 createTask wants ("only clean base64!":
 // https://anti-captcha.com/apidoc/task-types/ImageToTextTask), whatever form in.php accepted.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
@@ -45,22 +44,16 @@ func (e *Error) Error() string {
 	if e == nil {
 		return "provider: <nil error>"
 	}
-	var b strings.Builder
-	b.WriteString(e.Provider + " " + e.Op + ": ")
-	switch {
-	case e.Code != "":
-		b.WriteString(e.Code)
-	case e.HTTPStatus != 0:
-		b.WriteString("HTTP " + strconv.Itoa(e.HTTPStatus))
+	what := e.Code
+	if what == "" && e.HTTPStatus != 0 {
+		what = "HTTP " + strconv.Itoa(e.HTTPStatus)
 	}
-	if e.Err != nil {
-		if e.Code != "" || e.HTTPStatus != 0 {
-			b.WriteString(": ")
-		}
-		b.WriteString(e.Err.Error())
+	if e.Err != nil && what != "" {
+		what += ": " + e.Err.Error()
+	} else if e.Err != nil {
+		what = e.Err.Error()
 	}
-	b.WriteString(" (" + string(e.Class) + ")")
-	return b.String()
+	return e.Provider + " " + e.Op + ": " + what + " (" + string(e.Class) + ")"
 }
 
 func (e *Error) Unwrap() error {
