@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -33,20 +34,13 @@ func tokenedFields(c echo.Context) (id, code string, err error) {
 	res, err := callback.Parse(callback.Flavor(flavor), c.Request().Header.Get(echo.HeaderContentType), body)
 	switch {
 	case err != nil:
-		return "", "", badRequest("body", "not a "+truncateFlavor(flavor)+" callback body")
+		return "", "", badRequest("body", fmt.Sprintf("not a %.20s callback body", flavor))
 	case res.TaskID != "" && !providerTaskIDPattern.MatchString(res.TaskID):
 		return "", "", badRequest("taskId", "must be 1-64 characters of A-Z a-z 0-9 _ -")
 	case len(res.Code) > captchaflow.MaxCodeBytes:
 		return res.TaskID, "", badRequest("solution", codeTooLong)
 	}
 	return res.TaskID, res.Code, nil
-}
-
-func truncateFlavor(f string) string {
-	if len(f) > 20 {
-		return f[:20]
-	}
-	return f
 }
 
 // signalContext bounds a createTask provider's callback signal to createTaskAckWithin (and INGRESS_SIGNAL_TIMEOUT).
