@@ -4,24 +4,17 @@
 package activities
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 )
-
-// Provider is the part of the CaptchaAI client the activities use; *captchaai.Client satisfies it.
-type Provider interface {
-	Submit(ctx context.Context, method string, params map[string]string, pingback string) (string, error)
-	Get(ctx context.Context, taskID string) (string, error)
-}
 
 // Activities are registered on the worker as one struct so that they share the provider client and secrets.
 type Activities struct {
 	// Provider is the one provider of a worker without PROVIDERS_FILE; Providers, when set, replaces it.
-	Provider  Provider
+	Provider  providers.Client
 	Providers *providers.Set
 	// CallbackBaseURL is the ingress's public base; CallbackSecret signs the per-workflow callback URL.
 	CallbackBaseURL string

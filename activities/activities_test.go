@@ -24,24 +24,37 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // fakeProvider records what the activities ask of the provider.
 type fakeProvider struct {
-	mu        sync.Mutex
-	pingbacks []string
-	submitErr error
-	getCode   string
-	getErr    error
-	gets      int
+	providers.Client                  // Balance and Report: balance_test.go and report_test.go set their own
+	flavor           providers.Flavor // a createTask provider's: Supports is its table's
+	mu               sync.Mutex
+	pingbacks        []string
+	submitErr        error
+	getCode          string
+	getErr           error
+	gets             int
 }
 
-func (f *fakeProvider) Submit(_ context.Context, _ string, _ map[string]string, pingback string) (string, error) {
+func (f *fakeProvider) Supports(method string, params map[string]string) error {
+	if f.flavor == "" {
+		return nil
+	}
+	return providers.Supports(f.flavor, method, params)
+}
+
+func (f *fakeProvider) Submit(_ context.Context, _ string, _ map[string]string, pingback string) (string, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pingbacks = append(f.pingbacks, pingback)
-	return "7300000001", f.submitErr
+	if f.submitErr != nil {
+		return "", "", f.submitErr
+	}
+	return "7300000001", "", nil
 }
 
 func (f *fakeProvider) Get(context.Context, string) (string, error) {
@@ -111,11 +124,11 @@ func (s *ActivitiesSuite) TestProviderErrorsBecomeTypedApplicationErrors() {
 		wantType  string
 		retryable bool
 	}{
-		{&captchaai.Error{Op: "submit", Code: "ERROR_WRONG_USER_KEY", Class: captchaai.ClassConfig}, captchaflow.FailureProviderConfig, false},
-		{&captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient}, FailureProviderTransient, true},
-		{&captchaai.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: captchaai.ClassResubmit}, FailureResubmit, false},
-		{&captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady}, FailureNotReady, true},
-		{&captchaai.Error{Op: "get", Code: "ERROR_SOMETHING_NEW", Class: captchaai.ClassUnknown}, captchaflow.FailureProviderUnknown, false},
+		{&providers.Error{Op: "submit", Code: "ERROR_WRONG_USER_KEY", Class: callback.ClassConfig}, captchaflow.FailureProviderConfig, false},
+		{&providers.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: callback.ClassTransient}, FailureProviderTransient, true},
+		{&providers.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: callback.ClassResubmit}, FailureResubmit, false},
+		{&providers.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: callback.ClassNotReady}, FailureNotReady, true},
+		{&providers.Error{Op: "get", Code: "ERROR_SOMETHING_NEW", Class: callback.ClassUnknown}, captchaflow.FailureProviderUnknown, false},
 		{context.DeadlineExceeded, FailureProviderTransient, true},
 	}
 	for _, c := range cases {
@@ -238,7 +251,7 @@ func (s *ActivitiesSuite) TestInvalidProviderAnswersAreNonRetryableProviderUnkno
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, c.body)
 		}))
-		client, err := captchaai.New(srv.URL, "k", captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+		client, err := providers.NewInPHP(srv.URL, "k", providers.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
 		s.Require().NoError(err)
 		s.acts.Provider = client
 		if c.op == "submit" {
@@ -251,6 +264,6 @@ func (s *ActivitiesSuite) TestInvalidProviderAnswersAreNonRetryableProviderUnkno
 		s.Require().True(errors.As(err, &appErr), "%s %.40q: %v", c.op, c.body, err)
 		s.Equal(captchaflow.FailureProviderUnknown, appErr.Type(), c.body)
 		s.True(appErr.NonRetryable(), c.body)
-		s.Contains(appErr.Error(), captchaai.ErrInvalidAnswer.Error())
+		s.Contains(appErr.Error(), providers.ErrInvalidAnswer.Error())
 	}
 }

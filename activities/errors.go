@@ -11,116 +11,107 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // Application error types the activities raise besides the contract's FailureProviderConfig and
 // FailureProviderUnknown; the workflow and retry policies branch on them, callers never see them.
 const (
-	// FailureProviderTransient: a busy provider, network trouble or a 5xx; retried after the provider's documented
-	// wait for its code (NextRetryDelay, see transientError), else with the retry policy's backoff.
+	// FailureProviderTransient: busy, network trouble or a 5xx; retried after the code's documented wait, else backoff.
 	FailureProviderTransient = "ProviderTransient"
 	// FailureResubmit: the provider gave up on this task (unsolvable); a new submission may succeed.
 	FailureResubmit = "ProviderResubmit"
 	// FailureNotReady: the task is still being solved; the poll's retry policy spaces the next look.
 	FailureNotReady = "NotReady"
-	// FailureWorkerConfig: the worker itself is misconfigured (e.g. no NOTIFY_SECRET). Retried, so that fixing the
-	// configuration and restarting the worker lets the task carry on instead of losing it.
+	// FailureWorkerConfig: the worker is misconfigured; retried, so a fixed and restarted worker carries the task on.
 	FailureWorkerConfig = "WorkerConfig"
 	// FailureDeliveryRejected: notify_url answered with a non-2xx status; retried.
 	FailureDeliveryRejected = "DeliveryRejected"
-	// FailureSubmitOutcomeUnknown: in.php failed after the request was written (timeout, connection reset or EOF,
-	// an unreadable answer, a 5xx that is not the provider's own error word: a gateway lost its answer), so the provider may have created the task and charged for it. Retryable as far as the
-	// activity is concerned (a workflow scheduled before this type existed retries it as the transient failure it
-	// used to be); the workflow's Submit retry policy lists it as non-retryable and waits for the task's
-	// authenticated callback instead of paying for a second submission at once.
+	// FailureSubmitOutcomeUnknown: the submission's answer was lost after the request was written, so a paid task
+	// may exist; the workflow waits for its callback instead of paying twice. Details: LostDetails.
 	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown"
-	// FailureProviderZeroBalance: in.php answered ERROR_ZERO_BALANCE (2captcha: no money on the account; CaptchaAI:
-	// no free thread). Retryable as far as the activity is concerned, after the documented 60 s ±20 % (a workflow
-	// scheduled before this type existed retries it as the ProviderTransient failure it used to be); the workflow's
-	// Submit retry policy lists it as non-retryable and waits in PhaseAwaitingBalance, where the status query and the
-	// Web UI say why. Details: the code, then the paced wait (a time.Duration) the workflow sleeps before submitting
-	// again.
+	// FailureProviderZeroBalance: ERROR_ZERO_BALANCE (2captcha: no money; CaptchaAI: no free thread); the workflow
+	// waits in PhaseAwaitingBalance. Details: the code, then the paced wait (a time.Duration).
 	FailureProviderZeroBalance = "ProviderZeroBalance"
+	// FailureProviderUnavailable: every provider the task may use has its circuit open; retried when one half-opens.
+	FailureProviderUnavailable = "ProviderUnavailable"
+	// FailureProviderGaveUp: the provider was unreachable past PROVIDER_GIVE_UP and the task may go elsewhere.
+	// Details: the provider.
+	FailureProviderGaveUp = "ProviderGaveUp"
 )
 
-// codeZeroBalance is the in.php answer that pauses a task's submissions (FailureProviderZeroBalance).
+// codeZeroBalance is the answer that pauses a task's submissions (FailureProviderZeroBalance).
 const codeZeroBalance = "ERROR_ZERO_BALANCE"
 
-// zeroBalanceError is the FailureProviderZeroBalance error for an in.php ERROR_ZERO_BALANCE answer: paced like a
-// transient one (NextRetryDelay, for a retry policy that retries it), with the same wait in its details for the
-// workflow that does not.
+// zeroBalanceError is paced like a transient error (for a policy that retries it), its wait also in its details.
 func zeroBalanceError(ctx context.Context, msg string) error {
-	wait := pacedDelay(captchaai.RetryAfter(codeZeroBalance), timeLeft(ctx), rand.Float64())
-	activity.GetLogger(ctx).Warn("in.php answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
+	wait := pacedDelay(callback.RetryAfter(codeZeroBalance), timeLeft(ctx), rand.Float64())
+	activity.GetLogger(ctx).Warn("the provider answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
 	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderZeroBalance, temporal.ApplicationErrorOptions{
 		NextRetryDelay: wait,
 		Details:        []any{codeZeroBalance, wait},
 	})
 }
 
-// submitOutcomeUnknown is the FailureSubmitOutcomeUnknown error for an in.php request whose answer was lost. Its
-// NextRetryDelay is 0: a retry (by an older workflow's policy) keeps that policy's backoff.
-func submitOutcomeUnknown(ctx context.Context, err error) error {
-	activity.GetLogger(ctx).Warn("in.php failed after the request was sent: the provider may have created the task", "Error", err)
-	return temporal.NewApplicationError("in.php's answer was lost after the request was sent: "+err.Error(), FailureSubmitOutcomeUnknown)
+// submitOutcomeUnknown is the FailureSubmitOutcomeUnknown error for a submission whose answer was lost.
+func submitOutcomeUnknown(ctx context.Context, lost LostDetails, err error) error {
+	activity.GetLogger(ctx).Warn("the provider failed after the request was sent: it may have created the task",
+		"Provider", lost.Provider, "Error", err)
+	return temporal.NewApplicationError("the provider's answer was lost after the request was sent: "+err.Error(),
+		FailureSubmitOutcomeUnknown, lost)
 }
 
 // NonRetryableProviderErrors are the provider error types no retry policy should retry.
 var NonRetryableProviderErrors = []string{captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, FailureResubmit}
 
-// providerError turns a captchaai error into a typed Temporal application error. The client has already removed
-// the API key from the message. A transient answer is paced by what it means: see transientError.
+// providerError types a client's error (already redacted) by its class for the retry policies.
 func providerError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *captchaai.Error
-	code := ""
-	if errors.As(err, &pe) {
-		code = pe.Code
-	}
-	msg := err.Error()
-	switch captchaai.ClassOf(err) {
-	case captchaai.ClassNotReady:
+	code, msg := codeOf(err), err.Error()
+	switch providers.ClassOf(err) {
+	case callback.ClassNotReady:
 		return temporal.NewApplicationError(msg, FailureNotReady, code)
-	case captchaai.ClassResubmit:
+	case callback.ClassResubmit:
 		return temporal.NewNonRetryableApplicationError(msg, FailureResubmit, nil, code)
-	case captchaai.ClassConfig:
+	case callback.ClassConfig:
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderConfig, nil, code)
-	case captchaai.ClassUnknown:
+	case callback.ClassUnknown:
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderUnknown, nil, code)
 	default:
 		return transientError(ctx, msg, code)
 	}
 }
 
-// retryJitter spreads a paced wait by ±20 %, so tasks the provider turned away together do not all come back in the
-// same second and get turned away again.
+// codeOf is the provider code of a client's error, or "".
+func codeOf(err error) string {
+	var pe *providers.Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// retryJitter spreads a paced wait by ±20 %, so tasks turned away together do not all come back together.
 const retryJitter = 0.2
 
-// deadlineMargin keeps a paced retry this far inside the activity's schedule-to-close deadline (the task's
-// deadline). Temporal refuses a retry that would start after it and fails the activity at once; the margin absorbs
-// the round trip to the server and a little clock skew between worker and server.
+// deadlineMargin keeps a paced retry inside the task's deadline (Temporal fails a retry past it at once), with room
+// for the round trip and a little clock skew.
 const deadlineMargin = time.Second
 
-// transientError is a retryable FailureProviderTransient error with the provider's code in its details. When the code
-// has a documented wait (captchaai.RetryAfter: 5 s for ERROR_NO_SLOT_AVAILABLE … 5 min for IP_BANNED) the error asks
-// Temporal to retry after that wait, ±20 % (NextRetryDelay overrides the retry policy's interval for this one retry;
-// the next answer decides the one after); any other transient failure keeps the policy's backoff (NextRetryDelay 0).
-// The wait is cut to the time left before the task's deadline, so a busy answer never ends a task early: the
-// workflow's retry policies run until the deadline, and Temporal would fail the activity at once if the wait went past
-// it. No workflow change and no history event: the retry is the server's, as before.
+// transientError is a retryable FailureProviderTransient error with the code in its details, retried after the
+// code's documented wait ±20 % (NextRetryDelay; 0 keeps the policy's backoff), cut to the task's deadline so a busy
+// answer never ends a task early.
 func transientError(ctx context.Context, msg, code string) error {
 	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderTransient, temporal.ApplicationErrorOptions{
-		NextRetryDelay: pacedDelay(captchaai.RetryAfter(code), timeLeft(ctx), rand.Float64()),
+		NextRetryDelay: pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64()),
 		Details:        []any{code},
 	})
 }
 
-// pacedDelay is wait spread by ±retryJitter (u in [0, 1) picks where in the spread), cut to left - deadlineMargin when
-// the deadline is nearer than that. A zero wait stays zero: the retry policy decides. With left <= deadlineMargin
-// (or 0: no deadline known) the wait is not cut; nothing could run before the deadline anyway.
+// pacedDelay is wait spread by ±retryJitter (u in [0, 1) picks where), cut to left - deadlineMargin; 0 stays 0.
 func pacedDelay(wait, left time.Duration, u float64) time.Duration {
 	if wait <= 0 {
 		return 0
@@ -132,8 +123,7 @@ func pacedDelay(wait, left time.Duration, u float64) time.Duration {
 	return d
 }
 
-// timeLeft is the time until the activity's schedule-to-close deadline, across all its attempts (Temporal's retry
-// expiration: scheduled time + schedule-to-close timeout), or 0 when the activity has none.
+// timeLeft is the time until the activity's schedule-to-close deadline across its attempts, or 0 with none.
 func timeLeft(ctx context.Context) time.Duration {
 	info := activity.GetInfo(ctx)
 	if info.ScheduleToCloseTimeout <= 0 {
@@ -145,27 +135,93 @@ func timeLeft(ctx context.Context) time.Duration {
 // maxQuotedCode bounds how much of a refused answer goes into an error message.
 const maxQuotedCode = 64
 
-// solutionError refuses a res.php answer that arrived as a success but cannot be a solution:
-//
-//   - a provider status word (CAPCHA_NOT_READY, ERROR_CAPTCHA_UNSOLVABLE, any ERROR_…) is treated as what it says,
-//     exactly as if res.php had answered it as an error: NotReady is polled again, unsolvable means resubmit, a
-//     configuration code fails, an unknown ERROR_ word is ProviderUnknown;
-//   - an answer longer than captchaflow.MaxCodeBytes is a non-retryable ProviderUnknown failure naming its size:
-//     res.php keeps answering the same for the task, so retrying it would only poll until the deadline, and a code
-//     that size is never stored in workflow history.
+// solutionError refuses a success answer that cannot be a solution: a status word is taken for what it says, and an
+// answer over captchaflow.MaxCodeBytes fails the poll (the provider keeps answering the same).
 func solutionError(ctx context.Context, code string) error {
 	if len(code) > captchaflow.MaxCodeBytes {
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("captchaai get: the answer is %d bytes, over the %d-byte bound on a code", len(code), captchaflow.MaxCodeBytes),
+			fmt.Sprintf("provider get: the answer is %d bytes, over the %d-byte bound on a code", len(code), captchaflow.MaxCodeBytes),
 			captchaflow.FailureProviderUnknown, nil)
 	}
-	if !captchaai.IsStatusWord(code) {
+	if !callback.IsStatusWord(code) {
 		return nil
 	}
 	quoted := code
 	if len(quoted) > maxQuotedCode { // a status word is ASCII: cutting bytes cuts no rune
 		quoted = quoted[:maxQuotedCode] + "..."
 	}
-	return providerError(ctx, &captchaai.Error{Op: "get", Code: quoted, Class: captchaai.ClassifyCode(code),
-		Err: errors.New("answered as a solution")})
+	return providerError(ctx, &providers.Error{Op: "get", Code: quoted, Class: callback.ClassifyCode(code),
+		Err: errors.New("answered as a solution"), Provider: "provider"})
+}
+
+// Metrics of the provider layer; all but MetricProviderAnswers are tagged provider and exist with PROVIDERS_FILE only.
+const (
+	// MetricProviderAnswers counts answers by op and code (AnswerOK, a callback.KnownCode, AnswerNetwork,
+	// AnswerOther): a fixed label set whatever the provider answers.
+	MetricProviderAnswers = "captchaflow_provider_answers_total"
+	// MetricProviderSubmissions counts Submit requests by provider and outcome (SubmissionAccepted, …).
+	MetricProviderSubmissions = "captchaflow_provider_submissions_total"
+	// MetricCircuitState is a circuit (0 closed, 1 half-open, 2 open), computed at scrape: it half-opens by time alone.
+	MetricCircuitState = "captchaflow_provider_circuit_state"
+	// MetricCircuitOpened counts circuits opening, by provider and reason (providers.Reason*).
+	MetricCircuitOpened = "captchaflow_provider_circuit_opened_total"
+)
+
+// Label values of MetricProviderAnswers.
+const (
+	AnswerOpSubmit = "submit"
+	AnswerOpGet    = "get"
+	AnswerOpReport = "report"
+	AnswerOK       = "OK"
+	AnswerNetwork  = "network"
+	AnswerOther    = "other"
+)
+
+// Outcome labels of MetricProviderSubmissions.
+const (
+	SubmissionAccepted = "accepted"
+	SubmissionRefused  = "refused"   // a provider answer that created no task (busy, zero balance, unsolvable, key…)
+	SubmissionLost     = "lost"      // the answer was lost after the request was written: maybe a task, maybe paid
+	SubmissionSkipped  = "skipped"   // the circuit was open: nothing sent
+	SubmissionAbandon  = "abandoned" // a submission given up at an unreachable provider (maybe paid for, result ignored)
+)
+
+// answerCode is the code label of a provider request that ended with err (nil: AnswerOK).
+func answerCode(err error) string {
+	if err == nil {
+		return AnswerOK
+	}
+	if providers.IsTransportError(err) {
+		return AnswerNetwork
+	}
+	if code, ok := callback.KnownCode(codeOf(err)); ok {
+		return code
+	}
+	return AnswerOther
+}
+
+// refusedSolutionCode is the code label of a "solution" solutionError refused: a documented word, else AnswerOther.
+func refusedSolutionCode(solution string) string {
+	if len(solution) <= captchaflow.MaxCodeBytes {
+		if code, ok := callback.KnownCode(solution); ok {
+			return code
+		}
+	}
+	return AnswerOther
+}
+
+// countAnswer counts one answer of p, tagged with its name on a routed worker (a fixed label set per worker).
+func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op, code string) {
+	tags := map[string]string{"op": op, "code": code}
+	if name := a.routedName(p); name != "" {
+		tags["provider"] = name
+	}
+	activity.GetMetricsHandler(ctx).WithTags(tags).Counter(MetricProviderAnswers).Inc(1)
+}
+
+func (a *Activities) countSubmission(ctx context.Context, provider, outcome string) {
+	if a.set().Routed {
+		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": provider, "outcome": outcome}).
+			Counter(MetricProviderSubmissions).Inc(1)
+	}
 }

@@ -6,7 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // #10 §6: an in.php request that failed after it was written is FailureSubmitOutcomeUnknown (the workflow's policy
@@ -15,7 +16,7 @@ func TestSubmitClassifiesLostAnswers(t *testing.T) {
 	env, acts, provider, _ := providerEnv(t)
 	req := SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}, RunID: "run-1", Submission: 1}
 
-	provider.submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, Written: true, Err: errors.New("EOF")}
+	provider.submitErr = &providers.Error{Op: "submit", Class: callback.ClassTransient, Written: true, Err: errors.New("EOF")}
 	_, err := env.ExecuteActivity(acts.Submit, req)
 	appErr := appError(t, err)
 	assert.Equal(t, FailureSubmitOutcomeUnknown, appErr.Type())
@@ -24,13 +25,13 @@ func TestSubmitClassifiesLostAnswers(t *testing.T) {
 
 	// #15 §1: a gateway's 5xx after forwarding the request (the task exists at the provider) is the same.
 	for _, status := range []int{500, 502, 503, 504, 520, 524} {
-		provider.submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, HTTPStatus: status, Written: true,
+		provider.submitErr = &providers.Error{Op: "submit", Class: callback.ClassTransient, HTTPStatus: status, Written: true,
 			Err: errors.New("Bad Gateway")}
 		_, err = env.ExecuteActivity(acts.Submit, req)
 		assert.Equal(t, FailureSubmitOutcomeUnknown, appError(t, err).Type(), "HTTP %d", status)
 	}
 	// A 4xx was refused before anything was done.
-	provider.submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, HTTPStatus: 429, Written: true}
+	provider.submitErr = &providers.Error{Op: "submit", Class: callback.ClassTransient, HTTPStatus: 429, Written: true}
 	_, err = env.ExecuteActivity(acts.Submit, req)
 	assert.Equal(t, FailureProviderTransient, appError(t, err).Type())
 
@@ -39,7 +40,7 @@ func TestSubmitClassifiesLostAnswers(t *testing.T) {
 	assert.Equal(t, FailureProviderTransient, appError(t, err).Type(), "connection refused: known not sent")
 
 	// An answer with a code is a known outcome even if the request was written (it always is then).
-	provider.submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient, Written: true}
+	provider.submitErr = &providers.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: callback.ClassTransient, Written: true}
 	_, err = env.ExecuteActivity(acts.Submit, req)
 	assert.Equal(t, FailureProviderTransient, appError(t, err).Type())
 	assert.NotContains(t, NonRetryableProviderErrors, FailureSubmitOutcomeUnknown, "the workflow decides, per retry policy")

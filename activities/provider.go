@@ -2,8 +2,9 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -11,20 +12,19 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // SubmitRequest is the input of Submit. It holds no secret: the pingback URL and its token are built here.
 type SubmitRequest struct {
 	Method string            `json:"method"`
 	Params map[string]string `json:"params"`
-	// RunID and Submission name the submission in its pingback URL (signed), so its callback is known for its own
-	// even when in.php's answer is lost. Requests scheduled before they existed leave them empty.
+	// RunID and Submission name the submission in its signed pingback URL, so a lost answer's callback is known.
 	RunID      string `json:"run_id,omitempty"`
 	Submission int    `json:"submission,omitempty"`
-	// Providers restricts and orders the providers this task may use (Input.providers; empty: the worker's file
-	// order), Exclude are those it gave up on, Avoid those that found it unsolvable (tried last). A worker without
-	// PROVIDERS_FILE ignores all three.
+	// Providers restricts and orders the providers (Input.providers), Exclude are given up on, Avoid found it
+	// unsolvable (tried last); a worker without PROVIDERS_FILE ignores all three.
 	Providers []string `json:"providers,omitempty"`
 	Exclude   []string `json:"exclude,omitempty"`
 	Avoid     []string `json:"avoid,omitempty"`
@@ -33,12 +33,9 @@ type SubmitRequest struct {
 // SubmitResult is the provider's task ID for the new submission.
 type SubmitResult struct {
 	ProviderTaskID string `json:"provider_task_id"`
-	// CallbackTimeoutSeconds is this worker's callback timeout for the method (CALLBACK_TIMEOUT_BY_METHOD), 0 when
-	// it has none. A task that left callback_timeout_seconds unset waits this long: carried in the activity's
-	// result, the value is in history, so the task keeps it on replay and on any worker, at no extra event.
+	// CallbackTimeoutSeconds is CALLBACK_TIMEOUT_BY_METHOD's value (0: none), in history so replay keeps it.
 	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
-	// Provider is the provider that took the submission, chosen here (circuits, Providers, Exclude, Avoid): the
-	// route is in history with the result, at no extra event. Empty on a worker without PROVIDERS_FILE.
+	// Provider took the submission, chosen here: the route is in history at no extra event ("" without the file).
 	Provider string `json:"provider,omitempty"`
 	// Alternatives counts the other providers the task could have used: with none, it never gives up its provider.
 	Alternatives int `json:"alternatives,omitempty"`
@@ -46,46 +43,133 @@ type SubmitResult struct {
 	GiveUpSeconds int `json:"give_up_seconds,omitempty"`
 	// PollIntervalSeconds is the provider's least poll spacing (0: none).
 	PollIntervalSeconds int `json:"poll_interval_seconds,omitempty"`
-	// Code is the solution when the provider answered the submission with it (createTask: CapSolver's image
-	// tasks): the workflow takes it at once, with no callback wait and no poll. Empty otherwise.
+	// Code is the solution when it came with the answer (CapSolver's image tasks): no callback wait, no poll.
 	Code string `json:"code,omitempty"`
 }
 
-// Submit sends the task to in.php with this workflow's callback URL as pingback. Its answer is counted in
-// MetricProviderAnswers; a busy or rate-limit answer asks Temporal for the provider's documented wait before the next
-// attempt (transientError). A request that failed after it was written (timeout, reset, EOF, a gateway's 5xx: the
-// provider may have created the task) is a FailureSubmitOutcomeUnknown error, which the workflow's retry policy does not retry.
-func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
-	defer keepAlive(ctx)()
-	if a.set().Routed {
-		return a.submitRouted(ctx, req)
-	}
-	pingback, err := a.pingbackURL(ctx, req, "")
-	if err != nil {
-		return SubmitResult{}, err
-	}
-	id, err := a.Provider.Submit(ctx, req.Method, req.Params, pingback)
-	countAnswer(ctx, AnswerOpSubmit, answerCode(err))
-	if err != nil {
-		if captchaai.OutcomeUnknown(err) {
-			return SubmitResult{}, submitOutcomeUnknown(ctx, err)
-		}
-		if answerCode(err) == codeZeroBalance {
-			return SubmitResult{}, zeroBalanceError(ctx, err.Error())
-		}
-		return SubmitResult{}, providerError(ctx, err)
-	}
-	activity.GetLogger(ctx).Info("submitted to provider", "ProviderTaskID", id)
-	return SubmitResult{ProviderTaskID: id, CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil
+// LostDetails are a FailureSubmitOutcomeUnknown's: where the submission went, and after how long it may be given up.
+type LostDetails struct {
+	Provider      string `json:"provider"`
+	Alternatives  int    `json:"alternatives,omitempty"`
+	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
 }
 
-// pingbackURL names the submission and the provider it is handed to ("" without PROVIDERS_FILE). Its failure is a
-// FailureWorkerConfig error.
-func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provider string) (string, error) {
+// LegacyProviderName names the one provider of a worker without PROVIDERS_FILE in logs (never in history).
+const LegacyProviderName = "captchaai"
+
+// set is the worker's providers: Providers, or the one-provider set of Provider (made per call: tests swap it).
+func (a *Activities) set() *providers.Set {
+	if a.Providers != nil {
+		return a.Providers
+	}
+	return providers.Single(LegacyProviderName, a.Provider)
+}
+
+// Submit sends the task to the first candidate whose circuit lets it through, with a pingback URL of its own. A
+// busy answer is paced (transientError); a refusal that opens the candidate's circuit moves on to the next within
+// the attempt (nothing was created there); a lost answer (FailureSubmitOutcomeUnknown) never moves on.
+func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
+	defer keepAlive(ctx)()
+	set := a.set()
+	cands, why := supported(set.Candidates(req.Providers, req.Exclude, req.Avoid), req)
+	if len(cands) == 0 {
+		return SubmitResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("no provider this task may use serves method %.40q: %s", req.Method, why), captchaflow.FailureProviderConfig, nil)
+	}
+	var retryAt time.Time
+	var lastErr error
+	for _, p := range cands {
+		if ok, at, reason := set.Breaker.Allow(p.Name); !ok {
+			a.countSubmission(ctx, p.Name, SubmissionSkipped)
+			activity.GetLogger(ctx).Info("provider skipped: circuit open", "Provider", p.Name, "Reason", reason, "Until", at)
+			if retryAt.IsZero() || at.Before(retryAt) {
+				retryAt = at
+			}
+			continue
+		}
+		res, err, next := a.submitTo(ctx, p, req, len(cands)-1)
+		if !next {
+			return res, err
+		}
+		lastErr = err
+	}
+	if lastErr != nil {
+		return SubmitResult{}, lastErr
+	}
+	return SubmitResult{}, unavailable(ctx, retryAt)
+}
+
+// supported drops the candidates that cannot serve the method; why says which and why, for the failure.
+func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Provider, string) {
+	var out []*providers.Provider
+	var why []string
+	for _, p := range cands {
+		if err := p.Client.Supports(req.Method, req.Params); err != nil {
+			why = append(why, p.Name+": "+err.Error())
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(why) == 0 {
+		why = append(why, "no provider left (providers / excluded)")
+	}
+	return out, strings.Join(why, "; ")
+}
+
+// submitTo makes one submission to p; next: nothing was created and p's circuit is now open, so try the next.
+func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, alternatives int) (SubmitResult, error, bool) {
+	set := a.set()
+	name := a.routedName(p)
+	lost := LostDetails{Provider: name}
+	if name != "" {
+		lost.Alternatives, lost.GiveUpSeconds = alternatives, int(set.Breaker.Settings().GiveUp/time.Second)
+	}
+	pingback, err := a.pingbackURL(ctx, req, name, p.Flavor)
+	if err != nil {
+		return SubmitResult{}, err, false
+	}
+	id, code, err := p.Client.Submit(ctx, req.Method, req.Params, pingback)
+	a.countAnswer(ctx, p, AnswerOpSubmit, answerCode(err))
+	a.record(ctx, p.Name, err, set.Breaker.Record)
+	switch {
+	case err == nil:
+		a.countSubmission(ctx, p.Name, SubmissionAccepted)
+		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
+		return SubmitResult{ProviderTaskID: id, Provider: name, Code: code, Alternatives: lost.Alternatives,
+			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
+			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
+	case providers.OutcomeUnknown(err):
+		a.countSubmission(ctx, p.Name, SubmissionLost)
+		return SubmitResult{}, submitOutcomeUnknown(ctx, lost, err), false
+	}
+	a.countSubmission(ctx, p.Name, SubmissionRefused)
+	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
+	if answerCode(err) == codeZeroBalance {
+		return SubmitResult{}, zeroBalanceError(ctx, err.Error()), next
+	}
+	return SubmitResult{}, providerError(ctx, err), next
+}
+
+// routedName is p's name as results, pingback URLs and metrics carry it: "" on a worker without PROVIDERS_FILE.
+func (a *Activities) routedName(p *providers.Provider) string {
+	if !a.set().Routed {
+		return ""
+	}
+	return p.Name
+}
+
+// pingbackURL names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
+func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provider string, flavor providers.Flavor) (string, error) {
 	pingback, err := callbackauth.URLFor(a.CallbackBaseURL, activity.GetInfo(ctx).WorkflowExecution.ID, a.CallbackSecret,
 		callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: provider})
 	if err != nil {
 		return "", temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
+	}
+	if u, err := url.Parse(pingback); err == nil && flavor != "" {
+		q := u.Query()
+		q.Set(callbackauth.FlavorParam, string(flavor))
+		u.RawQuery = q.Encode()
+		pingback = u.String()
 	}
 	return pingback, nil
 }
@@ -93,9 +177,8 @@ func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provide
 // PollRequest names the provider task to look up.
 type PollRequest struct {
 	ProviderTaskID string `json:"provider_task_id"`
-	// Provider took the submission ("": the worker's only or first provider). GiveUp lets a poll the provider did
-	// not answer give the submission up once its requests have failed for PROVIDER_GIVE_UP (the task has somewhere
-	// else to go).
+	// Provider took the submission ("": the first). GiveUp lets an unanswered poll give the submission up past
+	// PROVIDER_GIVE_UP (the task has somewhere else to go).
 	Provider string `json:"provider,omitempty"`
 	GiveUp   bool   `json:"give_up,omitempty"`
 }
@@ -105,12 +188,8 @@ type PollResult struct {
 	Code string `json:"code"`
 }
 
-// Poll makes exactly one res.php action=get request. A task still being solved is a retryable NotReady error, so
-// the caller's retry policy (not a loop in here) spaces the requests: the polling phase then costs a constant
-// number of history events however long it lasts. A "solved" answer that cannot be a solution is refused (see
-// solutionError): a provider status word is taken for what it says, an answer over captchaflow.MaxCodeBytes fails
-// the poll, so neither ever becomes a result. Every answer is counted in MetricProviderAnswers, and a busy or
-// rate-limit answer is paced like Submit's.
+// Poll makes exactly one result request. Not ready is a retryable NotReady error: the retry policy spaces polls at
+// a constant number of history events. A "solution" that cannot be one is refused (solutionError).
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
 	set := a.set()
@@ -118,74 +197,49 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	if !ok {
 		return PollResult{}, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", req.Provider), FailureWorkerConfig)
 	}
-	count := func(code string) { countAnswer(ctx, AnswerOpGet, code) }
-	if set.Routed {
-		count = func(code string) { countAnswerAt(ctx, p.Name, AnswerOpGet, code) }
-	}
 	code, err := p.Client.Get(ctx, req.ProviderTaskID)
-	a.recordPoll(ctx, p.Name, err)
+	a.record(ctx, p.Name, err, set.Breaker.RecordPoll)
 	if err != nil {
-		count(answerCode(err))
+		a.countAnswer(ctx, p, AnswerOpGet, answerCode(err))
 		if req.GiveUp && set.Breaker.GivenUp(p.Name) { // always asked first: the provider holds the paid code
-			countSubmission(ctx, p.Name, SubmissionAbandon)
+			a.countSubmission(ctx, p.Name, SubmissionAbandon)
 			return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",
 				p.Name, set.Breaker.DownFor(p.Name).Round(time.Second)), FailureProviderGaveUp, nil, p.Name)
 		}
 		return PollResult{}, providerError(ctx, err)
 	}
 	if err := solutionError(ctx, code); err != nil {
-		count(refusedSolutionCode(code))
+		a.countAnswer(ctx, p, AnswerOpGet, refusedSolutionCode(code))
 		return PollResult{}, err
 	}
-	count(AnswerOK)
+	a.countAnswer(ctx, p, AnswerOpGet, AnswerOK)
 	return PollResult{Code: code}, nil
 }
 
-// MetricProviderAnswers counts the provider's answers to the Submit (op="submit", in.php) and Poll (op="get", res.php
-// action=get) activities, one per request, by code: AnswerOK, a documented provider code (captchaai.KnownCode:
-// ERROR_NO_SLOT_AVAILABLE, CAPCHA_NOT_READY, …), AnswerNetwork when no answer came (captchaai.IsTransportError), or
-// AnswerOther (an HTTP error status, a malformed or invalid answer, an undocumented code). The label values are a
-// fixed set whatever the provider answers.
-const MetricProviderAnswers = "captchaflow_provider_answers_total"
+// ProviderGivenUpName is the registered name of ProviderGivenUp.
+const ProviderGivenUpName = "ProviderGivenUp"
 
-// Label values of MetricProviderAnswers.
-const (
-	AnswerOpSubmit = "submit"
-	AnswerOpGet    = "get"
-	AnswerOK       = "OK"
-	AnswerNetwork  = "network"
-	AnswerOther    = "other"
-)
-
-// answerCode is the code label of a provider request that ended with err (nil: AnswerOK).
-func answerCode(err error) string {
-	if err == nil {
-		return AnswerOK
-	}
-	if captchaai.IsTransportError(err) {
-		return AnswerNetwork
-	}
-	var pe *captchaai.Error
-	if errors.As(err, &pe) {
-		if code, ok := captchaai.KnownCode(pe.Code); ok {
-			return code
-		}
-	}
-	return AnswerOther
+// ProviderGivenUp tells whether provider has been unreachable past PROVIDER_GIVE_UP on this worker (a local
+// activity of a lost answer's wait: recorded, so replay decides the same).
+func (a *Activities) ProviderGivenUp(_ context.Context, provider string) (bool, error) {
+	return a.set().Routed && a.set().Breaker.GivenUp(provider), nil
 }
 
-// refusedSolutionCode is the code label of a res.php "solution" that solutionError refused: a documented status word
-// answered as a solution counts as that code, anything else (an undocumented ERROR_ word, an oversized answer) as
-// AnswerOther.
-func refusedSolutionCode(solution string) string {
-	if len(solution) <= captchaflow.MaxCodeBytes {
-		if code, ok := captchaai.KnownCode(solution); ok {
-			return code
-		}
-	}
-	return AnswerOther
+// unavailable is the retryable FailureProviderUnavailable error, retried when the first circuit half-opens.
+func unavailable(ctx context.Context, retryAt time.Time) error {
+	wait := pacedDelay(max(time.Until(retryAt), time.Second), timeLeft(ctx), 0.5)
+	return temporal.NewApplicationErrorWithOptions("every provider this task may use is skipped (circuit open)",
+		FailureProviderUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
 }
 
-func countAnswer(ctx context.Context, op, code string) {
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"op": op, "code": code}).Counter(MetricProviderAnswers).Inc(1)
+// record feeds a request's outcome to name's circuit (Record, or RecordPoll: reachability only) and the metrics.
+func (a *Activities) record(ctx context.Context, name string, err error, rec func(string, providers.Outcome) string) {
+	if a.set().Breaker == nil {
+		return
+	}
+	if reason := rec(name, providers.OutcomeOf(err)); reason != "" {
+		activity.GetLogger(ctx).Warn("provider circuit opened", "Provider", name, "Reason", reason)
+		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": name, "reason": reason}).
+			Counter(MetricCircuitOpened).Inc(1)
+	}
 }

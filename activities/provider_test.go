@@ -19,7 +19,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // providerEnv is an activity test environment around a fake provider, with a tally test scope as metrics handler.
@@ -36,7 +37,7 @@ func providerEnv(t *testing.T) (*testsuite.TestActivityEnvironment, *Activities,
 }
 
 func transportError(op string) error {
-	return &captchaai.Error{Op: op, Class: captchaai.ClassTransient, Err: &url.Error{Op: "Post", URL: "https://ocr.captchaai.com/in.php",
+	return &providers.Error{Op: op, Class: callback.ClassTransient, Err: &url.Error{Op: "Post", URL: "https://ocr.providers.com/in.php",
 		Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}}}
 }
 
@@ -61,7 +62,7 @@ func TestBusyAnswersAskForTheDocumentedWait(t *testing.T) {
 	env, acts, provider, _ := providerEnv(t)
 	for code, wait := range waits {
 		for _, op := range []string{"submit", "get"} {
-			perr := &captchaai.Error{Op: op, Code: code, Class: captchaai.ClassTransient}
+			perr := &providers.Error{Op: op, Code: code, Class: callback.ClassTransient}
 			seen := map[time.Duration]bool{}
 			for range 20 {
 				var err error
@@ -100,15 +101,15 @@ func TestOtherFailuresKeepThePolicysBackoff(t *testing.T) {
 		err      error
 		wantType string
 	}{
-		{&captchaai.Error{Op: "get", Code: "ERROR_SERVER_ERROR", Class: captchaai.ClassTransient}, FailureProviderTransient},
-		{&captchaai.Error{Op: "get", Code: "ERROR: 1001", Class: captchaai.ClassTransient}, FailureProviderTransient},
-		{&captchaai.Error{Op: "get", Class: captchaai.ClassTransient, HTTPStatus: 502, Err: errors.New("Bad Gateway")}, FailureProviderTransient},
+		{&providers.Error{Op: "get", Code: "ERROR_SERVER_ERROR", Class: callback.ClassTransient}, FailureProviderTransient},
+		{&providers.Error{Op: "get", Code: "ERROR: 1001", Class: callback.ClassTransient}, FailureProviderTransient},
+		{&providers.Error{Op: "get", Class: callback.ClassTransient, HTTPStatus: 502, Err: errors.New("Bad Gateway")}, FailureProviderTransient},
 		{transportError("get"), FailureProviderTransient},
 		{context.DeadlineExceeded, FailureProviderTransient},
-		{&captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady}, FailureNotReady},
-		{&captchaai.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: captchaai.ClassResubmit}, FailureResubmit},
-		{&captchaai.Error{Op: "get", Code: "ERROR_WRONG_USER_KEY", Class: captchaai.ClassConfig}, captchaflow.FailureProviderConfig},
-		{&captchaai.Error{Op: "get", Code: "ERROR_SOMETHING_NEW", Class: captchaai.ClassUnknown}, captchaflow.FailureProviderUnknown},
+		{&providers.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: callback.ClassNotReady}, FailureNotReady},
+		{&providers.Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: callback.ClassResubmit}, FailureResubmit},
+		{&providers.Error{Op: "get", Code: "ERROR_WRONG_USER_KEY", Class: callback.ClassConfig}, captchaflow.FailureProviderConfig},
+		{&providers.Error{Op: "get", Code: "ERROR_SOMETHING_NEW", Class: callback.ClassUnknown}, captchaflow.FailureProviderUnknown},
 	}
 	for _, c := range cases {
 		provider.getErr = c.err
@@ -149,7 +150,7 @@ func pollOnceWorkflow(ctx workflow.Context, scheduleToClose time.Duration) error
 func TestBusyWaitIsCutToTheTaskDeadline(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
-	provider := &fakeProvider{getErr: &captchaai.Error{Op: "get", Code: "IP_BANNED", Class: captchaai.ClassTransient}}
+	provider := &fakeProvider{getErr: &providers.Error{Op: "get", Code: "IP_BANNED", Class: callback.ClassTransient}}
 	env.RegisterActivity(&Activities{Provider: provider})
 	env.RegisterWorkflow(pollOnceWorkflow)
 	env.ExecuteWorkflow(pollOnceWorkflow, 2*time.Minute)
@@ -184,27 +185,27 @@ func TestProviderAnswersAreCountedByOpAndBoundedCode(t *testing.T) {
 
 	submit(nil)
 	submit(nil)
-	submit(&captchaai.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: captchaai.ClassTransient})
-	submit(&captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient})
-	submit(&captchaai.Error{Op: "submit", Code: "error_wrong_user_key", Class: captchaai.ClassConfig}) // canonical spelling
+	submit(&providers.Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Class: callback.ClassTransient})
+	submit(&providers.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: callback.ClassTransient})
+	submit(&providers.Error{Op: "submit", Code: "error_wrong_user_key", Class: callback.ClassConfig}) // canonical spelling
 	submit(transportError("submit"))
 	submit(context.DeadlineExceeded)
-	submit(&captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, HTTPStatus: 503, Err: errors.New("Service Unavailable")})
-	submit(&captchaai.Error{Op: "submit", Code: "ERROR: 1001", Class: captchaai.ClassTransient})
+	submit(&providers.Error{Op: "submit", Class: callback.ClassTransient, HTTPStatus: 503, Err: errors.New("Service Unavailable")})
+	submit(&providers.Error{Op: "submit", Code: "ERROR: 1001", Class: callback.ClassTransient})
 	for i := range 5 { // a provider making up codes cannot grow the label set
-		submit(&captchaai.Error{Op: "submit", Code: fmt.Sprintf("ERROR_MADE_UP_%d", i), Class: captchaai.ClassUnknown})
+		submit(&providers.Error{Op: "submit", Code: fmt.Sprintf("ERROR_MADE_UP_%d", i), Class: callback.ClassUnknown})
 	}
 
 	poll("03AGdBq2-token", nil)
-	poll("", &captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady})
-	poll("", &captchaai.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: captchaai.ClassNotReady})
-	poll("", &captchaai.Error{Op: "get", Code: "IP_BANNED", Class: captchaai.ClassTransient})
+	poll("", &providers.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: callback.ClassNotReady})
+	poll("", &providers.Error{Op: "get", Code: "CAPCHA_NOT_READY", Class: callback.ClassNotReady})
+	poll("", &providers.Error{Op: "get", Code: "IP_BANNED", Class: callback.ClassTransient})
 	poll("", transportError("get"))
-	poll("ERROR_CAPTCHA_UNSOLVABLE", nil)                               // a status word answered as a solution
-	poll("ERROR_NOT_DOCUMENTED", nil)                                   // an unknown one
-	poll(strings.Repeat("A", captchaflow.MaxCodeBytes+1), nil)          // oversized
-	poll("", &captchaai.Error{Op: "get", Class: captchaai.ClassUnknown, // an invalid answer
-		Err: fmt.Errorf("%w: empty code", captchaai.ErrInvalidAnswer)})
+	poll("ERROR_CAPTCHA_UNSOLVABLE", nil)                              // a status word answered as a solution
+	poll("ERROR_NOT_DOCUMENTED", nil)                                  // an unknown one
+	poll(strings.Repeat("A", captchaflow.MaxCodeBytes+1), nil)         // oversized
+	poll("", &providers.Error{Op: "get", Class: callback.ClassUnknown, // an invalid answer
+		Err: fmt.Errorf("%w: empty code", providers.ErrInvalidAnswer)})
 
 	assert.Equal(t, map[string]int64{
 		"submit/OK":                      2,

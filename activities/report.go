@@ -15,9 +15,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/captchaai"
-	"github.com/captchaflow/captchaflow/createtask"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // Activity names of the ReportVerdict workflow (method names, like SubmitName).
@@ -26,19 +25,9 @@ const (
 	SendReportName         = "SendReport"
 )
 
-// AnswerOpReport is the op label of MetricProviderAnswers for res.php reportgood / reportbad answers.
-const AnswerOpReport = "report"
-
 // FailureTaskRunning: the task's workflow has not finished yet; LookupReportTarget is retried for a short while
 // (a caller may report the moment its webhook arrived, just before the workflow completes).
 const FailureTaskRunning = "TaskRunning"
-
-// Reporter is the part of the provider client that sends verdicts; *captchaai.Client satisfies it. Activities
-// finds it on its Provider, so a worker needs no extra wiring.
-type Reporter interface {
-	ReportGood(ctx context.Context, taskID string) error
-	ReportBad(ctx context.Context, taskID string) error
-}
 
 // ReportTargetRequest names the task (its workflow ID) whose verdict is to be reported.
 type ReportTargetRequest struct {
@@ -66,7 +55,7 @@ func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetReq
 	if err != nil || target.Provider == "" {
 		return target, err
 	}
-	if p, ok := a.set().Get(target.Provider); ok && p.Protocol == providers.ProtocolCreateTask {
+	if p, ok := a.set().Get(target.Provider); ok && p.Flavor != "" {
 		target.Kind, err = taskKind(ctx, activity.GetClient(ctx), req.TaskID)
 	}
 	return target, err
@@ -128,7 +117,7 @@ func taskKind(ctx context.Context, c client.Client, taskID string) (string, erro
 	if err := converter.GetDefaultDataConverter().FromPayloads(payloads, &in); err != nil {
 		return "", notSolved("task %s: its input cannot be read: %v", taskID, err)
 	}
-	kind, err := createtask.KindOf(in.Method, in.Params)
+	kind, err := providers.KindOf(in.Method, in.Params)
 	if err != nil {
 		return "", notSolved("task %s: %v", taskID, err)
 	}
@@ -204,50 +193,42 @@ type SendReportResult struct {
 	AlreadyRecorded bool `json:"already_recorded,omitempty"`
 }
 
-// SendReport makes one res.php reportgood / reportbad request. Transient trouble is retried by the caller's retry
-// policy; ERROR_DUPLICATE_REPORT means the provider already holds a report on the task (ours, from an attempt whose
-// answer was lost) and is a success; ERROR_REPORT_NOT_RECORDED is ReportRefused; an unknown or expired task ID is
-// ReportWindowClosed (the provider forgets a task when its window closes).
+// SendReport makes one report request to the provider that solved the task. Transient trouble is retried by the
+// caller's retry policy; ERROR_DUPLICATE_REPORT means the provider already holds a report on the task (ours, from an
+// attempt whose answer was lost) and is a success; ERROR_REPORT_NOT_RECORDED is ReportRefused; an unknown or expired
+// task ID is ReportWindowClosed (the provider forgets a task when its window closes).
 func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (SendReportResult, error) {
-	reporter, err := a.reporter(req)
-	if err != nil {
-		return SendReportResult{}, err
+	p, ok := a.set().Get(req.Provider)
+	if !ok {
+		return SendReportResult{}, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", req.Provider), FailureWorkerConfig)
 	}
-	send := reporter.ReportBad
-	switch req.Verdict {
-	case captchaflow.VerdictGood:
-		send = reporter.ReportGood
-	case captchaflow.VerdictBad:
-	default:
+	if req.Verdict != captchaflow.VerdictGood && req.Verdict != captchaflow.VerdictBad {
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("verdict %.20q is neither good nor bad", string(req.Verdict)), captchaflow.FailureInvalidInput, nil)
 	}
 	defer keepAlive(ctx)()
-	err = send(ctx, req.ProviderTaskID)
-	if errors.Is(err, createtask.ErrReportUnsupported) {
+	err := p.Client.Report(ctx, providers.Kind(req.Kind), req.ProviderTaskID, req.Verdict == captchaflow.VerdictGood)
+	if errors.Is(err, providers.ErrReportUnsupported) {
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"provider %s has no report call for a %s verdict on a %s task: nothing sent", req.Provider, req.Verdict, req.Kind),
 			captchaflow.FailureReportRefused, nil)
 	}
-	countAnswer(ctx, AnswerOpReport, answerCode(err))
+	a.countAnswer(ctx, p, AnswerOpReport, answerCode(err))
 	if err == nil {
 		activity.GetLogger(ctx).Info("report recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict)
 		return SendReportResult{}, nil
 	}
-	var pe *captchaai.Error
-	if errors.As(err, &pe) {
-		switch pe.Code {
-		case "ERROR_DUPLICATE_REPORT":
-			activity.GetLogger(ctx).Info("report already recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict)
-			return SendReportResult{AlreadyRecorded: true}, nil
-		case "ERROR_REPORT_NOT_RECORDED":
-			return SendReportResult{}, temporal.NewNonRetryableApplicationError(
-				"the provider did not record the report: "+err.Error(), captchaflow.FailureReportRefused, nil, pe.Code)
-		case "ERROR_WRONG_CAPTCHA_ID", "ERROR_NO_SUCH_CAPCHA_ID", "ERROR_NO_SUCH_CAPTCHA_ID":
-			return SendReportResult{}, temporal.NewNonRetryableApplicationError(
-				"the provider no longer knows the task (its report window has passed): "+err.Error(),
-				captchaflow.FailureReportWindowClosed, nil, pe.Code)
-		}
+	switch code := codeOf(err); code {
+	case "ERROR_DUPLICATE_REPORT":
+		activity.GetLogger(ctx).Info("report already recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict)
+		return SendReportResult{AlreadyRecorded: true}, nil
+	case "ERROR_REPORT_NOT_RECORDED":
+		return SendReportResult{}, temporal.NewNonRetryableApplicationError(
+			"the provider did not record the report: "+err.Error(), captchaflow.FailureReportRefused, nil, code)
+	case "ERROR_WRONG_CAPTCHA_ID", "ERROR_NO_SUCH_CAPCHA_ID", "ERROR_NO_SUCH_CAPTCHA_ID":
+		return SendReportResult{}, temporal.NewNonRetryableApplicationError(
+			"the provider no longer knows the task (its report window has passed): "+err.Error(),
+			captchaflow.FailureReportWindowClosed, nil, code)
 	}
 	return SendReportResult{}, reportError(ctx, err)
 }
@@ -256,46 +237,12 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 // know fails the report (retrying will not change them), everything else (network, 5xx, a busy provider) is
 // retried until the window closes, paced like any transient provider answer (transientError).
 func reportError(ctx context.Context, err error) error {
-	code := ""
-	var pe *captchaai.Error
-	if errors.As(err, &pe) {
-		code = pe.Code
-	}
-	switch captchaai.ClassOf(err) {
-	case captchaai.ClassConfig:
+	switch code := codeOf(err); providers.ClassOf(err) {
+	case callback.ClassConfig:
 		return temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureProviderConfig, nil, code)
-	case captchaai.ClassUnknown:
+	case callback.ClassUnknown:
 		return temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureProviderUnknown, nil, code)
 	default:
 		return transientError(ctx, err.Error(), code)
 	}
-}
-
-// reporter is the report call of the provider that solved the task.
-func (a *Activities) reporter(req SendReportRequest) (Reporter, error) {
-	p, ok := a.set().Get(req.Provider)
-	if !ok {
-		return nil, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", req.Provider), FailureWorkerConfig)
-	}
-	if ct, ok := p.Client.(*createtask.Client); ok {
-		return kindReporter{c: ct, kind: createtask.Kind(req.Kind)}, nil
-	}
-	reporter, ok := p.Client.(Reporter)
-	if !ok {
-		return nil, temporal.NewApplicationError("the provider client cannot send reports", FailureWorkerConfig)
-	}
-	return reporter, nil
-}
-
-// kindReporter is a createTask client's report call for tasks of one kind.
-type kindReporter struct {
-	c    *createtask.Client
-	kind createtask.Kind
-}
-
-func (k kindReporter) ReportGood(ctx context.Context, id string) error {
-	return k.c.Report(ctx, k.kind, id, true)
-}
-func (k kindReporter) ReportBad(ctx context.Context, id string) error {
-	return k.c.Report(ctx, k.kind, id, false)
 }

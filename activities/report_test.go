@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // reportProvider is a res.php that answers every report with answer and records the requests.
@@ -45,7 +45,7 @@ func sendReport(t *testing.T, answer string, verdict captchaflow.Verdict) (SendR
 	p := &reportProvider{answer: answer}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
-	provider, err := captchaai.New(srv.URL, "0123456789abcdef0123456789abcdef")
+	provider, err := providers.NewInPHP(srv.URL, "0123456789abcdef0123456789abcdef")
 	require.NoError(t, err)
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
@@ -101,16 +101,6 @@ func TestSendReportProviderAnswers(t *testing.T) {
 		assert.Equal(t, tc.wantFinal, final, tc.answer)
 		assert.NotContains(t, err.Error(), "0123456789abcdef", "the key never reaches an error")
 	}
-}
-
-func TestSendReportWithoutReporter(t *testing.T) {
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestActivityEnvironment()
-	env.RegisterActivity(&Activities{Provider: &fakeProvider{}})
-	_, err := env.ExecuteActivity(SendReportName, SendReportRequest{ProviderTaskID: "1", Verdict: captchaflow.VerdictBad})
-	typ, final := appErrorType(t, err)
-	assert.Equal(t, FailureWorkerConfig, typ)
-	assert.False(t, final)
 }
 
 // describe makes c describe the task as a SolveCaptcha run in status, and its Get return getErr (filling res).

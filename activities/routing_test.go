@@ -16,9 +16,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/captchaai"
-	"github.com/captchaflow/captchaflow/createtask"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // routedEnv is an activity environment with providers a (in.php), b (in.php) and c (createTask, CapMonster), each
@@ -28,11 +27,11 @@ func routedEnv(t *testing.T) (*testsuite.TestActivityEnvironment, *Activities, m
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	now := time.Unix(1_000_000, 0)
-	fakes := map[string]*fakeProvider{"a": {getCode: "CODE-A"}, "b": {getCode: "CODE-B"}, "c": {getCode: "CODE-C"}}
+	fakes := map[string]*fakeProvider{"a": {getCode: "CODE-A"}, "b": {getCode: "CODE-B"}, "c": {getCode: "CODE-C", flavor: callback.CapMonster}}
 	set := providers.NewSet([]*providers.Provider{
-		{Name: "a", Protocol: providers.ProtocolInPHP, Client: fakes["a"]},
-		{Name: "b", Protocol: providers.ProtocolInPHP, Client: fakes["b"]},
-		{Name: "c", Protocol: providers.ProtocolCreateTask, Flavor: "capmonster", Client: fakes["c"]},
+		{Name: "a", Client: fakes["a"]},
+		{Name: "b", Client: fakes["b"]},
+		{Name: "c", Flavor: callback.CapMonster, Client: fakes["c"], PollInterval: 2 * time.Second},
 	}, providers.NewBreaker(providers.DefaultCircuitSettings, func() time.Time { return now }))
 	acts := &Activities{Providers: set, CallbackBaseURL: "https://cb.example.com/hooks", CallbackSecret: "callback-secret-value"}
 	env.RegisterActivity(acts)
@@ -61,13 +60,13 @@ func TestSubmitRoutesToTheFirstProviderAndSaysSo(t *testing.T) {
 	require.Equal(t, 2, r.Alternatives)
 	require.Equal(t, 120, r.GiveUpSeconds)
 	require.Len(t, fakes["a"].pingbacks, 1)
-	require.NotContains(t, fakes["a"].pingbacks[0], FlavorParam+"=")
+	require.NotContains(t, fakes["a"].pingbacks[0], callbackauth.FlavorParam+"=")
 }
 
 // A zero balance opens a's circuit and the same attempt goes on to b: nothing was created at a.
 func TestZeroBalanceMovesOnWithinTheAttempt(t *testing.T) {
 	env, acts, fakes, _ := routedEnv(t)
-	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient}
+	fakes["a"].submitErr = &providers.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: callback.ClassTransient}
 	r, err := submitResult(t, env, acts, recaptchaReq)
 	require.NoError(t, err)
 	require.Equal(t, "b", r.Provider)
@@ -81,7 +80,7 @@ func TestZeroBalanceMovesOnWithinTheAttempt(t *testing.T) {
 // may have created a task after all) can never pass for b's.
 func TestEachCandidateGetsItsOwnSignedPingback(t *testing.T) {
 	env, acts, fakes, _ := routedEnv(t)
-	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: captchaai.ClassTransient}
+	fakes["a"].submitErr = &providers.Error{Op: "submit", Code: "ERROR_ZERO_BALANCE", Class: callback.ClassTransient}
 	_, err := submitResult(t, env, acts, recaptchaReq)
 	require.NoError(t, err)
 	for _, name := range []string{"a", "b"} {
@@ -98,7 +97,7 @@ func TestEachCandidateGetsItsOwnSignedPingback(t *testing.T) {
 // An answer lost after the request was written is never taken elsewhere: the failure names the provider.
 func TestLostAnswerStaysWithItsProvider(t *testing.T) {
 	env, acts, fakes, _ := routedEnv(t)
-	fakes["a"].submitErr = &captchaai.Error{Op: "submit", Class: captchaai.ClassTransient, Written: true, Err: errors.New("read: connection reset by peer")}
+	fakes["a"].submitErr = &providers.Error{Op: "submit", Class: callback.ClassTransient, Written: true, Err: errors.New("read: connection reset by peer")}
 	_, err := submitResult(t, env, acts, recaptchaReq)
 	appErr := appError(t, err)
 	require.Equal(t, FailureSubmitOutcomeUnknown, appErr.Type())
@@ -167,7 +166,7 @@ func TestCreateTaskPingbackNamesTheFlavor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "c", r.Provider)
 	require.Equal(t, 2, r.PollIntervalSeconds) // CapMonster: at most every 2 s
-	require.Contains(t, fakes["c"].pingbacks[0], FlavorParam+"=capmonster")
+	require.Contains(t, fakes["c"].pingbacks[0], callbackauth.FlavorParam+"=capmonster")
 }
 
 // CapSolver answers an image task within createTask: the code comes in the Submit result, for the workflow to take
@@ -177,12 +176,12 @@ func TestInstantAnswerComesInTheSubmitResult(t *testing.T) {
 	answer.Store(new(`{"errorId":0,"status":"ready","solution":{"text":"44795sds"},"taskId":"2376919c-1863-11ec-a012-94e6f7355a0b"}`))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, *answer.Load()) }))
 	t.Cleanup(srv.Close)
-	c, err := createtask.New(createtask.CapSolver, srv.URL, strings.Repeat("k", 32))
+	c, err := providers.NewCreateTask(callback.CapSolver, srv.URL, strings.Repeat("k", 32))
 	require.NoError(t, err)
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	acts := &Activities{Providers: providers.NewSet([]*providers.Provider{
-		{Name: "cs", Protocol: providers.ProtocolCreateTask, Flavor: createtask.CapSolver, Client: c},
+		{Name: "cs", Flavor: callback.CapSolver, Client: c},
 	}, providers.NewBreaker(providers.DefaultCircuitSettings, time.Now)), CallbackBaseURL: "https://cb.example.com/hooks", CallbackSecret: "callback-secret-value"}
 	env.RegisterActivity(acts)
 	img := SubmitRequest{Method: "base64", Params: map[string]string{

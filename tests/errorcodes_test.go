@@ -12,7 +12,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers/callback"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 	"github.com/captchaflow/captchaflow/workflows"
 )
@@ -64,10 +64,10 @@ func TestE2E_ErrorCodePingbacks(t *testing.T) {
 		final := pts[len(pts)-1]
 		assert.Equal(t, sim.StatusSolved, final.Status, tr.ID)
 		assert.Equal(t, final.Code, tr.Result.Code, "%s: the last submission's real code", tr.ID)
-		assert.False(t, captchaai.IsStatusWord(tr.Result.Code), "%s: result %q is a provider status word", tr.ID, tr.Result.Code)
+		assert.False(t, callback.IsStatusWord(tr.Result.Code), "%s: result %q is a provider status word", tr.ID, tr.Result.Code)
 		assert.False(t, strings.HasPrefix(tr.Result.Code, "ERROR"), "%s: result %q", tr.ID, tr.Result.Code)
 		if d, ok := s.down.Delivery(tr.ID); ok {
-			assert.False(t, captchaai.IsStatusWord(d.Payload.Code), "%s: delivered %q", tr.ID, d.Payload.Code)
+			assert.False(t, callback.IsStatusWord(d.Payload.Code), "%s: delivered %q", tr.ID, d.Payload.Code)
 		}
 
 		var errSignals int
@@ -96,7 +96,7 @@ func TestE2E_ErrorCodePingbacks(t *testing.T) {
 		errorPingbacks, percentile(gaps, 50), percentile(gaps, 100), cbTimeout)
 	delivered := 0
 	for _, d := range s.down.Deliveries() {
-		if strings.HasPrefix(d.Payload.TaskID, sc.prefix) && d.Count == 1 && !captchaai.IsStatusWord(d.Payload.Code) {
+		if strings.HasPrefix(d.Payload.TaskID, sc.prefix) && d.Count == 1 && !callback.IsStatusWord(d.Payload.Code) {
 			delivered++
 		}
 	}
@@ -176,7 +176,7 @@ func TestE2E_SubmitErrorClasses(t *testing.T) {
 			assert.Equal(t, pts[0].ID, tr.Result.ProviderTaskID, label)
 			assert.Equal(t, sim.CodeFor(pts[0].ID), tr.Result.Code, "%s: real code", label)
 		}
-		assert.False(t, captchaai.IsStatusWord(tr.Result.Code), label)
+		assert.False(t, callback.IsStatusWord(tr.Result.Code), label)
 		if assert.True(t, delivered, "%s: delivered", label) {
 			assert.Equal(t, 1, d.Count, "%s: delivered exactly once", label)
 			assert.Equal(t, tr.Result.Code, d.Payload.Code, label)

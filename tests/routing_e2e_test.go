@@ -17,7 +17,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers/callback"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/internal/billing"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
@@ -381,7 +381,7 @@ func TestE2E_Routing_ZeroBalance(t *testing.T) {
 	f := r.verifyRouted(ctx, sc, nil)
 	assert.Equal(t, len(trs), f.ByProvider[providerB])
 	assert.Empty(t, r.tasks(t, ctx, r.urlA, sc), "a created no task")
-	pacing := captchaai.RetryAfter("ERROR_ZERO_BALANCE")
+	pacing := callback.RetryAfter("ERROR_ZERO_BALANCE")
 	var slowest time.Duration
 	for _, tr := range trs {
 		h, err := s.history(ctx, tr.ID)
@@ -420,9 +420,9 @@ func TestE2E_Routing_NoSlotOverflow(t *testing.T) {
 	}
 	wait := first.Sub(sc.started)
 	sc.note("a at no-slot: first overflow submission to b %s after the batch started (budget %s, no-slot pacing %s)",
-		wait.Round(time.Millisecond), routedNoSlotBudget, captchaai.RetryAfter("ERROR_NO_SLOT_AVAILABLE"))
+		wait.Round(time.Millisecond), routedNoSlotBudget, callback.RetryAfter("ERROR_NO_SLOT_AVAILABLE"))
 	assert.GreaterOrEqual(t, wait, routedNoSlotBudget, "b before a's no-slot budget was spent")
-	assert.Less(t, wait, routedNoSlotBudget+2*captchaai.RetryAfter("ERROR_NO_SLOT_AVAILABLE"), "overflow to b too late")
+	assert.Less(t, wait, routedNoSlotBudget+2*callback.RetryAfter("ERROR_NO_SLOT_AVAILABLE"), "overflow to b too late")
 	assert.Zero(t, f.ExtraPaid)
 	f.record(sc, defaultPathActions(t, s))
 }

@@ -4,7 +4,7 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // circuitCollector exports each provider's circuit state when /metrics is scraped, so a circuit that half-opened by

@@ -8,7 +8,7 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // TestCircuitGaugeFollowsTimeWithoutRequests: the gauge is computed when scraped, so an open circuit reads half-open

@@ -22,9 +22,8 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/captchaai"
 	"github.com/captchaflow/captchaflow/internal/config"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/workflows"
 )
 
@@ -234,8 +233,8 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 		acts.Providers = set
 		return acts, err
 	}
-	provider, err := captchaai.New(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), captchaai.WithTimeout(cfg.ProviderTimeout),
-		captchaai.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+	provider, err := providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout),
+		providers.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
 	if err != nil {
 		return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
 	}

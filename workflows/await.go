@@ -8,7 +8,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // await waits for an accepted submission's code: the callback while the timer runs, then the callback or the
@@ -108,7 +108,7 @@ func (w *waiter) onCallback(cb captchaflow.Callback) {
 	case cb.Authenticated && cb.ProviderTaskID != w.sub.ProviderID:
 		// Signed for this submission but naming another provider task: nothing says whose code it is.
 		w.confirmWithResPHP("a callback naming another provider task")
-	case cb.Authenticated && captchaai.IsStatusWord(cb.Code):
+	case cb.Authenticated && callback.IsStatusWord(cb.Code):
 		w.onStatusWord(strings.TrimSpace(cb.Code))
 	case cb.Authenticated:
 		w.finish(w.s.solvedBy(w.sub, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt))
@@ -134,7 +134,7 @@ func (w *waiter) onCandidateCallback(cb captchaflow.Callback) {
 
 // onStatusWord handles an authenticated callback that carries a provider status word instead of a solution.
 func (w *waiter) onStatusWord(code string) {
-	if captchaai.ClassifyCode(code) == captchaai.ClassResubmit {
+	if callback.ClassifyCode(code) == callback.ClassResubmit {
 		w.s.logger.Info("the provider called back that it gave up; resubmitting", "ProviderTaskID", w.sub.ProviderID, "Code", code)
 		w.finish(resubmit(outResubmit, "the callback said "+code))
 		return

@@ -19,7 +19,8 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // Issue #9: hostile and odd input must never lose, corrupt or stall a result.
@@ -91,14 +92,14 @@ func TestStatusWordCallbacksAreConfirmedNotTaken(t *testing.T) {
 func TestStatusWords(t *testing.T) {
 	for _, w := range []string{"CAPCHA_NOT_READY", "CAPTCHA_NOT_READY", "ERROR_CAPTCHA_UNSOLVABLE", "ERROR_WRONG_USER_KEY",
 		"MAX_USER_TURN", "IP_BANNED", "ERROR_SOMETHING_NEW", "ERROR: 1001", " ERROR_ZERO_BALANCE\n"} {
-		assert.True(t, captchaai.IsStatusWord(w), w)
+		assert.True(t, callback.IsStatusWord(w), w)
 	}
 	// Solutions, including a text CAPTCHA's upper-case answer, are not.
 	for _, c := range []string{"03AGdBq24PBCbwiDRaS_MJ7Z", "XK4P9", "ERROR", "error_captcha_unsolvable", "OK", "7300000042",
 		`{"captcha_output":"x"}`, ""} {
-		assert.False(t, captchaai.IsStatusWord(c), c)
+		assert.False(t, callback.IsStatusWord(c), c)
 	}
-	assert.Equal(t, captchaai.ClassResubmit, captchaai.ClassifyCode(" ERROR_CAPTCHA_UNSOLVABLE "))
+	assert.Equal(t, callback.ClassResubmit, callback.ClassifyCode(" ERROR_CAPTCHA_UNSOLVABLE "))
 }
 
 // ---- 2. An in.php refusal is a submission: counted, backed off, and exhausted into a typed failure ----
@@ -244,11 +245,11 @@ func (s *SolveCaptchaSuite) TestOversizedCallbackCodeIsIgnored() {
 }
 
 // fixedProvider answers res.php with one code.
-type fixedProvider struct{ code string }
-
-func (p fixedProvider) Submit(context.Context, string, map[string]string, string) (string, error) {
-	return "111", nil
+type fixedProvider struct {
+	providers.Client
+	code string
 }
+
 func (p fixedProvider) Get(context.Context, string) (string, error) { return p.code, nil }
 
 // TestPollRefusesAnswersThatCannotBeSolutions: res.php's "success" carrying a status word is taken for what it

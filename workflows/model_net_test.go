@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/captchaai"
-	"github.com/captchaflow/captchaflow/createtask"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // The model's network: the real Submit, Poll and Deliver activities and the real clients talk to fake providers
@@ -26,7 +25,7 @@ import (
 // fakeProvider is one provider's server; flavor is "" for in.php.
 type fakeProvider struct {
 	name      string
-	flavor    createtask.Flavor
+	flavor    providers.Flavor
 	srv       *httptest.Server
 	busyUntil time.Time // answers no-slot until then: Submit then takes minutes of retries
 }
@@ -47,7 +46,7 @@ func (s *schedule) newNet() *activities.Activities {
 	for _, name := range s.routing.names {
 		p := &fakeProvider{name: name}
 		if name != "" && s.rng.IntN(2) == 0 {
-			p.flavor = []createtask.Flavor{createtask.CapSolver, createtask.AntiCaptcha}[s.rng.IntN(2)]
+			p.flavor = []providers.Flavor{callback.CapSolver, callback.AntiCaptcha}[s.rng.IntN(2)]
 		}
 		p.srv = httptest.NewServer(s.serve(p))
 		s.t.Cleanup(p.srv.Close)
@@ -57,11 +56,8 @@ func (s *schedule) newNet() *activities.Activities {
 			a.Provider = client
 			return a
 		}
-		protocol := providers.ProtocolInPHP
-		if p.flavor != "" {
-			protocol = providers.ProtocolCreateTask
-		}
-		list = append(list, &providers.Provider{Name: name, Protocol: protocol, Flavor: p.flavor, Client: client})
+		prof, _ := providers.ProfileOf(p.flavor)
+		list = append(list, &providers.Provider{Name: name, Flavor: p.flavor, Client: client, PollInterval: prof.MinPollInterval})
 	}
 	circuits := providers.DefaultCircuitSettings
 	circuits.GiveUp = s.routing.giveUp
@@ -83,11 +79,11 @@ func (s *schedule) client(p *fakeProvider) providers.Client {
 	}
 	h := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	if p.flavor != "" {
-		c, err := createtask.New(p.flavor, p.srv.URL, "model-key", createtask.WithHTTPClient(h))
+		c, err := providers.NewCreateTask(p.flavor, p.srv.URL, "model-key", providers.WithHTTPClient(h))
 		s.must(err)
 		return c
 	}
-	c, err := captchaai.New(p.srv.URL, "model-key", captchaai.WithHTTPClient(h))
+	c, err := providers.NewInPHP(p.srv.URL, "model-key", providers.WithHTTPClient(h))
 	s.must(err)
 	return c
 }
@@ -146,7 +142,7 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool) (answer
 	case answer == "noslot":
 		p.busyUntil = now.Add(time.Duration(m.rng.IntN(300)) * time.Second)
 	case answer == "ok" || answer == "reset" || answer == "504":
-		instant := answer == "ok" && image && p.flavor == createtask.CapSolver // as CapSolver answers image tasks
+		instant := answer == "ok" && image && p.flavor == callback.CapSolver // as CapSolver answers image tasks
 		task = m.take(p.name, pingback, answer != "ok", instant)
 		task.image = image
 		m.checkPlan()

@@ -32,7 +32,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // modelSchedules is how many schedules TestSolveCaptchaModel runs; make fuzz raises it with -model.schedules.

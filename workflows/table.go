@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/captchaai"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // The table of a run's submissions and the one place that routes every callback to one of them. Routing only
@@ -144,7 +144,7 @@ func (t *table) routeHint(cb captchaflow.Callback) (*submission, routed, string)
 // it was handed to: the answer is then that provider's).
 func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*submission, routed, string) {
 	if cb.Submission == lost.N && cb.Authenticated && !otherCandidate(lost, cb) &&
-		captchaai.ClassifyCode(strings.TrimSpace(cb.Code)) == captchaai.ClassResubmit {
+		callback.ClassifyCode(strings.TrimSpace(cb.Code)) == callback.ClassResubmit {
 		// Its own pingback URL says the provider gave up on it: nothing more will come, so it is not waited for.
 		lost.ProviderID = cb.ProviderTaskID
 		lost.State = subUnsolvable
@@ -221,5 +221,5 @@ func (t *table) statuses() []captchaflow.SubmissionStatus {
 // empty, not over captchaflow.MaxCodeBytes, not a provider status word.
 func lostSubmissionAnswer(cb captchaflow.Callback) bool {
 	return cb.Authenticated && cb.ProviderTaskID != "" && strings.TrimSpace(cb.Code) != "" &&
-		len(cb.Code) <= captchaflow.MaxCodeBytes && !captchaai.IsStatusWord(cb.Code)
+		len(cb.Code) <= captchaflow.MaxCodeBytes && !callback.IsStatusWord(cb.Code)
 }

@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -10,7 +10,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
-	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // createTaskAckWithin bounds the signal of a createTask provider's callback: CapMonster drops the connection after
@@ -31,23 +31,16 @@ func tokenedFields(c echo.Context) (id, code string, err error) {
 		}
 		return "", "", badRequest("body", "cannot be read")
 	}
-	res, err := createtask.ParseCallback(createtask.Flavor(flavor), c.Request().Header.Get(echo.HeaderContentType), body)
+	res, err := callback.Parse(callback.Flavor(flavor), c.Request().Header.Get(echo.HeaderContentType), body)
 	switch {
-	case errors.Is(err, createtask.ErrCallbackBody) || err != nil:
-		return "", "", badRequest("body", "not a "+truncateFlavor(flavor)+" callback body")
+	case err != nil:
+		return "", "", badRequest("body", fmt.Sprintf("not a %.20s callback body", flavor))
 	case res.TaskID != "" && !providerTaskIDPattern.MatchString(res.TaskID):
 		return "", "", badRequest("taskId", "must be 1-64 characters of A-Z a-z 0-9 _ -")
 	case len(res.Code) > captchaflow.MaxCodeBytes:
 		return res.TaskID, "", badRequest("solution", codeTooLong)
 	}
 	return res.TaskID, res.Code, nil
-}
-
-func truncateFlavor(f string) string {
-	if len(f) > 20 {
-		return f[:20]
-	}
-	return f
 }
 
 // signalContext bounds a createTask provider's callback signal to createTaskAckWithin (and INGRESS_SIGNAL_TIMEOUT).

@@ -64,7 +64,7 @@ type Worker struct {
 	// value per task queue, held by the queue's semaphore: a worker whose value disagrees refuses to start, and
 	// `worker -set-provider-threads N` changes it.
 	ProviderThreads int `env:"PROVIDER_THREADS" envDefault:"0"`
-	// ProvidersFile names the YAML file of providers (see internal/providers); empty: CAPTCHAAI_* is the one provider.
+	// ProvidersFile names the YAML file of providers (see providers); empty: CAPTCHAAI_* is the one provider.
 	ProvidersFile string `env:"PROVIDERS_FILE"`
 	// ProviderGiveUp: a provider unreachable this long gives up its open submissions, which go elsewhere.
 	ProviderGiveUp time.Duration `env:"PROVIDER_GIVE_UP" envDefault:"2m"`

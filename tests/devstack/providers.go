@@ -9,7 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // providerKeyEnv is the variable the providers file names for every simulator's key (they share the stack's key).

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // TestProvidersFileNamesEverySimulatorInOrder checks the file a routed stack writes is one the worker accepts, with

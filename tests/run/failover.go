@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/internal/providers"
+	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )

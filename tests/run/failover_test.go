@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
@@ -20,7 +20,7 @@ func TestFailoverTasksAreServableByTheCreateTaskProvider(t *testing.T) {
 	for i, task := range tasks {
 		in := task.Input.WithDefaults()
 		require.NoError(t, in.Validate(), task.ID)
-		assert.NoError(t, createtask.Supports(createtask.Flavor(b.Flavor), in.Method, in.Params), "%s must be able to fail over to b", task.ID)
+		assert.NoError(t, providers.Supports(providers.Flavor(b.Flavor), in.Method, in.Params), "%s must be able to fail over to b", task.ID)
 		want := failoverAfter
 		if i < failoverSplit(7) {
 			want = failoverBefore
@@ -29,7 +29,7 @@ func TestFailoverTasksAreServableByTheCreateTaskProvider(t *testing.T) {
 	}
 	// The troubled tasks are a's alone: b refuses their sim_* parameters, so they never fail over.
 	troubled := planBatch(1, "x", "http://127.0.0.1:9/hooks/captcha")[0]
-	assert.Error(t, createtask.Supports(createtask.Flavor(b.Flavor), troubled.Input.Method, troubled.Input.Params))
+	assert.Error(t, providers.Supports(providers.Flavor(b.Flavor), troubled.Input.Method, troubled.Input.Params))
 	assert.Equal(t, 1, failoverSplit(2))
 }
 

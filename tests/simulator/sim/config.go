@@ -9,7 +9,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
-	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // KeyLength is the length of a well-formed provider API key; anything else is
@@ -28,7 +28,7 @@ type Config struct {
 	// Protocol is the provider protocol this process speaks: ProtocolInPHP (in.php / res.php, GET pingbacks) or
 	// ProtocolCreateTask (JSON createTask / getTaskResult, POST callbacks), one per process as one provider speaks one.
 	Protocol string `env:"SIM_PROTOCOL" envDefault:"inphp"`
-	// Flavor is the createTask provider imitated (createtask.Flavor: task types, task-ID form, callback body, report
+	// Flavor is the createTask provider imitated (providers.Flavor: task types, task-ID form, callback body, report
 	// calls, error statuses); only read with ProtocolCreateTask.
 	Flavor string `env:"SIM_FLAVOR" envDefault:"anticaptcha"`
 	// APIKeys are the accepted provider keys (each KeyLength characters).
@@ -146,8 +146,8 @@ func (c Config) serviceErrors() []error {
 	if c.Protocol != ProtocolInPHP && c.Protocol != ProtocolCreateTask {
 		errs = append(errs, fmt.Errorf("protocol must be %s or %s, got %.20q", ProtocolInPHP, ProtocolCreateTask, c.Protocol))
 	}
-	if _, ok := createtask.ProfileOf(createtask.Flavor(c.Flavor)); !ok {
-		errs = append(errs, fmt.Errorf("flavor must be one of %v, got %.20q", createtask.Flavors, c.Flavor))
+	if _, ok := providers.ProfileOf(providers.Flavor(c.Flavor)); !ok {
+		errs = append(errs, fmt.Errorf("flavor must be one of %v, got %.20q", providers.Flavors, c.Flavor))
 	}
 	if c.Threads < 0 {
 		errs = append(errs, fmt.Errorf("threads must be >= 0, got %d", c.Threads))

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // The createTask protocol (Config.Protocol createtask), as the flavor's profile declares it (package createtask):
@@ -159,12 +160,12 @@ func (s *Simulator) ctSubmission(req ctRequest) (submission, reply, bool) {
 
 // matchTask finds the kind whose task, for this flavor, has this type and whose constant fields the task carries;
 // of several (Anti-Captcha's GeeTest v3 and v4 share a type), the one with the most constants matched.
-func (s *Simulator) matchTask(typ string, task map[string]any) (createtask.Kind, createtask.TaskSpec, bool) {
-	var best createtask.Kind
-	var bestSpec createtask.TaskSpec
+func (s *Simulator) matchTask(typ string, task map[string]any) (providers.Kind, providers.TaskSpec, bool) {
+	var best providers.Kind
+	var bestSpec providers.TaskSpec
 	bestScore := -1
-	for _, kind := range createtask.Kinds {
-		spec, ok := createtask.TaskFor(s.profile.Flavor, kind)
+	for _, kind := range providers.Kinds {
+		spec, ok := providers.TaskFor(s.profile.Flavor, kind)
 		if !ok || spec.Type != typ || !constsMatch(spec.Const, task) || len(spec.Const) <= bestScore {
 			continue
 		}
@@ -183,13 +184,13 @@ func constsMatch(consts, task map[string]any) bool {
 }
 
 // checkTaskFields refuses a task without a field its type requires, and an image that is not one.
-func (s *Simulator) checkTaskFields(kind createtask.Kind, spec createtask.TaskSpec, task map[string]any) (reply, bool) {
+func (s *Simulator) checkTaskFields(kind providers.Kind, spec providers.TaskSpec, task map[string]any) (reply, bool) {
 	for _, f := range spec.Fields {
 		if f.Required && f.Default == "" && pathValue(task, f.Path) == nil {
 			return errReplyf(s.badTaskCode(), f.Path+" is required for "+spec.Type+"."), false
 		}
 	}
-	if kind == createtask.KindImage {
+	if kind == providers.KindImage {
 		body, _ := task["body"].(string)
 		return checkBase64Image(body)
 	}
@@ -198,7 +199,7 @@ func (s *Simulator) checkTaskFields(kind createtask.Kind, spec createtask.TaskSp
 
 // badTaskCode is what the flavor answers for a task missing a field.
 func (s *Simulator) badTaskCode() string {
-	if s.profile.Flavor == createtask.CapSolver {
+	if s.profile.Flavor == callback.CapSolver {
 		return ErrorInvalidTaskData
 	}
 	return ErrorBadParameters
@@ -248,12 +249,12 @@ func (s *Simulator) idJSON(id string) any {
 // solutionFor is a solved task's solution object in its task's documented shape; every field carries CodeFor(id).
 // Caller holds mu.
 func (s *Simulator) solutionFor(t *task) map[string]any {
-	spec, _ := createtask.TaskFor(s.profile.Flavor, t.kind)
+	spec, _ := providers.TaskFor(s.profile.Flavor, t.kind)
 	code := CodeFor(t.idStr)
 	switch spec.Solution.Shape {
-	case createtask.ShapeGeeTest3:
+	case callback.ShapeGeeTest3:
 		return map[string]any{"challenge": code, "validate": code, "seccode": code}
-	case createtask.ShapeGeeTest4:
+	case callback.ShapeGeeTest4:
 		return map[string]any{"captcha_id": code, "lot_number": code, "pass_token": code, "gen_time": code, "captcha_output": code}
 	}
 	out := map[string]any{}
@@ -286,17 +287,17 @@ func (s *Simulator) writeCT(w http.ResponseWriter, rp reply, doc map[string]any)
 }
 
 // ctCode spells an in.php answer as the createTask protocol does.
-func ctCode(code string, f createtask.Flavor) string {
+func ctCode(code string, f providers.Flavor) string {
 	switch code {
 	case ErrorWrongUserKey:
 		return ErrorKeyDoesNotExist
 	case ErrorWrongCaptchaID:
-		if f == createtask.CapSolver {
+		if f == callback.CapSolver {
 			return ErrorTaskIDInvalid
 		}
 		return ErrorNoSuchCaptchaID
 	case ErrorCaptchaUnsolvable:
-		if f == createtask.CapSolver {
+		if f == callback.CapSolver {
 			return ErrorCaptchaSolveFaild
 		}
 	}
@@ -387,7 +388,7 @@ func (s *Simulator) pingbackRequest(t *task) (*http.Request, error) {
 	}
 	var body []byte
 	contentType := "application/json"
-	if s.profile.Callback.Body == createtask.CallbackForm {
+	if callback.FormBody(s.profile.Flavor) {
 		code := CodeFor(t.idStr)
 		if t.plan.unsolvable {
 			code = ErrorCaptchaUnsolvable

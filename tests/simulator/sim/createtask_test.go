@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/captchaflow/captchaflow/captchaai"
-	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/providers"
+	"github.com/captchaflow/captchaflow/providers/callback"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
@@ -26,32 +26,32 @@ import (
 var ctImage = base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 200)...))
 
 // kindInputs is one in.php input per kind.
-var kindInputs = map[createtask.Kind]struct {
+var kindInputs = map[providers.Kind]struct {
 	method string
 	params map[string]string
 }{
-	createtask.KindRecaptchaV2:           {"userrecaptcha", map[string]string{"googlekey": recaptchaSK, "pageurl": "https://example.com/login"}},
-	createtask.KindRecaptchaV2Enterprise: {"userrecaptcha", map[string]string{"googlekey": recaptchaSK, "pageurl": "https://example.com/", "enterprise": "1"}},
-	createtask.KindRecaptchaV3:           {"userrecaptcha", map[string]string{"googlekey": recaptchaSK, "pageurl": "https://example.com/", "version": "v3"}},
-	createtask.KindRecaptchaV3Enterprise: {"userrecaptcha", map[string]string{"googlekey": recaptchaSK, "pageurl": "https://example.com/", "version": "v3", "enterprise": "1"}},
-	createtask.KindHCaptcha:              {"hcaptcha", map[string]string{"sitekey": "f7de0da3-3303-44e8-ab48-fa32ff8ccc7b", "pageurl": "https://example.com/"}},
-	createtask.KindTurnstile:             {"turnstile", map[string]string{"sitekey": "0x4AAAA", "pageurl": "https://example.com/"}},
-	createtask.KindFunCaptcha:            {"funcaptcha", map[string]string{"publickey": "E8A75615-1CBA-5DFF-8031-D16BCF234E10", "pageurl": "https://example.com/"}},
-	createtask.KindGeeTest3:              {"geetest", map[string]string{"gt": "gt-key", "challenge": "ch", "pageurl": "https://example.com/"}},
-	createtask.KindGeeTest4:              {"geetest_v4", map[string]string{"captcha_id": "cid", "pageurl": "https://example.com/"}},
-	createtask.KindImage:                 {"base64", map[string]string{"body": ctImage}},
+	providers.KindRecaptchaV2:           {"userrecaptcha", map[string]string{"googlekey": recaptchaSK, "pageurl": "https://example.com/login"}},
+	providers.KindRecaptchaV2Enterprise: {"userrecaptcha", map[string]string{"googlekey": recaptchaSK, "pageurl": "https://example.com/", "enterprise": "1"}},
+	providers.KindRecaptchaV3:           {"userrecaptcha", map[string]string{"googlekey": recaptchaSK, "pageurl": "https://example.com/", "version": "v3"}},
+	providers.KindRecaptchaV3Enterprise: {"userrecaptcha", map[string]string{"googlekey": recaptchaSK, "pageurl": "https://example.com/", "version": "v3", "enterprise": "1"}},
+	providers.KindHCaptcha:              {"hcaptcha", map[string]string{"sitekey": "f7de0da3-3303-44e8-ab48-fa32ff8ccc7b", "pageurl": "https://example.com/"}},
+	providers.KindTurnstile:             {"turnstile", map[string]string{"sitekey": "0x4AAAA", "pageurl": "https://example.com/"}},
+	providers.KindFunCaptcha:            {"funcaptcha", map[string]string{"publickey": "E8A75615-1CBA-5DFF-8031-D16BCF234E10", "pageurl": "https://example.com/"}},
+	providers.KindGeeTest3:              {"geetest", map[string]string{"gt": "gt-key", "challenge": "ch", "pageurl": "https://example.com/"}},
+	providers.KindGeeTest4:              {"geetest_v4", map[string]string{"captcha_id": "cid", "pageurl": "https://example.com/"}},
+	providers.KindImage:                 {"base64", map[string]string{"body": ctImage}},
 }
 
-func ctConfig(flavor createtask.Flavor) sim.Config {
+func ctConfig(flavor providers.Flavor) sim.Config {
 	cfg := testConfig()
 	cfg.Protocol, cfg.Flavor = sim.ProtocolCreateTask, string(flavor)
 	cfg.SolveMin, cfg.SolveMax = 10*time.Millisecond, 20*time.Millisecond
 	return cfg
 }
 
-func ctClient(t *testing.T, h *harness, flavor createtask.Flavor) *createtask.Client {
+func ctClient(t *testing.T, h *harness, flavor providers.Flavor) *providers.CreateTask {
 	t.Helper()
-	c, err := createtask.New(flavor, h.srv.URL, testKey, createtask.WithTimeout(2*time.Second))
+	c, err := providers.NewCreateTask(flavor, h.srv.URL, testKey, providers.WithTimeout(2*time.Second))
 	require.NoError(t, err)
 	return c
 }
@@ -60,16 +60,16 @@ func ctClient(t *testing.T, h *harness, flavor createtask.Flavor) *createtask.Cl
 type callbacks struct {
 	srv *httptest.Server
 	mu  sync.Mutex
-	got []createtask.CallbackResult
+	got []callback.Result
 	raw []string
 }
 
-func startCallbacks(t *testing.T, flavor createtask.Flavor) *callbacks {
+func startCallbacks(t *testing.T, flavor providers.Flavor) *callbacks {
 	t.Helper()
 	cb := &callbacks{}
 	cb.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		res, err := createtask.ParseCallback(flavor, r.Header.Get("Content-Type"), body)
+		res, err := callback.Parse(flavor, r.Header.Get("Content-Type"), body)
 		cb.mu.Lock()
 		defer cb.mu.Unlock()
 		cb.raw = append(cb.raw, r.Method+" "+string(body))
@@ -84,7 +84,7 @@ func startCallbacks(t *testing.T, flavor createtask.Flavor) *callbacks {
 }
 
 // wait returns the callbacks once n parsed ones arrived, or fails after waitFor.
-func (cb *callbacks) wait(t *testing.T, n int) []createtask.CallbackResult {
+func (cb *callbacks) wait(t *testing.T, n int) []callback.Result {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		cb.mu.Lock()
@@ -93,16 +93,16 @@ func (cb *callbacks) wait(t *testing.T, n int) []createtask.CallbackResult {
 	}, waitFor, pollEvery, "callbacks: %v", cb.raw)
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
-	return append([]createtask.CallbackResult(nil), cb.got...)
+	return append([]callback.Result(nil), cb.got...)
 }
 
 // result polls getTaskResult until the task is no longer being solved (bounded by waitFor).
-func result(t *testing.T, c *createtask.Client, kind createtask.Kind, id string) (string, error) {
+func result(t *testing.T, c *providers.CreateTask, kind providers.Kind, id string) (string, error) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
 		code, err := c.Result(context.Background(), kind, id)
-		if captchaai.ClassOf(err) != captchaai.ClassNotReady || time.Now().After(deadline) {
+		if providers.ClassOf(err) != callback.ClassNotReady || time.Now().After(deadline) {
 			return code, err
 		}
 		time.Sleep(pollEvery)
@@ -111,19 +111,19 @@ func result(t *testing.T, c *createtask.Client, kind createtask.Kind, id string)
 
 // Every kind every flavor serves: created, solved, called back in the flavor's body, read by getTaskResult.
 func TestCreateTaskEveryFlavorEveryKind(t *testing.T) {
-	for _, flavor := range createtask.Flavors {
+	for _, flavor := range providers.Flavors {
 		t.Run(string(flavor), func(t *testing.T) {
 			h := startSim(t, ctConfig(flavor))
 			c := ctClient(t, h, flavor)
 			cb := startCallbacks(t, flavor)
 			n := 0
-			for _, kind := range createtask.Kinds {
-				in, served := kindInputs[kind], createtask.Supports(flavor, kindInputs[kind].method, kindInputs[kind].params) == nil
-				if _, ok := createtask.TaskFor(flavor, kind); !ok {
+			for _, kind := range providers.Kinds {
+				in, served := kindInputs[kind], providers.Supports(flavor, kindInputs[kind].method, kindInputs[kind].params) == nil
+				if _, ok := providers.TaskFor(flavor, kind); !ok {
 					assert.False(t, served, "%s", kind)
 					continue
 				}
-				id, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/callback/wf-"+string(kind)+"?t=tok")
+				id, _, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/callback/wf-"+string(kind)+"?t=tok")
 				require.NoError(t, err, "%s", kind)
 				n++
 				code, err := result(t, c, kind, id)
@@ -131,7 +131,7 @@ func TestCreateTaskEveryFlavorEveryKind(t *testing.T) {
 				assertCode(t, kind, id, code)
 				task := h.task(id)
 				assert.Equal(t, in.method, task.Method)
-				spec, _ := createtask.TaskFor(flavor, kind)
+				spec, _ := providers.TaskFor(flavor, kind)
 				assert.Equal(t, spec.Type, task.TaskType)
 			}
 			for _, got := range cb.wait(t, n) {
@@ -142,9 +142,9 @@ func TestCreateTaskEveryFlavorEveryKind(t *testing.T) {
 }
 
 // assertCode: text codes are CodeFor(id); GeeTest's objects carry it in every field.
-func assertCode(t *testing.T, kind createtask.Kind, id, code string) {
+func assertCode(t *testing.T, kind providers.Kind, id, code string) {
 	t.Helper()
-	if kind == createtask.KindGeeTest3 || kind == createtask.KindGeeTest4 {
+	if kind == providers.KindGeeTest3 || kind == providers.KindGeeTest4 {
 		assert.Contains(t, code, sim.CodeFor(id))
 		return
 	}
@@ -152,15 +152,15 @@ func assertCode(t *testing.T, kind createtask.Kind, id, code string) {
 }
 
 func TestCreateTaskIDsAndCallbackBodiesPerFlavor(t *testing.T) {
-	for flavor, check := range map[createtask.Flavor]func(t *testing.T, id, raw string){
-		createtask.CapSolver: func(t *testing.T, id, raw string) {
+	for flavor, check := range map[providers.Flavor]func(t *testing.T, id, raw string){
+		callback.CapSolver: func(t *testing.T, id, raw string) {
 			assert.True(t, strings.HasPrefix(id, "00000000-0000-4000-8000-"), "UUID-shaped: %s", id)
 			assert.Contains(t, raw, `"taskId":"`+id+`"`)
 		},
-		createtask.TwoCaptcha: func(t *testing.T, id, raw string) {
+		callback.TwoCaptcha: func(t *testing.T, id, raw string) {
 			assert.Equal(t, "POST code="+sim.CodeFor(id)+"&id="+id, raw, "2captcha's pingback form")
 		},
-		createtask.CapMonster: func(t *testing.T, id, raw string) {
+		callback.CapMonster: func(t *testing.T, id, raw string) {
 			assert.Contains(t, raw, `"taskId":`+id, "integer IDs are JSON numbers")
 			assert.Contains(t, raw, `"gRecaptchaResponse":"`+sim.CodeFor(id)+`"`)
 		},
@@ -168,12 +168,12 @@ func TestCreateTaskIDsAndCallbackBodiesPerFlavor(t *testing.T) {
 		t.Run(string(flavor), func(t *testing.T) {
 			h := startSim(t, ctConfig(flavor))
 			cb := startCallbacks(t, flavor)
-			kind := createtask.KindRecaptchaV2
-			if flavor == createtask.TwoCaptcha {
-				kind = createtask.KindHCaptcha
+			kind := providers.KindRecaptchaV2
+			if flavor == callback.TwoCaptcha {
+				kind = providers.KindHCaptcha
 			}
 			in := kindInputs[kind]
-			id, err := ctClient(t, h, flavor).Submit(context.Background(), in.method, in.params, cb.srv.URL+"/cb?t=tok")
+			id, _, err := ctClient(t, h, flavor).Submit(context.Background(), in.method, in.params, cb.srv.URL+"/cb?t=tok")
 			require.NoError(t, err)
 			got := cb.wait(t, 1)
 			assert.Equal(t, sim.CodeFor(id), got[0].Code)
@@ -187,21 +187,21 @@ func TestCreateTaskIDsAndCallbackBodiesPerFlavor(t *testing.T) {
 
 // The faults, threads and balance of the in.php model apply to createTask as they are, answered in its envelope.
 func TestCreateTaskFaultsThreadsAndBalance(t *testing.T) {
-	cfg := ctConfig(createtask.CapSolver)
+	cfg := ctConfig(callback.CapSolver)
 	cfg.Threads = 1
 	cfg.SolveMin, cfg.SolveMax = 2*time.Second, 2*time.Second
 	h := startSim(t, cfg)
-	c := ctClient(t, h, createtask.CapSolver)
-	in := kindInputs[createtask.KindTurnstile]
+	c := ctClient(t, h, callback.CapSolver)
+	in := kindInputs[providers.KindTurnstile]
 	submit := func(cb string) error {
-		_, err := c.Submit(context.Background(), in.method, in.params, cb)
+		_, _, err := c.Submit(context.Background(), in.method, in.params, cb)
 		return err
 	}
 	require.NoError(t, submit("https://hooks.example/a"))
 	err := submit("https://hooks.example/b")
 	assert.Equal(t, "ERROR_NO_SLOT_AVAILABLE", codeOf(err), "the thread cap")
-	assert.Equal(t, captchaai.ClassTransient, captchaai.ClassOf(err))
-	assert.Equal(t, 5*time.Second, createtask.RetryAfter(codeOf(err)))
+	assert.Equal(t, callback.ClassTransient, providers.ClassOf(err))
+	assert.Equal(t, 5*time.Second, callback.RetryAfter(codeOf(err)))
 
 	require.NoError(t, h.sim.SetThreads(0))
 	require.NoError(t, h.sim.SetBalance(0))
@@ -216,75 +216,75 @@ func TestCreateTaskFaultsThreadsAndBalance(t *testing.T) {
 	require.NoError(t, h.sim.SetFaultRules([]sim.FaultRule{{Pattern: "/lost", Faults: "submit_lost"}, {Pattern: "/config", Faults: "submit_error=config"},
 		{Pattern: "/gateway", Faults: "submit_gateway_error=504"}}))
 	err = submit("https://hooks.example/lost")
-	assert.True(t, captchaai.OutcomeUnknown(err), "a lost createTask answer is outcome unknown: %v", err)
+	assert.True(t, providers.OutcomeUnknown(err), "a lost createTask answer is outcome unknown: %v", err)
 	assert.EqualValues(t, 1, h.stats().Submissions.AnswersLost, "and its task exists")
 	err = submit("https://hooks.example/gateway")
-	assert.True(t, captchaai.OutcomeUnknown(err), "a gateway's 504 after createTask is outcome unknown: %v", err)
+	assert.True(t, providers.OutcomeUnknown(err), "a gateway's 504 after createTask is outcome unknown: %v", err)
 	assert.EqualValues(t, 1, h.stats().Submissions.AnswersGatewayError, "and its task exists")
 	require.NoError(t, submit("https://hooks.example/gateway"), "the resubmission is answered")
 	err = submit("https://hooks.example/config")
 	assert.Equal(t, "ERROR_KEY_DOES_NOT_EXIST", codeOf(err))
-	assert.Equal(t, captchaai.ClassConfig, captchaai.ClassOf(err))
-	var ce *captchaai.Error
+	assert.Equal(t, callback.ClassConfig, providers.ClassOf(err))
+	var ce *providers.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, http.StatusUnauthorized, ce.HTTPStatus, "CapSolver answers a key error with 401")
 }
 
 func TestCreateTaskUnsolvable(t *testing.T) {
-	for _, flavor := range []createtask.Flavor{createtask.AntiCaptcha, createtask.CapSolver, createtask.TwoCaptcha} {
+	for _, flavor := range []providers.Flavor{callback.AntiCaptcha, callback.CapSolver, callback.TwoCaptcha} {
 		t.Run(string(flavor), func(t *testing.T) {
 			h := startSim(t, ctConfig(flavor))
 			require.NoError(t, h.sim.SetFaultRules([]sim.FaultRule{{Pattern: "/u", Faults: "unsolvable_pingback"}}))
 			cb := startCallbacks(t, flavor)
-			kind := createtask.KindRecaptchaV3
+			kind := providers.KindRecaptchaV3
 			in := kindInputs[kind]
 			c := ctClient(t, h, flavor)
-			id, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/u?t=tok")
+			id, _, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/u?t=tok")
 			require.NoError(t, err)
 			_, err = result(t, c, kind, id)
-			assert.Equal(t, captchaai.ClassResubmit, captchaai.ClassOf(err), "%v", err)
+			assert.Equal(t, callback.ClassResubmit, providers.ClassOf(err), "%v", err)
 			got := cb.wait(t, 1)
-			assert.Equal(t, captchaai.ClassResubmit, createtask.ClassifyCode(got[0].Code), got[0].Code)
+			assert.Equal(t, callback.ClassResubmit, callback.ClassifyCode(got[0].Code), got[0].Code)
 		})
 	}
 }
 
 func TestCreateTaskReportsReachTheTask(t *testing.T) {
-	h := startSim(t, ctConfig(createtask.AntiCaptcha))
-	c := ctClient(t, h, createtask.AntiCaptcha)
-	in := kindInputs[createtask.KindRecaptchaV2]
-	id, err := c.Submit(context.Background(), in.method, in.params, "")
+	h := startSim(t, ctConfig(callback.AntiCaptcha))
+	c := ctClient(t, h, callback.AntiCaptcha)
+	in := kindInputs[providers.KindRecaptchaV2]
+	id, _, err := c.Submit(context.Background(), in.method, in.params, "")
 	require.NoError(t, err)
-	_, err = result(t, c, createtask.KindRecaptchaV2, id)
+	_, err = result(t, c, providers.KindRecaptchaV2, id)
 	require.NoError(t, err)
-	require.NoError(t, c.Report(context.Background(), createtask.KindRecaptchaV2, id, false))
+	require.NoError(t, c.Report(context.Background(), providers.KindRecaptchaV2, id, false))
 	assert.EqualValues(t, 1, h.task(id).ReportsBad)
-	err = c.Report(context.Background(), createtask.KindRecaptchaV2, id, true)
+	err = c.Report(context.Background(), providers.KindRecaptchaV2, id, true)
 	assert.Equal(t, sim.ErrorDuplicateReport, codeOf(err), "one report per task")
-	assert.ErrorIs(t, c.Report(context.Background(), createtask.KindTurnstile, id, true), createtask.ErrReportUnsupported)
-	err = c.Report(context.Background(), createtask.KindRecaptchaV2, "999", false)
+	assert.ErrorIs(t, c.Report(context.Background(), providers.KindTurnstile, id, true), providers.ErrReportUnsupported)
+	err = c.Report(context.Background(), providers.KindRecaptchaV2, "999", false)
 	assert.Equal(t, "ERROR_NO_SUCH_CAPCHA_ID", codeOf(err))
 
-	hs := startSim(t, ctConfig(createtask.CapSolver))
-	cs := ctClient(t, hs, createtask.CapSolver)
-	id, err = cs.Submit(context.Background(), in.method, in.params, "")
+	hs := startSim(t, ctConfig(callback.CapSolver))
+	cs := ctClient(t, hs, callback.CapSolver)
+	id, _, err = cs.Submit(context.Background(), in.method, in.params, "")
 	require.NoError(t, err)
-	require.NoError(t, cs.Report(context.Background(), createtask.KindRecaptchaV2, id, true))
+	require.NoError(t, cs.Report(context.Background(), providers.KindRecaptchaV2, id, true))
 	assert.EqualValues(t, 1, hs.task(id).ReportsGood, "feedbackTask with invalid=false is a good verdict")
 	assert.EqualValues(t, 1, hs.stats().ResCalls["reportgood"])
 }
 
 // CapSolver answers image recognition within createTask.
 func TestCreateTaskSyncImage(t *testing.T) {
-	h := startSim(t, ctConfig(createtask.CapSolver))
-	c := ctClient(t, h, createtask.CapSolver)
-	created, err := c.Create(context.Background(), "base64", map[string]string{"body": ctImage}, "")
+	h := startSim(t, ctConfig(callback.CapSolver))
+	c := ctClient(t, h, callback.CapSolver)
+	id, code, err := c.Submit(context.Background(), "base64", map[string]string{"body": ctImage}, "")
 	require.NoError(t, err)
-	assert.Equal(t, sim.CodeFor(created.TaskID), created.Code)
+	assert.Equal(t, sim.CodeFor(id), code)
 }
 
 func TestCreateTaskRefusesWhatTheFlavorRefuses(t *testing.T) {
-	h := startSim(t, ctConfig(createtask.AntiCaptcha))
+	h := startSim(t, ctConfig(callback.AntiCaptcha))
 	for body, want := range map[string]string{
 		`{"clientKey":"` + testKey + `"}`:                                                             sim.ErrorTaskAbsent,
 		`{"clientKey":"` + testKey + `","task":{"type":"HCaptchaTaskProxyless"}}`:                     sim.ErrorTaskNotSupported,
@@ -322,7 +322,7 @@ func TestConfigProtocolAndFlavor(t *testing.T) {
 }
 
 func codeOf(err error) string {
-	var ce *captchaai.Error
+	var ce *providers.Error
 	if errors.As(err, &ce) {
 		return ce.Code
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 const (
@@ -200,7 +200,7 @@ func clientTaskKey(pingback *url.URL) string {
 type submission struct {
 	key, method   string
 	taskType      string // createTask only
-	kind          createtask.Kind
+	kind          providers.Kind
 	pingback      *url.URL
 	faults        FaultSpec
 	solveOverride *time.Duration

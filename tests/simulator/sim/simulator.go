@@ -15,13 +15,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/captchaflow/captchaflow/createtask"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // Simulator is a provider simulator. It is safe for concurrent use.
 type Simulator struct {
 	cfg     Config
-	profile createtask.Profile // the createTask flavor imitated (Config.Protocol createtask); zero on in.php
+	profile providers.Profile // the createTask flavor imitated (Config.Protocol createtask); zero on in.php
 	log     *slog.Logger
 	keys    map[string]struct{}
 	client  *http.Client
@@ -71,8 +71,8 @@ type task struct {
 	idStr        string
 	key          string
 	method       string
-	taskType     string          // createTask's task type, "" on in.php
-	kind         createtask.Kind // createTask only
+	taskType     string         // createTask's task type, "" on in.php
+	kind         providers.Kind // createTask only
 	pingbackURL  string
 	redactedURL  string
 	pingbackPath string
@@ -105,7 +105,7 @@ func New(cfg Config) (*Simulator, error) {
 		keys[k] = struct{}{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	profile, _ := createtask.ProfileOf(createtask.Flavor(cfg.Flavor)) // validated above
+	profile, _ := providers.ProfileOf(providers.Flavor(cfg.Flavor)) // validated above
 	s := &Simulator{
 		cfg:     cfg,
 		profile: profile,

@@ -1,0 +1,244 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/captchaflow/captchaflow/providers/callback"
+)
+
+// CreateTask is a client of the JSON createTask protocol (Anti-Captcha, 2captcha API v2, CapMonster Cloud,
+// CapSolver): what differs is a Profile per Flavor and the task table from the in.php vocabulary. The key travels in
+// the JSON body only.
+type CreateTask struct {
+	conn
+	profile Profile
+	base    *url.URL
+}
+
+// Operation names of CreateTask, used in Error.Op.
+const (
+	OpCreate  = "createTask"
+	OpResult  = "getTaskResult"
+	OpBalance = "getBalance"
+	OpReport  = "report"
+)
+
+// ErrReportUnsupported marks a verdict the provider has no call for (a good one on 2captcha); nothing is sent.
+var ErrReportUnsupported = errors.New("the provider has no report call for this verdict")
+
+// NewCreateTask returns a client for the flavor at baseURL ("" is the flavor's documented host) authenticated with
+// apiKey.
+func NewCreateTask(flavor Flavor, baseURL, apiKey string, opts ...Option) (*CreateTask, error) {
+	profile, ok := ProfileOf(flavor)
+	if !ok {
+		return nil, fmt.Errorf("createtask: flavor %.20q is not one of %v", string(flavor), Flavors)
+	}
+	if baseURL == "" {
+		baseURL = profile.BaseURL
+	}
+	c, base, err := newConn("createtask "+string(flavor), baseURL, apiKey, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &CreateTask{conn: c, profile: profile, base: base}, nil
+}
+
+// Supports is nil when the flavor serves the method with these params, else why not; nothing is sent either way.
+func (c *CreateTask) Supports(method string, params map[string]string) error {
+	return Supports(c.profile.Flavor, method, params)
+}
+
+// Submit maps method and params to the flavor's task and calls createTask. A task the flavor cannot serve is a
+// ClassConfig ErrUnsupported, never sent; a code that came with the answer (CapSolver's images) is returned.
+func (c *CreateTask) Submit(ctx context.Context, method string, params map[string]string, callbackURL string) (id, code string, err error) {
+	task, spec, err := buildTask(c.profile.Flavor, method, params)
+	if err != nil {
+		return "", "", c.fail(OpCreate, callback.ClassConfig, err)
+	}
+	body := map[string]any{"task": task}
+	if callbackURL != "" {
+		body["callbackUrl"] = callbackURL
+	}
+	env, err := c.call(ctx, OpCreate, "createTask", body)
+	if err != nil {
+		return "", "", err
+	}
+	if id, err = c.taskID(env.TaskID); err != nil {
+		return "", "", err
+	}
+	if env.Status != "ready" || len(env.Solution) == 0 {
+		return id, "", nil
+	}
+	if code, err = c.code(OpCreate, spec.Solution.Code, env.Solution); err != nil {
+		return "", "", err
+	}
+	return id, code, nil
+}
+
+// Result calls getTaskResult for a task of kind: "processing" (CapSolver: "idle") is ClassNotReady with
+// CAPTCHA_NOT_READY, "failed" ClassResubmit.
+func (c *CreateTask) Result(ctx context.Context, kind Kind, taskID string) (string, error) {
+	spec, ok := TaskFor(c.profile.Flavor, kind)
+	if !ok {
+		return "", c.fail(OpResult, callback.ClassConfig, unsupported("%s has no task of kind %.30q", c.profile.Flavor, kind))
+	}
+	return c.result(ctx, taskID, spec.Solution.Code)
+}
+
+// Get is Result for a task of unknown kind: the solution's shape is recognised (callback.InferCode).
+func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
+	return c.result(ctx, taskID, callback.InferCode)
+}
+
+func (c *CreateTask) result(ctx context.Context, taskID string, decode func(json.RawMessage) (string, error)) (string, error) {
+	id, err := c.idValue(taskID)
+	if err != nil {
+		return "", c.fail(OpResult, callback.ClassConfig, err)
+	}
+	env, err := c.call(ctx, OpResult, "getTaskResult", map[string]any{"taskId": id})
+	if err != nil {
+		return "", err
+	}
+	switch env.Status {
+	case "processing", "idle":
+		return "", &Error{Op: OpResult, Code: callback.CodeNotReady, Class: callback.ClassNotReady, Provider: c.name,
+			Err: errors.New("status " + env.Status)}
+	case "ready":
+		return c.code(OpResult, decode, env.Solution)
+	case "failed":
+		return "", &Error{Op: OpResult, Code: callback.CodeUnsolvable, Class: callback.ClassResubmit, Provider: c.name,
+			Err: errors.New("status failed")}
+	}
+	return "", c.failWritten(OpResult, fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
+}
+
+// code extracts and bounds a solution's code; a solution that cannot be one is an ErrInvalidAnswer.
+func (c *CreateTask) code(op string, decode func(json.RawMessage) (string, error), raw json.RawMessage) (string, error) {
+	code, err := decode(raw)
+	if err != nil {
+		return "", c.invalid(op, "%w", err)
+	}
+	if err := c.checkCode(op, code); err != nil {
+		return "", err
+	}
+	return code, nil
+}
+
+// taskID reads createTask's taskId (a JSON number's exact digits, or a string) and checks its shape.
+func (c *CreateTask) taskID(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	var id string
+	if len(raw) > 0 && raw[0] != '"' {
+		if _, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
+			id = string(raw)
+		}
+	} else {
+		_ = json.Unmarshal(raw, &id)
+	}
+	if !IsTaskID(id) {
+		return "", c.invalid(OpCreate, "taskId %s is not an id", callback.Snippet([]byte(redactText(string(raw), c.apiKey))))
+	}
+	return id, nil
+}
+
+// idValue is a task ID as the provider wants it back: a JSON number for integer IDs, else a string.
+func (c *CreateTask) idValue(taskID string) (any, error) {
+	if !IsTaskID(taskID) {
+		return nil, errors.New("task id is required and must be 1-64 of [0-9A-Za-z_-]")
+	}
+	if !c.profile.NumericTaskID {
+		return taskID, nil
+	}
+	if _, err := strconv.ParseUint(taskID, 10, 64); err != nil {
+		return nil, fmt.Errorf("task id %.20q is not an integer, as %s hands out", taskID, c.profile.Flavor)
+	}
+	return json.Number(taskID), nil
+}
+
+// Balance calls getBalance.
+func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
+	env, err := c.call(ctx, OpBalance, "getBalance", map[string]any{})
+	if err != nil {
+		return 0, err
+	}
+	var n json.Number
+	if json.Unmarshal(env.Balance, &n) == nil {
+		if b, err := n.Float64(); err == nil && !math.IsInf(b, 0) && !math.IsNaN(b) {
+			return b, nil
+		}
+	}
+	return 0, c.failWritten(OpBalance, fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet(env.Balance)))
+}
+
+// Report sends a verdict on a task of kind through the flavor's call for it (Profile.Reports).
+func (c *CreateTask) Report(ctx context.Context, kind Kind, taskID string, good bool) error {
+	rule, ok := c.profile.reportRule(kind, good)
+	if !ok {
+		return c.fail(OpReport, callback.ClassConfig, fmt.Errorf("%s, %s, good=%t: %w", c.profile.Flavor, kind, good, ErrReportUnsupported))
+	}
+	id, err := c.idValue(taskID)
+	if err != nil {
+		return c.fail(OpReport, callback.ClassConfig, err)
+	}
+	body := map[string]any{"taskId": id}
+	if rule.Feedback {
+		body["result"] = map[string]any{"invalid": !good}
+	}
+	_, err = c.call(ctx, OpReport, rule.Endpoint, body)
+	return err
+}
+
+// call POSTs body with the key to endpoint: an envelope with errorId 0, or a classified *Error (CapSolver answers
+// errors with 400/401 and the envelope).
+func (c *CreateTask) call(ctx context.Context, op, endpoint string, body map[string]any) (callback.Envelope, error) {
+	body["clientKey"] = c.apiKey
+	data, err := json.Marshal(body)
+	if err != nil {
+		return callback.Envelope{}, c.fail(op, callback.ClassConfig, fmt.Errorf("encode request: %w", err))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath(endpoint).String(), bytes.NewReader(data))
+	if err != nil {
+		return callback.Envelope{}, c.fail(op, callback.ClassConfig, fmt.Errorf("build request: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	raw, e := c.do(ctx, op, req, func(status int, raw []byte) *Error {
+		if env, err := callback.ParseEnvelope(raw); err == nil && env.Failed() {
+			return c.providerError(op, env, status)
+		}
+		return nil
+	})
+	if e != nil {
+		return callback.Envelope{}, e
+	}
+	env, err := callback.ParseEnvelope(raw)
+	if err != nil {
+		return callback.Envelope{}, c.failWritten(op, err)
+	}
+	if env.Failed() {
+		return callback.Envelope{}, c.providerError(op, env, 0)
+	}
+	return env, nil
+}
+
+// providerError is the *Error for an errorId > 0 answer.
+func (c *CreateTask) providerError(op string, env callback.Envelope, status int) *Error {
+	code := callback.Canonical(env.ErrorCode)
+	if code == "" {
+		return &Error{Op: op, Class: callback.ClassUnknown, HTTPStatus: status, Provider: c.name,
+			Err: fmt.Errorf("%w: errorId %d without an errorCode", callback.ErrMalformed, env.ErrorNumber())}
+	}
+	e := c.codeError(op, code, env.ErrorDescription, status)
+	if e.Class == callback.ClassUnknown && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
+		e.Class = callback.ClassConfig // an undocumented code on 401/403 is still the key's or the account's problem
+	}
+	return e
+}
