@@ -63,7 +63,7 @@ type Server struct {
 	queue           *jobQueue
 	metricsHandler  *http.ServeMux
 
-	mu                    sync.Mutex
+	mu                     sync.Mutex
 	addr, metricsAddrBound string
 }
 
