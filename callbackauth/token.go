@@ -50,7 +50,9 @@ func Token(secret, message string) string {
 }
 
 // TokenFor returns the token of one submission's pingback URL.
-func TokenFor(secret, workflowID string, sub Submission) string { return Token(secret, sub.message(workflowID)) }
+func TokenFor(secret, workflowID string, sub Submission) string {
+	return Token(secret, sub.message(workflowID))
+}
 
 // ValidFor reports whether token was made for this submission under any non-empty secret (current, previous).
 func ValidFor(tok, workflowID string, sub Submission, secrets ...string) bool {
