@@ -50,7 +50,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	now := s.now()
 	key := callbackKey(routeTokened, workflowID, id, code)
 	switch {
-	case s.seen.seen(key, now):
+	case s.seen.has(key, now):
 		info.outcome = outcomeDuplicate
 	case !s.tokenedBudget.take(workflowID, now):
 		info.outcome = outcomeSuppressed

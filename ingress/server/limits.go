@@ -1,13 +1,13 @@
 package server
 
 import (
-	"container/list"
 	"crypto/sha256"
 	"math"
 	"net"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 )
 
@@ -22,63 +22,46 @@ const (
 	activeSourceWindow = 10 * time.Second
 )
 
-// boundedCache is an LRU map with a time to live per entry and a cap on entries; its owner locks.
-type boundedCache[V any] struct {
-	capacity int
-	ttl      time.Duration
-	order    *list.List // of *cacheEntry[V]; most recently touched in front
-	items    map[string]*list.Element
+// ttlCache is an LRU of at most size keys, each forgotten ttl after it was last touched (by the caller's clock).
+type ttlCache[V any] struct {
+	lru *lru.Cache[string, stamped[V]]
+	ttl time.Duration
 }
 
-type cacheEntry[V any] struct {
-	key     string
+type stamped[V any] struct {
 	val     V
 	expires time.Time
 }
 
-func newBoundedCache[V any](capacity int, ttl time.Duration) *boundedCache[V] {
-	return &boundedCache[V]{capacity: capacity, ttl: ttl, order: list.New(), items: map[string]*list.Element{}}
+func newTTLCache[V any](size int, ttl time.Duration) ttlCache[V] {
+	c, _ := lru.New[string, stamped[V]](size) // fails only for a size below one
+	return ttlCache[V]{c, ttl}
 }
 
-// get returns key's live value and renews its time to live.
-func (c *boundedCache[V]) get(key string, now time.Time) (V, bool) {
-	var zero V
-	el, ok := c.items[key]
-	if !ok {
-		return zero, false
-	}
-	if e := el.Value.(*cacheEntry[V]); now.Before(e.expires) {
-		e.expires = now.Add(c.ttl)
-		c.order.MoveToFront(el)
+// get returns key's live value and renews it.
+func (c ttlCache[V]) get(key string, now time.Time) (V, bool) {
+	if e, ok := c.lru.Get(key); ok && now.Before(e.expires) {
+		c.put(key, e.val, now)
 		return e.val, true
 	}
-	c.remove(el)
+	var zero V
 	return zero, false
 }
 
-// put stores val under key, evicting expired entries and then, at capacity, the least recently touched.
-func (c *boundedCache[V]) put(key string, val V, now time.Time) {
-	if el, ok := c.items[key]; ok {
-		c.remove(el)
-	}
-	c.expire(now)
-	for c.order.Len() >= c.capacity {
-		c.remove(c.order.Back())
-	}
-	c.items[key] = c.order.PushFront(&cacheEntry[V]{key: key, val: val, expires: now.Add(c.ttl)})
+func (c ttlCache[V]) has(key string, now time.Time) bool { _, ok := c.get(key, now); return ok }
+
+func (c ttlCache[V]) put(key string, val V, now time.Time) {
+	c.lru.Add(key, stamped[V]{val, now.Add(c.ttl)})
 }
 
-func (c *boundedCache[V]) remove(el *list.Element) {
-	delete(c.items, el.Value.(*cacheEntry[V]).key)
-	c.order.Remove(el)
-}
+func (c ttlCache[V]) add(key string, now time.Time) { var zero V; c.put(key, zero, now) }
 
-func (c *boundedCache[V]) len() int { return c.order.Len() }
-
-func (c *boundedCache[V]) expire(now time.Time) {
-	for b := c.order.Back(); b != nil && !now.Before(b.Value.(*cacheEntry[V]).expires); b = c.order.Back() {
-		c.remove(b)
+// live drops the expired keys (the least recently touched are the oldest) and counts the rest.
+func (c ttlCache[V]) live(now time.Time) int {
+	for k, e, ok := c.lru.GetOldest(); ok && !now.Before(e.expires); k, e, ok = c.lru.GetOldest() {
+		c.lru.Remove(k)
 	}
+	return c.lru.Len()
 }
 
 // bucket is a token bucket that can give a token back, which x/time/rate cannot once time moved.
@@ -93,13 +76,13 @@ type signalBudget struct {
 	mu     sync.Mutex
 	burst  float64
 	refill time.Duration
-	keys   *boundedCache[*bucket]
+	keys   ttlCache[*bucket]
 }
 
 func newSignalBudget(burst int, refill time.Duration) *signalBudget {
 	// An idle key is forgotten once its bucket would be full again, which a new one is.
 	return &signalBudget{burst: float64(burst), refill: refill,
-		keys: newBoundedCache[*bucket](maxBudgetKeys, time.Duration(burst)*refill)}
+		keys: newTTLCache[*bucket](maxBudgetKeys, time.Duration(burst)*refill)}
 }
 
 // take spends one signal of key's budget; false means it is spent for now.
@@ -130,30 +113,6 @@ func (b *signalBudget) refund(key string, now time.Time) {
 	}
 }
 
-// seenCallbacks remembers keys for a while: hashes of callbacks handed to Temporal (never the code), provider task
-// IDs whose untokened update was rejected.
-type seenCallbacks struct {
-	mu     sync.Mutex
-	hashes *boundedCache[struct{}]
-}
-
-func newSeenCallbacks(ttl time.Duration) *seenCallbacks {
-	return &seenCallbacks{hashes: newBoundedCache[struct{}](maxSeenCallbacks, ttl)}
-}
-
-func (s *seenCallbacks) seen(key string, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.hashes.get(key, now)
-	return ok
-}
-
-func (s *seenCallbacks) add(key string, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hashes.put(key, struct{}{}, now)
-}
-
 // callbackKey identifies one callback's content on one route; no ID can hold NUL, so the encoding is unambiguous.
 func callbackKey(route, workflowID, providerTaskID, code string) string {
 	sum := sha256.Sum256([]byte(route + "\x00" + workflowID + "\x00" + providerTaskID + "\x00" + code))
@@ -168,7 +127,7 @@ type clientRateLimit struct {
 	globalRate float64
 	perClient  float64
 	mu         sync.Mutex
-	clients    *boundedCache[*rate.Limiter]
+	clients    ttlCache[*rate.Limiter]
 }
 
 func newClientRateLimit(globalPerSecond, perClientPerSecond float64) *clientRateLimit {
@@ -176,7 +135,7 @@ func newClientRateLimit(globalPerSecond, perClientPerSecond float64) *clientRate
 		global:     rate.NewLimiter(rate.Limit(globalPerSecond), burstFor(globalPerSecond)),
 		globalRate: globalPerSecond,
 		perClient:  perClientPerSecond,
-		clients:    newBoundedCache[*rate.Limiter](maxClientLimiters, activeSourceWindow),
+		clients:    newTTLCache[*rate.Limiter](maxClientLimiters, activeSourceWindow),
 	}
 }
 
@@ -199,12 +158,11 @@ func (l *clientRateLimit) allow(clientIP string, now time.Time) (retryAfter time
 func (l *clientRateLimit) limiterFor(key string, now time.Time) (*rate.Limiter, rate.Limit) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.clients.expire(now)
 	lim, found := l.clients.get(key, now)
 	if !found {
 		l.clients.put(key, nil, now) // counted before its share is computed
 	}
-	share := rate.Limit(math.Min(l.perClient, l.globalRate/float64(l.clients.len())))
+	share := rate.Limit(math.Min(l.perClient, l.globalRate/float64(l.clients.live(now))))
 	if !found {
 		lim = rate.NewLimiter(share, burstFor(l.perClient))
 		l.clients.put(key, lim, now)
@@ -217,8 +175,7 @@ func (l *clientRateLimit) limiterFor(key string, now time.Time) (*rate.Limiter, 
 func (l *clientRateLimit) activeSources(now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.clients.expire(now)
-	return l.clients.len()
+	return l.clients.live(now)
 }
 
 // retryAfterFor is the time one token takes to come back at limit, in whole seconds, at least one.

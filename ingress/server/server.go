@@ -56,8 +56,8 @@ type Server struct {
 
 	clientLimit     *clientRateLimit
 	allowSources    []*net.IPNet
-	seen            *seenCallbacks
-	rejectedIDs     *seenCallbacks // provider task IDs whose untokened update the workflow rejected
+	seen            ttlCache[struct{}] // hashes of callbacks handed over (never the code), for exact repeats
+	rejectedIDs     ttlCache[struct{}] // provider task IDs whose untokened update the workflow rejected
 	tokenedBudget   *signalBudget
 	untokenedBudget *signalBudget
 	queue           *jobQueue
@@ -77,8 +77,8 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		secrets:         []string{cfg.CallbackSecret.Reveal(), cfg.CallbackSecretPrevious.Reveal()},
 		clientLimit:     newClientRateLimit(cfg.UntokenedRate, cfg.UntokenedRatePerIP),
 		allowSources:    parseCIDRs(cfg.UntokenedAllowCIDRs),
-		seen:            newSeenCallbacks(seenCallbackTTL),
-		rejectedIDs:     newSeenCallbacks(rejectedHintTTL),
+		seen:            newTTLCache[struct{}](maxSeenCallbacks, seenCallbackTTL),
+		rejectedIDs:     newTTLCache[struct{}](maxSeenCallbacks, rejectedHintTTL),
 		tokenedBudget:   newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		untokenedBudget: newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		queue:           newJobQueue(cfg.UntokenedQueue),

@@ -44,9 +44,9 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	switch {
 	case err != nil:
 		return err
-	case s.seen.seen(callbackKey(routeUntokened, "", id, code), now):
+	case s.seen.has(callbackKey(routeUntokened, "", id, code), now):
 		info.outcome = outcomeDuplicate
-	case s.rejectedIDs.seen(id, now) || !s.untokenedBudget.take(id, now):
+	case s.rejectedIDs.has(id, now) || !s.untokenedBudget.take(id, now):
 		info.outcome = outcomeSuppressed
 	default:
 		if err := s.queue.enqueue(untokenedJob{providerTaskID: id, code: code, arrived: time.Now()}); err != nil {
