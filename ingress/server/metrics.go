@@ -46,10 +46,10 @@ func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, error) {
 		"Provider callbacks by route and outcome; an untokened one is counted when its background lookup ends.")),
 		[]string{"route", "outcome"})}
 	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("untokened_queue_depth",
-		"Untokened callbacks accepted and waiting for their lookup.")), func() float64 { return float64(len(q.jobs)) })
+		"Untokened callbacks accepted and waiting for their lookup.")), func() float64 { return float64(q.waiting()) })
 	capacity := prometheus.NewGauge(prometheus.GaugeOpts(opts("untokened_queue_capacity",
 		"INGRESS_UNTOKENED_QUEUE: past it untokened callbacks are answered 503 (outcome dropped).")))
-	capacity.Set(float64(cap(q.jobs)))
+	capacity.Set(float64(q.capacity()))
 	for _, c := range []prometheus.Collector{m.callbacks, depth, capacity} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -67,7 +67,7 @@ type Server struct {
 	addr, metricsAddrBound string
 }
 
-// New builds the server and starts the untokened queue's workers, which ListenAndServe or Close stop.
+// New builds the server; ListenAndServe, or Close for one that never serves, drains its untokened queue.
 func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
 	if err := validate(cfg, tc); err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		rejectedIDs:     newTTLCache[struct{}](maxSeenCallbacks, rejectedHintTTL),
 		tokenedBudget:   newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		untokenedBudget: newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
-		queue:           newJobQueue(cfg.UntokenedQueue),
+		queue:           newJobQueue(cfg.UntokenedQueue, cfg.UntokenedWorkers),
 		metricsHandler:  http.NewServeMux(),
 	}
 	s.metricsHandler.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -96,7 +96,6 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		return nil, fmt.Errorf("registering ingress HTTP metrics: %w", err)
 	}
 	s.echo = s.routes(hm, parseCIDRs(cfg.TrustedProxies))
-	s.queue.start(cfg.UntokenedWorkers, s.runUntokened)
 	return s, nil
 }
 

@@ -49,7 +49,8 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	case s.rejectedIDs.has(id, now) || !s.untokenedBudget.take(id, now):
 		info.outcome = outcomeSuppressed
 	default:
-		if err := s.queue.enqueue(untokenedJob{providerTaskID: id, code: code, arrived: time.Now()}); err != nil {
+		job := untokenedJob{providerTaskID: id, code: code, arrived: time.Now()}
+		if err := s.queue.enqueue(func(ctx context.Context) { s.runUntokened(ctx, job) }); err != nil {
 			s.untokenedBudget.refund(id, now)
 			return err
 		}
@@ -188,54 +189,51 @@ type untokenedJob struct {
 	arrived              time.Time // wall clock: the lookup waits untokenedLookupDelay after it
 }
 
-// jobQueue runs untokened callbacks on a fixed number of workers, so a request is answered at once (no timing
-// oracle) and a flood costs at most `workers` concurrent lookups; a full buffer refuses.
+// jobQueue runs untokened callbacks in the background, at most cap(accepted) waiting or running and
+// cap(running) at once: a request is answered at once (no timing oracle) and a flood costs a bounded number of
+// lookups.
 type jobQueue struct {
-	jobs   chan untokenedJob
-	ctx    context.Context // cancelled only when a drain runs out of time
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.RWMutex // guards closed against a send on the closed channel
-	closed bool
+	accepted, running chan struct{}
+	ctx               context.Context // cancelled only when a drain runs out of time
+	cancel            context.CancelFunc
+	wg                sync.WaitGroup
+	mu                sync.RWMutex // orders enqueue's Add before drain's Wait
+	closed            bool
 }
 
-func newJobQueue(size int) *jobQueue {
+func newJobQueue(size, workers int) *jobQueue {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &jobQueue{jobs: make(chan untokenedJob, size), ctx: ctx, cancel: cancel}
+	return &jobQueue{accepted: make(chan struct{}, size+workers), running: make(chan struct{}, workers), ctx: ctx, cancel: cancel}
 }
 
-func (q *jobQueue) start(workers int, run func(context.Context, untokenedJob)) {
-	for range workers {
-		q.wg.Go(func() {
-			for job := range q.jobs {
-				run(q.ctx, job)
-			}
-		})
-	}
-}
+func (q *jobQueue) waiting() int  { return len(q.accepted) - len(q.running) }
+func (q *jobQueue) capacity() int { return cap(q.accepted) - cap(q.running) }
 
-func (q *jobQueue) enqueue(job untokenedJob) error {
+func (q *jobQueue) enqueue(run func(context.Context)) error {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	if q.closed {
 		return unavailable(errDraining)
 	}
 	select {
-	case q.jobs <- job:
-		return nil
+	case q.accepted <- struct{}{}:
 	default:
 		return errQueueFull
 	}
+	q.wg.Go(func() {
+		defer func() { <-q.accepted }()
+		q.running <- struct{}{}
+		defer func() { <-q.running }()
+		run(q.ctx)
+	})
+	return nil
 }
 
-// drain stops taking jobs and waits for the accepted ones; if ctx ends first, running jobs are cancelled, the
-// queued ones counted as dropped, and ctx's error returned. Safe to call more than once.
+// drain stops taking jobs and waits for the accepted ones; if ctx ends first, they are cancelled (the waiting
+// ones count as dropped) and ctx's error returned. Safe to call more than once.
 func (q *jobQueue) drain(ctx context.Context) error {
 	q.mu.Lock()
-	if !q.closed {
-		q.closed = true
-		close(q.jobs)
-	}
+	q.closed = true
 	q.mu.Unlock()
 	done := make(chan struct{})
 	go func() { q.wg.Wait(); close(done) }()
