@@ -49,7 +49,7 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	case s.rejectedIDs.has(id, now) || !s.untokenedBudget.take(id, now):
 		info.outcome = outcomeSuppressed
 	default:
-		job := untokenedJob{providerTaskID: id, code: code, arrived: time.Now()}
+		job := untokenedJob{providerTaskID: id, key: callbackKey(routeUntokened, "", id, code), arrived: time.Now()}
 		if err := s.queue.enqueue(func(ctx context.Context) { s.runUntokened(ctx, job) }); err != nil {
 			s.untokenedBudget.refund(id, now)
 			return err
@@ -80,7 +80,7 @@ func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
 	now := s.now()
 	switch outcome {
 	case outcomeSignalled, outcomeLateOrUnknown:
-		s.seen.add(callbackKey(routeUntokened, "", job.providerTaskID, job.code), now)
+		s.seen.add(job.key, now)
 	case outcomeUntokenedRejected:
 		s.rejectedIDs.add(job.providerTaskID, now)
 	default:
@@ -99,8 +99,10 @@ func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
 // lookupAndDeliver finds the running workflow waiting for the provider task ID (one visibility query, after
 // untokenedLookupDelay) and hands it the hint as the UntokenedUpdate, which carries no code.
 func (s *Server) lookupAndDeliver(ctx context.Context, job untokenedJob) (workflowID, outcome string, err error) {
-	if err := sleepUntil(ctx, job.arrived.Add(s.lookupDelay)); err != nil {
-		return "", outcomeDropped, err
+	select {
+	case <-ctx.Done():
+		return "", outcomeDropped, ctx.Err()
+	case <-time.After(time.Until(job.arrived.Add(s.lookupDelay))):
 	}
 	workflowID, err = s.lookupWorkflow(ctx, job.providerTaskID)
 	switch {
@@ -117,13 +119,13 @@ func (s *Server) lookupAndDeliver(ctx context.Context, job untokenedJob) (workfl
 		Args:         []any{captchaflow.UntokenedHint{ProviderTaskID: job.providerTaskID}},
 		WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
-	if err != nil {
-		return workflowID, outcomeOf(err), ignoreNotFound(err)
-	}
-	if updateRejected(handle) {
+	switch outcome = outcomeOf(err); {
+	case outcome == outcomeUnavailable:
+		return workflowID, outcome, err
+	case outcome == outcomeSignalled && updateRejected(handle):
 		return workflowID, outcomeUntokenedRejected, nil
 	}
-	return workflowID, outcomeSignalled, nil
+	return workflowID, outcome, nil
 }
 
 // outcomeOf is a Temporal call's outcome; NotFound means nothing waits for it (completed, or never existed).
@@ -138,13 +140,6 @@ func outcomeOf(err error) string {
 	return outcomeUnavailable
 }
 
-func ignoreNotFound(err error) error {
-	if outcomeOf(err) == outcomeLateOrUnknown {
-		return nil
-	}
-	return err
-}
-
 // updateRejected asks the handle with a context already done: at WorkflowUpdateStageAccepted a rejected update
 // holds its failure, while an accepted one's Get would wait for the handler.
 func updateRejected(h client.WorkflowUpdateHandle) bool {
@@ -153,17 +148,6 @@ func updateRejected(h client.WorkflowUpdateHandle) bool {
 	err := h.Get(ctx, nil)
 	var pending *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	return err != nil && !errors.As(err, &pending) && !errors.Is(err, context.Canceled)
-}
-
-func sleepUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }
 
 // lookupWorkflow resolves providerTaskID (which admits no quote: providerTaskIDPattern) to the running workflow
@@ -185,8 +169,8 @@ func (s *Server) lookupWorkflow(ctx context.Context, providerTaskID string) (str
 
 // untokenedJob is one accepted untokened callback waiting for its lookup.
 type untokenedJob struct {
-	providerTaskID, code string
-	arrived              time.Time // wall clock: the lookup waits untokenedLookupDelay after it
+	providerTaskID, key string    // key: callbackKey, for exact repeats once handed over
+	arrived             time.Time // wall clock: the lookup waits untokenedLookupDelay after it
 }
 
 // jobQueue runs untokened callbacks in the background, at most cap(accepted) waiting or running and
