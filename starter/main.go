@@ -67,8 +67,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		DeadlineSeconds: wholeSeconds(*deadline)}
 	return execute("starter", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
 		run, err := captchaflow.Start(ctx, c, *id, in, captchaflow.StartOptions{TaskQueue: *queue})
-		if err != nil || !*wait {
-			return fmt.Sprintf("started workflow %s (run %s)", *id, runID(run)), err
+		switch {
+		case err != nil:
+			return nil, err
+		case !*wait:
+			return fmt.Sprintf("started workflow %s (run %s)", run.GetID(), run.GetRunID()), nil
 		}
 		var res captchaflow.Result
 		return res, run.Get(ctx, &res)
@@ -153,13 +156,6 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(res)
 	return 0
-}
-
-func runID(run client.WorkflowRun) string {
-	if run == nil {
-		return ""
-	}
-	return run.GetRunID()
 }
 
 func wholeSeconds(d time.Duration) int { return int((max(d, 0) + time.Second - 1) / time.Second) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -82,5 +81,3 @@ func levelForStatus(status int) slog.Level {
 	}
 	return slog.LevelInfo
 }
-
-func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -88,7 +88,7 @@ func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
 	}
 	s.metrics.callbacks.WithLabelValues(routeUntokened, outcome).Inc()
 	log := s.log.With("callback_route", routeUntokened, "workflow_id", workflowID,
-		"provider_task_id", job.providerTaskID, "outcome", outcome, "duration_ms", msSince(start))
+		"provider_task_id", job.providerTaskID, "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	if err != nil {
 		log.Warn("untokened callback processed", "error", err.Error())
 		return
