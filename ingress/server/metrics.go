@@ -40,8 +40,8 @@ func opts(name, help string) prometheus.Opts {
 	return prometheus.Opts{Namespace: "captchaflow", Subsystem: "ingress", Name: name, Help: help}
 }
 
-// newMetrics registers the callback counter and the untokened queue's gauges.
-func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, error) {
+// newMetrics registers the callback counter, the untokened queue's gauges and the HTTP metrics' middleware.
+func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, echo.MiddlewareFunc, error) {
 	m := &metrics{callbacks: prometheus.NewCounterVec(prometheus.CounterOpts(opts("callbacks_total",
 		"Provider callbacks by route and outcome; an untokened one is counted when its background lookup ends.")),
 		[]string{"route", "outcome"})}
@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, error) {
 	capacity.Set(float64(q.capacity()))
 	for _, c := range []prometheus.Collector{m.callbacks, depth, capacity} {
 		if err := reg.Register(c); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// Zeros instead of absent series, so alerts on rate() work from the start.
@@ -61,7 +61,8 @@ func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, error) {
 			m.callbacks.WithLabelValues(route, outcome)
 		}
 	}
-	return m, nil
+	hm, err := httpMetrics(reg)
+	return m, hm, err
 }
 
 // httpMetrics counts and times every request by route pattern and the status the error handler will answer.

@@ -86,14 +86,10 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 	}
 	s.metricsHandler.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated
-	m, err := newMetrics(reg, s.queue)
-	if err != nil {
+	var hm echo.MiddlewareFunc
+	var err error
+	if s.metrics, hm, err = newMetrics(reg, s.queue); err != nil {
 		return nil, fmt.Errorf("registering ingress metrics: %w", err)
-	}
-	s.metrics = m
-	hm, err := httpMetrics(reg)
-	if err != nil {
-		return nil, fmt.Errorf("registering ingress HTTP metrics: %w", err)
 	}
 	s.echo = s.routes(hm, parseCIDRs(cfg.TrustedProxies))
 	return s, nil
