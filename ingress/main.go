@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -50,7 +51,8 @@ func setup(logger *slog.Logger) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("temporal client: %w", err)
 	}
-	logger.Info("ingress starting", "temporal_address", opts.HostPort, "namespace", opts.Namespace)
+	logger.Info("ingress starting", "temporal_address", cmp.Or(opts.HostPort, client.DefaultHostPort),
+		"namespace", cmp.Or(opts.Namespace, client.DefaultNamespace))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return server.New(cfg, tc, logger, reg)
