@@ -2,122 +2,86 @@ package captchaflow
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
 
-// Defaults for the optional input fields.
+// Defaults of the optional input fields (docs/contract.md).
 const (
 	DefaultCallbackTimeoutSeconds = 120
 	DefaultPollIntervalSeconds    = 5
 	DefaultDeadlineSeconds        = 600
 	DefaultMaxSubmits             = 2
-	// DefaultLostAnswerWaitSeconds covers the providers' solve times: a submission whose in.php answer was lost may
-	// still call back this long, so no second in.php request is made before it passes.
-	DefaultLostAnswerWaitSeconds  = 180
+	DefaultLostAnswerWaitSeconds  = 180 // covers the providers' solve times
 	DefaultDeliveryTimeoutSeconds = 24 * 60 * 60
-	// DefaultMaxRefreshes: one fresh solve (one more paid submission) when the token expires before notify_url
-	// took it.
-	DefaultMaxRefreshes = 1
-	// MaxMaxRefreshes bounds max_refreshes: each refresh is a paid solve.
-	MaxMaxRefreshes = 5
-	// MinTokenTTLSeconds is the shortest token_ttl_seconds accepted.
-	MinTokenTTLSeconds = 10
+	DefaultMaxRefreshes           = 1
+	MaxMaxRefreshes               = 5 // each refresh is a paid solve
+	MinTokenTTLSeconds            = 10
 )
 
-// Input starts one SolveCaptcha workflow. Durations are whole seconds so that any client (TypeScript, Python, the
-// Temporal CLI) can start it with a plain JSON object. Only Method and Params are required.
+// Input starts one SolveCaptcha workflow; durations are whole seconds so any client can send a plain JSON object.
+// Only Method and Params are required (docs/contract.md describes every field).
 type Input struct {
-	// Method is the provider's in.php method, e.g. "userrecaptcha", "hcaptcha", "turnstile", "base64", "post".
-	Method string `json:"method"`
-	// Params go to in.php as they are, so every provider method works.
-	Params Params `json:"params"`
-	// CallbackTimeoutSeconds is how long to wait for the pingback before polling res.php.
-	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
-	// PollIntervalSeconds spaces res.php requests while polling.
-	PollIntervalSeconds int `json:"poll_interval_seconds,omitempty"`
-	// DeadlineSeconds bounds the whole solve (submissions, waiting and polling; not delivery).
-	DeadlineSeconds int `json:"deadline_seconds,omitempty"`
-	// MaxSubmits bounds submissions; an unsolvable answer is resubmitted until then.
-	MaxSubmits int `json:"max_submits,omitempty"`
-	// NotifyURL, if set, receives the result as a signed Standard Webhooks POST.
-	NotifyURL string `json:"notify_url,omitempty"`
-	// DeliveryTimeoutSeconds bounds the retries of the delivery to NotifyURL.
-	DeliveryTimeoutSeconds int `json:"delivery_timeout_seconds,omitempty"`
-	// TokenTTLSeconds overrides the method's token lifetime (TokenLifetimes): the result expires this long after
-	// it is received (MinTokenTTLSeconds to 24 h). Zero (unset) keeps the table's lifetime, or no expiry for a
-	// method the table does not list.
-	TokenTTLSeconds int `json:"token_ttl_seconds,omitempty"`
-	// MaxRefreshes bounds the fresh solves made when delivery to NotifyURL is still failing as the token expires
-	// (each is a new, paid submission, counted apart from MaxSubmits). Unset (nil) is DefaultMaxRefreshes; 0
-	// turns refreshing off: the task fails TokenExpired as soon as the token expires undelivered.
-	MaxRefreshes *int `json:"max_refreshes,omitempty"`
-	// LostAnswerWaitSeconds is how long a submission whose in.php answer was lost may still answer by callback
-	// before the task submits again (cut to the deadline); its answer is taken whenever it comes before the task ends.
-	LostAnswerWaitSeconds int `json:"lost_answer_wait_seconds,omitempty"`
-	// Providers restricts and orders the worker's PROVIDERS_FILE providers for this task (names; empty: all, in the
-	// file's order). A task naming one provider waits for it. A worker without the file ignores it.
-	Providers []string `json:"providers,omitempty"`
+	Method                 string   `json:"method"` // the provider's in.php method, e.g. "userrecaptcha"
+	Params                 Params   `json:"params"` // sent to in.php as they are
+	CallbackTimeoutSeconds int      `json:"callback_timeout_seconds,omitempty"`
+	PollIntervalSeconds    int      `json:"poll_interval_seconds,omitempty"`
+	DeadlineSeconds        int      `json:"deadline_seconds,omitempty"`
+	MaxSubmits             int      `json:"max_submits,omitempty"`
+	NotifyURL              string   `json:"notify_url,omitempty"`
+	DeliveryTimeoutSeconds int      `json:"delivery_timeout_seconds,omitempty"`
+	TokenTTLSeconds        int      `json:"token_ttl_seconds,omitempty"` // 0: the method's TokenLifetimes entry
+	MaxRefreshes           *int     `json:"max_refreshes,omitempty"`     // nil: DefaultMaxRefreshes; 0: off
+	LostAnswerWaitSeconds  int      `json:"lost_answer_wait_seconds,omitempty"`
+	Providers              []string `json:"providers,omitempty"` // PROVIDERS_FILE names, in order; empty: all
 
-	// decodeErr keeps a JSON decoding problem for Validate: a start with bad JSON must end in a clear, typed
-	// InvalidInput failure, not in a workflow task that fails to decode its input forever.
+	// decodeErr keeps a decoding problem for Validate: a bad start must fail InvalidInput, not a task forever.
 	decodeErr error
+}
+
+// FieldError is an input problem; Field names the JSON field (params.<key> for a parameter).
+type FieldError struct {
+	Field, Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+func fieldError(field, format string, args ...any) error {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
 // UnmarshalJSON decodes leniently and never fails; Validate reports what was wrong.
 func (in *Input) UnmarshalJSON(data []byte) error {
 	type plain Input
 	var p plain
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&p); err != nil {
-		*in = Input{decodeErr: describeDecodeError(err)}
-		return nil
+	err := json.Unmarshal(data, &p)
+	var typeErr *json.UnmarshalTypeError
+	var fieldErr *FieldError
+	switch {
+	case errors.As(err, &fieldErr):
+		*in = Input{decodeErr: fieldErr}
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		*in = Input{decodeErr: fieldError(typeErr.Field, "must be %s, got %s", jsonKinds[typeErr.Type.Kind().String()], typeErr.Value)}
+	case err != nil:
+		*in = Input{decodeErr: fmt.Errorf("input is not a JSON object of the SolveCaptcha shape: %v", err)}
+	default:
+		*in = Input(p)
 	}
-	*in = Input(p)
 	return nil
 }
 
-func describeDecodeError(err error) error {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		return fmt.Errorf("%s: must be %s, got %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
-	}
-	var fieldErr *paramError
-	if errors.As(err, &fieldErr) {
-		return fieldErr
-	}
-	return fmt.Errorf("input is not a JSON object of the SolveCaptcha shape: %v", err)
-}
+var jsonKinds = map[string]string{"int": "an integer", "string": "a string", "map": "an object", "struct": "an object", "slice": "an array", "ptr": "an integer"}
 
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "int", "int64", "int32":
-		return "an integer"
-	case "string":
-		return "a string"
-	case "map", "struct":
-		return "an object"
-	}
-	return goKind
-}
-
-// Params are in.php parameters. JSON numbers and booleans are accepted and kept in their literal form (a
-// TypeScript client will send {"invisible": 1}); objects and arrays are refused.
+// Params are in.php parameters. JSON numbers and booleans are kept in their literal form (a TypeScript client
+// sends {"invisible": 1}); objects and arrays are refused.
 type Params map[string]string
-
-type paramError struct{ key string }
-
-func (e *paramError) Error() string {
-	return fmt.Sprintf("params.%s: must be a string, number or boolean", e.key)
-}
 
 // UnmarshalJSON accepts scalars of any JSON type.
 func (p *Params) UnmarshalJSON(data []byte) error {
@@ -127,27 +91,18 @@ func (p *Params) UnmarshalJSON(data []byte) error {
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return &json.UnmarshalTypeError{Value: "non-object", Type: mapType, Field: "params"}
+		return fieldError("params", "must be an object of in.php parameters")
 	}
-	// The map is walked in sorted key order so that, of several bad values, the error always names the smallest
-	// key: this decoding re-runs whenever the workflow replays, and its InvalidInput message must not change.
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	out := make(Params, len(raw))
-	for _, k := range keys {
+	// Sorted, so of several bad values the same one is named on every replay.
+	for _, k := range sortedKeys(raw) {
 		v := bytes.TrimSpace(raw[k])
+		var s string
 		switch {
-		case len(v) > 0 && v[0] == '"':
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
-				return &paramError{key: k}
-			}
+		case len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil:
 			out[k] = s
-		case len(v) > 0 && (v[0] == '{' || v[0] == '[' || string(v) == "null"):
-			return &paramError{key: k}
+		case len(v) == 0 || bytes.ContainsAny(v[:1], `"{[`) || string(v) == "null":
+			return fieldError("params."+k, "must be a string, number or boolean")
 		default:
 			out[k] = string(v)
 		}
@@ -156,7 +111,16 @@ func (p *Params) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// workflowIDPattern is the caller's task ID, used as the workflow ID and as one segment of the callback URL.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// workflowIDPattern is the caller's task ID, the workflow ID and one segment of the callback URL.
 var workflowIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
 
 // ValidateWorkflowID reports whether id can be a SolveCaptcha workflow ID (the caller's task ID).
@@ -167,8 +131,7 @@ func ValidateWorkflowID(id string) error {
 	return nil
 }
 
-// RequiredParams are the in.php fields each known method cannot do without (the provider would refuse the task
-// anyway, after we paid a round trip and possibly a retry budget). The simulator refuses the same.
+// RequiredParams are the in.php fields each known method cannot do without; the simulator refuses the same.
 var RequiredParams = map[string][]string{
 	"userrecaptcha": {"googlekey", "pageurl"},
 	"hcaptcha":      {"sitekey", "pageurl"},
@@ -180,32 +143,25 @@ var RequiredParams = map[string][]string{
 	"post":          {"file"},
 }
 
-// ReservedParams are in.php / res.php fields captchaflow sets itself. "key" in particular must never be passed in:
-// it would put the provider key into workflow history.
+// ReservedParams are set by captchaflow itself; "key" passed in would put the provider key into history.
 var ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
 
 var methodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 
+// ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.
+var ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+
+// MaxProviders bounds PROVIDERS_FILE and Input.providers.
+const MaxProviders = 16
+
 // WithDefaults returns in with every optional field that is zero set to its default.
 func (in Input) WithDefaults() Input {
-	if in.CallbackTimeoutSeconds == 0 {
-		in.CallbackTimeoutSeconds = DefaultCallbackTimeoutSeconds
-	}
-	if in.PollIntervalSeconds == 0 {
-		in.PollIntervalSeconds = DefaultPollIntervalSeconds
-	}
-	if in.DeadlineSeconds == 0 {
-		in.DeadlineSeconds = DefaultDeadlineSeconds
-	}
-	if in.MaxSubmits == 0 {
-		in.MaxSubmits = DefaultMaxSubmits
-	}
-	if in.LostAnswerWaitSeconds == 0 {
-		in.LostAnswerWaitSeconds = DefaultLostAnswerWaitSeconds
-	}
-	if in.DeliveryTimeoutSeconds == 0 {
-		in.DeliveryTimeoutSeconds = DefaultDeliveryTimeoutSeconds
-	}
+	in.CallbackTimeoutSeconds = cmp.Or(in.CallbackTimeoutSeconds, DefaultCallbackTimeoutSeconds)
+	in.PollIntervalSeconds = cmp.Or(in.PollIntervalSeconds, DefaultPollIntervalSeconds)
+	in.DeadlineSeconds = cmp.Or(in.DeadlineSeconds, DefaultDeadlineSeconds)
+	in.MaxSubmits = cmp.Or(in.MaxSubmits, DefaultMaxSubmits)
+	in.LostAnswerWaitSeconds = cmp.Or(in.LostAnswerWaitSeconds, DefaultLostAnswerWaitSeconds)
+	in.DeliveryTimeoutSeconds = cmp.Or(in.DeliveryTimeoutSeconds, DefaultDeliveryTimeoutSeconds)
 	if in.MaxRefreshes == nil {
 		n := DefaultMaxRefreshes
 		in.MaxRefreshes = &n
@@ -213,7 +169,7 @@ func (in Input) WithDefaults() Input {
 	return in
 }
 
-// Validate checks in (after WithDefaults) and names the first field that is wrong.
+// Validate checks in (after WithDefaults) and returns a *FieldError naming the first field that is wrong.
 func (in Input) Validate() error {
 	if in.decodeErr != nil {
 		return in.decodeErr
@@ -221,147 +177,88 @@ func (in Input) Validate() error {
 	if err := in.validateMethodParams(); err != nil {
 		return err
 	}
-	if err := in.validateWaits(); err != nil {
-		return err
-	}
-	return in.validateTokenAndNotify()
-}
-
-// validateMethodParams checks the method and its in.php parameters: none that captchaflow sets itself, every one
-// the method requires, and a page URL a provider can open.
-func (in Input) validateMethodParams() error {
-	switch {
-	case in.Method == "":
-		return errors.New("method: required")
-	case !methodPattern.MatchString(in.Method):
-		return fmt.Errorf("method: %.40q is not a provider method name", in.Method)
-	case in.Params == nil:
-		return errors.New("params: required (an object of in.php parameters)")
-	}
-	keys := make([]string, 0, len(in.Params))
-	for k := range in.Params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // report problems in a stable order
-	for _, k := range keys {
-		if slices.Contains(ReservedParams, strings.ToLower(k)) {
-			return fmt.Errorf("params.%s: set by captchaflow, must not be passed", k)
-		}
-	}
-	for _, k := range RequiredParams[in.Method] {
-		if strings.TrimSpace(in.Params[k]) == "" {
-			return fmt.Errorf("params.%s: required for method %s", k, in.Method)
-		}
-	}
-	if u, ok := in.Params["pageurl"]; ok {
-		if err := checkHTTPURL(u); err != nil {
-			return fmt.Errorf("params.pageurl: %w", err)
-		}
-	}
-	return nil
-}
-
-// validateWaits keeps every wait and budget within bounds a workflow can honour.
-func (in Input) validateWaits() error {
+	const day = 24 * 60 * 60
 	for _, r := range []struct {
-		field  string
-		v, max int
+		field        string
+		v, lo, hi    int
+		skipWhenZero bool
 	}{
-		{"callback_timeout_seconds", in.CallbackTimeoutSeconds, 24 * 60 * 60},
-		{"poll_interval_seconds", in.PollIntervalSeconds, 60 * 60},
-		{"deadline_seconds", in.DeadlineSeconds, 7 * 24 * 60 * 60},
-		{"max_submits", in.MaxSubmits, 10},
-		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 30 * 24 * 60 * 60},
-		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 60 * 60},
+		{"callback_timeout_seconds", in.CallbackTimeoutSeconds, 1, day, false},
+		{"poll_interval_seconds", in.PollIntervalSeconds, 1, 60 * 60, false},
+		{"deadline_seconds", in.DeadlineSeconds, 1, 7 * day, false},
+		{"max_submits", in.MaxSubmits, 1, 10, false},
+		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30 * day, false},
+		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60 * 60, false},
+		// Shorter, a token could not even be offered to notify_url before it expired.
+		{"token_ttl_seconds", in.TokenTTLSeconds, MinTokenTTLSeconds, day, true},
+		{"max_refreshes", in.Refreshes(), 0, MaxMaxRefreshes, false},
 	} {
-		if err := checkRange(r.field, r.v, 1, r.max); err != nil {
-			return err
+		if (r.v != 0 || !r.skipWhenZero) && (r.v < r.lo || r.v > r.hi) {
+			return fieldError(r.field, "%d is out of range [%d, %d]", r.v, r.lo, r.hi)
 		}
 	}
-	return nil
-}
-
-// validateTokenAndNotify checks the token's lifetime, its refresh budget and where the result is delivered.
-func (in Input) validateTokenAndNotify() error {
-	if in.TokenTTLSeconds != 0 { // 0: the method's lifetime
-		// Under MinTokenTTLSeconds a token could not even be offered to notify_url before it expired, and every
-		// refresh would be paid for nothing.
-		if err := checkRange("token_ttl_seconds", in.TokenTTLSeconds, MinTokenTTLSeconds, 24*60*60); err != nil {
-			return err
-		}
-	}
-	if in.MaxRefreshes != nil {
-		if err := checkRange("max_refreshes", *in.MaxRefreshes, 0, MaxMaxRefreshes); err != nil {
-			return err
-		}
-	}
-	if in.NotifyURL != "" {
-		if err := checkHTTPURL(in.NotifyURL); err != nil {
-			return fmt.Errorf("notify_url: %w", err)
-		}
+	if in.NotifyURL != "" && !isHTTPURL(in.NotifyURL) {
+		return fieldError("notify_url", "%.80q is not an absolute http(s) URL", in.NotifyURL)
 	}
 	return checkProviders(in.Providers)
 }
 
-// ProviderNamePattern is what a provider's name may be (PROVIDERS_FILE and Input.providers): it is a metric label,
-// a search attribute value and a JSON field.
-var ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
-
-// MaxProviders bounds PROVIDERS_FILE and Input.providers.
-const MaxProviders = 16
+// validateMethodParams: a method name, none of the reserved params, every required one, a page URL a provider can open.
+func (in Input) validateMethodParams() error {
+	switch {
+	case in.Method == "":
+		return fieldError("method", "required")
+	case !methodPattern.MatchString(in.Method):
+		return fieldError("method", "%.40q is not a provider method name", in.Method)
+	case in.Params == nil:
+		return fieldError("params", "required (an object of in.php parameters)")
+	}
+	for _, k := range sortedKeys(in.Params) {
+		if slices.Contains(ReservedParams, strings.ToLower(k)) {
+			return fieldError("params."+k, "set by captchaflow, must not be passed")
+		}
+	}
+	for _, k := range RequiredParams[in.Method] {
+		if strings.TrimSpace(in.Params[k]) == "" {
+			return fieldError("params."+k, "required for method %s", in.Method)
+		}
+	}
+	if u, ok := in.Params["pageurl"]; ok && !isHTTPURL(u) {
+		return fieldError("params.pageurl", "%.80q is not an absolute http(s) URL", u)
+	}
+	return nil
+}
 
 func checkProviders(names []string) error {
 	if len(names) > MaxProviders {
-		return fmt.Errorf("providers: at most %d names", MaxProviders)
+		return fieldError("providers", "at most %d names", MaxProviders)
 	}
 	for i, name := range names {
+		field := fmt.Sprintf("providers[%d]", i)
 		if !ProviderNamePattern.MatchString(name) {
-			return fmt.Errorf("providers[%d]: %.40q is not a provider name (%s)", i, name, ProviderNamePattern)
+			return fieldError(field, "%.40q is not a provider name (%s)", name, ProviderNamePattern)
 		}
 		if slices.Contains(names[:i], name) {
-			return fmt.Errorf("providers[%d]: %q is named twice", i, name)
+			return fieldError(field, "%q is named twice", name)
 		}
 	}
 	return nil
 }
 
-func checkRange(field string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return fmt.Errorf("%s: %d is out of range [%d, %d]", field, v, lo, hi)
-	}
-	return nil
-}
-
-func checkHTTPURL(s string) error {
+func isHTTPURL(s string) bool {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%.80q is not an absolute http(s) URL", s)
-	}
-	return nil
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
-// CallbackTimeout is callback_timeout_seconds as a duration.
 func (in Input) CallbackTimeout() time.Duration { return seconds(in.CallbackTimeoutSeconds) }
-
-// PollInterval is poll_interval_seconds as a duration.
-func (in Input) PollInterval() time.Duration { return seconds(in.PollIntervalSeconds) }
-
-// SolveBudget is deadline_seconds as a duration: how long submitting, waiting and polling may take in all.
-func (in Input) SolveBudget() time.Duration { return seconds(in.DeadlineSeconds) }
-
-// LostAnswerWait is lost_answer_wait_seconds as a duration.
-func (in Input) LostAnswerWait() time.Duration { return seconds(in.LostAnswerWaitSeconds) }
-
-// DeliveryTimeout is delivery_timeout_seconds as a duration.
+func (in Input) PollInterval() time.Duration    { return seconds(in.PollIntervalSeconds) }
+func (in Input) SolveBudget() time.Duration     { return seconds(in.DeadlineSeconds) } // submitting, waiting, polling
+func (in Input) LostAnswerWait() time.Duration  { return seconds(in.LostAnswerWaitSeconds) }
 func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }
 
-// TokenTTL is how long a result of this task stays usable after it is received: token_ttl_seconds if set, else
-// the method's TokenLifetime; zero means it does not expire.
+// TokenTTL is how long a result stays usable after it is received; zero: it does not expire.
 func (in Input) TokenTTL() time.Duration {
-	if in.TokenTTLSeconds > 0 {
-		return seconds(in.TokenTTLSeconds)
-	}
-	return TokenLifetime(in.Method)
+	return cmp.Or(seconds(in.TokenTTLSeconds), TokenLifetimes[in.Method])
 }
 
 // Refreshes is max_refreshes after defaults: how many fresh solves an expired, undelivered token may cost.
@@ -372,15 +269,12 @@ func (in Input) Refreshes() int {
 	return *in.MaxRefreshes
 }
 
-// ExpiresAt is when a result of this task received at receivedAt expires; zero when it does not.
+// ExpiresAt is when a result received at receivedAt expires; zero when it does not.
 func (in Input) ExpiresAt(receivedAt time.Time) time.Time {
-	ttl := in.TokenTTL()
-	if ttl <= 0 {
-		return time.Time{}
+	if ttl := in.TokenTTL(); ttl > 0 {
+		return receivedAt.Add(ttl)
 	}
-	return receivedAt.Add(ttl)
+	return time.Time{}
 }
 
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
-
-var mapType = reflect.TypeOf(map[string]string{})

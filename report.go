@@ -16,8 +16,8 @@ import (
 type Verdict string
 
 const (
-	VerdictGood Verdict = "good" // sent as res.php action=reportgood
-	VerdictBad  Verdict = "bad"  // sent as res.php action=reportbad (the provider may refund it)
+	VerdictGood Verdict = "good" // res.php action=reportgood
+	VerdictBad  Verdict = "bad"  // res.php action=reportbad (the provider may refund it)
 )
 
 // VerdictOf is the verdict for "the target site accepted the token".
@@ -28,50 +28,38 @@ func VerdictOf(accepted bool) Verdict {
 	return VerdictBad
 }
 
-// Validate reports whether v is one of the two verdicts.
 func (v Verdict) Validate() error {
 	if v != VerdictGood && v != VerdictBad {
-		return fmt.Errorf("verdict: must be %q or %q, got %.20q", VerdictGood, VerdictBad, string(v))
+		return fieldError("verdict", "must be %q or %q, got %.20q", VerdictGood, VerdictBad, string(v))
 	}
 	return nil
 }
 
-// ReportWindow is how long after a submission the provider still records a report on it. 2captcha documents
-// ERROR_REPORT_NOT_RECORDED for a report sent more than 15 minutes after the captcha was submitted, and CaptchaAI
-// speaks the same res.php protocol; captchaflow refuses later reports itself (FailureReportWindowClosed) rather than
-// spend a request the provider would refuse, and stops retrying a report when the window closes.
+// ReportWindow is how long after a submission a provider records a report (2captcha's
+// ERROR_REPORT_NOT_RECORDED after 15 min); later ones are refused here rather than spend a request.
 const ReportWindow = 15 * time.Minute
 
-// ReportInput is ReportVerdict's input. The task is named by the workflow ID (ReportWorkflowID), so that one task
-// can only ever have one report workflow.
+// ReportInput is ReportVerdict's input; the task is named by the workflow ID, so it has one report at most.
 type ReportInput struct {
 	Verdict Verdict `json:"verdict"`
 }
 
 // ReportResult is what ReportVerdict returns once the provider recorded the verdict.
 type ReportResult struct {
-	TaskID string `json:"task_id"`
-	// ProviderTaskID is the provider task reported: the task's final submission, the one its Result came from.
-	ProviderTaskID string  `json:"provider_task_id"`
-	Verdict        Verdict `json:"verdict"`
-	// SubmittedAt is when that submission was made: the report window runs from it.
-	SubmittedAt time.Time `json:"submitted_at"`
-	ReportedAt  time.Time `json:"reported_at"`
-	// AlreadyRecorded: the provider answered ERROR_DUPLICATE_REPORT, i.e. it already held a report on this task
-	// (e.g. our own, sent by an attempt whose answer was lost when the worker died).
-	AlreadyRecorded bool `json:"already_recorded,omitempty"`
+	TaskID          string    `json:"task_id"`
+	ProviderTaskID  string    `json:"provider_task_id"` // the final submission, the one the Result came from
+	Verdict         Verdict   `json:"verdict"`
+	SubmittedAt     time.Time `json:"submitted_at"` // the report window runs from it
+	ReportedAt      time.Time `json:"reported_at"`
+	AlreadyRecorded bool      `json:"already_recorded,omitempty"` // ERROR_DUPLICATE_REPORT, e.g. our own lost answer
 }
 
-// reportIDSuffix ends every ReportVerdict workflow ID. "/" is outside the alphabet of task IDs
-// (ValidateWorkflowID), so a report's workflow ID can never be a task's.
+// reportIDSuffix is outside the task-ID alphabet, so a report's workflow ID is never a task's.
 const reportIDSuffix = "/report"
 
 // ReportWorkflowID is the workflow ID of the report on taskID: "<taskID>/report".
 func ReportWorkflowID(taskID string) (string, error) {
-	if err := ValidateWorkflowID(taskID); err != nil {
-		return "", err
-	}
-	return taskID + reportIDSuffix, nil
+	return taskID + reportIDSuffix, ValidateWorkflowID(taskID)
 }
 
 // ReportedTaskID is the task ID a ReportVerdict workflow ID names, or an error if it names none.
@@ -80,54 +68,29 @@ func ReportedTaskID(reportWorkflowID string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("workflow ID %.60q: a report's workflow ID is <task ID>%s", reportWorkflowID, reportIDSuffix)
 	}
-	if err := ValidateWorkflowID(taskID); err != nil {
-		return "", err
-	}
-	return taskID, nil
+	return taskID, ValidateWorkflowID(taskID)
 }
 
-// Report tells the provider whether the task's token worked on the target site (accepted: reportgood, else
-// reportbad) and returns once the provider recorded it. See SendReport.
+// Report tells the provider whether the task's token worked (reportgood / reportbad); see SendReport.
 func Report(ctx context.Context, c client.Client, taskID string, accepted bool, opts ...StartOptions) error {
 	_, err := SendReport(ctx, c, taskID, VerdictOf(accepted), opts...)
 	return err
 }
 
-// SendReport reports verdict on the task's final provider task, exactly once: it starts the ReportVerdict workflow
-// under ReportWorkflowID(taskID), or joins the one already running or completed, and waits for its result. The
-// workflow retries the provider until its window closes and survives worker restarts; it works whether the task's
-// workflow completed long ago or a moment ago.
-//
-// Repeating the same verdict is a no-op that returns the same result. A different verdict than the one already
-// sent (or being sent) is refused with a *temporal.ApplicationError of type FailureVerdictConflict whose details
-// hold the ReportResult that stands. The workflow's own failures are returned as they are (a
-// *temporal.WorkflowExecutionError wrapping an ApplicationError of type FailureReportWindowClosed,
-// FailureTaskNotSolved, FailureReportRefused, FailureInvalidInput, FailureProviderConfig …; FailureType names it).
-// A failed report can be sent again, with either verdict: nothing reached the provider's record.
+// SendReport reports verdict on the task's final provider task exactly once: it starts or joins ReportVerdict and
+// waits for it. The same verdict again returns the same result; the other one fails FailureVerdictConflict with
+// the standing ReportResult in its details. A failed report can be sent again, with either verdict.
 func SendReport(ctx context.Context, c client.Client, taskID string, verdict Verdict, opts ...StartOptions) (ReportResult, error) {
 	id, err := ReportWorkflowID(taskID)
+	if err == nil {
+		err = verdict.Validate()
+	}
 	if err != nil {
 		return ReportResult{}, err
 	}
-	if err := verdict.Validate(); err != nil {
-		return ReportResult{}, err
-	}
-	o := StartOptions{}
-	if len(opts) > 0 {
-		o = opts[0]
-	}
-	if o.TaskQueue == "" {
-		o.TaskQueue = DefaultTaskQueue
-	}
-	// USE_EXISTING joins a report in flight; ALLOW_DUPLICATE_FAILED_ONLY makes a completed report final (the SDK
-	// then returns that run instead of an error) while a failed one can be sent again.
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                o.TaskQueue,
-		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		StaticSummary:            fmt.Sprintf("report %s · %s", verdict, taskID),
-	}, ReportWorkflowType, ReportInput{Verdict: verdict})
+	// A completed report is final (the SDK returns its run), a failed one can run again.
+	run, err := c.ExecuteWorkflow(ctx, startOptions(id, fmt.Sprintf("report %s · %s", verdict, taskID), opts),
+		ReportWorkflowType, ReportInput{Verdict: verdict})
 	if err != nil {
 		return ReportResult{}, err
 	}
@@ -138,18 +101,31 @@ func SendReport(ctx context.Context, c client.Client, taskID string, verdict Ver
 	if res.Verdict != verdict {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("task %s was already reported %s (provider task %s); a verdict cannot be changed to %s",
-				taskID, res.Verdict, res.ProviderTaskID, verdict),
-			FailureVerdictConflict, nil, res)
+				taskID, res.Verdict, res.ProviderTaskID, verdict), FailureVerdictConflict, nil, res)
 	}
 	return res, nil
 }
 
-// FailureType is the type of the first temporal.ApplicationError in err's chain (one of the Failure… constants for
-// captchaflow's own failures), or "" if there is none.
+// FailureType is the type of the first temporal.ApplicationError in err's chain, or "".
 func FailureType(err error) string {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		return appErr.Type()
 	}
 	return ""
+}
+
+// startOptions joins a run in flight under id (USE_EXISTING) and starts again only after a failure.
+func startOptions(id, summary string, opts []StartOptions) client.StartWorkflowOptions {
+	queue := DefaultTaskQueue
+	if len(opts) > 0 && opts[0].TaskQueue != "" {
+		queue = opts[0].TaskQueue
+	}
+	return client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                queue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		StaticSummary:            summary,
+	}
 }

@@ -5,21 +5,18 @@ import (
 	"fmt"
 	"net/url"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 )
 
 // StartOptions adjust Start; the zero value is right for most callers.
 type StartOptions struct {
-	// TaskQueue defaults to DefaultTaskQueue.
-	TaskQueue string
+	TaskQueue string // default DefaultTaskQueue
 }
 
-// Start starts the SolveCaptcha workflow for the caller's task ID, or returns the one already running under that
-// ID: a repeated start never creates a second provider task. Once the task has completed its ID cannot be started
-// again (a solved task is never paid for twice); after a failure it can. The input is checked here first, so a
-// bad one is refused before anything is started.
+// Start starts SolveCaptcha under the caller's task ID, or returns the run already there: a repeated start never
+// creates a second provider task, and a completed task cannot start again (after a failure it can). A bad input
+// is refused before anything starts.
 func Start(ctx context.Context, c client.Client, taskID string, in Input, opts ...StartOptions) (client.WorkflowRun, error) {
 	if err := ValidateWorkflowID(taskID); err != nil {
 		return nil, err
@@ -27,22 +24,9 @@ func Start(ctx context.Context, c client.Client, taskID string, in Input, opts .
 	if err := in.WithDefaults().Validate(); err != nil {
 		return nil, fmt.Errorf("invalid input: %w", err)
 	}
-	o := StartOptions{}
-	if len(opts) > 0 {
-		o = opts[0]
-	}
-	if o.TaskQueue == "" {
-		o.TaskQueue = DefaultTaskQueue
-	}
-	return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       taskID,
-		TaskQueue:                o.TaskQueue,
-		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			PhaseKey.ValueSet(string(PhaseSubmitting))),
-		StaticSummary: Summary(in),
-	}, WorkflowType, in)
+	o := startOptions(taskID, Summary(in), opts)
+	o.TypedSearchAttributes = temporal.NewSearchAttributes(PhaseKey.ValueSet(string(PhaseSubmitting)))
+	return c.ExecuteWorkflow(ctx, o, WorkflowType, in)
 }
 
 // Solve starts (or joins) the task and waits for its result.
@@ -56,11 +40,10 @@ func Solve(ctx context.Context, c client.Client, taskID string, in Input, opts .
 	return res, err
 }
 
-// Summary is the one-line description the Web UI lists: the method and the host of the page, nothing secret.
+// Summary is the line the Web UI lists: the method and the page's host, nothing secret.
 func Summary(in Input) string {
-	s := in.Method
 	if u, err := url.Parse(in.Params["pageurl"]); err == nil && u.Host != "" {
-		s += " · " + u.Host
+		return in.Method + " · " + u.Host
 	}
-	return s
+	return in.Method
 }

@@ -1,6 +1,5 @@
 // Command ingress receives provider callbacks and signals the SolveCaptcha workflows. Configuration comes from the
-// environment (see internal/config.Ingress); Temporal's connection from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-// TLS and API-key variables (go.temporal.io/sdk/contrib/envconfig).
+// environment (internal/config.Ingress); Temporal's connection from TEMPORAL_ADDRESS and friends (envconfig).
 package main
 
 import (
@@ -22,53 +21,39 @@ import (
 	"github.com/captchaflow/captchaflow/internal/config"
 )
 
-// exitConfig is the exit code for a configuration error, so supervisors can tell it from a crash.
-const exitConfig = 2
-
 func main() {
-	os.Exit(run())
-}
-
-func run() int {
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-
-	cfg, err := config.LoadIngress()
+	srv, err := setup(logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return exitConfig
+		os.Exit(2) // a configuration error, told apart from a crash
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := srv.ListenAndServe(ctx); err != nil {
+		logger.Error("ingress failed", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func setup(logger *slog.Logger) (*server.Server, error) {
+	cfg, err := config.LoadIngress()
+	if err != nil {
+		return nil, err
 	}
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "temporal client configuration: %v\n", err)
-		return exitConfig
+		return nil, fmt.Errorf("temporal client configuration: %w", err)
 	}
 	opts.Logger = sdklog.NewStructuredLogger(logger)
-	// Lazy: the ingress must come up (and answer /healthz) while Temporal is still starting; /readyz reports 503
-	// and callbacks get 503 until it answers.
+	// Lazy: /healthz answers while Temporal is still starting; /readyz and callbacks say 503 until it answers.
 	tc, err := client.NewLazyClient(opts)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "temporal client: %v\n", err)
-		return exitConfig
+		return nil, fmt.Errorf("temporal client: %w", err)
 	}
-	defer tc.Close()
-
+	logger.Info("ingress starting", "temporal_address", cmp.Or(opts.HostPort, client.DefaultHostPort),
+		"namespace", cmp.Or(opts.Namespace, client.DefaultNamespace))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	srv, err := server.New(cfg, tc, logger, reg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return exitConfig
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	logger.Info("ingress starting",
-		slog.String("temporal_address", cmp.Or(opts.HostPort, client.DefaultHostPort)),
-		slog.String("namespace", cmp.Or(opts.Namespace, client.DefaultNamespace)))
-	if err := srv.ListenAndServe(ctx); err != nil {
-		logger.Error("ingress failed", slog.String("error", err.Error()))
-		return 1
-	}
-	return 0
+	return server.New(cfg, tc, logger, reg)
 }

@@ -22,11 +22,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/internal/config"
 )
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // params collects repeated --param k=v flags.
 type params map[string]string
@@ -41,58 +40,11 @@ func (p params) Set(v string) error {
 	return nil
 }
 
-// run is the starter command; it returns the exit code: 0 started (or, with --wait, solved), 1 failed, 2 bad usage.
+// run returns the exit code: 0 done, 1 failed, 2 bad usage or configuration.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "report" {
 		return runReport(args[1:], stdout, stderr)
 	}
-	a, ok := parseStartFlags(args, stderr)
-	if !ok {
-		return 2
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	c, code := dial(ctx, "starter", stderr)
-	if c == nil {
-		return code
-	}
-	defer c.Close()
-
-	run, err := captchaflow.Start(ctx, c, a.id, a.in, captchaflow.StartOptions{TaskQueue: a.taskQueue})
-	if err != nil {
-		fmt.Fprintln(stderr, "starter:", err)
-		return 1
-	}
-	if !a.wait {
-		fmt.Fprintf(stdout, "started workflow %s (run %s)\n", run.GetID(), run.GetRunID())
-		return 0
-	}
-	if a.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-	}
-	var res captchaflow.Result
-	if err := run.Get(ctx, &res); err != nil {
-		fmt.Fprintln(stderr, "starter:", describe(err))
-		return 1
-	}
-	writeJSON(stdout, res)
-	return 0
-}
-
-// startArgs is what the command line asks the starter to do.
-type startArgs struct {
-	id, taskQueue string
-	in            captchaflow.Input
-	wait          bool
-	timeout       time.Duration
-}
-
-// parseStartFlags reads the start command's flags into the workflow input; ok is false on bad usage, already
-// explained on stderr.
-func parseStartFlags(args []string, stderr io.Writer) (a startArgs, ok bool) {
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	p := params{}
@@ -104,71 +56,106 @@ func parseStartFlags(args []string, stderr io.Writer) (a startArgs, ok bool) {
 	deadline := fs.Duration("deadline", 0, "give up after this long (default 10m)")
 	maxSubmits := fs.Int("max-submits", 0, "submissions allowed for unsolvable answers (default 2)")
 	notifyURL := fs.String("notify-url", "", "POST the result here (Standard Webhooks signed)")
-	taskQueue := fs.String("task-queue", envOr("TASK_QUEUE", captchaflow.DefaultTaskQueue), "task queue")
+	queue := fs.String("task-queue", config.WorkerTaskQueue(), "task queue")
 	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
 	timeout := fs.Duration("timeout", 0, "with --wait, stop waiting after this long (0 = until the workflow ends)")
-	if err := fs.Parse(args); err != nil {
-		return a, false
+	if !parse(fs, args, "id", "method") {
+		return 2
 	}
-	if *id == "" || *method == "" {
-		fmt.Fprintln(stderr, "starter: --id and --method are required")
-		fs.Usage()
-		return a, false
-	}
-	return startArgs{id: *id, taskQueue: *taskQueue, wait: *wait, timeout: *timeout, in: captchaflow.Input{
-		Method:                 *method,
-		Params:                 captchaflow.Params(p),
-		CallbackTimeoutSeconds: wholeSeconds(*callbackTimeout),
-		PollIntervalSeconds:    wholeSeconds(*pollInterval),
-		DeadlineSeconds:        wholeSeconds(*deadline),
-		MaxSubmits:             *maxSubmits,
-		NotifyURL:              *notifyURL,
-	}}, true
+	in := captchaflow.Input{Method: *method, Params: captchaflow.Params(p), MaxSubmits: *maxSubmits, NotifyURL: *notifyURL,
+		CallbackTimeoutSeconds: wholeSeconds(*callbackTimeout), PollIntervalSeconds: wholeSeconds(*pollInterval),
+		DeadlineSeconds: wholeSeconds(*deadline)}
+	return execute("starter", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
+		run, err := captchaflow.Start(ctx, c, *id, in, captchaflow.StartOptions{TaskQueue: *queue})
+		switch {
+		case err != nil:
+			return nil, err
+		case !*wait:
+			return fmt.Sprintf("started workflow %s (run %s)", run.GetID(), run.GetRunID()), nil
+		}
+		var res captchaflow.Result
+		return res, run.Get(ctx, &res)
+	})
 }
 
-// dial connects to Temporal with the environment's client options (TEMPORAL_ADDRESS and friends). On failure it
-// explains on stderr, prefixed with the command's name, and returns a nil client and the exit code: 2 for bad
-// configuration, 1 for an unreachable server.
-func dial(ctx context.Context, command string, stderr io.Writer) (client.Client, int) {
+// runReport is `starter report --id ID --verdict good|bad` (captchaflow.SendReport); the failure type comes first.
+func runReport(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id := fs.String("id", "", "task ID of the solved task (required)")
+	verdict := fs.String("verdict", "", "good (the target site accepted the token) or bad (it refused it) (required)")
+	queue := fs.String("task-queue", config.WorkerTaskQueue(), "task queue")
+	timeout := fs.Duration("timeout", 0, "stop waiting after this long (0 = until the report is done)")
+	if !parse(fs, args, "id", "verdict") {
+		return 2
+	}
+	v := captchaflow.Verdict(*verdict)
+	if err := v.Validate(); err != nil {
+		fmt.Fprintln(stderr, "starter report:", err)
+		return 2
+	}
+	if _, err := captchaflow.ReportWorkflowID(*id); err != nil {
+		fmt.Fprintln(stderr, "starter report: --id:", err)
+		return 2
+	}
+	return execute("starter report", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
+		return captchaflow.SendReport(ctx, c, *id, v, captchaflow.StartOptions{TaskQueue: *queue})
+	})
+}
+
+// parse reads the flags and checks the required ones, explaining bad usage on the flag set's output.
+func parse(fs *flag.FlagSet, args []string, required ...string) bool {
+	if fs.Parse(args) != nil {
+		return false
+	}
+	for _, name := range required {
+		if fs.Lookup(name).Value.String() == "" {
+			fmt.Fprintf(fs.Output(), "%s: --%s are required\n", fs.Name(), strings.Join(required, " and --"))
+			fs.Usage()
+			return false
+		}
+	}
+	return true
+}
+
+// execute dials Temporal and runs fn, printing its result (a string as it is, anything else as JSON).
+func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn func(context.Context, client.Client) (any, error)) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		fmt.Fprintln(stderr, command+": temporal client configuration:", err)
-		return nil, 2
+		fmt.Fprintln(stderr, name+": temporal client configuration:", err)
+		return 2
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: connecting to Temporal at %s: %v\n", command, opts.HostPort, err)
-		return nil, 1
+		fmt.Fprintf(stderr, "%s: connecting to Temporal at %s: %v\n", name, opts.HostPort, err)
+		return 1
 	}
-	return c, 0
-}
-
-// writeJSON prints v indented, for people and scripts alike.
-func writeJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-// describe puts the typed failure reason first, so scripts can grep it.
-func describe(err error) string {
+	defer c.Close()
+	res, err := fn(ctx, c)
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return fmt.Sprintf("%s: %s", appErr.Type(), appErr.Message())
+	switch {
+	case errors.As(err, &appErr): // the typed failure first, so scripts can grep it
+		fmt.Fprintf(stderr, "%s: %s: %s\n", name, appErr.Type(), appErr.Message())
+		return 1
+	case err != nil:
+		fmt.Fprintln(stderr, name+":", err)
+		return 1
 	}
-	return err.Error()
-}
-
-func wholeSeconds(d time.Duration) int {
-	if d <= 0 {
+	if s, ok := res.(string); ok {
+		fmt.Fprintln(stdout, s)
 		return 0
 	}
-	return int((d + time.Second - 1) / time.Second)
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(res)
+	return 0
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
+func wholeSeconds(d time.Duration) int { return int((max(d, 0) + time.Second - 1) / time.Second) }

@@ -1,10 +1,9 @@
-// Command worker runs SolveCaptcha workflows and their activities on the captcha-solve task queue.
-//
-// Configuration is environment only (see internal/config); Temporal's connection comes from TEMPORAL_ADDRESS,
-// TEMPORAL_NAMESPACE and friends (go.temporal.io/sdk/contrib/envconfig).
+// Command worker runs SolveCaptcha and its activities on the captcha-solve task queue. Configuration is the
+// environment (internal/config); Temporal's connection comes from TEMPORAL_ADDRESS and friends (envconfig).
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -28,18 +27,21 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(os.Getenv("LOG_LEVEL"))) // unset or unknown: Info
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	setPlan := flag.Int("set-provider-threads", -1, "set the task queue's provider-threads plan to N (0 retires admission "+
 		"control), print it and exit; workers must be running. Give the workers PROVIDER_THREADS=N next")
 	flag.Parse()
-	run := run
+	var err error
 	if *setPlan >= 0 || flagSet("set-provider-threads") {
-		run = func(logger *slog.Logger) error { return runSetPlan(logger, *setPlan) }
+		err = runSetPlan(logger, *setPlan)
+	} else {
+		err = run(logger)
 	}
-	if err := run(logger); err != nil {
+	if err != nil {
 		logger.Error("worker stopped", "error", err)
-		var cfgErr configError
-		if errors.As(err, &cfgErr) {
+		if errors.As(err, new(configError)) {
 			os.Exit(2)
 		}
 		os.Exit(1)
@@ -49,27 +51,28 @@ func main() {
 // configError marks problems an operator must fix before the worker can start.
 type configError struct{ error }
 
-// run wires the worker: configuration, Temporal connection, registration, then serving until a signal arrives.
+// run is Dial → New → Register → Run, with the checks that stop a misconfigured worker before it takes a task.
 func run(logger *slog.Logger) error {
 	cfg, acts, err := loadConfig()
 	if err != nil {
 		return err
 	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
 	metrics, err := newMetrics(logger)
 	if err != nil {
 		return err
 	}
 	defer metrics.Close()
-
-	c, opts, err := dial(ctx, logger, metrics, acts.Providers != nil)
+	c, opts, err := dialTemporal(ctx, logger, metrics.Handler())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	logger = logger.With("task_queue", cfg.TaskQueue, "namespace", opts.Namespace)
+	if err := checkSearchAttributes(ctx, c, opts.Namespace, acts.Providers != nil); err != nil {
+		return configError{err}
+	}
 	if err := checkThreadsPlan(ctx, c, cfg.TaskQueue, cfg.ProviderThreads); err != nil {
 		return err
 	}
@@ -78,34 +81,26 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
-	if err := ensureThreadsPlanOrWarn(ctx, c, cfg, logger); err != nil {
+	if err := tend(ctx, c, cfg, logger); err != nil {
 		return err
 	}
-
-	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
-	if err := metrics.exportCircuits(acts.Providers, opts.Namespace, cfg.TaskQueue); err != nil {
+	if err := metrics.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
 	}
-	ensureBalanceScheduleOrWarn(ctx, c, cfg, logger)
-	if err := serveMetrics(metrics, cfg.MetricsAddr, logger); err != nil {
-		return err
-	}
-	logger.Info("worker ready", "task_queue", cfg.TaskQueue, "namespace", opts.Namespace,
-		"temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile, "callback_base_url", cfg.CallbackBaseURL,
-		"callback_timeout_by_method", cfg.CallbackTimeoutByMethod, "provider_threads", cfg.ProviderThreads)
+	logger.Info("worker ready", "temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile,
+		"callback_base_url", cfg.CallbackBaseURL, "provider_threads", cfg.ProviderThreads)
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return nil
 }
 
-// loadConfig reads and checks the worker's settings and builds the activities with their provider clients, so a
-// bad setting stops the worker before it connects anywhere.
+// loadConfig reads and checks the settings and builds the provider clients before anything is dialled.
 func loadConfig() (config.Worker, *activities.Activities, error) {
 	cfg, err := config.LoadWorker()
-	if err != nil {
-		return cfg, nil, configError{err}
+	if err == nil {
+		err = checkSettings(cfg)
 	}
-	if err := checkSettings(cfg); err != nil {
+	if err != nil {
 		return cfg, nil, configError{fmt.Errorf("worker configuration: %w", err)}
 	}
 	acts, err := newActivities(cfg)
@@ -115,34 +110,14 @@ func loadConfig() (config.Worker, *activities.Activities, error) {
 	return cfg, acts, nil
 }
 
-// dial connects to Temporal with the environment's client options and checks the namespace has the search
-// attributes the workflows set, so a missing one fails at start rather than on the first task.
-func dial(ctx context.Context, logger *slog.Logger, m *metrics, routed bool) (client.Client, client.Options, error) {
-	c, opts, err := dialTemporal(ctx, logger, m.Handler())
-	if err != nil {
-		return nil, opts, err
-	}
-	if err := checkSearchAttributes(ctx, c, opts.Namespace, routed); err != nil {
-		c.Close()
-		return nil, opts, configError{err}
-	}
-	return c, opts, nil
-}
-
-// dialTemporal connects with the environment's Temporal settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, …); handler
-// may be nil (the one-shot -set-provider-threads command exports no metrics).
+// dialTemporal connects with the environment's Temporal settings; handler may be nil (-set-provider-threads).
 func dialTemporal(ctx context.Context, logger *slog.Logger, handler client.MetricsHandler) (client.Client, client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, opts, configError{fmt.Errorf("temporal client configuration: %w", err)}
 	}
-	if opts.Namespace == "" {
-		opts.Namespace = client.DefaultNamespace
-	}
-	opts.Logger = sdklog.NewStructuredLogger(logger)
-	if handler != nil {
-		opts.MetricsHandler = handler
-	}
+	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
+	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), handler
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, opts, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
@@ -152,9 +127,7 @@ func dialTemporal(ctx context.Context, logger *slog.Logger, handler client.Metri
 
 // newWorker creates the task-queue worker and registers the workflows and their activities on it.
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {
-	// The sticky cache is created by the first worker.New: size it before. It bounds memory: each cached workflow
-	// costs ~50 KB, and an evicted one is replayed from its short history when its callback arrives.
-	if cfg.StickyCacheSize > 0 {
+	if cfg.StickyCacheSize > 0 { // before the first worker.New creates the cache
 		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
@@ -166,55 +139,25 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	return w
 }
 
-// ensureThreadsPlanOrWarn states this worker's provider-threads plan once it polls: a disagreement with the
-// running plan stops the worker; a failure to check is only logged (the first task that asks starts the semaphore).
-func ensureThreadsPlanOrWarn(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) error {
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+// tend keeps the provider-threads plan and the balance schedule as configured once the worker polls: only a plan
+// that disagrees stops it; a failure to check costs a gauge or a semaphore start, never a task.
+func tend(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := ensureThreadsPlan(pctx, c, cfg.TaskQueue, cfg.ProviderThreads, logger)
-	var planErr configError
-	if errors.As(err, &planErr) {
+	err := ensureThreadsPlan(ctx, c, cfg.TaskQueue, cfg.ProviderThreads, logger)
+	if errors.As(err, new(configError)) {
 		return err
 	}
 	if err != nil {
 		logger.Warn("the provider-threads plan could not be checked; the first task that asks for a slot starts the semaphore", "error", err)
 	}
-	return nil
-}
-
-// ensureBalanceScheduleOrWarn keeps the balance schedule as configured; a failure costs the gauge, not a task, so
-// the worker runs on and says so.
-func ensureBalanceScheduleOrWarn(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) {
 	if cfg.ProviderBalanceInterval <= 0 {
-		return
-	}
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second) // never holds up /metrics and /healthz for long
-	err := ensureBalanceSchedule(sctx, c.ScheduleClient(), cfg.TaskQueue, cfg.ProviderBalanceInterval, logger)
-	cancel()
-	if err != nil {
-		logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read", "error", err)
-	}
-}
-
-// serveMetrics exposes /metrics and /healthz when WORKER_METRICS_ADDR is set.
-func serveMetrics(m *metrics, addr string, logger *slog.Logger) error {
-	if addr == "" {
 		return nil
 	}
-	bound, err := m.Serve(addr)
-	if err != nil {
-		return fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
+	if err := ensureBalanceSchedule(ctx, c.ScheduleClient(), cfg.TaskQueue, cfg.ProviderBalanceInterval, logger); err != nil {
+		logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read", "error", err)
 	}
-	logger.Info("metrics listening", "addr", bound)
 	return nil
-}
-
-func logLevel() slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(os.Getenv("LOG_LEVEL"))); err != nil {
-		return slog.LevelInfo
-	}
-	return l
 }
 
 // newActivities builds the activities: the providers of PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
@@ -225,7 +168,7 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 		NotifySecret:            cfg.NotifySecret.Reveal(),
 		DeliveryTimeout:         cfg.DeliveryRequestTimeout,
 		NotifyAllowPrivate:      cfg.NotifyAllowPrivate,
-		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod, // Submit hands the method's value to the workflow
+		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod,
 		ProviderThreads:         cfg.ProviderThreads,
 	}
 	if cfg.ProvidersFile != "" {
@@ -242,8 +185,7 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 	return acts, nil
 }
 
-// loadProviders reads PROVIDERS_FILE and builds its clients; each key variable is unset once read, like
-// CAPTCHAAI_API_KEY, so no child process or crash dump of the environment carries it.
+// loadProviders reads PROVIDERS_FILE and builds its clients; each key variable is unset once read.
 func loadProviders(cfg config.Worker) (*providers.Set, error) {
 	f, err := providers.ReadFile(cfg.ProvidersFile, os.Getenv)
 	if err != nil {

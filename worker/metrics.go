@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,10 +16,12 @@ import (
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	sdkclient "go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
+
+	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
-// metrics exports the SDK's metrics and the workflow's domain metrics (both go through the client's metrics
-// handler) in Prometheus format on /metrics, next to a /healthz that says the process is up.
+// metrics exports the SDK's and the workflows' metrics (both through the client's handler) on /metrics.
 type metrics struct {
 	registry *prom.Registry
 	scope    tally.Scope
@@ -37,17 +40,31 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	scope, closer := tally.NewRootScope(tally.ScopeOptions{
-		CachedReporter:  reporter,
-		Separator:       tallyprom.DefaultSeparator,
-		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
-	}, time.Second)
+	scope, closer := tally.NewRootScope(tally.ScopeOptions{CachedReporter: reporter, Separator: tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions}, time.Second)
 	return &metrics{registry: registry, scope: sdktally.NewPrometheusNamingScope(scope), closer: closer, logger: logger}, nil
 }
 
 func (m *metrics) Handler() sdkclient.MetricsHandler { return sdktally.NewMetricsHandler(m.scope) }
 
-// Serve listens on addr and returns the bound address (addr may use port 0).
+// serve exports the worker's gauges and, unless WORKER_METRICS_ADDR is empty, serves them.
+func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) error {
+	m.exportBalanceLowThreshold(namespace, cfg.ProviderBalanceLow)
+	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil {
+		return err
+	}
+	if cfg.MetricsAddr == "" {
+		return nil
+	}
+	addr, err := m.Serve(cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
+	}
+	logger.Info("metrics listening", "addr", addr)
+	return nil
+}
+
+// Serve serves /metrics and /healthz on addr and returns the bound address (addr may use port 0).
 func (m *metrics) Serve(addr string) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -58,7 +75,7 @@ func (m *metrics) Serve(addr string) (string, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	m.server = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 	go func() {
-		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := m.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			m.logger.Error("metrics server", "error", err)
 		}
 	}()

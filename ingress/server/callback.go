@@ -2,13 +2,11 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
-	"go.temporal.io/api/serviceerror"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
@@ -21,10 +19,15 @@ type okBody struct {
 // The same body for every accepted callback: an untokened caller must not learn whether a task exists.
 var accepted = okBody{Status: "ok"}
 
-// handleTokenedCallback serves /callback/:workflow_id?t=TOKEN. The token proves the caller knows the callback
-// secret, so the signal is marked Authenticated. Even so, every signal lands in the workflow's history, so an
-// exact repeat is answered without one and the workflow's signal budget caps the rest: a leaked token cannot
-// push a workflow past Temporal's history limits.
+// Bounds on what a pingback URL can name: far above any real run ID or submission count.
+const (
+	maxSubmissionNumber = 10000
+	maxRunIDBytes       = 64
+)
+
+// handleTokenedCallback serves /callback/:workflow_id?t=TOKEN as an Authenticated signal. Every signal lands in
+// history, so exact repeats and callbacks past the workflow's budget are answered without one: a leaked token
+// cannot push a workflow past Temporal's history limits.
 func (s *Server) handleTokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
 	workflowID, err := url.PathUnescape(c.Param("workflow_id"))
@@ -35,8 +38,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		return badRequest("workflow_id", err.Error())
 	}
 	info.workflowID = workflowID
-	// The token is checked before the body is read: a forger gets nothing parsed.
-	sub, err := s.checkToken(c, workflowID)
+	sub, err := s.checkToken(c, workflowID) // before the body is read: a forger gets nothing parsed
 	if err != nil {
 		return err
 	}
@@ -47,70 +49,48 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	}
 	now := s.now()
 	key := callbackKey(routeTokened, workflowID, id, code)
-	if s.seen.seen(key, now) {
+	switch {
+	case s.seen.has(key, now):
 		info.outcome = outcomeDuplicate
-		return c.JSON(http.StatusOK, accepted)
-	}
-	if !s.tokenedBudget.take(workflowID, now) {
+	case !s.tokenedBudget.take(workflowID, now):
 		info.outcome = outcomeSuppressed
-		return c.JSON(http.StatusOK, accepted)
+	default:
+		sigCtx, cancel := signalContext(c)
+		defer cancel()
+		info.outcome, err = s.signal(sigCtx, workflowID, captchaflow.Callback{ProviderTaskID: id, Code: code,
+			Authenticated: true, RunID: sub.RunID, Submission: sub.N, Provider: sub.Provider, ReceivedAt: now})
+		if err != nil {
+			s.tokenedBudget.refund(workflowID, s.now()) // the provider's retry finds the budget as it was
+			return err
+		}
+		s.seen.add(key, s.now())
 	}
-	sigCtx, cancel := signalContext(c)
-	defer cancel()
-	info.outcome, err = s.signal(sigCtx, workflowID, captchaflow.Callback{
-		ProviderTaskID: id,
-		Code:           code,
-		Authenticated:  true,
-		RunID:          sub.RunID,
-		Submission:     sub.N,
-		Provider:       sub.Provider,
-		ReceivedAt:     now,
-	})
-	if err != nil {
-		// Temporal did not take it: the provider's retry must find the budget as it was.
-		s.tokenedBudget.refund(workflowID, s.now())
-		return err
-	}
-	s.seen.add(key, s.now())
 	return c.JSON(http.StatusOK, accepted)
 }
 
 // checkToken verifies the URL's token over the run, submission and provider the URL names.
 func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Submission, error) {
-	token := c.QueryParam(callbackauth.TokenParam)
-	run, n := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.SubmissionParam)
-	num, err := strconv.Atoi(n)
-	provider := c.QueryParam(callbackauth.ProviderParam)
-	if err != nil || num < 1 || num > maxSubmissionNumber || run == "" || len(run) > maxRunIDBytes ||
+	run, provider := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.ProviderParam)
+	n, err := strconv.Atoi(c.QueryParam(callbackauth.SubmissionParam))
+	if err != nil || n < 1 || n > maxSubmissionNumber || run == "" || len(run) > maxRunIDBytes ||
 		(provider != "" && !captchaflow.ProviderNamePattern.MatchString(provider)) {
-		return callbackauth.Submission{}, forbiddenError{} // nothing signed can look like this
+		return callbackauth.Submission{}, errForged // nothing signed can look like this
 	}
-	sub := callbackauth.Submission{RunID: run, N: num, Provider: provider}
-	if !callbackauth.ValidFor(token, workflowID, sub, s.secrets...) {
-		return callbackauth.Submission{}, forbiddenError{}
+	sub := callbackauth.Submission{RunID: run, N: n, Provider: provider}
+	if !callbackauth.ValidFor(c.QueryParam(callbackauth.TokenParam), workflowID, sub, s.secrets...) {
+		return sub, errForged
 	}
 	return sub, nil
 }
 
-// Bounds on what a named pingback URL can carry: far above any real run ID or submission count.
-const (
-	maxSubmissionNumber = 10000
-	maxRunIDBytes       = 64
-)
-
-// signal delivers cb to the workflow and answers only once Temporal accepted it (or said there is no such running
-// workflow). Anything else is unavailable: the provider may retry and the workflow's poll recovers regardless.
+// signal answers only once Temporal accepted the signal or said no such workflow runs; anything else is a 503
+// the provider may retry, and the workflow's poll recovers regardless.
 func (s *Server) signal(ctx context.Context, workflowID string, cb captchaflow.Callback) (outcome string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SignalTimeout)
 	defer cancel()
 	err = s.temporal.SignalWorkflow(ctx, workflowID, "", captchaflow.CallbackSignal, cb)
-	var notFound *serviceerror.NotFound
-	switch {
-	case err == nil:
-		return outcomeSignalled, nil
-	case errors.As(err, &notFound):
-		// Completed, timed out or never existed: nothing is waiting for this result, so a retry cannot help.
-		return outcomeLateOrUnknown, nil
+	if outcome = outcomeOf(err); outcome == outcomeUnavailable {
+		return "", unavailable(err)
 	}
-	return "", unavailable(err)
+	return outcome, nil
 }

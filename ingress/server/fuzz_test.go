@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -72,7 +74,7 @@ func newFuzzServer(f *testing.F) (*Server, *fuzzTemporal) {
 	cfg.UntokenedRate, cfg.UntokenedRatePerIP = 1e6, 1e6
 	cfg.CallbackBurst = 1 << 20
 	fake := &fuzzTemporal{}
-	srv, err := New(cfg, fake, nil, nil)
+	srv, err := New(cfg, fake, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		f.Fatal(err)
 	}

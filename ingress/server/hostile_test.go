@@ -397,13 +397,13 @@ func TestCodeIsBoundedOnEveryRoute(t *testing.T) {
 	}
 }
 
-func TestBoundedCacheCapsEntriesAndExpires(t *testing.T) {
+func TestTTLCacheCapsEntriesAndExpires(t *testing.T) {
 	now := time.Now()
-	c := newBoundedCache[int](3, time.Minute)
+	c := newTTLCache[int](3, time.Minute)
 	for i := range 5 {
 		c.put(fmt.Sprint(i), i, now)
 	}
-	assert.Equal(t, 3, c.len())
+	assert.Equal(t, 3, c.live(now))
 	_, ok := c.get("0", now)
 	assert.False(t, ok, "the least recently used went first")
 	_, ok = c.get("2", now) // touch 2: now 3 is the oldest
@@ -418,7 +418,7 @@ func TestBoundedCacheCapsEntriesAndExpires(t *testing.T) {
 	_, ok = c.get("2", later)
 	assert.False(t, ok, "expired")
 	c.put("6", 6, later)
-	assert.Equal(t, 1, c.len(), "expired entries are dropped on insert")
+	assert.Equal(t, 1, c.live(later), "expired entries are dropped")
 }
 
 func TestSignalBudgetMemoryIsBounded(t *testing.T) {
@@ -427,19 +427,19 @@ func TestSignalBudgetMemoryIsBounded(t *testing.T) {
 	for i := range maxBudgetKeys + 1000 {
 		b.take(fmt.Sprint(i), now)
 	}
-	assert.Equal(t, maxBudgetKeys, b.keys.len())
+	assert.Equal(t, maxBudgetKeys, b.keys.live(now))
 
-	s := newSeenCallbacks(seenCallbackTTL)
+	s := newTTLCache[struct{}](maxSeenCallbacks, seenCallbackTTL)
 	for i := range maxSeenCallbacks + 1000 {
 		s.add(callbackKey(routeTokened, "w", "1", fmt.Sprint(i)), now)
 	}
-	assert.Equal(t, maxSeenCallbacks, s.hashes.len())
+	assert.Equal(t, maxSeenCallbacks, s.live(now))
 
 	l := newClientRateLimit(1e9, 1e9)
 	for i := range maxClientLimiters + 1000 {
 		l.allow(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), now)
 	}
-	assert.Equal(t, maxClientLimiters, l.clients.len())
+	assert.Equal(t, maxClientLimiters, l.clients.live(now))
 }
 
 func TestClientNetworkGroupsAnIPv6Slash64(t *testing.T) {

@@ -1,127 +1,91 @@
 package server
 
 import (
-	"container/list"
 	"crypto/sha256"
 	"math"
 	"net"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 )
 
-// Caps on the per-key state callers can create. An entry costs a few hundred bytes, so the worst case is a few
-// tens of MiB however many keys a flood invents.
+// Caps on the per-key state callers can create: a few tens of MiB however many keys a flood invents. An evicted
+// budget is a full one again, harmless while cycling the cache takes longer than a refill (≈22 min at 50/s).
 const (
-	// maxBudgetKeys bounds the per-workflow and per-provider-ID signal budgets. Evicting a budget hands its key a
-	// full one, which is harmless as long as cycling through the cache takes longer than a budget takes to refill:
-	// untokened keys arrive at most INGRESS_UNTOKENED_RATE per second (65 536 / 50 per s ≈ 22 min against a
-	// 2 min refill by default), and tokened keys need a valid token, i.e. a real task.
-	maxBudgetKeys = 1 << 16
-	// maxSeenCallbacks bounds the set of callbacks already signalled (32-byte hashes), for exact repeats.
-	maxSeenCallbacks = 1 << 16
-	// seenCallbackTTL is how long an exact repeat is recognised; providers repeat within seconds to minutes.
-	seenCallbackTTL = 10 * time.Minute
-	// maxClientLimiters bounds the per-IP rate limiters. An evicted limiter resets that client's budget; the global
-	// limit still holds.
+	maxBudgetKeys     = 1 << 16
+	maxSeenCallbacks  = 1 << 16
 	maxClientLimiters = 1 << 14
-	// activeSourceWindow is how long a client counts as an active source of untokened callbacks after its last
-	// request, for the fair share; its limiter is forgotten then too (it would have refilled long before: its burst
-	// is two seconds' worth).
+	seenCallbackTTL   = 10 * time.Minute // providers repeat within seconds to minutes
+	// activeSourceWindow: a client is an active source (for the fair share) this long after its last request.
 	activeSourceWindow = 10 * time.Second
 )
 
-// boundedCache is an LRU map with a time to live per entry and a hard cap on entries, so state keyed by what
-// callers send cannot grow without bound. Not safe for concurrent use; its owner locks.
-type boundedCache[V any] struct {
-	capacity int
-	ttl      time.Duration
-	order    *list.List // of *cacheEntry[V]; front is the most recently touched
-	items    map[string]*list.Element
+// ttlCache is an LRU of at most size keys, each forgotten ttl after it was last touched (by the caller's clock).
+type ttlCache[V any] struct {
+	lru *lru.Cache[string, stamped[V]]
+	ttl time.Duration
 }
 
-type cacheEntry[V any] struct {
-	key     string
+type stamped[V any] struct {
 	val     V
 	expires time.Time
 }
 
-func newBoundedCache[V any](capacity int, ttl time.Duration) *boundedCache[V] {
-	return &boundedCache[V]{capacity: capacity, ttl: ttl, order: list.New(), items: map[string]*list.Element{}}
+func newTTLCache[V any](size int, ttl time.Duration) ttlCache[V] {
+	c, _ := lru.New[string, stamped[V]](size) // fails only for a size below one
+	return ttlCache[V]{c, ttl}
 }
 
-// get returns key's live value and renews its time to live; an expired entry counts as absent.
-func (c *boundedCache[V]) get(key string, now time.Time) (V, bool) {
-	el, ok := c.items[key]
-	if !ok {
-		var zero V
-		return zero, false
+// get returns key's live value and renews it.
+func (c ttlCache[V]) get(key string, now time.Time) (V, bool) {
+	if e, ok := c.lru.Get(key); ok && now.Before(e.expires) {
+		c.put(key, e.val, now)
+		return e.val, true
 	}
-	e := el.Value.(*cacheEntry[V])
-	if !now.Before(e.expires) {
-		c.remove(el)
-		var zero V
-		return zero, false
-	}
-	e.expires = now.Add(c.ttl)
-	c.order.MoveToFront(el)
-	return e.val, true
+	var zero V
+	return zero, false
 }
 
-// put stores val under key, first dropping expired entries from the old end and then, at capacity, the least
-// recently touched one.
-func (c *boundedCache[V]) put(key string, val V, now time.Time) {
-	if el, ok := c.items[key]; ok {
-		e := el.Value.(*cacheEntry[V])
-		e.val, e.expires = val, now.Add(c.ttl)
-		c.order.MoveToFront(el)
-		return
-	}
-	c.expire(now)
-	for c.order.Len() >= c.capacity {
-		c.remove(c.order.Back())
-	}
-	c.items[key] = c.order.PushFront(&cacheEntry[V]{key: key, val: val, expires: now.Add(c.ttl)})
+func (c ttlCache[V]) has(key string, now time.Time) bool { _, ok := c.get(key, now); return ok }
+
+func (c ttlCache[V]) put(key string, val V, now time.Time) {
+	c.lru.Add(key, stamped[V]{val, now.Add(c.ttl)})
 }
 
-func (c *boundedCache[V]) remove(el *list.Element) {
-	delete(c.items, el.Value.(*cacheEntry[V]).key)
-	c.order.Remove(el)
-}
+func (c ttlCache[V]) add(key string, now time.Time) { var zero V; c.put(key, zero, now) }
 
-func (c *boundedCache[V]) len() int { return c.order.Len() }
-
-// expire drops the entries whose time to live ended by now (the least recently touched are at the back).
-func (c *boundedCache[V]) expire(now time.Time) {
-	for back := c.order.Back(); back != nil && !now.Before(back.Value.(*cacheEntry[V]).expires); back = c.order.Back() {
-		c.remove(back)
+// live drops the expired keys (the least recently touched are the oldest) and counts the rest.
+func (c ttlCache[V]) live(now time.Time) int {
+	for k, e, ok := c.lru.GetOldest(); ok && !now.Before(e.expires); k, e, ok = c.lru.GetOldest() {
+		c.lru.Remove(k)
 	}
+	return c.lru.Len()
 }
 
-// bucket is a token bucket that can give a token back, which x/time/rate's reservations cannot once time moved.
+// bucket is a token bucket that can give a token back, which x/time/rate cannot once time moved.
 type bucket struct {
 	tokens float64
 	last   time.Time
 }
 
-// signalBudget caps the signals one key (a workflow ID, a provider task ID) receives: burst at once, then one
-// per refill. A flood against one key then adds a constant number of signals to that workflow's history, however
-// many requests it sends.
+// signalBudget caps the signals one key (workflow ID, provider task ID) gets: burst at once, then one per refill,
+// so a flood adds a constant number of events to a workflow's history.
 type signalBudget struct {
 	mu     sync.Mutex
 	burst  float64
 	refill time.Duration
-	keys   *boundedCache[*bucket]
+	keys   ttlCache[*bucket]
 }
 
 func newSignalBudget(burst int, refill time.Duration) *signalBudget {
-	// An idle key is forgotten once its bucket would be full again: a new bucket is full, so nothing is lost.
-	ttl := time.Duration(burst) * refill
-	return &signalBudget{burst: float64(burst), refill: refill, keys: newBoundedCache[*bucket](maxBudgetKeys, ttl)}
+	// An idle key is forgotten once its bucket would be full again, which a new one is.
+	return &signalBudget{burst: float64(burst), refill: refill,
+		keys: newTTLCache[*bucket](maxBudgetKeys, time.Duration(burst)*refill)}
 }
 
-// take spends one signal of key's budget; false means the budget is spent for now.
+// take spends one signal of key's budget; false means it is spent for now.
 func (b *signalBudget) take(key string, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -131,8 +95,7 @@ func (b *signalBudget) take(key string, now time.Time) bool {
 		b.keys.put(key, bk, now)
 	}
 	if elapsed := now.Sub(bk.last); elapsed > 0 {
-		bk.tokens = math.Min(b.burst, bk.tokens+float64(elapsed)/float64(b.refill))
-		bk.last = now
+		bk.tokens, bk.last = math.Min(b.burst, bk.tokens+float64(elapsed)/float64(b.refill)), now
 	}
 	if bk.tokens < 1 {
 		return false
@@ -150,49 +113,21 @@ func (b *signalBudget) refund(key string, now time.Time) {
 	}
 }
 
-// seenCallbacks remembers keys for a while: callbacks already handed to Temporal (as hashes, never the code), so an
-// exact repeat is answered without another signal; provider task IDs whose untokened update was rejected.
-type seenCallbacks struct {
-	mu     sync.Mutex
-	hashes *boundedCache[struct{}]
-}
-
-func newSeenCallbacks(ttl time.Duration) *seenCallbacks {
-	return &seenCallbacks{hashes: newBoundedCache[struct{}](maxSeenCallbacks, ttl)}
-}
-
-// callbackKey identifies one callback's content on one route. Neither ID can contain NUL (their patterns forbid
-// it), so the separators keep the encoding unambiguous; the code comes last and may contain anything.
+// callbackKey identifies one callback's content on one route; no ID can hold NUL, so the encoding is unambiguous.
 func callbackKey(route, workflowID, providerTaskID, code string) string {
 	sum := sha256.Sum256([]byte(route + "\x00" + workflowID + "\x00" + providerTaskID + "\x00" + code))
 	return string(sum[:])
 }
 
-func (s *seenCallbacks) seen(key string, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.hashes.get(key, now)
-	return ok
-}
-
-func (s *seenCallbacks) add(key string, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hashes.put(key, struct{}{}, now)
-}
-
-// clientRateLimit is the untokened route's admission control: each active source (client network) refills at a fair
-// share of the global rate — global / active sources, at most the per-client rate — and the global limiter caps the
-// sum, so a handful of clients cannot take the whole budget from the provider's own callbacks: six clients flooding
-// at the per-client cap leave the provider a seventh of the global rate. A source keeps the per-client burst: a
-// flooder never idles long enough to refill it, while the share an idle source leaves unused accumulates in the
-// global bucket, where its burst finds it. A source is active while it sent a request within activeSourceWindow.
+// clientRateLimit admits untokened callbacks: each active source refills at a fair share (global / active
+// sources, at most the per-client rate) and the global limiter caps the sum, so a few flooders cannot starve the
+// provider's own callbacks.
 type clientRateLimit struct {
 	global     *rate.Limiter
 	globalRate float64
 	perClient  float64
 	mu         sync.Mutex
-	clients    *boundedCache[*rate.Limiter] // the active sources; least recently seen at the back
+	clients    ttlCache[*rate.Limiter]
 }
 
 func newClientRateLimit(globalPerSecond, perClientPerSecond float64) *clientRateLimit {
@@ -200,14 +135,14 @@ func newClientRateLimit(globalPerSecond, perClientPerSecond float64) *clientRate
 		global:     rate.NewLimiter(rate.Limit(globalPerSecond), burstFor(globalPerSecond)),
 		globalRate: globalPerSecond,
 		perClient:  perClientPerSecond,
-		clients:    newBoundedCache[*rate.Limiter](maxClientLimiters, activeSourceWindow),
+		clients:    newTTLCache[*rate.Limiter](maxClientLimiters, activeSourceWindow),
 	}
 }
 
-// burstFor is twice the rate, at least one: a short burst of honest callbacks passes, a sustained flood does not.
+// burstFor is two seconds' worth: a short burst of honest callbacks passes, a sustained flood does not.
 func burstFor(perSecond float64) int { return max(1, int(math.Ceil(2*perSecond))) }
 
-// allow admits one request from clientIP at now, or returns how long the caller should wait.
+// allow admits one request from clientIP at now, or says how long the caller should wait.
 func (l *clientRateLimit) allow(clientIP string, now time.Time) (retryAfter time.Duration, ok bool) {
 	lim, share := l.limiterFor(clientNetwork(clientIP), now)
 	if !lim.AllowN(now, 1) {
@@ -223,28 +158,24 @@ func (l *clientRateLimit) allow(clientIP string, now time.Time) (retryAfter time
 func (l *clientRateLimit) limiterFor(key string, now time.Time) (*rate.Limiter, rate.Limit) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.clients.expire(now)
 	lim, found := l.clients.get(key, now)
 	if !found {
-		l.clients.put(key, nil, now) // count it before its share is computed
+		l.clients.put(key, nil, now) // counted before its share is computed
 	}
-	share := rate.Limit(math.Min(l.perClient, l.globalRate/float64(l.clients.len())))
-	switch {
-	case !found:
+	share := rate.Limit(math.Min(l.perClient, l.globalRate/float64(l.clients.live(now))))
+	if !found {
 		lim = rate.NewLimiter(share, burstFor(l.perClient))
 		l.clients.put(key, lim, now)
-	case lim.Limit() != share:
+	} else if lim.Limit() != share {
 		lim.SetLimitAt(now, share)
 	}
 	return lim, share
 }
 
-// activeSources is the number of sources sharing the global rate at now.
 func (l *clientRateLimit) activeSources(now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.clients.expire(now)
-	return l.clients.len()
+	return l.clients.live(now)
 }
 
 // retryAfterFor is the time one token takes to come back at limit, in whole seconds, at least one.
@@ -255,15 +186,14 @@ func retryAfterFor(limit rate.Limit) time.Duration {
 	return max(time.Second, time.Duration(math.Ceil(1/float64(limit)))*time.Second)
 }
 
-// clientNetwork is the rate-limit key of a client address: the IPv4 address, or the /64 of an IPv6 one, since a
-// single IPv6 host usually controls a whole /64.
+// clientNetwork keys the rate limit: the IPv4 address, or the /64 of an IPv6 one (one host usually holds a /64).
 func clientNetwork(ip string) string {
 	parsed := net.ParseIP(ip)
-	if parsed == nil {
+	switch {
+	case parsed == nil:
 		return ip
-	}
-	if v4 := parsed.To4(); v4 != nil {
-		return v4.String()
+	case parsed.To4() != nil:
+		return parsed.To4().String()
 	}
 	return parsed.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }

@@ -1,41 +1,35 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 )
 
-// callbackInfo is what the access log and the callbacks counter know about one callback. The handler fills it in
-// as it learns; it never holds the token or the query string.
+// callbackInfo is what the access log and the callbacks counter learn of one callback; never the token or query.
 type callbackInfo struct {
-	route          string
-	workflowID     string
-	providerTaskID string
-	outcome        string // set by the handler on success; derived from the error otherwise
-	// queued: an untokened callback handed to the background queue, which counts and logs its outcome later.
-	queued bool
+	route, workflowID, providerTaskID string
+	outcome                           string // set by the handler on success, derived from the error otherwise
 }
 
 const callbackInfoKey = "captchaflow.callback"
 
-// callbackInfoOf is the handler's way to fill in what the access log and the counter report about its callback.
+// outcomeQueued is the access log's outcome of an untokened callback whose real one the queue counts later.
+const outcomeQueued = "queued"
+
 func callbackInfoOf(c echo.Context) *callbackInfo {
 	info, _ := c.Get(callbackInfoKey).(*callbackInfo)
 	if info == nil {
-		// Only reachable if a handler runs without observeCallback; keep it harmless.
 		info = &callbackInfo{}
 		c.Set(callbackInfoKey, info)
 	}
 	return info
 }
 
-// observeCallback wraps a callback route: it settles the outcome and counts it. It sits outside the body limit so
-// an oversized body counts as bad_request.
+// observeCallback settles a callback's outcome and counts it; outside the body limit, so a 413 counts too.
 func (s *Server) observeCallback(route string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -45,7 +39,7 @@ func (s *Server) observeCallback(route string) echo.MiddlewareFunc {
 			if err != nil {
 				info.outcome = resolveError(err).outcome
 			}
-			if info.outcome != "" {
+			if info.outcome != "" && info.outcome != outcomeQueued {
 				s.metrics.callbacks.WithLabelValues(route, info.outcome).Inc()
 			}
 			return err
@@ -53,58 +47,35 @@ func (s *Server) observeCallback(route string) echo.MiddlewareFunc {
 	}
 }
 
-// accessLog writes one line per request with safe fields only: the route pattern, never the URL or query (the
-// callback token is in it). Callbacks log at Info (Warn/Error when they fail); probes and scrapes at Debug.
-func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		status := c.Response().Status
-		if err != nil {
-			status = resolveError(err).status
-		}
-		attrs := []slog.Attr{
-			slog.String("method", c.Request().Method),
-			slog.String("route", c.Path()),
-			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-		}
-		level := slog.LevelDebug
-		msg := "request"
-		if info, ok := c.Get(callbackInfoKey).(*callbackInfo); ok {
-			msg = "callback"
-			level = slog.LevelInfo
-			attrs = append(attrs,
-				slog.String("callback_route", info.route),
-				// The client, so an operator can learn the provider's callback sources (for UNTOKENED_ALLOW_CIDRS)
-				// from the tokened callbacks it answered 200.
-				slog.String("client_ip", c.RealIP()),
-				slog.String("workflow_id", info.workflowID),
-				slog.String("provider_task_id", info.providerTaskID),
-				slog.String("outcome", cmp.Or(info.outcome, queuedLabel(info.queued))))
-		}
-		if err != nil {
-			attrs = append(attrs, slog.String("error", err.Error()))
-			level = max(level, levelForStatus(status))
-		}
-		s.log.LogAttrs(context.WithoutCancel(c.Request().Context()), level, msg, attrs...)
-		return err
-	}
-}
-
-// queuedLabel is the access log's outcome for a callback whose real outcome the background queue logs later.
-func queuedLabel(queued bool) string {
-	if queued {
-		return "queued"
-	}
-	return ""
+// accessLog writes one line per request with safe fields only: the route pattern, never the URL (it holds the
+// token). Callbacks log at Info, probes and scrapes at Debug, a 503 at Warn, other 5xx at Error.
+func (s *Server) accessLog() echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		HandleError: true, LogStatus: true, LogLatency: true, LogMethod: true, LogRoutePath: true, LogError: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			log, level, msg := s.log.With("method", v.Method, "route", v.RoutePath, "status", v.Status,
+				"duration_ms", float64(v.Latency.Microseconds())/1000), slog.LevelDebug, "request"
+			if info, ok := c.Get(callbackInfoKey).(*callbackInfo); ok {
+				// client_ip tells an operator the provider's sources, for UNTOKENED_ALLOW_CIDRS.
+				log, level, msg = log.With("callback_route", info.route, "client_ip", c.RealIP(),
+					"workflow_id", info.workflowID, "provider_task_id", info.providerTaskID, "outcome", info.outcome),
+					slog.LevelInfo, "callback"
+			}
+			if v.Error != nil {
+				log = log.With("error", v.Error.Error())
+				level = max(level, levelForStatus(v.Status))
+			}
+			log.Log(context.WithoutCancel(c.Request().Context()), level, msg)
+			return nil
+		},
+	})
 }
 
 // levelForStatus keeps a Temporal outage (503) at Warn so Error stays for bugs.
 func levelForStatus(status int) slog.Level {
 	switch {
 	case status == http.StatusServiceUnavailable:
-		return slog.LevelWarn // expected while Temporal is down; the workflow's poll recovers
+		return slog.LevelWarn
 	case status >= 500:
 		return slog.LevelError
 	}

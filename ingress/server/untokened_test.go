@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/common/v1"
@@ -26,13 +25,6 @@ func found(workflowID string) *workflowservice.ListWorkflowExecutionsResponse {
 	return &workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflow.WorkflowExecutionInfo{{
 		Execution: &common.WorkflowExecution{WorkflowId: workflowID, RunId: "run-1"},
 	}}}
-}
-
-// errOlderWorker is how a Go worker without the untokened update's handler rejects it.
-var errOlderWorker = errors.New("unknown update captcha-untokened-callback. KnownUpdates=[]")
-
-func (e *testEnv) deliveredAs(as string) float64 {
-	return testutil.ToFloat64(e.srv.metrics.untokenedDelivered.WithLabelValues(as))
 }
 
 // #15 §3a: an untokened callback reaches the workflow as the UntokenedUpdate, waiting only for its acceptance, and
@@ -62,65 +54,7 @@ func TestUntokenedCallbackIsAnUpdateWithoutTheCode(t *testing.T) {
 			}}, e.fake.sentUpdates())
 			assert.Empty(t, e.fake.sent(), "no signal: the code never reaches history")
 			assert.Equal(t, 1.0, e.callbacks(routeUntokened, outcomeSignalled))
-			assert.Equal(t, 1.0, e.deliveredAs(deliveredAsUpdate))
 		})
-	}
-}
-
-// A workflow on a worker that predates the update rejects it as unknown: it gets the old signal, with the code it
-// needs.
-func TestUntokenedCallbackFallsBackToTheSignalForAnOlderWorker(t *testing.T) {
-	e := newTestEnv(t)
-	findsWaitingTask(e)
-	e.fake.updateFn = func(context.Context, sentUpdate) (error, error) { return errOlderWorker, nil }
-	require.Equal(t, http.StatusOK, e.get(t, "/callback?id="+waitingProviderID+"&code=abc").Code)
-	e.drainQueue(t)
-	assert.Len(t, e.fake.sentUpdates(), 1)
-	assert.Equal(t, []sentSignal{{
-		WorkflowID: waitingWorkflowID,
-		Name:       captchaflow.CallbackSignal,
-		Callback:   captchaflow.Callback{ProviderTaskID: waitingProviderID, Code: "abc", Authenticated: false},
-	}}, e.fake.sent())
-	assert.Equal(t, 1.0, e.callbacks(routeUntokened, outcomeSignalled))
-	assert.Equal(t, 1.0, e.deliveredAs(deliveredAsSignal))
-	assert.Zero(t, e.deliveredAs(deliveredAsUpdate))
-}
-
-// A Temporal server that serves no updates gets the signal too.
-func TestUntokenedCallbackFallsBackToTheSignalWhenUpdatesAreDisabled(t *testing.T) {
-	for _, err := range []error{
-		serviceerror.NewPermissionDenied("UpdateWorkflowExecution operation is disabled on this namespace", ""),
-		serviceerror.NewUnimplemented("unknown method UpdateWorkflowExecution"),
-	} {
-		e := newTestEnv(t)
-		findsWaitingTask(e)
-		e.fake.updateFn = func(context.Context, sentUpdate) (error, error) { return nil, err }
-		require.Equal(t, http.StatusOK, e.get(t, "/callback?id="+waitingProviderID+"&code=abc").Code)
-		e.drainQueue(t)
-		assert.Len(t, e.fake.sent(), 1, "%v", err)
-		assert.Equal(t, 1.0, e.deliveredAs(deliveredAsSignal))
-	}
-	e := newTestEnv(t)
-	findsWaitingTask(e)
-	e.fake.updateFn = func(context.Context, sentUpdate) (error, error) {
-		return nil, serviceerror.NewPermissionDenied("request unauthorized", "")
-	}
-	require.Equal(t, http.StatusOK, e.get(t, "/callback?id="+waitingProviderID+"&code=abc").Code)
-	e.drainQueue(t)
-	assert.Empty(t, e.fake.sent(), "a credential problem is not a reason to signal")
-	assert.Equal(t, 1.0, e.callbacks(routeUntokened, outcomeUnavailable))
-}
-
-func TestUnknownUpdateIsToldFromARejection(t *testing.T) {
-	for msg, unknown := range map[string]bool{
-		errOlderWorker.Error(): true,
-		"Update handler for 'captcha-untokened-callback' expected but not found, and there is no dynamic handler": true,
-		"No handler registered for update captcha-untokened-callback":                                             true,
-		"untokened hints for 7300000042 spent (4 of 4)":                                                           false,
-		"task is delivering, not waiting for a callback":                                                          false,
-		"unknown update other-update. KnownUpdates=[]":                                                            false,
-	} {
-		assert.Equal(t, unknown, unknownUpdate(errors.New(msg)), msg)
 	}
 }
 

@@ -7,13 +7,11 @@ import (
 	"time"
 )
 
-// MethodTimeouts is a per-method duration setting: "method=duration,…" (e.g. "turnstile=60s,userrecaptcha=45s").
-// Each duration is whole seconds from 1 s to 24 h (the range of callback_timeout_seconds); a method appears once.
+// MethodTimeouts is "method=duration,…" (e.g. "turnstile=60s"), whole seconds from 1 s to 24 h, each method once.
 type MethodTimeouts map[string]time.Duration
 
 var methodName = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 
-// UnmarshalText parses the setting; its errors name the variable and the entry that is wrong.
 func (m *MethodTimeouts) UnmarshalText(text []byte) error {
 	out := MethodTimeouts{}
 	for entry := range strings.SplitSeq(string(text), ",") {

@@ -2,8 +2,7 @@ package config
 
 import "log/slog"
 
-// Secret holds a credential. It prints as [redacted] through fmt, slog and JSON, so logging a config struct by
-// accident cannot leak it; Reveal is the one way to read it.
+// Secret prints as [redacted] through fmt, slog and JSON, so a config logged by accident leaks nothing.
 type Secret string
 
 const redacted = "[redacted]"
