@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -67,14 +68,24 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	if err := os.MkdirAll(filepath.Dir(opts.DBFile), 0o755); err != nil {
 		return nil, fmt.Errorf("temporal data directory: %w", err)
 	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = defaultTemporalReadyTimeout
+	}
+	// A port picked free can be taken by another process before the server binds it: pick again.
+	for attempt := 1; ; attempt++ {
+		t, err := startTemporalOnce(ctx, opts)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return t, err
+		}
+	}
+}
+
+func startTemporalOnce(ctx context.Context, opts TemporalOptions) (*Temporal, error) {
 	for _, port := range []*int{&opts.Port, &opts.UIPort, &opts.HTTPPort, &opts.MetricsPort} {
 		var err error
 		if *port, err = freePortIfZero(*port); err != nil {
 			return nil, err
 		}
-	}
-	if opts.ReadyTimeout <= 0 {
-		opts.ReadyTimeout = defaultTemporalReadyTimeout
 	}
 	proc, err := StartProcess(ProcessSpec{
 		Name:    "temporal",
