@@ -71,10 +71,10 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = defaultTemporalReadyTimeout
 	}
-	// A port picked free can be taken by another process before the server binds it: pick again.
+	// A port picked free can be taken by another process before the server binds it (it then exits): pick again.
 	for attempt := 1; ; attempt++ {
 		t, err := startTemporalOnce(ctx, opts)
-		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "exited before it became ready") {
 			return t, err
 		}
 	}
