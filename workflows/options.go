@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -49,13 +50,15 @@ func providerOptions(ctx workflow.Context, remaining time.Duration, retry *tempo
 	})
 }
 
-// submitOptions retry transient provider trouble (no free slot, 5xx, network) with backoff until the deadline.
+// submitOptions retry transient provider trouble (no free slot, 5xx, network) with backoff until the deadline; a
+// lost answer and a zero balance go to the workflow instead.
 func submitOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
 	return providerOptions(ctx, remaining, &temporal.RetryPolicy{
-		InitialInterval:        time.Second,
-		BackoffCoefficient:     2,
-		MaximumInterval:        30 * time.Second,
-		NonRetryableErrorTypes: activities.NonRetryableProviderErrors,
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    30 * time.Second,
+		NonRetryableErrorTypes: slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes,
+			[]string{activities.FailureProviderZeroBalance}),
 	})
 }
 
@@ -92,6 +95,20 @@ func deliverOptions(ctx workflow.Context, timeout time.Duration) workflow.Contex
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
 			MaximumInterval:    time.Minute,
+		},
+	})
+}
+
+// expiringDeliverOptions end a delivery before its token's expires_at, retries spaced at most an eighth of that.
+func expiringDeliverOptions(ctx workflow.Context, untilExpiry time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    min(DeliverStartToClose, untilExpiry),
+		HeartbeatTimeout:       heartbeatTimeout,
+		ScheduleToCloseTimeout: untilExpiry,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    min(time.Minute, max(time.Second, untilExpiry/8)),
 		},
 	})
 }

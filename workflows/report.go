@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
@@ -40,12 +39,6 @@ const (
 	// minReportTime: a report with less of its window left than this is not attempted.
 	minReportTime = time.Second
 )
-
-// registerReport registers ReportVerdict under its contract name (RegisterWorkflow calls it). Its activities are
-// methods of *activities.Activities, registered with the others.
-func registerReport(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(ReportVerdict, workflow.RegisterOptions{Name: captchaflow.ReportWorkflowType})
-}
 
 // ReportVerdict sends the caller's verdict on a solved task to the provider (res.php reportgood / reportbad) for
 // the provider task its result came from. It runs under the workflow ID captchaflow.ReportWorkflowID(taskID), so a
