@@ -27,16 +27,16 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 	if err != nil {
 		return false, err
 	}
-	opts, untilExpiry := deliverOptions(ctx, s.in.DeliveryTimeout()), time.Duration(-1)
+	opts, untilExpiry := deliverOptions(ctx, s.in.DeliveryTimeout(), time.Minute), time.Duration(0)
 	if !res.ExpiresAt.IsZero() {
 		untilExpiry = res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
-		switch {
-		case untilExpiry <= 0:
+		if untilExpiry <= 0 {
 			return true, errors.New("the token expired before its delivery began")
-		case untilExpiry < s.in.DeliveryTimeout():
-			opts = expiringDeliverOptions(ctx, untilExpiry)
-		default:
-			untilExpiry = -1 // delivery_timeout_seconds ends first: a failure is DeliveryFailed
+		}
+		if untilExpiry >= s.in.DeliveryTimeout() {
+			untilExpiry = 0 // delivery_timeout_seconds ends first: a failure is DeliveryFailed
+		} else { // retries spaced at most an eighth of the token's life, so notify_url is tried close to its end
+			opts = deliverOptions(ctx, untilExpiry, min(time.Minute, max(time.Second, untilExpiry/8)))
 		}
 	}
 	f := workflow.ExecuteActivity(opts, acts.Deliver,

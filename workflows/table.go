@@ -128,22 +128,22 @@ type signals struct {
 	grants    workflow.ReceiveChannel
 }
 
-// listen routes every callback and grant as it arrives, for the whole run.
+// listen routes every callback and grant as it arrives, for the whole run. ReceiveAsync: a corrupt payload is
+// dropped by the SDK and must not block the listener.
 func (s *solver) listen(ctx workflow.Context) {
 	for {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(s.signals.callbacks, func(c workflow.ReceiveChannel, _ bool) {
 			var cb captchaflow.Callback
-			c.Receive(ctx, &cb)
-			if cb.ReceivedAt.IsZero() { // an ingress that does not stamp it: this workflow task is the best we know
-				cb.ReceivedAt = workflow.Now(ctx)
+			if c.ReceiveAsync(&cb) {
+				s.routeCallback(ctx, cb)
 			}
-			s.routeCallback(ctx, cb)
 		})
 		sel.AddReceive(s.signals.grants, func(c workflow.ReceiveChannel, _ bool) {
 			var g activities.SlotGrant
-			c.Receive(ctx, &g)
-			s.receiveGrant(ctx, g)
+			if c.ReceiveAsync(&g) {
+				s.receiveGrant(ctx, g)
+			}
 		})
 		sel.Select(ctx)
 	}
@@ -218,6 +218,9 @@ func (s *solver) sleep(ctx workflow.Context, d time.Duration) error {
 
 // routeCallback files cb under the submission its pingback URL names.
 func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
+	if cb.ReceivedAt.IsZero() { // an ingress that does not stamp it: this workflow task is the best we know
+		cb.ReceivedAt = workflow.Now(ctx)
+	}
 	t := &s.table
 	stale := func(why string) {
 		s.logger.Info("callback ignored: "+why, "CallbackProviderTaskID", cb.ProviderTaskID,
