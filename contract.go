@@ -199,8 +199,8 @@ type SubmissionStatus struct {
 	N              int    `json:"n"`
 	ProviderTaskID string `json:"provider_task_id,omitempty"`
 	Provider       string `json:"provider,omitempty"`
-	// State is one of answer_lost, submitting, waiting, polling, solved, unsolvable, expired, refused, superseded,
-	// abandoned (given up at a provider unreachable past PROVIDER_GIVE_UP).
+	// State is one of submitting, answer_lost, waiting, solved, unsolvable, refused, superseded (closed by another
+	// answer or a refresh), abandoned (given up at a provider unreachable past PROVIDER_GIVE_UP).
 	State string `json:"state"`
 }
 

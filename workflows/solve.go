@@ -295,7 +295,9 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 func (s *solver) lostWaitOver(ctx workflow.Context, sub *submission) outcome {
 	switch {
 	case s.table.answered() != nil:
-		return s.lostAnswered(ctx, s.table.answered())
+		o := s.lostAnswered(ctx, s.table.answered())
+		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback) // CaptchaTaskId: the ID its callback named
+		return o
 	case sub.State == subUnsolvable:
 		countLostSubmit(ctx, LostOutcomeUnsolvable)
 		return resubmit(outResubmit, "the submission whose in.php answer was lost called back unsolvable")
