@@ -198,9 +198,9 @@ func anyReady(fs ...workflow.Future) bool {
 	return false
 }
 
-// wait blocks until done holds; futures are what done looks at.
+// wait is await for the admission (slots.go): a cancellation shows in what done looks at.
 func (s *solver) wait(ctx workflow.Context, done func() bool, _ func() []workflow.Future) {
-	_ = s.await(ctx, done) // a cancellation shows in what done looks at
+	_ = s.await(ctx, done)
 }
 
 func (s *solver) waitFor(ctx workflow.Context, f workflow.Future) {
@@ -226,35 +226,29 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 		s.logger.Info("callback ignored: "+why, "CallbackProviderTaskID", cb.ProviderTaskID,
 			"CallbackSubmission", cb.Submission, "Authenticated", cb.Authenticated)
 	}
-	switch {
+	var sub *submission
+	if cb.Submission > 0 && cb.Submission <= len(t.subs) {
+		sub = t.subs[cb.Submission-1]
+	}
+	switch cur := t.current(); {
 	case cb.RunID != "" && cb.RunID != t.runID:
 		stale("a callback of an earlier run")
 	case cb.Submission == 0 && cb.Authenticated:
 		stale("a callback from a URL that names no submission")
+	case cb.Submission == 0 && cur != nil && cur.State == subWaiting && cb.ProviderTaskID == cur.ProviderID:
+		s.confirm(ctx, cur, "unauthenticated callback")
 	case cb.Submission == 0:
-		if cur := t.current(); cur != nil && cur.State == subWaiting && cb.ProviderTaskID == cur.ProviderID {
-			s.confirm(ctx, cur, "unauthenticated callback")
-		} else {
-			stale("an unauthenticated callback that names no waiting submission")
-		}
-	case cb.Submission > len(t.subs):
+		stale("an unauthenticated callback that names no waiting submission")
+	case sub == nil:
 		stale("a callback naming a submission this run never made")
-	case t.subs[cb.Submission-1].Round != t.round:
+	case sub.Round != t.round:
 		stale("a callback of an expired solve round")
-	default:
-		s.routeTo(ctx, t.subs[cb.Submission-1], cb, stale)
-	}
-}
-
-// routeTo files cb for sub by what sub is waiting for.
-func (s *solver) routeTo(ctx workflow.Context, sub *submission, cb captchaflow.Callback, stale func(string)) {
-	switch {
 	case sub.State == subAnswerLost:
 		s.lostCallback(sub, cb, stale)
-	case sub != s.table.current() || !sub.open():
+	case sub != cur || !sub.open():
 		stale("a callback of an earlier or settled submission (" + string(sub.State) + ")")
 	case sub.State == subSubmitting:
-		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID or lost replays it
+		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID or markLost replays it
 	default:
 		s.onCallback(ctx, sub, cb)
 	}
@@ -305,8 +299,6 @@ func (s *solver) lostCallback(lost *submission, cb captchaflow.Callback, stale f
 		}
 		lost.file(outcome{kind: outSolved, res: solution(lost, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)})
 		lost.State = subSolved
-		s.logger.Info("a submission whose in.php answer was lost called back", "ProviderTaskID", cb.ProviderTaskID,
-			"Submission", lost.N)
 	}
 }
 
