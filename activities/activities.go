@@ -21,16 +21,24 @@ type Provider interface {
 // Activities are registered on the worker as one struct so that they share the provider client and secrets.
 type Activities struct {
 	// Provider is the one provider of a worker without PROVIDERS_FILE; Providers, when set, replaces it.
-	Provider           Provider
-	Providers          *providers.Set
-	CallbackBaseURL    string        // the ingress's public base
-	CallbackSecret     string        // signs the pingback URLs
-	NotifySecret       string        // signs deliveries to notify_url (Standard Webhooks)
-	DeliveryTimeout    time.Duration // bounds one POST to notify_url (default DefaultDeliveryTimeout)
-	NotifyAllowPrivate bool          // lets deliveries reach private addresses (local development, the demo)
-	// CallbackTimeoutByMethod (CALLBACK_TIMEOUT_BY_METHOD) is the callback timeout of a task that leaves it unset.
+	Provider  Provider
+	Providers *providers.Set
+	// CallbackBaseURL is the ingress's public base; CallbackSecret signs the per-workflow callback URL.
+	CallbackBaseURL string
+	CallbackSecret  string
+	// NotifySecret signs deliveries to notify_url (Standard Webhooks).
+	NotifySecret string
+	// DeliveryTimeout bounds one POST to notify_url (default DefaultDeliveryTimeout).
+	DeliveryTimeout time.Duration
+	// NotifyAllowPrivate lets deliveries reach loopback and private-network addresses (local development, the
+	// demo); by default only public addresses are delivered to. See NewDeliveryClient.
+	NotifyAllowPrivate bool
+	// CallbackTimeoutByMethod is the callback timeout, per in.php method, of a task that leaves
+	// callback_timeout_seconds unset (CALLBACK_TIMEOUT_BY_METHOD); Submit hands it to the workflow.
 	CallbackTimeoutByMethod map[string]time.Duration
-	// ProviderThreads is PROVIDER_THREADS (0: no admission control); AcquireSlot states it to the semaphore.
+	// ProviderThreads is PROVIDER_THREADS: at most this many provider tasks in flight across every worker of the
+	// task queue (0: no admission control). AcquireSlot states it to the semaphore; the workflow gets it as
+	// workflows.Settings.
 	ProviderThreads int
 
 	httpOnce   sync.Once
