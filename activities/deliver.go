@@ -19,25 +19,19 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
-// DeliverRequest is one result for one notify_url. Body is the JSON document to POST (built by the workflow).
+// DeliverRequest is one result for one notify_url; Body is the JSON document the workflow built.
 type DeliverRequest struct {
 	NotifyURL string          `json:"notify_url"`
 	Body      json.RawMessage `json:"body"`
-	// Refresh is 0 for the task's first token and N for the token of its Nth refresh (a fresh solve after the
-	// previous token expired undelivered): a new result, so a new webhook-id.
-	Refresh int `json:"refresh,omitempty"`
+	Refresh   int             `json:"refresh,omitempty"` // N for the token of the Nth refresh: a new result, a new webhook-id
 }
 
-// Metric names for deliveries.
-const (
-	MetricDeliveries = "captchaflow_deliveries_total"
-)
+// MetricDeliveries counts delivery attempts by result (ok, error).
+const MetricDeliveries = "captchaflow_deliveries_total"
 
-// Deliver POSTs the result to notify_url, signed per the Standard Webhooks spec with webhook-id = DeliveryID (one
-// per result: the same on every retry of this delivery, different for another run of the workflow), so the
-// receiver can drop duplicates. Failures are retryable — the activity's retry policy is the dead-letter queue, and
-// it stays visible (and resettable) in the Web UI while the receiver is down — except a notify_url the worker will
-// never connect to (FailureDeliveryForbidden): retrying it for delivery_timeout_seconds could not succeed.
+// Deliver POSTs the result to notify_url, signed per Standard Webhooks with webhook-id DeliveryID, so a receiver
+// drops duplicates. Failures are retried by the workflow's retry policy (the dead-letter queue, visible in the Web
+// UI), except a notify_url the worker never connects to (FailureDeliveryForbidden).
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
 	err := a.deliver(ctx, req)
 	result := "ok"
@@ -48,11 +42,9 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
 	return err
 }
 
-// DeliveryID is the webhook-id of the delivery of one result: "<workflow ID>.<run ID>", and ".r<N>" after it for
-// the token of the Nth refresh. Retries of the delivery (activity attempts, a worker restart) keep it, so a
-// receiver deduplicates them; another run under the same workflow ID (a failed task started again, a reset) or a
-// refreshed token is a new result under a new ID, so the receiver does not drop it as a duplicate. The run ID is a
-// UUID (36 characters), so the workflow ID is recoverable even though workflow IDs may contain dots.
+// DeliveryID is the webhook-id of one result: "<workflow ID>.<run ID>" (".r<N>" after the Nth refresh). Retries
+// keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
+// recoverable though workflow IDs may contain dots.
 func DeliveryID(workflowID, runID string, refresh int) string {
 	id := workflowID + "." + runID
 	if refresh > 0 {
@@ -65,31 +57,15 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	if err := checkNotifyURL(req.NotifyURL); err != nil {
 		return forbidden(err)
 	}
-	signer, err := a.signer()
+	httpReq, err := a.signedRequest(ctx, req)
 	if err != nil {
-		return temporal.NewApplicationError(err.Error(), FailureWorkerConfig)
+		return err
 	}
-	exec := activity.GetInfo(ctx).WorkflowExecution
-	msgID := DeliveryID(exec.ID, exec.RunID, req.Refresh)
-	now := time.Now()
-	signature, err := signer.Sign(msgID, now, req.Body)
-	if err != nil {
-		return temporal.NewApplicationError("signing delivery: "+err.Error(), FailureWorkerConfig)
-	}
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
-	if err != nil {
-		return forbidden(&forbiddenURLError{describeDeliveryError(err)})
-	}
-	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)
-	httpReq.Header.Set(standardwebhooks.HeaderWebhookTimestamp, fmt.Sprint(now.Unix()))
-	httpReq.Header.Set(standardwebhooks.HeaderWebhookSignature, signature)
 	defer keepAlive(ctx)()
 	resp, err := a.client().Do(httpReq)
-	if err != nil {
-		if errors.Is(err, ErrForbiddenTarget) {
-			return forbidden(err)
-		}
+	if errors.Is(err, ErrForbiddenTarget) {
+		return forbidden(err)
+	} else if err != nil {
 		return temporal.NewApplicationError("delivering to notify_url: "+describeDeliveryError(err), FailureDeliveryRejected)
 	}
 	defer resp.Body.Close()
@@ -100,20 +76,41 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		msg += " (redirects are not followed)"
 	}
-	if snippet := excerpt(readExcerpt(resp.Body)); snippet != "" {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4*maxExcerpt))
+	if snippet := excerpt(b); snippet != "" {
 		msg += ": " + snippet
 	}
 	return temporal.NewApplicationError(msg, FailureDeliveryRejected)
 }
 
-// readExcerpt reads just enough of an error answer for excerpt.
-func readExcerpt(body io.Reader) []byte {
-	b, _ := io.ReadAll(io.LimitReader(body, 4*maxExcerpt))
-	return b
+// signedRequest is the POST of req's body with the Standard Webhooks headers.
+func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*http.Request, error) {
+	if a.NotifySecret == "" {
+		return nil, temporal.NewApplicationError("NOTIFY_SECRET is not set on the worker; set it and restart the worker to deliver",
+			FailureWorkerConfig)
+	}
+	signer, err := notifySigner(a.NotifySecret)
+	if err != nil {
+		return nil, temporal.NewApplicationError(err.Error(), FailureWorkerConfig)
+	}
+	exec := activity.GetInfo(ctx).WorkflowExecution
+	msgID, now := DeliveryID(exec.ID, exec.RunID, req.Refresh), time.Now()
+	signature, err := signer.Sign(msgID, now, req.Body)
+	if err != nil {
+		return nil, temporal.NewApplicationError("signing delivery: "+err.Error(), FailureWorkerConfig)
+	}
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
+	if err != nil {
+		return nil, forbidden(&forbiddenURLError{describeDeliveryError(err)})
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)
+	httpReq.Header.Set(standardwebhooks.HeaderWebhookTimestamp, fmt.Sprint(now.Unix()))
+	httpReq.Header.Set(standardwebhooks.HeaderWebhookSignature, signature)
+	return httpReq, nil
 }
 
-// forbidden is the non-retryable failure of a notify_url the worker refuses: the message names notify_url and why,
-// and the setting that would admit it, if one would.
+// forbidden is the non-retryable refusal of a notify_url, naming the setting that would admit it, if one would.
 func forbidden(err error) error {
 	msg := "notify_url refused: " + describeDeliveryError(err)
 	if fe, ok := errors.AsType[*forbiddenAddrError](err); ok && fe.private {
@@ -122,8 +119,7 @@ func forbidden(err error) error {
 	return temporal.NewNonRetryableApplicationError(msg, FailureDeliveryForbidden, nil)
 }
 
-// client is the delivery client, built once from DeliveryTimeout and NotifyAllowPrivate: there is no way to hand
-// the activities a client without the target check.
+// client is built once, so no delivery can go out without the target check.
 func (a *Activities) client() *http.Client {
 	a.httpOnce.Do(func() {
 		a.httpClient = NewDeliveryClient(cmp.Or(a.DeliveryTimeout, DefaultDeliveryTimeout), a.NotifyAllowPrivate)
@@ -131,36 +127,28 @@ func (a *Activities) client() *http.Client {
 	return a.httpClient
 }
 
-// signer keys the HMAC with NOTIFY_SECRET (see notifySigner).
-func (a *Activities) signer() (*standardwebhooks.Webhook, error) {
-	if a.NotifySecret == "" {
-		return nil, fmt.Errorf("NOTIFY_SECRET is not set on the worker; set it and restart the worker to deliver")
-	}
-	return notifySigner(a.NotifySecret)
-}
-
-// CheckNotifySecret reports whether a NOTIFY_SECRET can sign deliveries, so the worker refuses to start on one
-// that cannot instead of failing every delivery later. The error names the variable, never the value.
+// CheckNotifySecret lets the worker refuse to start on a NOTIFY_SECRET that cannot sign; it names the variable,
+// never the value. An unset one is allowed: deliveries wait, retrying and visible, until it is set.
 func CheckNotifySecret(secret string) error {
 	if secret == "" {
-		return nil // allowed: deliveries wait (retrying, visible) until it is set
+		return nil
 	}
 	_, err := notifySigner(secret)
 	return err
 }
 
-// notifySigner keys the HMAC with the secret: a "whsec_" secret is base64 (standard alphabet, padded) as the
-// spec's libraries issue and decode them, any other value is used as raw bytes.
+// notifySigner keys the HMAC: a "whsec_" secret is base64 as the spec's libraries issue it, any other raw bytes.
 func notifySigner(secret string) (*standardwebhooks.Webhook, error) {
-	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
-		key, err := base64.StdEncoding.DecodeString(rest)
-		if err != nil {
-			return nil, fmt.Errorf("NOTIFY_SECRET starts with whsec_ but the rest is not valid base64")
-		}
-		if len(key) == 0 {
-			return nil, fmt.Errorf("NOTIFY_SECRET starts with whsec_ but holds no key")
-		}
-		return standardwebhooks.NewWebhookRaw(key)
+	rest, ok := strings.CutPrefix(secret, "whsec_")
+	if !ok {
+		return standardwebhooks.NewWebhookRaw([]byte(secret))
 	}
-	return standardwebhooks.NewWebhookRaw([]byte(secret))
+	key, err := base64.StdEncoding.DecodeString(rest)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("NOTIFY_SECRET starts with whsec_ but the rest is not valid base64")
+	case len(key) == 0:
+		return nil, fmt.Errorf("NOTIFY_SECRET starts with whsec_ but holds no key")
+	}
+	return standardwebhooks.NewWebhookRaw(key)
 }

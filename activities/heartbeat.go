@@ -7,9 +7,8 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// keepAlive heartbeats while an activity waits on the network, so that a worker dying mid-request is noticed
-// within the heartbeat timeout instead of the much longer start-to-close timeout. Requests that finish before the
-// first tick send nothing. The returned func stops it.
+// keepAlive heartbeats while an activity waits on the network, so a worker dying mid-request is noticed within the
+// heartbeat timeout, not the much longer start-to-close. The returned func stops it.
 func keepAlive(ctx context.Context) (stop func()) {
 	return keepAliveEvery(ctx, activity.GetInfo(ctx).HeartbeatTimeout/3)
 }
@@ -18,14 +17,12 @@ func keepAliveEvery(ctx context.Context, every time.Duration) (stop func()) {
 	if every <= 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
+	ctx, stop = context.WithCancel(ctx)
 	go func() {
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
-			case <-done:
-				return
 			case <-ctx.Done():
 				return
 			case <-tick.C:
@@ -33,5 +30,5 @@ func keepAliveEvery(ctx context.Context, every time.Duration) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done) }
+	return stop
 }

@@ -11,16 +11,11 @@ import (
 	"time"
 )
 
-// notify_url is chosen by whoever starts a task, and the worker usually runs inside a private network next to
-// cloud metadata endpoints, databases and admin UIs. Deliveries therefore go only to public HTTP(S) addresses by
-// default. The check runs on the address actually being connected to (net.Dialer.Control, after DNS resolution),
-// so a name that resolves — or is re-bound — to a private address is refused as well; redirects are not followed,
-// and what the receiver answers reaches the activity error only as a short sanitised excerpt.
+// notify_url is chosen by whoever starts a task, and the worker sits in a private network next to metadata
+// endpoints and admin UIs: deliveries go only to public addresses, checked on the address connected to (after DNS),
+// no redirects followed, and the receiver's answer reaches history only as a short sanitised excerpt.
 
-// FailureDeliveryForbidden: notify_url is not an http(s) URL, or points at an address deliveries may not reach
-// (loopback, private, link-local, … unless NOTIFY_ALLOW_PRIVATE). Not retried: the task fails at once with
-// DeliveryFailed, its result in the details, instead of retrying for delivery_timeout_seconds. (A receiver that
-// answers non-2xx, a 3xx included — redirects are not followed — is FailureDeliveryRejected and retried.)
+// FailureDeliveryForbidden: notify_url is not http(s) or points where deliveries may not go; not retried.
 const FailureDeliveryForbidden = "DeliveryForbidden"
 
 // ErrForbiddenTarget marks a notify_url the worker refuses to connect to.
@@ -28,10 +23,9 @@ var ErrForbiddenTarget = errors.New("forbidden notify_url target")
 
 // forbiddenAddrError is returned by the dialer's Control hook; it names the address, never the URL.
 type forbiddenAddrError struct {
-	addr   netip.Addr
-	reason string
-	// private: NOTIFY_ALLOW_PRIVATE would admit this address.
-	private bool
+	addr    netip.Addr
+	reason  string
+	private bool // NOTIFY_ALLOW_PRIVATE would admit it
 }
 
 func (e *forbiddenAddrError) Error() string {
@@ -82,9 +76,8 @@ var (
 	sixToFour   = netip.MustParsePrefix("2002::/16")
 )
 
-// checkTarget decides whether a delivery may connect to addr. allowPrivate (NOTIFY_ALLOW_PRIVATE) admits loopback,
-// private, CGNAT, ULA and the other non-public unicast ranges for local development; link-local (where cloud
-// metadata services live), unspecified and multicast addresses are refused even then.
+// checkTarget decides whether a delivery may connect to addr. allowPrivate (NOTIFY_ALLOW_PRIVATE) admits the
+// non-public unicast ranges; link-local (cloud metadata), unspecified and multicast are refused even then.
 func checkTarget(addr netip.Addr, allowPrivate bool) error {
 	if !addr.IsValid() {
 		return &forbiddenAddrError{addr: addr, reason: "invalid"}
@@ -155,9 +148,8 @@ func checkNotifyURL(raw string) error {
 	return nil
 }
 
-// NewDeliveryClient returns the client deliveries are POSTed with: each request bounded by timeout, connections
-// only to addresses checkTarget allows (checked at connect time, so DNS answers cannot sneak past it), no
-// redirects followed (a 3xx is returned as the answer) and no proxy (the check must see the real target).
+// NewDeliveryClient is the client deliveries are POSTed with: connections only where checkTarget allows (at
+// connect time, so DNS cannot sneak past it), no redirects, and no proxy (the check must see the real target).
 func NewDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {
 	dialer := &net.Dialer{
 		Timeout:   10 * time.Second,
@@ -192,8 +184,7 @@ func NewDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {
 // maxExcerpt bounds how much of a receiver's answer reaches the activity error (history, Web UI).
 const maxExcerpt = 64
 
-// excerpt keeps at most maxExcerpt bytes of printable ASCII from b, collapsing everything else to one space, so
-// a receiver (or whatever answers in its place) cannot put more than a short hint into workflow history.
+// excerpt keeps at most maxExcerpt bytes of printable ASCII from b, anything else collapsed to one space.
 func excerpt(b []byte) string {
 	out := make([]byte, 0, maxExcerpt)
 	space := false

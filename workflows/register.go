@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -20,9 +23,9 @@ func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
 		return solveCaptcha(ctx, in, settings)
 	}
 	r.RegisterWorkflowWithOptions(solve, workflow.RegisterOptions{Name: captchaflow.WorkflowType})
-	registerReport(r)  // ReportVerdict
+	r.RegisterWorkflowWithOptions(ReportVerdict, workflow.RegisterOptions{Name: captchaflow.ReportWorkflowType})
+	r.RegisterWorkflowWithOptions(CheckBalance, workflow.RegisterOptions{Name: captchaflow.BalanceWorkflowType})
 	registerThreads(r) // ProviderThreads
-	registerBalance(r) // CheckBalance
 }
 
 // Register registers everything a SolveCaptcha worker runs: the workflows bound to the worker's settings, and the
@@ -32,3 +35,21 @@ func Register(r worker.Registry, acts *activities.Activities, settings Settings)
 	registerWorkflows(r, settings)
 	r.RegisterActivity(acts)
 }
+
+// CheckBalance reads the provider account's balance once (FetchBalance records it as a gauge on its worker); the
+// Schedule captchaflow.BalanceScheduleID starts it.
+func CheckBalance(ctx workflow.Context) (activities.BalanceResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    ProviderStartToClose,
+		ScheduleToCloseTimeout: BalanceCheckTimeout,
+		HeartbeatTimeout:       heartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 10 * time.Second, NonRetryableErrorTypes: activities.NonRetryableProviderErrors},
+	})
+	var res activities.BalanceResult
+	err := workflow.ExecuteActivity(ctx, activities.FetchBalanceName).Get(ctx, &res)
+	return res, err
+}
+
+// BalanceCheckTimeout bounds one CheckBalance run: less than the schedule's minute, so runs never overlap.
+const BalanceCheckTimeout = 50 * time.Second

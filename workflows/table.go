@@ -1,60 +1,66 @@
 package workflows
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// The table of a run's submissions and the one place that routes every callback to one of them. Routing only
-// changes the table; the workflow acts on what it says at its next wait, so a callback counts the same whatever
-// the workflow is doing when it arrives (queued for a slot, paused for the balance, submitting, waiting, polling,
-// delivering).
+// The table of a run's submissions, and the listener that routes every callback, hint and grant into it whatever
+// the main line is doing. Routing only files answers; the main line acts on them (solve.go).
 
-// subState is what became of one submission.
+// subState is what became of one submission (the status query shows it).
 type subState string
 
 const (
 	subSubmitting subState = "submitting"  // in.php is being asked
 	subAnswerLost subState = "answer_lost" // in.php's answer was lost: the provider may be solving it, ID unknown
-	subWaiting    subState = "waiting"     // accepted: waiting for its callback
-	subPolling    subState = "polling"     // accepted: res.php is being polled
+	subWaiting    subState = "waiting"     // accepted: its callback or poll is awaited
 	subSolved     subState = "solved"      // its code is the result (or was, before the token expired)
 	subUnsolvable subState = "unsolvable"  // the provider gave up on it
-	subRefused    subState = "refused"     // in.php refused it (unsolvable-class, zero balance, or a config error)
-	subExpired    subState = "expired"     // its solve round ended (a refresh): nothing it says is fresh
-	subSuperseded subState = "superseded"  // abandoned while still open: another submission answered first
-	subAbandoned  subState = "abandoned"   // given up: its provider was unreachable past PROVIDER_GIVE_UP
+	subRefused    subState = "refused"     // in.php refused it (unsolvable, zero balance, or a config error)
+	subSuperseded subState = "superseded"  // closed while open: another answer or a refresh came first
+	subAbandoned  subState = "abandoned"   // its provider was unreachable past PROVIDER_GIVE_UP
 )
 
 // submission is one in.php request of this run.
 type submission struct {
-	N          int
-	Round      int // the solve it belongs to: 0, then one per refresh
-	ProviderID string
-	State      subState
-	// Provider took it (PROVIDERS_FILE name; "" on a worker without the file). giveUp is the worker's
-	// PROVIDER_GIVE_UP as the activity reported it, 0 when the task has nowhere else to go: it never gives it up.
-	Provider    string
-	giveUp      time.Duration
+	N, Round    int // Round: the solve it belongs to (0, then one per refresh)
+	ProviderID  string
+	State       subState
+	Provider    string        // "" on a worker without PROVIDERS_FILE
+	giveUp      time.Duration // PROVIDER_GIVE_UP, 0 when the task has nowhere else to go
 	SubmittedAt time.Time
-	// inbox holds the callbacks routed to the current submission that its wait has not acted on yet, in order.
-	inbox []captchaflow.Callback
-	// answer is the code of a submission whose in.php answer was lost, once its callback came.
-	answer *captchaflow.Callback
-	// untokened counts the untokened hints it took (captchaflow.UntokenedHintsPerSubmission).
-	untokened int
+	answer      *outcome               // what arrived for it first: the main line acts on it
+	inbox       []captchaflow.Callback // callbacks that came while in.php was asked
+	untokened   int                    // untokened hints taken (captchaflow.UntokenedHintsPerSubmission)
+	confirms    int                    // res.php confirmations started (maxConfirmsPerSubmission)
+	confirming  bool
+	polling     bool
 }
 
 // open tells whether the provider may still answer it.
 func (sub *submission) open() bool {
-	switch sub.State {
-	case subSubmitting, subAnswerLost, subWaiting, subPolling:
-		return true
+	return sub.State == subSubmitting || sub.State == subAnswerLost || sub.State == subWaiting
+}
+
+// file makes o sub's answer, unless one arrived first.
+func (sub *submission) file(o outcome) {
+	if sub.answer == nil && sub.open() {
+		sub.answer = &o
 	}
-	return false
+}
+
+// solution is sub's code as a result, received at captchaflow at receivedAt.
+func solution(sub *submission, code string, via captchaflow.Via, receivedAt time.Time) captchaflow.Result {
+	return captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: code, Via: via,
+		ReceivedAt: receivedAt}
 }
 
 // table is the run's submissions, oldest first.
@@ -64,16 +70,6 @@ type table struct {
 	subs  []*submission
 }
 
-// routed says what routing did with a callback.
-type routed int
-
-const (
-	routedInbox      routed = iota // to the current submission's inbox, for its wait to act on
-	routedLostAnswer               // taken as the answer of a submission whose in.php answer was lost
-	routedStale                    // dropped: an earlier run, round or submission, or nothing it can belong to
-)
-
-// current is the newest submission, nil before the first.
 func (t *table) current() *submission {
 	if len(t.subs) == 0 {
 		return nil
@@ -81,122 +77,33 @@ func (t *table) current() *submission {
 	return t.subs[len(t.subs)-1]
 }
 
-// add starts a new submission of the current round.
 func (t *table) add(at time.Time) *submission {
 	sub := &submission{N: len(t.subs) + 1, Round: t.round, State: subSubmitting, SubmittedAt: at}
 	t.subs = append(t.subs, sub)
 	return sub
 }
 
-// newRound starts a refresh: every submission so far belongs to an expired round.
+// newRound starts a refresh: nothing an earlier submission says is fresh any more.
 func (t *table) newRound() {
 	t.round++
 	for _, sub := range t.subs {
 		if sub.open() {
-			sub.State = subExpired
+			sub.State = subSuperseded
 		}
 	}
 }
 
-// route files cb under the submission it belongs to. why names the reason when it is dropped.
-func (t *table) route(cb captchaflow.Callback) (sub *submission, r routed, why string) {
-	if cb.RunID != "" && cb.RunID != t.runID {
-		return nil, routedStale, "a callback of an earlier run"
-	}
-	if cb.Submission == 0 {
-		if cb.Authenticated { // every pingback URL names its submission
-			return nil, routedStale, "a callback from a URL that names no submission"
-		}
-		return t.routeHint(cb)
-	}
-	if cb.Submission > len(t.subs) {
-		return nil, routedStale, "a callback naming a submission this run never made"
-	}
-	sub = t.subs[cb.Submission-1]
-	if sub.Round != t.round {
-		return sub, routedStale, "a callback of an expired solve round"
-	}
-	if sub.State == subAnswerLost {
-		return t.takeLostAnswer(sub, cb)
-	}
-	if sub != t.current() || !sub.open() {
-		return sub, routedStale, "a callback of an earlier or settled submission (" + string(sub.State) + ")"
-	}
-	sub.inbox = append(sub.inbox, cb)
-	return sub, routedInbox, ""
-}
-
-// routeHint files an unauthenticated callback: nothing vouches for its ID or code, so it only makes the waiting
-// submission ask res.php (its wait bounds how often).
-func (t *table) routeHint(cb captchaflow.Callback) (*submission, routed, string) {
-	cur := t.current()
-	if cur == nil || (cur.State != subWaiting && cur.State != subPolling) {
-		return nil, routedStale, "an unauthenticated callback while no submission waits for one"
-	}
-	if cb.ProviderTaskID != cur.ProviderID {
-		return nil, routedStale, "an unauthenticated callback for another provider task"
-	}
-	cur.inbox = append(cur.inbox, cb)
-	return cur, routedInbox, ""
-}
-
-// takeLostAnswer makes cb the answer of lost, when it is one: authenticated and a solution (from whichever candidate
-// it was handed to: the answer is then that provider's).
-func (t *table) takeLostAnswer(lost *submission, cb captchaflow.Callback) (*submission, routed, string) {
-	if cb.Submission == lost.N && cb.Authenticated && !otherCandidate(lost, cb) &&
-		callback.ClassifyCode(strings.TrimSpace(cb.Code)) == callback.ClassResubmit {
-		// Its own pingback URL says the provider gave up on it: nothing more will come, so it is not waited for.
-		lost.ProviderID = cb.ProviderTaskID
-		lost.State = subUnsolvable
-		return lost, routedLostAnswer, ""
-	}
-	if !lostSubmissionAnswer(cb) {
-		return lost, routedStale, "not an authenticated solution (a lost submission can only be answered by one)"
-	}
-	lost.answer = &cb
-	lost.ProviderID = cb.ProviderTaskID
-	if cb.Provider != "" {
-		lost.Provider = cb.Provider
-	}
-	lost.State = subSolved
-	return lost, routedLostAnswer, ""
-}
-
-// otherCandidate tells whether cb came from the pingback URL of a provider other than the one that took sub.
-func otherCandidate(sub *submission, cb captchaflow.Callback) bool {
-	return cb.Provider != "" && sub.Provider != "" && cb.Provider != sub.Provider
-}
-
-// learnID records the provider ID in.php gave sub.
-func (t *table) learnID(sub *submission, id string) {
-	sub.ProviderID = id
-	sub.State = subWaiting
-}
-
-// lost marks sub's in.php answer lost. A callback that came for it while it was submitting may be its answer.
-func (t *table) lost(sub *submission) *captchaflow.Callback {
-	sub.State = subAnswerLost
-	named := sub.inbox
-	sub.inbox = nil
-	for _, cb := range named {
-		if _, r, _ := t.takeLostAnswer(sub, cb); r == routedLostAnswer && sub.answer != nil {
-			return sub.answer
-		}
-	}
-	return nil
-}
-
-// answered is a lost submission of this round whose answer came, nil when none did.
+// answered is a lost submission of this solve whose answer came, nil when none did.
 func (t *table) answered() *submission {
 	for _, sub := range t.subs {
-		if sub.Round == t.round && sub.answer != nil && sub.State == subSolved {
+		if sub.Round == t.round && sub.State == subSolved && sub.answer != nil && sub.answer.kind == outSolved {
 			return sub
 		}
 	}
 	return nil
 }
 
-// settle closes the round once winner's code is the result: any other submission still open is superseded.
+// settle closes the solve once winner's code is the result.
 func (t *table) settle(winner *submission) {
 	winner.State = subSolved
 	for _, sub := range t.subs {
@@ -206,7 +113,6 @@ func (t *table) settle(winner *submission) {
 	}
 }
 
-// statuses is the table as the status query shows it.
 func (t *table) statuses() []captchaflow.SubmissionStatus {
 	out := make([]captchaflow.SubmissionStatus, 0, len(t.subs))
 	for _, sub := range t.subs {
@@ -216,9 +122,299 @@ func (t *table) statuses() []captchaflow.SubmissionStatus {
 	return out
 }
 
-// lostSubmissionAnswer tells whether cb can be the answer of a submission whose in.php answer was lost: it is
-// authenticated (only our pingback URLs carry the token), names a provider task, and its code is a solution — not
-// empty, not over captchaflow.MaxCodeBytes, not a provider status word.
+// signals are the channels the listener receives from.
+type signals struct {
+	callbacks workflow.ReceiveChannel
+	grants    workflow.ReceiveChannel
+}
+
+// listen routes every callback and grant as it arrives, for the whole run. ReceiveAsync: a corrupt payload is
+// dropped by the SDK and must not block the listener.
+func (s *solver) listen(ctx workflow.Context) {
+	for {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(s.signals.callbacks, func(c workflow.ReceiveChannel, _ bool) {
+			var cb captchaflow.Callback
+			if c.ReceiveAsync(&cb) {
+				s.routeCallback(ctx, cb)
+			}
+		})
+		sel.AddReceive(s.signals.grants, func(c workflow.ReceiveChannel, _ bool) {
+			var g activities.SlotGrant
+			if c.ReceiveAsync(&g) {
+				s.receiveGrant(ctx, g)
+			}
+		})
+		sel.Select(ctx)
+	}
+}
+
+// quiet tells whether every signal that arrived has been routed: the main line acts only then.
+func (s *solver) quiet() bool {
+	return s.signals.callbacks.Len() == 0 && s.signals.grants.Len() == 0
+}
+
+// awaitFor blocks until cond holds (true) or d passes (false), keeping a held slot meanwhile.
+func (s *solver) awaitFor(ctx workflow.Context, d time.Duration, cond func() bool) (bool, error) {
+	if err := workflow.Await(ctx, s.quiet); err != nil {
+		return false, err
+	}
+	if cond() || d <= 0 {
+		return cond(), nil
+	}
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	return s.awaitTimer(ctx, workflow.NewTimer(timerCtx, d), cond)
+}
+
+// await blocks until cond holds.
+func (s *solver) await(ctx workflow.Context, cond func() bool) error {
+	_, err := s.awaitTimer(ctx, nil, cond)
+	return err
+}
+
+// awaitTimer is the one wait: every signal that arrived is routed before cond is asked.
+func (s *solver) awaitTimer(ctx workflow.Context, timer workflow.Future, cond func() bool) (bool, error) {
+	for {
+		kept := s.keepSlot(ctx)
+		err := workflow.Await(ctx, func() bool { return s.quiet() && (cond() || anyReady(timer) || anyReady(kept...)) })
+		switch {
+		case err != nil:
+			return false, err
+		case cond():
+			return true, nil
+		case anyReady(timer):
+			return false, timer.Get(ctx, nil)
+		}
+	}
+}
+
+func anyReady(fs ...workflow.Future) bool {
+	for _, f := range fs {
+		if f != nil && f.IsReady() {
+			return true
+		}
+	}
+	return false
+}
+
+// wait is await for the admission (slots.go): a cancellation shows in what done looks at.
+func (s *solver) wait(ctx workflow.Context, done func() bool, _ func() []workflow.Future) {
+	_ = s.await(ctx, done)
+}
+
+func (s *solver) waitFor(ctx workflow.Context, f workflow.Future) {
+	_ = s.await(ctx, f.IsReady)
+}
+
+// sleep waits d (cut to the deadline), ending early when a lost submission answers.
+func (s *solver) sleep(ctx workflow.Context, d time.Duration) error {
+	if d = min(d, s.remaining(ctx)); d <= 0 {
+		return nil
+	}
+	_, err := s.awaitFor(ctx, d, func() bool { return s.table.answered() != nil })
+	return err
+}
+
+// routeCallback files cb under the submission its pingback URL names.
+func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
+	if cb.ReceivedAt.IsZero() { // an ingress that does not stamp it: this workflow task is the best we know
+		cb.ReceivedAt = workflow.Now(ctx)
+	}
+	t := &s.table
+	stale := func(why string) {
+		s.logger.Info("callback ignored: "+why, "CallbackProviderTaskID", cb.ProviderTaskID,
+			"CallbackSubmission", cb.Submission, "Authenticated", cb.Authenticated)
+	}
+	var sub *submission
+	if cb.Submission > 0 && cb.Submission <= len(t.subs) {
+		sub = t.subs[cb.Submission-1]
+	}
+	switch cur := t.current(); {
+	case cb.RunID != "" && cb.RunID != t.runID:
+		stale("a callback of an earlier run")
+	case cb.Submission == 0 && cb.Authenticated:
+		stale("a callback from a URL that names no submission")
+	case cb.Submission == 0 && cur != nil && cur.State == subWaiting && cb.ProviderTaskID == cur.ProviderID:
+		s.confirm(ctx, cur, "unauthenticated callback")
+	case cb.Submission == 0:
+		stale("an unauthenticated callback that names no waiting submission")
+	case sub == nil:
+		stale("a callback naming a submission this run never made")
+	case sub.Round != t.round:
+		stale("a callback of an expired solve round")
+	case sub.State == subAnswerLost:
+		s.lostCallback(sub, cb, stale)
+	case sub != cur || !sub.open():
+		stale("a callback of an earlier or settled submission (" + string(sub.State) + ")")
+	case sub.State == subSubmitting:
+		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID or markLost replays it
+	default:
+		s.onCallback(ctx, sub, cb)
+	}
+}
+
+// onCallback acts on a callback for the waiting submission: an authenticated code is its answer, "unsolvable"
+// means resubmit, and anything nothing vouches for is confirmed with res.php.
+func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflow.Callback) {
+	switch {
+	case otherCandidate(sub, cb) && lostSubmissionAnswer(cb):
+		// A provider the pingback URL was handed to created a task after all: its solution is that provider's.
+		res := solution(sub, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
+		res.Provider, res.ProviderTaskID = cb.Provider, cb.ProviderTaskID
+		sub.file(outcome{kind: outSolved, res: res})
+	case otherCandidate(sub, cb):
+		s.logger.Warn("ignoring a callback of another candidate that is not a solution", "CallbackProvider", cb.Provider,
+			"CallbackProviderTaskID", cb.ProviderTaskID, "Provider", sub.Provider)
+	case cb.Code == "" && cb.Authenticated, len(cb.Code) > captchaflow.MaxCodeBytes:
+		s.logger.Warn("ignoring a callback without a code or over the bound on a code", "ProviderTaskID", cb.ProviderTaskID,
+			"Bytes", len(cb.Code), "Authenticated", cb.Authenticated)
+	case !cb.Authenticated:
+		s.confirm(ctx, sub, "unauthenticated callback")
+	case cb.ProviderTaskID != sub.ProviderID:
+		s.confirm(ctx, sub, "a callback naming another provider task")
+	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(strings.TrimSpace(cb.Code)) == callback.ClassResubmit:
+		s.logger.Info("the provider called back that it gave up", "ProviderTaskID", sub.ProviderID, "Code", cb.Code)
+		sub.file(resubmit(outResubmit, "the callback said "+strings.TrimSpace(cb.Code)))
+	case callback.IsStatusWord(cb.Code):
+		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", strings.TrimSpace(cb.Code)))
+	default:
+		sub.file(outcome{kind: outSolved, res: solution(sub, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)})
+	}
+}
+
+// lostCallback takes cb as a lost submission's answer when it is one: nothing else can be learned about a
+// submission with no ID to poll, so status words and hints are dropped.
+func (s *solver) lostCallback(lost *submission, cb captchaflow.Callback, stale func(string)) {
+	switch {
+	case cb.Authenticated && !otherCandidate(lost, cb) &&
+		callback.ClassifyCode(strings.TrimSpace(cb.Code)) == callback.ClassResubmit:
+		lost.ProviderID, lost.State = cb.ProviderTaskID, subUnsolvable // nothing more will come
+	case !lostSubmissionAnswer(cb):
+		stale("not an authenticated solution (a lost submission can only be answered by one)")
+	default:
+		lost.ProviderID = cb.ProviderTaskID
+		if cb.Provider != "" {
+			lost.Provider = cb.Provider
+		}
+		lost.file(outcome{kind: outSolved, res: solution(lost, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)})
+		lost.State = subSolved
+	}
+}
+
+// learnID records the ID in.php gave sub and routes what came for it meanwhile.
+func (s *solver) learnID(ctx workflow.Context, sub *submission, id string) {
+	sub.ProviderID, sub.State = id, subWaiting
+	for _, cb := range sub.inbox {
+		s.onCallback(ctx, sub, cb)
+	}
+	sub.inbox = nil
+}
+
+// lost marks sub's in.php answer lost; a callback that came while it was submitting may be its answer.
+func (s *solver) markLost(sub *submission) {
+	sub.State = subAnswerLost
+	for _, cb := range sub.inbox {
+		s.lostCallback(sub, cb, func(string) {})
+	}
+	sub.inbox = nil
+}
+
+// confirm asks res.php for sub's code, unless it is being asked or sub's confirmations are spent: a flood of hints
+// costs at most maxConfirmsPerSubmission requests, and the timer and poll still recover the result.
+func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
+	switch {
+	case sub.polling || sub.confirming:
+		s.logger.Info(why+" while res.php is being asked; ignored", "ProviderTaskID", sub.ProviderID)
+		return
+	case sub.confirms >= maxConfirmsPerSubmission:
+		s.logger.Warn(why+" after this submission's res.php confirmations were spent; ignored", "ProviderTaskID", sub.ProviderID)
+		return
+	}
+	s.logger.Info(why+"; confirming with res.php", "ProviderTaskID", sub.ProviderID)
+	sub.confirms++
+	sub.confirming = true
+	f := workflow.ExecuteActivity(confirmOptions(ctx, s.remaining(ctx)), acts.Poll,
+		activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var r activities.PollResult
+		err := f.Get(ctx, &r)
+		sub.confirming = false
+		if err == nil {
+			sub.file(outcome{kind: outSolved, res: solution(sub, r.Code, captchaflow.ViaCallback, workflow.Now(ctx))})
+		} else if o := s.classify(err); o.kind == outResubmit {
+			sub.file(o)
+		} else {
+			s.logger.Warn("callback not confirmed by res.php; still waiting", "ProviderTaskID", sub.ProviderID, "Error", err)
+		}
+	})
+}
+
+// poll asks res.php every poll interval until the deadline (the Poll activity's retry policy is the loop) and files
+// what it gets; stop cancels it.
+func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
+	pollCtx, stop := workflow.WithCancel(ctx)
+	sub.polling = true
+	f := workflow.ExecuteActivity(pollOptions(pollCtx, s.in.PollInterval(), s.remaining(ctx)), acts.Poll,
+		activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: sub.giveUp > 0})
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var r activities.PollResult
+		switch err := f.Get(ctx, &r); {
+		case err == nil:
+			sub.file(outcome{kind: outSolved, res: solution(sub, r.Code, captchaflow.ViaPoll, workflow.Now(ctx))})
+		case gaveUp(err):
+			sub.file(outcome{kind: outGaveUp})
+		default:
+			sub.file(s.classify(err))
+		}
+	})
+	return stop
+}
+
+// handleHints registers the untokened hint's Update: its validator refuses, without a history event, a hint the
+// task cannot use; the handler counts it against the submission's budget and confirms with res.php.
+func (s *solver) handleHints(ctx workflow.Context) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, captchaflow.UntokenedUpdate,
+		func(workflow.Context, captchaflow.UntokenedHint) error {
+			cur := s.table.current()
+			cur.untokened++
+			s.confirm(ctx, cur, "untokened hint")
+			return nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, hint captchaflow.UntokenedHint) error {
+			cur := s.table.current()
+			switch {
+			case cur == nil || cur.State != subWaiting:
+				return fmt.Errorf("the task is not waiting for a callback")
+			case hint.ProviderTaskID != cur.ProviderID:
+				return fmt.Errorf("the task waits for another provider task")
+			case cur.untokened >= captchaflow.UntokenedHintsPerSubmission:
+				return fmt.Errorf("this submission's %d untokened hints are spent", captchaflow.UntokenedHintsPerSubmission)
+			}
+			return nil
+		}})
+}
+
+// receiveGrant hands a grant to the admission; one for a request already given up is sent back.
+func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotGrant) {
+	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
+	// Grants name the run that asked: this one or, replayed after a reset, one of its reset chain.
+	ours := func(r string) bool {
+		return r != "" && (r == run || r == s.table.runID || r == s.admission.ticket.RunID)
+	}
+	if s.admission.onGrant(g, ours) {
+		s.logger.Info("a grant for a request already given up: sent back", "Seq", g.Seq)
+		s.releaseTo(ctx, g.Semaphore, g.Seq)
+	}
+}
+
+// otherCandidate tells whether cb came from the pingback URL of a provider other than the one that took sub.
+func otherCandidate(sub *submission, cb captchaflow.Callback) bool {
+	return cb.Provider != "" && sub.Provider != "" && cb.Provider != sub.Provider
+}
+
+// lostSubmissionAnswer tells whether cb can be a solution: authenticated, naming a provider task, with a code that
+// is not empty, not over captchaflow.MaxCodeBytes and not a status word.
 func lostSubmissionAnswer(cb captchaflow.Callback) bool {
 	return cb.Authenticated && cb.ProviderTaskID != "" && strings.TrimSpace(cb.Code) != "" &&
 		len(cb.Code) <= captchaflow.MaxCodeBytes && !callback.IsStatusWord(cb.Code)
