@@ -47,7 +47,7 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 	}
 	filledBy := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(params)) {
-		if selectorParams[method][name] {
+		if isSelector(method, name) {
 			continue
 		}
 		if err := s.fillParam(task, filledBy, method, name, params[name]); err != nil {

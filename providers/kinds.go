@@ -44,10 +44,9 @@ var methodKinds = map[string]Kind{
 // methodRecaptcha is the in.php reCAPTCHA method; its params version (v2 | v3) and enterprise (1) pick the kind.
 const methodRecaptcha = "userrecaptcha"
 
-// selectorParams are the in.php params that pick the kind rather than fill a task field: they are consumed by KindOf
-// and never sent.
-var selectorParams = map[string]map[string]bool{
-	methodRecaptcha: {"version": true, "enterprise": true},
+// isSelector tells the in.php params that pick the kind rather than fill a task field: KindOf reads them, none is sent.
+func isSelector(method, param string) bool {
+	return method == methodRecaptcha && (param == "version" || param == "enterprise")
 }
 
 // KindOf is the kind of an in.php method with its params. A method the table does not know is ErrUnsupported.
@@ -88,15 +87,4 @@ func flag(v string) (bool, error) {
 		return true, nil
 	}
 	return false, fmt.Errorf("must be 0, 1, true or false, got %.10q", v)
-}
-
-// Method is the in.php method a kind is asked with (reCAPTCHA's variants all use userrecaptcha, the image kind
-// base64).
-func (k Kind) Method() string {
-	for m, mk := range methodKinds {
-		if mk == k && m != "post" {
-			return m
-		}
-	}
-	return methodRecaptcha
 }

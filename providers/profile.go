@@ -13,24 +13,16 @@ type Flavor = callback.Flavor
 // Flavors lists every flavor, in a fixed order.
 var Flavors = callback.Flavors
 
-// Profile is what differs between the providers that speak createTask. Everything here comes from the provider's
-// own API documentation; the URL is next to each value.
+// Profile is what differs between the createTask providers, each value from the provider's own API documentation.
 type Profile struct {
-	Flavor Flavor
-	// BaseURL is the provider's documented API host.
-	BaseURL string
-	// NumericTaskID: the provider hands out integer task IDs and wants them back as JSON numbers. Otherwise the ID
-	// is a string (CapSolver: a UUID). Either way the client keeps it as a string.
+	Flavor  Flavor
+	BaseURL string // the documented API host
+	// NumericTaskID: integer task IDs, wanted back as JSON numbers (else a string: CapSolver's UUIDs).
 	NumericTaskID bool
 	// MinPollInterval: never ask for one task's result more often than this (0: none documented).
 	MinPollInterval time.Duration
-	// Reports are the provider's verdict calls; a verdict no rule covers is ErrReportUnsupported.
+	// Reports are the verdict calls; a verdict no rule covers is ErrReportUnsupported.
 	Reports []ReportRule
-	// ErrorsWithStatus: error answers come with a 4xx status and the JSON error envelope in the body, so a non-2xx
-	// body is read for a provider code before the status alone decides.
-	ErrorsWithStatus bool
-	// SyncKinds are kinds whose createTask answer already carries the solution.
-	SyncKinds []Kind
 }
 
 // ReportRule is one verdict call: for the kinds listed (nil: every kind), a good (or bad) verdict goes to Endpoint.
@@ -81,10 +73,8 @@ var profiles = map[Flavor]Profile{
 	},
 	callback.CapSolver: {
 		Flavor: callback.CapSolver, BaseURL: "https://api.capsolver.com",
-		MinPollInterval:  3 * time.Second,
-		Reports:          []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}},
-		ErrorsWithStatus: true,
-		SyncKinds:        []Kind{KindImage},
+		MinPollInterval: 3 * time.Second,
+		Reports:         []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}},
 	},
 }
 
@@ -92,15 +82,4 @@ var profiles = map[Flavor]Profile{
 func ProfileOf(f Flavor) (Profile, bool) {
 	p, ok := profiles[f]
 	return p, ok
-}
-
-// ReportEndpoints lists every verdict endpoint the flavor declares (for the simulator's routes).
-func (p Profile) ReportEndpoints() []string {
-	var out []string
-	for _, r := range p.Reports {
-		if !slices.Contains(out, r.Endpoint) {
-			out = append(out, r.Endpoint)
-		}
-	}
-	return out
 }

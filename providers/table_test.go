@@ -83,6 +83,6 @@ func TestProfilesAreComplete(t *testing.T) {
 		assert.True(t, ok, f)
 		assert.Equal(t, f, p.Flavor)
 		assert.True(t, strings.HasPrefix(p.BaseURL, "https://api."), p.BaseURL)
-		assert.NotEmpty(t, p.ReportEndpoints())
+		assert.NotEmpty(t, p.Reports)
 	}
 }
