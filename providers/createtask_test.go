@@ -194,7 +194,7 @@ func TestGetInfersTheSolutionShape(t *testing.T) {
 		assert.Equal(t, want, code)
 	}
 	_, err := newFake(t, ctAlways(200, `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"`+strings.Repeat("a", 300)+`"}}`)).
-		client(t, callback.AntiCaptcha, WithMaxCodeBytes(64)).Get(context.Background(), "1")
+		client(t, callback.AntiCaptcha, withMaxCode(64)).Get(context.Background(), "1")
 	assert.ErrorIs(t, err, ErrInvalidAnswer, "a code over the bound is refused")
 }
 

@@ -63,15 +63,6 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxCodeBytes bounds a solved code (default captchaflow.MaxCodeBytes); a bigger one is an ErrInvalidAnswer.
-func WithMaxCodeBytes(n int) Option {
-	return func(c *conn) {
-		if n > 0 {
-			c.maxCode = n
-		}
-	}
-}
-
 func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error) {
 	if apiKey == "" {
 		return conn{}, nil, fmt.Errorf("%s: API key is required", name)

@@ -32,7 +32,7 @@ func TestParseFileAcceptsTheDocumentedExample(t *testing.T) {
 	if len(f.Providers) != 2 || f.Providers[1].Flavor != "capsolver" || f.Providers[0].Threads != 50 {
 		t.Fatalf("parsed %+v", f)
 	}
-	set, err := Build(f, env(map[string]string{"CAPTCHAAI_API_KEY": "k1", "CAPSOLVER_API_KEY": "k2"}), time.Second, 1024, DefaultCircuitSettings)
+	set, err := Build(f, env(map[string]string{"CAPTCHAAI_API_KEY": "k1", "CAPSOLVER_API_KEY": "k2"}), time.Second, DefaultCircuitSettings)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,10 +48,10 @@ func Single(name string, c Client) *Set { return &Set{list: []*Provider{{Name: n
 // NewSet is a routed set of ready providers, in order of preference (tests, and Build).
 func NewSet(list []*Provider, b *Breaker) *Set { return &Set{list: list, Routed: true, Breaker: b} }
 
-// Build makes the clients of a validated file. timeout bounds each request, maxCode a solved code.
-func Build(f File, getenv func(string) string, timeout time.Duration, maxCode int, circuits CircuitSettings) (*Set, error) {
+// Build makes the clients of a validated file; timeout bounds each request.
+func Build(f File, getenv func(string) string, timeout time.Duration, circuits CircuitSettings) (*Set, error) {
 	set := NewSet(nil, NewBreaker(circuits, time.Now))
-	opts := []Option{WithTimeout(timeout), WithMaxCodeBytes(maxCode)}
+	opts := []Option{WithTimeout(timeout)}
 	for i, spec := range f.Providers {
 		p := &Provider{Name: spec.Name, Flavor: Flavor(spec.Flavor), Threads: spec.Threads,
 			PollInterval: time.Duration(spec.PollIntervalSeconds) * time.Second}
