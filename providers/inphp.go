@@ -3,12 +3,20 @@ package providers
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
@@ -138,4 +146,244 @@ func (c *InPHP) call(op string, req *http.Request) (answer, error) {
 		return answer{}, c.codeError(op, ans.Code, ans.ErrorText, 0)
 	}
 	return ans, nil
+}
+
+// answer is one decoded in.php / res.php reply, whatever its wire form.
+type answer struct {
+	OK        bool
+	Value     string // payload when OK: task id, token, balance, OK_REPORT_RECORDED
+	Code      string // provider code when !OK, e.g. CAPCHA_NOT_READY
+	ErrorText string // optional human-readable detail (JSON error_text)
+}
+
+// parseAnswer decodes both wire forms of the 2captcha protocol:
+//
+//	JSON:  {"status":1,"request":"<value>"} / {"status":0,"request":"ERROR_CODE","error_text":"..."}
+//	plain: OK|<value> / ERROR_CODE / CAPCHA_NOT_READY / <balance>
+//
+// The form is sniffed from the body, not taken from the json=1 we asked for,
+// because some providers and proxies answer plain text regardless.
+func parseAnswer(body []byte) (answer, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return answer{}, fmt.Errorf("%w: empty body", callback.ErrMalformed)
+	}
+	if trimmed[0] == '{' {
+		return parseJSONAnswer(trimmed)
+	}
+	return parsePlainAnswer(trimmed)
+}
+
+type jsonAnswer struct {
+	Status    jsonStatus `json:"status"`
+	Request   jsonText   `json:"request"`
+	ErrorText string     `json:"error_text"`
+}
+
+func parseJSONAnswer(body []byte) (answer, error) {
+	var raw jsonAnswer
+	if err := json.Unmarshal(body, &raw); err != nil {
+		if errors.Is(err, callback.ErrMalformed) {
+			return answer{}, err
+		}
+		return answer{}, fmt.Errorf("%w: invalid JSON: %s", callback.ErrMalformed, callback.Snippet(body))
+	}
+	if !raw.Status.set {
+		return answer{}, fmt.Errorf("%w: missing status", callback.ErrMalformed)
+	}
+	if raw.Status.ok {
+		return answer{OK: true, Value: string(raw.Request)}, nil
+	}
+	if raw.Request == "" {
+		return answer{}, fmt.Errorf("%w: status 0 without an error code", callback.ErrMalformed)
+	}
+	return answer{Code: string(raw.Request), ErrorText: raw.ErrorText}, nil
+}
+
+// jsonStatus accepts 1/0 as a number or a string.
+type jsonStatus struct{ set, ok bool }
+
+func (s *jsonStatus) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "1", `"1"`:
+		*s = jsonStatus{set: true, ok: true}
+	case "0", `"0"`:
+		*s = jsonStatus{set: true}
+	default:
+		return fmt.Errorf("%w: unexpected status %s", callback.ErrMalformed, callback.Snippet(b))
+	}
+	return nil
+}
+
+// jsonText is the "request" field as text: strings are unquoted, numbers
+// (balance, numeric task ids) keep their exact digits, and objects or arrays
+// (structured tokens such as GeeTest's) are kept as raw JSON.
+type jsonText string
+
+func (t *jsonText) UnmarshalJSON(b []byte) error {
+	switch {
+	case string(b) == "null":
+		*t = ""
+	case b[0] != '"':
+		*t = jsonText(b)
+	case bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b):
+		// Fast path for the common escape-free token: json.Unmarshal has
+		// already validated the document, so the quotes can just be cut.
+		// (Invalid UTF-8 takes the slow path, which turns it into U+FFFD as
+		// any JSON decoder does; found by FuzzParseAnswerJSON.)
+		*t = jsonText(b[1 : len(b)-1])
+	default:
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*t = jsonText(s)
+	}
+	return nil
+}
+
+func parsePlainAnswer(body []byte) (answer, error) {
+	s := string(body)
+	switch {
+	case strings.HasPrefix(s, "OK|"):
+		return answer{OK: true, Value: s[len("OK|"):]}, nil
+	case s == "OK":
+		return answer{OK: true}, nil
+	case strings.HasPrefix(s, "OK_") && callback.IsCode(s): // OK_REPORT_RECORDED
+		return answer{OK: true, Value: s}, nil
+	case callback.IsCode(s):
+		return answer{Code: s}, nil
+	case isNumber(s): // plain getbalance answers are the bare amount
+		return answer{OK: true, Value: s}, nil
+	default:
+		return answer{}, fmt.Errorf("%w: %s", callback.ErrMalformed, callback.Snippet(body))
+	}
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+// methodPost is the in.php method that uploads the image as a multipart file.
+const methodPost = "post"
+
+// submitBody is an encoded in.php request body.
+type submitBody struct {
+	contentType string
+	data        []byte
+}
+
+// encodeSubmit builds the in.php POST body. The API key travels in the body,
+// never in the URL, so it cannot leak through URL-printing errors or logs.
+func encodeSubmit(apiKey, method string, params map[string]string, pingback string) (submitBody, error) {
+	if strings.TrimSpace(method) == "" {
+		return submitBody{}, errors.New("method is required")
+	}
+	fields := url.Values{"key": {apiKey}, "method": {method}, "json": {"1"}, "pingback": {pingback}}
+	// A param may not override a field the client sets: that would silently change the account, the answer
+	// format or where the provider calls back. The set is derived from fields, so it cannot drift from it.
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if _, ok := params[name]; ok {
+			return submitBody{}, fmt.Errorf("param %q is set by the client and must not be passed", name)
+		}
+	}
+	if pingback == "" {
+		fields.Del("pingback")
+	}
+	if method == methodPost {
+		return encodeMultipart(fields, params)
+	}
+	for name, value := range params {
+		fields.Set(name, value)
+	}
+	return submitBody{
+		contentType: "application/x-www-form-urlencoded",
+		data:        []byte(fields.Encode()),
+	}, nil
+}
+
+// encodeMultipart sends params["file"] (base64) as the file upload the
+// method=post API expects, and every other field as a form value.
+func encodeMultipart(fields url.Values, params map[string]string) (submitBody, error) {
+	encoded, ok := params["file"]
+	if !ok || strings.TrimSpace(encoded) == "" {
+		return submitBody{}, errors.New(`method "post" needs params["file"] with the base64 image`)
+	}
+	image, err := decodeImage(encoded)
+	if err != nil {
+		return submitBody{}, err
+	}
+	for name, value := range params {
+		if name != "file" {
+			fields.Set(name, value)
+		}
+	}
+
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for _, name := range slices.Sorted(maps.Keys(fields)) { // sorted: a deterministic body
+		if err := w.WriteField(name, fields.Get(name)); err != nil {
+			return submitBody{}, fmt.Errorf("encode multipart field: %w", err)
+		}
+	}
+	contentType, fileName := imageFileType(image)
+	header := make(textproto.MIMEHeader)
+	header.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, fileName))
+	header.Set("Content-Type", contentType)
+	part, err := w.CreatePart(header)
+	if err != nil {
+		return submitBody{}, fmt.Errorf("encode multipart file: %w", err)
+	}
+	if _, err := part.Write(image); err != nil {
+		return submitBody{}, fmt.Errorf("encode multipart file: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return submitBody{}, fmt.Errorf("encode multipart: %w", err)
+	}
+	return submitBody{contentType: w.FormDataContentType(), data: buf.Bytes()}, nil
+}
+
+// decodeImage accepts standard or URL-safe base64, padded or not, with an
+// optional data: URI prefix, since callers pass whatever their page gave them.
+func decodeImage(encoded string) ([]byte, error) {
+	s := strings.TrimSpace(encoded)
+	if strings.HasPrefix(s, "data:") {
+		if i := strings.Index(s, ","); i >= 0 {
+			s = s[i+1:]
+		}
+	}
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
+			return -1
+		}
+		return r
+	}, s)
+	s = strings.TrimRight(s, "=")
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		if image, err := enc.DecodeString(s); err == nil {
+			if len(image) == 0 {
+				break
+			}
+			return image, nil
+		}
+	}
+	return nil, errors.New(`params["file"] is not valid base64 image data`)
+}
+
+// imageFileType picks the part's content type and a file name whose extension
+// matches it: the provider rejects unknown extensions (ERROR_WRONG_FILE_EXTENSION).
+func imageFileType(image []byte) (contentType, fileName string) {
+	switch ct := http.DetectContentType(image); ct {
+	case "image/jpeg":
+		return ct, "captcha.jpg"
+	case "image/gif":
+		return ct, "captcha.gif"
+	case "image/png":
+		return ct, "captcha.png"
+	default:
+		// Let the provider judge the bytes; a supported extension keeps the
+		// rejection (if any) about the content, not the name.
+		return "application/octet-stream", "captcha.png"
+	}
 }
