@@ -16,13 +16,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// InPHP is a client of the 2captcha-compatible in.php / res.php protocol (CaptchaAI, 2captcha API v1). It is safe
-// for concurrent use.
+// InPHP is a client of the 2captcha-compatible in.php / res.php protocol (CaptchaAI, 2captcha API v1).
 type InPHP struct {
 	conn
 	inURL, resURL string
@@ -37,8 +35,7 @@ const (
 	opReportBad  = "reportbad"
 )
 
-// NewInPHP returns a client for baseURL (absolute http/https URL, optionally with a path prefix) authenticated with
-// apiKey.
+// NewInPHP returns a client for baseURL (absolute http/https, optionally with a path prefix).
 func NewInPHP(baseURL, apiKey string, opts ...Option) (*InPHP, error) {
 	c, base, err := newConn("captchaai", baseURL, apiKey, opts)
 	if err != nil {
@@ -50,9 +47,7 @@ func NewInPHP(baseURL, apiKey string, opts ...Option) (*InPHP, error) {
 // Supports is nil: in.php takes every method, and refuses what it does not know itself.
 func (c *InPHP) Supports(string, map[string]string) error { return nil }
 
-// Submit calls in.php with method, params as-is and pingback (omitted if ""): the task id (IsTaskID, else an
-// ErrInvalidAnswer). Method "post" uploads params["file"] (base64) as a multipart file. in.php never answers with
-// the code.
+// Submit calls in.php with method, params as-is and pingback (omitted if ""); "post" uploads params["file"] as a file.
 func (c *InPHP) Submit(ctx context.Context, method string, params map[string]string, pingback string) (id, code string, err error) {
 	body, err := encodeSubmit(c.apiKey, method, params, pingback)
 	if err != nil {
@@ -100,8 +95,7 @@ func (c *InPHP) Balance(ctx context.Context) (float64, error) {
 	return balance, nil
 }
 
-// Report tells the provider whether the answer for taskID was accepted (reportgood / reportbad: in.php's reports
-// take any kind).
+// Report is reportgood / reportbad, for any kind.
 func (c *InPHP) Report(ctx context.Context, _ Kind, taskID string, good bool) error {
 	op := opReportBad
 	if good {
@@ -125,8 +119,7 @@ func (c *InPHP) res(ctx context.Context, op string, query url.Values) (answer, e
 	return c.call(op, req)
 }
 
-// call runs one request on the scaffold and decodes its answer. A 5xx whose body is the provider's own error word
-// (ERROR_…, as some providers send on their own 500s) is that answer.
+// call runs one request and decodes its answer; a 5xx whose body is the provider's own ERROR_… word is that answer.
 func (c *InPHP) call(op string, req *http.Request) (answer, error) {
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
 	body, e := c.do(req.Context(), op, req, func(status int, body []byte) *Error {
@@ -156,13 +149,8 @@ type answer struct {
 	ErrorText string // optional human-readable detail (JSON error_text)
 }
 
-// parseAnswer decodes both wire forms of the 2captcha protocol:
-//
-//	JSON:  {"status":1,"request":"<value>"} / {"status":0,"request":"ERROR_CODE","error_text":"..."}
-//	plain: OK|<value> / ERROR_CODE / CAPCHA_NOT_READY / <balance>
-//
-// The form is sniffed from the body, not taken from the json=1 we asked for,
-// because some providers and proxies answer plain text regardless.
+// parseAnswer decodes JSON ({"status":1,"request":…}) or plain text (OK|…, ERROR_CODE, a balance), sniffed from the
+// body: some providers and proxies answer plain text despite json=1.
 func parseAnswer(body []byte) (answer, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -215,9 +203,7 @@ func (s *jsonStatus) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// jsonText is the "request" field as text: strings are unquoted, numbers
-// (balance, numeric task ids) keep their exact digits, and objects or arrays
-// (structured tokens such as GeeTest's) are kept as raw JSON.
+// jsonText is "request" as text: a string unquoted, a number's exact digits, an object (GeeTest's) as raw JSON.
 type jsonText string
 
 func (t *jsonText) UnmarshalJSON(b []byte) error {
@@ -226,18 +212,8 @@ func (t *jsonText) UnmarshalJSON(b []byte) error {
 		*t = ""
 	case b[0] != '"':
 		*t = jsonText(b)
-	case bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b):
-		// Fast path for the common escape-free token: json.Unmarshal has
-		// already validated the document, so the quotes can just be cut.
-		// (Invalid UTF-8 takes the slow path, which turns it into U+FFFD as
-		// any JSON decoder does; found by FuzzParseAnswerJSON.)
-		*t = jsonText(b[1 : len(b)-1])
 	default:
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*t = jsonText(s)
+		return json.Unmarshal(b, (*string)(t))
 	}
 	return nil
 }
@@ -274,15 +250,13 @@ type submitBody struct {
 	data        []byte
 }
 
-// encodeSubmit builds the in.php POST body. The API key travels in the body,
-// never in the URL, so it cannot leak through URL-printing errors or logs.
+// encodeSubmit builds the in.php POST body; the key travels in the body, never in a URL an error could print.
 func encodeSubmit(apiKey, method string, params map[string]string, pingback string) (submitBody, error) {
 	if strings.TrimSpace(method) == "" {
 		return submitBody{}, errors.New("method is required")
 	}
 	fields := url.Values{"key": {apiKey}, "method": {method}, "json": {"1"}, "pingback": {pingback}}
-	// A param may not override a field the client sets: that would silently change the account, the answer
-	// format or where the provider calls back. The set is derived from fields, so it cannot drift from it.
+	// A param may not change the account, the answer format or where the provider calls back.
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if _, ok := params[name]; ok {
 			return submitBody{}, fmt.Errorf("param %q is set by the client and must not be passed", name)
@@ -303,8 +277,7 @@ func encodeSubmit(apiKey, method string, params map[string]string, pingback stri
 	}, nil
 }
 
-// encodeMultipart sends params["file"] (base64) as the file upload the
-// method=post API expects, and every other field as a form value.
+// encodeMultipart sends params["file"] (base64) as method=post's file upload, every other field as a form value.
 func encodeMultipart(fields url.Values, params map[string]string) (submitBody, error) {
 	encoded, ok := params["file"]
 	if !ok || strings.TrimSpace(encoded) == "" {
@@ -344,8 +317,7 @@ func encodeMultipart(fields url.Values, params map[string]string) (submitBody, e
 	return submitBody{contentType: w.FormDataContentType(), data: buf.Bytes()}, nil
 }
 
-// decodeImage accepts standard or URL-safe base64, padded or not, with an
-// optional data: URI prefix, since callers pass whatever their page gave them.
+// decodeImage accepts standard or URL-safe base64, padded or not, after an optional data: URI prefix.
 func decodeImage(encoded string) ([]byte, error) {
 	s := strings.TrimSpace(encoded)
 	if strings.HasPrefix(s, "data:") {
@@ -371,8 +343,7 @@ func decodeImage(encoded string) ([]byte, error) {
 	return nil, errors.New(`params["file"] is not valid base64 image data`)
 }
 
-// imageFileType picks the part's content type and a file name whose extension
-// matches it: the provider rejects unknown extensions (ERROR_WRONG_FILE_EXTENSION).
+// imageFileType names the file with its type's extension: the provider refuses others (ERROR_WRONG_FILE_EXTENSION).
 func imageFileType(image []byte) (contentType, fileName string) {
 	switch ct := http.DetectContentType(image); ct {
 	case "image/jpeg":
@@ -381,9 +352,7 @@ func imageFileType(image []byte) (contentType, fileName string) {
 		return ct, "captcha.gif"
 	case "image/png":
 		return ct, "captcha.png"
-	default:
-		// Let the provider judge the bytes; a supported extension keeps the
-		// rejection (if any) about the content, not the name.
+	default: // a supported extension keeps a rejection about the content, not the name
 		return "application/octet-stream", "captcha.png"
 	}
 }
