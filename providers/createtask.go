@@ -85,22 +85,9 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 	return id, code, nil
 }
 
-// Result calls getTaskResult for a task of kind: "processing" (CapSolver: "idle") is ClassNotReady with
-// CAPTCHA_NOT_READY, "failed" ClassResubmit.
-func (c *CreateTask) Result(ctx context.Context, kind Kind, taskID string) (string, error) {
-	spec, ok := TaskFor(c.profile.Flavor, kind)
-	if !ok {
-		return "", c.fail(OpResult, callback.ClassConfig, unsupported("%s has no task of kind %.30q", c.profile.Flavor, kind))
-	}
-	return c.result(ctx, taskID, spec.Solution.Code)
-}
-
-// Get is Result for a task of unknown kind: the solution's shape is recognised (callback.InferCode).
+// Get calls getTaskResult: "processing" (CapSolver: "idle") is ClassNotReady, "failed" ClassResubmit, and a solution's
+// shape is recognised (callback.InferCode).
 func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
-	return c.result(ctx, taskID, callback.InferCode)
-}
-
-func (c *CreateTask) result(ctx context.Context, taskID string, decode func(json.RawMessage) (string, error)) (string, error) {
 	id, err := c.idValue(taskID)
 	if err != nil {
 		return "", c.fail(OpResult, callback.ClassConfig, err)
@@ -114,7 +101,7 @@ func (c *CreateTask) result(ctx context.Context, taskID string, decode func(json
 		return "", &Error{Op: OpResult, Code: callback.CodeNotReady, Class: callback.ClassNotReady, Provider: c.name,
 			Err: errors.New("status " + env.Status)}
 	case "ready":
-		return c.code(OpResult, decode, env.Solution)
+		return c.code(OpResult, callback.InferCode, env.Solution)
 	case "failed":
 		return "", &Error{Op: OpResult, Code: callback.CodeUnsolvable, Class: callback.ClassResubmit, Provider: c.name,
 			Err: errors.New("status failed")}
