@@ -255,12 +255,6 @@ func (s *Simulator) idJSON(id string) any {
 func (s *Simulator) solutionFor(t *task) map[string]any {
 	spec, _ := providers.TaskFor(s.profile.Flavor, t.kind)
 	code := CodeFor(t.idStr)
-	switch spec.Solution.Shape {
-	case callback.ShapeGeeTest3:
-		return map[string]any{"challenge": code, "validate": code, "seccode": code}
-	case callback.ShapeGeeTest4:
-		return map[string]any{"captcha_id": code, "lot_number": code, "pass_token": code, "gen_time": code, "captcha_output": code}
-	}
 	out := map[string]any{}
 	for _, f := range spec.Solution.Fields {
 		out[f] = code
