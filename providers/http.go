@@ -38,7 +38,7 @@ type conn struct {
 	timeout time.Duration
 	maxCode int
 	http    *http.Client
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Option configures a client.
