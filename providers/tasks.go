@@ -14,11 +14,8 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// The one declared table from the in.php vocabulary to each flavor's createTask task: for each kind (kinds.go) and
-// flavor, the task type, which in.php param fills which task field, and where the solution is. A kind with no entry
-// for a flavor is not served by it (ErrUnsupported, never sent); so is a param with no field. An entry is here only
-// when its type and fields were read in the provider's own documentation, whose page is its Doc; golden_test.go
-// checks each against the request body that page shows.
+// The one table from the in.php vocabulary to each flavor's createTask task; a kind or param without an entry is not
+// served (ErrUnsupported, never sent). Each entry was read in the page its Doc names (golden_test.go checks it).
 
 // Field fills one task field from one in.php param.
 type Field struct {
@@ -145,40 +142,28 @@ func Supports(f Flavor, method string, params map[string]string) error {
 	return err
 }
 
-// Kind is what a task asks the provider to solve. The Input keeps the in.php vocabulary (method + params); KindOf
-// derives the kind from the method and its selector params (userrecaptcha's version and enterprise), and the task
-// table (tasks.go) maps each kind to each flavor's createTask task.
+// Kind is what a task asks the provider to solve, derived from the in.php method and its selector params (KindOf).
 type Kind string
 
-// The known kinds, one per in.php method or reCAPTCHA variant.
+// The known kinds, one per in.php method (named after it) or reCAPTCHA variant.
 const (
 	KindRecaptchaV2           Kind = "recaptcha_v2"
-	KindRecaptchaV2Enterprise Kind = "recaptcha_v2_enterprise"
+	KindRecaptchaV2Enterprise Kind = KindRecaptchaV2 + enterpriseSuffix
 	KindRecaptchaV3           Kind = "recaptcha_v3"
-	KindRecaptchaV3Enterprise Kind = "recaptcha_v3_enterprise"
+	KindRecaptchaV3Enterprise Kind = KindRecaptchaV3 + enterpriseSuffix
 	KindHCaptcha              Kind = "hcaptcha"
 	KindTurnstile             Kind = "turnstile"
 	KindFunCaptcha            Kind = "funcaptcha"
 	KindGeeTest3              Kind = "geetest"
 	KindGeeTest4              Kind = "geetest_v4"
 	KindImage                 Kind = "image"
+	enterpriseSuffix               = "_enterprise"
 )
 
-// Kinds lists every kind in a fixed order (the order Get tries solution shapes in).
+// Kinds lists every kind in a fixed order.
 var Kinds = []Kind{
 	KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise,
 	KindHCaptcha, KindTurnstile, KindFunCaptcha, KindGeeTest3, KindGeeTest4, KindImage,
-}
-
-// methodKinds maps each in.php method that needs no selector to its kind.
-var methodKinds = map[string]Kind{
-	"hcaptcha":   KindHCaptcha,
-	"turnstile":  KindTurnstile,
-	"funcaptcha": KindFunCaptcha,
-	"geetest":    KindGeeTest3,
-	"geetest_v4": KindGeeTest4,
-	"base64":     KindImage,
-	"post":       KindImage,
 }
 
 // methodRecaptcha is the in.php reCAPTCHA method; its params version (v2 | v3) and enterprise (1) pick the kind.
@@ -191,31 +176,31 @@ func isSelector(method, param string) bool {
 
 // KindOf is the kind of an in.php method with its params. A method the table does not know is ErrUnsupported.
 func KindOf(method string, params map[string]string) (Kind, error) {
-	if k, ok := methodKinds[method]; ok {
-		return k, nil
-	}
-	if method != methodRecaptcha {
+	switch Kind(method) {
+	case "base64", methodPost:
+		return KindImage, nil
+	case KindHCaptcha, KindTurnstile, KindFunCaptcha, KindGeeTest3, KindGeeTest4:
+		return Kind(method), nil
+	case methodRecaptcha:
+	default:
 		return "", unsupported("no createTask task is declared for method %.40q", method)
 	}
 	enterprise, err := flag(params["enterprise"])
 	if err != nil {
 		return "", fmt.Errorf("params.enterprise: %w", err)
 	}
-	switch v := strings.ToLower(strings.TrimSpace(params["version"])); {
-	case v == "" || v == "v2":
-		return pick(enterprise, KindRecaptchaV2Enterprise, KindRecaptchaV2), nil
-	case v == "v3":
-		return pick(enterprise, KindRecaptchaV3Enterprise, KindRecaptchaV3), nil
+	kind := KindRecaptchaV2
+	switch v := strings.ToLower(strings.TrimSpace(params["version"])); v {
+	case "", "v2":
+	case "v3":
+		kind = KindRecaptchaV3
 	default:
 		return "", unsupported("version %.10q is neither v2 nor v3", v)
 	}
-}
-
-func pick(cond bool, yes, no Kind) Kind {
-	if cond {
-		return yes
+	if enterprise {
+		kind += enterpriseSuffix
 	}
-	return no
+	return kind, nil
 }
 
 // flag reads an in.php boolean param: "", "0" or "false" is false, "1" or "true" is true.
@@ -229,16 +214,14 @@ func flag(v string) (bool, error) {
 	return false, fmt.Errorf("must be 0, 1, true or false, got %.10q", v)
 }
 
-// ErrUnsupported marks a task a flavor cannot serve: a method, reCAPTCHA variant or param its table has no entry
-// for. Such a task is never sent to that provider.
+// ErrUnsupported marks a task a flavor's table has no entry for: never sent to that provider.
 var ErrUnsupported = errors.New("not supported by this provider")
 
 func unsupported(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrUnsupported}, args...)...)
 }
 
-// buildTask maps an in.php method and params to the flavor's task object. Param values are never echoed in errors
-// (a param may carry a token or an image).
+// buildTask maps an in.php method and params to the flavor's task; no error echoes a value (a token, an image).
 func buildTask(f Flavor, method string, params map[string]string) (map[string]any, TaskSpec, error) {
 	kind, err := KindOf(method, params)
 	if err != nil {
