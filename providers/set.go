@@ -1,7 +1,5 @@
-// Package providers is the one provider layer: the Client interface the activities call, its two protocols (in.php
-// / res.php: InPHP; createTask: CreateTask) over one HTTP scaffold (http.go) that decides "outcome unknown",
-// redaction and typed errors for both, PROVIDERS_FILE, and the circuits routing reads. Without the file the
-// CAPTCHAAI_* settings make a one-provider set that routes nothing.
+// Package providers is the one provider layer: the Client the activities call, in.php (InPHP) and createTask
+// (CreateTask) over one HTTP scaffold deciding "outcome unknown", redaction and typed errors, PROVIDERS_FILE, circuits.
 package providers
 
 import (
@@ -20,8 +18,7 @@ import (
 	"github.com/captchaflow/captchaflow"
 )
 
-// Client is the one interface the activities call on a provider, whatever protocol it speaks: *InPHP and
-// *CreateTask satisfy it. Every error is an *Error (see OutcomeUnknown, ClassOf).
+// Client is what the activities call on a provider, whatever its protocol; every error is an *Error.
 type Client interface {
 	// Supports is nil when the provider serves the method with these params, else why not; nothing is sent.
 	Supports(method string, params map[string]string) error
@@ -36,21 +33,17 @@ type Client interface {
 
 // Provider is one configured provider.
 type Provider struct {
-	Name string
-	// Flavor is the createTask profile; "" for in.php.
-	Flavor Flavor
-	Client Client
-	// Threads is the plan's concurrent tasks (PROVIDERS_FILE threads; 0: not stated).
-	Threads int
-	// PollInterval is the least spacing of one task's polls (0: none).
-	PollInterval time.Duration
+	Name         string
+	Flavor       Flavor // the createTask profile; "" for in.php
+	Client       Client
+	Threads      int           // the plan's concurrent tasks (PROVIDERS_FILE threads; 0: not stated)
+	PollInterval time.Duration // the least spacing of one task's polls (0: none)
 }
 
 // Set is the worker's providers, in order of preference, built once at start.
 type Set struct {
 	list []*Provider
-	// Routed is false for the one-provider set made from the CAPTCHAAI_* settings: submissions then carry no
-	// provider name and no circuit is kept.
+	// Routed is false for the one-provider set of the CAPTCHAAI_* settings: no provider names, no circuits.
 	Routed  bool
 	Breaker *Breaker
 }
@@ -79,8 +72,7 @@ func Build(f File, getenv func(string) string, timeout time.Duration, circuits C
 				p.PollInterval = max(p.PollInterval, ct.profile.MinPollInterval)
 			}
 		}
-		if err != nil {
-			// The clients' messages name the URL (redacted) or the flavor, never the key.
+		if err != nil { // the message names the URL (redacted) or the flavor, never the key
 			return nil, fmt.Errorf("providers[%d] (%s): %w", i, spec.Name, err)
 		}
 		set.list = append(set.list, p)
@@ -112,8 +104,8 @@ func (s *Set) Get(name string) (*Provider, bool) {
 	return s.list[i], true
 }
 
-// Candidates are the providers a submission may go to, in the order to try them: preferred restricts and reorders
-// the file's list (nil: the file's order; an unknown name is skipped), excluded are dropped, and avoided go last.
+// Candidates are the providers a submission may go to, in order: preferred restricts and reorders the file's list
+// (an unknown name is skipped), excluded are dropped, avoided go last.
 func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	order := slices.Clone(s.list)
 	if len(preferred) > 0 {
@@ -154,12 +146,12 @@ type Spec struct {
 	BaseURL   string `yaml:"base_url"`
 	APIKeyEnv string `yaml:"api_key_env"`
 	Threads   int    `yaml:"threads"`
-	// PollIntervalSeconds is the least spacing of one task's polls, never under the flavor's documented least.
+	// PollIntervalSeconds: the least spacing of one task's polls, never under the flavor's documented least.
 	PollIntervalSeconds int `yaml:"poll_interval_seconds"`
 }
 
-// ParseFile reads and validates a providers file's content. Every problem is reported at once, each naming its
-// field (providers[1].flavor); an API key's value is never read here, only whether its variable is set.
+// ParseFile reads and validates a providers file, every problem at once, each naming its field (providers[1].flavor);
+// of an API key it reads only whether its variable is set.
 func ParseFile(content []byte, getenv func(string) string) (File, error) {
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(content))
