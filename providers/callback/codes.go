@@ -1,6 +1,5 @@
-// Package callback reads what a provider says outside a client's request, and the words it says it with: the
-// in.php pingback form and the createTask callback JSON, the status words (error codes) both protocols answer, what
-// each means and how long to wait after it. It holds no client and no key, so the ingress links it alone.
+// Package callback reads a provider's callbacks and the status words both protocols answer (their class and wait);
+// it holds no client and no key, so the ingress links it alone.
 package callback
 
 import (
@@ -87,10 +86,8 @@ func ClassifyCode(c string) Class {
 	if e, ok := codes[c]; ok {
 		return e.class
 	}
-	if n, ok := strings.CutPrefix(c, "ERROR:"); ok {
-		if _, err := strconv.Atoi(strings.TrimSpace(n)); err == nil {
-			return ClassTransient
-		}
+	if strings.HasPrefix(c, "ERROR:") && IsCode(c) {
+		return ClassTransient
 	}
 	return ClassUnknown
 }
@@ -101,15 +98,15 @@ func RetryAfter(c string) time.Duration { return codes[Canonical(c)].wait }
 // KnownCode returns a documented code's canonical spelling and true: a fixed set, so it can label a metric without
 // letting a provider grow the label's cardinality.
 func KnownCode(c string) (string, bool) {
-	if _, ok := codes[Canonical(c)]; ok {
-		return Canonical(c), true
+	_, ok := codes[Canonical(c)]
+	if !ok {
+		return "", false
 	}
-	return "", false
+	return Canonical(c), true
 }
 
-// IsStatusWord reports whether s is a status word rather than a solution (pingbacks put "the token, the answer, or
-// an error code" in one field): a documented code, any ERROR_… word or "ERROR: 1001", upper case only, so a text
-// CAPTCHA's answer ("error_x") is never mistaken for one.
+// IsStatusWord tells a status word from a solution (a pingback's one field holds either): a documented code, any
+// ERROR_… word or "ERROR: 1001", upper case only, so a text CAPTCHA's answer ("error_x") is never one.
 func IsStatusWord(s string) bool {
 	s = strings.TrimSpace(s)
 	if !IsCode(s) {
