@@ -178,13 +178,12 @@ func notSolved(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), captchaflow.FailureTaskNotSolved, nil)
 }
 
-// SendReportRequest is the input of SendReport; no secret in it.
+// SendReportRequest is the input of SendReport; Provider and Kind are the ReportTarget's.
 type SendReportRequest struct {
-	ProviderTaskID string `json:"provider_task_id"`
-	// Provider and Kind are the ReportTarget's: the report goes to the provider that solved the task.
-	Provider string              `json:"provider,omitempty"`
-	Kind     string              `json:"kind,omitempty"`
-	Verdict  captchaflow.Verdict `json:"verdict"`
+	ProviderTaskID string              `json:"provider_task_id"`
+	Provider       string              `json:"provider,omitempty"`
+	Kind           string              `json:"kind,omitempty"`
+	Verdict        captchaflow.Verdict `json:"verdict"`
 }
 
 // SendReportResult says how the provider took the report.
@@ -193,10 +192,8 @@ type SendReportResult struct {
 	AlreadyRecorded bool `json:"already_recorded,omitempty"`
 }
 
-// SendReport makes one report request to the provider that solved the task. Transient trouble is retried by the
-// caller's retry policy; ERROR_DUPLICATE_REPORT means the provider already holds a report on the task (ours, from an
-// attempt whose answer was lost) and is a success; ERROR_REPORT_NOT_RECORDED is ReportRefused; an unknown or expired
-// task ID is ReportWindowClosed (the provider forgets a task when its window closes).
+// SendReport makes one report request to the provider that solved the task. ERROR_DUPLICATE_REPORT is a success (a
+// lost attempt's report holds); an unknown task ID is ReportWindowClosed (the provider forgets it when that closes).
 func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (SendReportResult, error) {
 	p, ok := a.set().Get(req.Provider)
 	if !ok {
@@ -233,9 +230,7 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 	return SendReportResult{}, reportError(ctx, err)
 }
 
-// reportError types a failed report request for the retry policy: a configuration problem or an answer we do not
-// know fails the report (retrying will not change them), everything else (network, 5xx, a busy provider) is
-// retried until the window closes, paced like any transient provider answer (transientError).
+// reportError fails the report on a configuration problem or an unknown answer; anything else is paced and retried.
 func reportError(ctx context.Context, err error) error {
 	switch code := codeOf(err); providers.ClassOf(err) {
 	case callback.ClassConfig:
