@@ -7,9 +7,7 @@ import (
 	"github.com/captchaflow/captchaflow/providers"
 )
 
-// circuitCollector exports each provider's circuit state when /metrics is scraped, so a circuit that half-opened by
-// time alone shows it without waiting for a request (the alert CaptchaflowProviderCircuitOpen would otherwise keep
-// firing through a quiet recovery).
+// circuitCollector reads each circuit at scrape, so one half-opened by time alone shows it (and its alert clears).
 type circuitCollector struct {
 	set  *providers.Set
 	desc *prom.Desc
