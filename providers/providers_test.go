@@ -36,7 +36,7 @@ func TestParseFileAcceptsTheDocumentedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(set.Names(), ","); got != "captchaai,capsolver" || !set.Routed {
+	if got := set.All()[0].Name + "," + set.All()[1].Name; got != "captchaai,capsolver" || !set.Routed {
 		t.Fatalf("set %s routed %v", got, set.Routed)
 	}
 }

@@ -83,15 +83,6 @@ func Build(f File, getenv func(string) string, timeout time.Duration, circuits C
 // All are the providers in the file's order.
 func (s *Set) All() []*Provider { return s.list }
 
-// Names are the providers' names in the file's order.
-func (s *Set) Names() []string {
-	out := make([]string, 0, len(s.list))
-	for _, p := range s.list {
-		out = append(out, p.Name)
-	}
-	return out
-}
-
 // Get is the provider named name; "" is the first (the one provider of a worker without PROVIDERS_FILE).
 func (s *Set) Get(name string) (*Provider, bool) {
 	if name == "" && len(s.list) > 0 {

@@ -22,8 +22,8 @@ func newCircuitCollector(set *providers.Set, namespace, taskQueue string) *circu
 func (c *circuitCollector) Describe(ch chan<- *prom.Desc) { ch <- c.desc }
 
 func (c *circuitCollector) Collect(ch chan<- prom.Metric) {
-	for _, name := range c.set.Names() {
-		ch <- prom.MustNewConstMetric(c.desc, prom.GaugeValue, float64(c.set.Breaker.State(name)), name)
+	for _, p := range c.set.All() {
+		ch <- prom.MustNewConstMetric(c.desc, prom.GaugeValue, float64(c.set.Breaker.State(p.Name)), p.Name)
 	}
 }
 
