@@ -31,16 +31,13 @@ const (
 	FailureProviderGaveUp      = "ProviderGaveUp"      // unreachable past PROVIDER_GIVE_UP. Details: the provider
 )
 
-// codeZeroBalance is the answer that pauses a task's submissions (FailureProviderZeroBalance).
-const codeZeroBalance = "ERROR_ZERO_BALANCE"
-
 // zeroBalanceError is paced like a transient error (for a policy that retries it), its wait also in its details.
 func zeroBalanceError(ctx context.Context, msg string) error {
-	wait := pacedDelay(callback.RetryAfter(codeZeroBalance), timeLeft(ctx), rand.Float64())
+	wait := pacedDelay(callback.RetryAfter(callback.CodeZeroBalance), timeLeft(ctx), rand.Float64())
 	activity.GetLogger(ctx).Warn("the provider answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
 	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderZeroBalance, temporal.ApplicationErrorOptions{
 		NextRetryDelay: wait,
-		Details:        []any{codeZeroBalance, wait},
+		Details:        []any{callback.CodeZeroBalance, wait},
 	})
 }
 

@@ -136,7 +136,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	}
 	a.countSubmission(ctx, p.Name, SubmissionRefused)
 	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
-	if answerCode(err) == codeZeroBalance {
+	if answerCode(err) == callback.CodeZeroBalance {
 		return SubmitResult{}, zeroBalanceError(ctx, err.Error()), next
 	}
 	return SubmitResult{}, providerError(ctx, err), next

@@ -216,10 +216,10 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 		return SendReportResult{}, nil
 	}
 	switch code := codeOf(err); code {
-	case "ERROR_DUPLICATE_REPORT":
+	case callback.CodeDuplicate:
 		activity.GetLogger(ctx).Info("report already recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict)
 		return SendReportResult{AlreadyRecorded: true}, nil
-	case "ERROR_REPORT_NOT_RECORDED":
+	case callback.CodeNotRecorded:
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(
 			"the provider did not record the report: "+err.Error(), captchaflow.FailureReportRefused, nil, code)
 	case "ERROR_WRONG_CAPTCHA_ID", "ERROR_NO_SUCH_CAPCHA_ID", "ERROR_NO_SUCH_CAPTCHA_ID":

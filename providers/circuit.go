@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // Outcome is what one provider request came to, as far as its circuit cares.
@@ -259,9 +261,9 @@ func OutcomeOf(err error) Outcome {
 		return OutcomeOther
 	}
 	switch {
-	case pe.Code == "ERROR_ZERO_BALANCE":
+	case pe.Code == callback.CodeZeroBalance:
 		return OutcomeZeroBalance
-	case pe.Code == "ERROR_NO_SLOT_AVAILABLE":
+	case pe.Code == callback.CodeNoSlot:
 		return OutcomeNoSlot
 	case keyCodes[pe.Code], pe.HTTPStatus == http.StatusUnauthorized, pe.HTTPStatus == http.StatusForbidden:
 		return OutcomeKeyRefused

@@ -67,13 +67,14 @@ func codeTable(classes map[Class]string, waits map[string]time.Duration) map[str
 	return out
 }
 
-// Status words the createTask client reports for answers that carry none of their own.
+// Status words the code branches on.
 const (
-	// CodeNotReady is a "processing" (CapSolver: "idle") getTaskResult, in the in.php family's spelling
-	// (CapMonster lists it among its codes), so it is counted and treated as res.php's.
-	CodeNotReady = "CAPTCHA_NOT_READY"
-	// CodeUnsolvable is a "failed" status that came without an error code.
-	CodeUnsolvable = "ERROR_CAPTCHA_UNSOLVABLE"
+	CodeNotReady    = "CAPTCHA_NOT_READY"        // also a "processing" (CapSolver: "idle") getTaskResult
+	CodeUnsolvable  = "ERROR_CAPTCHA_UNSOLVABLE" // also a "failed" status without a code
+	CodeZeroBalance = "ERROR_ZERO_BALANCE"
+	CodeNoSlot      = "ERROR_NO_SLOT_AVAILABLE"
+	CodeDuplicate   = "ERROR_DUPLICATE_REPORT"
+	CodeNotRecorded = "ERROR_REPORT_NOT_RECORDED"
 )
 
 // Canonical is a code as the table spells it: trimmed, upper case.
