@@ -267,7 +267,7 @@ var recaptchaKinds = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindReca
 // profiles declares each flavor once; docs/providers.md links the source of every value.
 var profiles = map[Flavor]Profile{
 	callback.AntiCaptcha: {
-		Flavor: callback.AntiCaptcha, BaseURL: "https://api.anti-captcha.com", NumericTaskID: true,
+		BaseURL: "https://api.anti-captcha.com", NumericTaskID: true,
 		Reports: []ReportRule{
 			{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
 			{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
@@ -276,18 +276,18 @@ var profiles = map[Flavor]Profile{
 		},
 	},
 	callback.TwoCaptcha: {
-		Flavor: callback.TwoCaptcha, BaseURL: "https://api.2captcha.com", NumericTaskID: true,
+		BaseURL: "https://api.2captcha.com", NumericTaskID: true,
 		MinPollInterval: 5 * time.Second,
 		Reports:         []ReportRule{{Endpoint: "reportIncorrect"}},
 	},
 	callback.CapMonster: {
-		Flavor: callback.CapMonster, BaseURL: "https://api.capmonster.cloud", NumericTaskID: true,
+		BaseURL: "https://api.capmonster.cloud", NumericTaskID: true,
 		MinPollInterval: 2 * time.Second,
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
 			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}},
 	},
 	callback.CapSolver: {
-		Flavor: callback.CapSolver, BaseURL: "https://api.capsolver.com",
+		BaseURL:         "https://api.capsolver.com",
 		MinPollInterval: 3 * time.Second,
 		Reports:         []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}},
 	},
@@ -296,5 +296,6 @@ var profiles = map[Flavor]Profile{
 // ProfileOf returns the flavor's profile.
 func ProfileOf(f Flavor) (Profile, bool) {
 	p, ok := profiles[f]
+	p.Flavor = f
 	return p, ok
 }
