@@ -60,61 +60,60 @@ var (
 var taskTable = map[Kind]map[Flavor]TaskSpec{
 	KindRecaptchaV2: {
 		callback.AntiCaptcha: {Type: "RecaptchaV2TaskProxyless", Fields: []Field{pageURL, googleKey, dataS, invisible},
-			Solution: callback.RecaptchaToken, Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV2TaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV2TaskProxyless"},
 		callback.CapMonster: {Type: "NoCaptchaTaskProxyless", Fields: []Field{pageURL, googleKey},
-			Solution: callback.RecaptchaToken, Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
+			Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
 		callback.CapSolver: {Type: "ReCaptchaV2TaskProxyLess", Fields: []Field{pageURL, googleKey, dataS, invisible},
-			Solution: callback.RecaptchaToken, Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
+			Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
 	},
 	KindRecaptchaV2Enterprise: {
 		callback.AntiCaptcha: {Type: "RecaptchaV2EnterpriseTaskProxyless", Fields: []Field{pageURL, googleKey},
-			Solution: callback.RecaptchaToken, Doc: "https://anti-captcha.com/apidoc"},
+			Doc: "https://anti-captcha.com/apidoc"},
 		callback.CapSolver: {Type: "ReCaptchaV2EnterpriseTaskProxyLess", Fields: []Field{pageURL, googleKey, enterpriseS, invisible},
-			Solution: callback.RecaptchaToken, Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
+			Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
 	},
 	KindRecaptchaV3: {
 		callback.AntiCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
-			Solution: callback.RecaptchaToken, Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV3TaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV3TaskProxyless"},
 		callback.TwoCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
-			Solution: callback.RecaptchaToken, Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
+			Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
 		callback.CapSolver: {Type: "ReCaptchaV3TaskProxyLess", Fields: []Field{pageURL, googleKey, pageAction},
-			Solution: callback.RecaptchaToken, Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
+			Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
 	},
 	KindRecaptchaV3Enterprise: {
 		callback.TwoCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
-			Const: map[string]any{"isEnterprise": true}, Solution: callback.RecaptchaToken, Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
+			Const: map[string]any{"isEnterprise": true}, Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
 		callback.CapSolver: {Type: "ReCaptchaV3EnterpriseTaskProxyLess", Fields: []Field{pageURL, googleKey, pageAction, enterpriseS},
-			Solution: callback.RecaptchaToken, Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
+			Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
 	},
 	KindHCaptcha: {
-		// The solution field is not on the page read; 2captcha's token answers carry gRecaptchaResponse or token.
 		callback.TwoCaptcha: {Type: "HCaptchaTaskProxyless", Fields: []Field{pageURL, siteKey},
-			Solution: callback.AnyToken, Doc: "https://2captcha.com/api-docs/create-task"},
+			Doc: "https://2captcha.com/api-docs/create-task"},
 	},
 	KindTurnstile: {
 		callback.AntiCaptcha: {Type: "TurnstileTaskProxyless", Fields: []Field{pageURL, siteKey,
 			{Param: "action", Path: "action", Enc: encString}, {Param: "data", Path: "cData", Enc: encString},
 			{Param: "pagedata", Path: "chlPageData", Enc: encString}},
-			Solution: callback.PlainToken, Doc: "https://anti-captcha.com/apidoc/task-types/TurnstileTaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/TurnstileTaskProxyless"},
 		callback.CapSolver: {Type: "AntiTurnstileTaskProxyLess", Fields: []Field{pageURL, siteKey,
 			{Param: "action", Path: "metadata.action", Enc: encString}, {Param: "data", Path: "metadata.cdata", Enc: encString}},
-			Solution: callback.PlainToken, Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
+			Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
 	},
 	KindFunCaptcha: {
 		callback.AntiCaptcha: {Type: "FunCaptchaTaskProxyless", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
-			Solution: callback.PlainToken, Doc: "https://anti-captcha.com/apidoc/task-types/FunCaptchaTaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/FunCaptchaTaskProxyless"},
 		callback.CapSolver: {Type: "FunCaptchaTaskProxyLess", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
-			Solution: callback.PlainToken, Doc: "https://docs.capsolver.com/guide/captcha/FunCaptcha"},
+			Doc: "https://docs.capsolver.com/guide/captcha/FunCaptcha"},
 	},
 	KindGeeTest3: {
 		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Fields: []Field{pageURL,
 			{Param: "gt", Path: "gt", Enc: encString, Required: true}, {Param: "challenge", Path: "challenge", Enc: encString, Required: true},
 			{Param: "api_server", Path: "geetestApiServerSubdomain", Enc: encHost}},
-			Solution: callback.GeeTest3, Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
 	},
 	KindGeeTest4: {
 		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Fields: []Field{pageURL, {Param: "captcha_id", Path: "gt", Enc: encString, Required: true}},
-			Const: map[string]any{"version": 4}, Solution: callback.GeeTest4, Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
+			Const: map[string]any{"version": 4}, Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
 	},
 	KindImage: {
 		callback.AntiCaptcha: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile,
@@ -122,17 +121,28 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 			{Param: "numeric", Path: "numeric", Enc: encInt}, {Param: "calc", Path: "math", Enc: encBool},
 			{Param: "min_len", Path: "minLength", Enc: encInt}, {Param: "max_len", Path: "maxLength", Enc: encInt},
 			{Param: "textinstructions", Path: "comment", Enc: encString}},
-			Solution: callback.ImageText, Doc: "https://anti-captcha.com/apidoc/task-types/ImageToTextTask"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/ImageToTextTask"},
 		callback.CapMonster: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile},
-			Solution: callback.ImageText, Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
+			Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
 		callback.CapSolver: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile},
-			Solution: callback.ImageText, Doc: "https://docs.capsolver.com/zh/guide/api-createtask"},
+			Doc: "https://docs.capsolver.com/zh/guide/api-createtask"},
 	},
+}
+
+// solutions: where a kind's code is, the same for every flavor.
+var solutions = map[Kind]callback.Solution{
+	KindRecaptchaV2: callback.RecaptchaToken, KindRecaptchaV2Enterprise: callback.RecaptchaToken,
+	KindRecaptchaV3: callback.RecaptchaToken, KindRecaptchaV3Enterprise: callback.RecaptchaToken,
+	// The solution field is not on the page read; 2captcha's token answers carry gRecaptchaResponse or token.
+	KindHCaptcha:  callback.AnyToken,
+	KindTurnstile: callback.PlainToken, KindFunCaptcha: callback.PlainToken,
+	KindGeeTest3: callback.GeeTest3, KindGeeTest4: callback.GeeTest4, KindImage: callback.ImageText,
 }
 
 // TaskFor is the flavor's task for kind, or false when the flavor does not serve it.
 func TaskFor(f Flavor, kind Kind) (TaskSpec, bool) {
 	spec, ok := taskTable[kind][f]
+	spec.Solution = solutions[kind]
 	return spec, ok
 }
 
