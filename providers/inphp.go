@@ -325,13 +325,7 @@ func decodeImage(encoded string) ([]byte, error) {
 			s = s[i+1:]
 		}
 	}
-	s = strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
-			return -1
-		}
-		return r
-	}, s)
-	s = strings.TrimRight(s, "=")
+	s = strings.TrimRight(strings.Join(strings.Fields(s), ""), "=")
 	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
 		if image, err := enc.DecodeString(s); err == nil {
 			if len(image) == 0 {
@@ -343,16 +337,13 @@ func decodeImage(encoded string) ([]byte, error) {
 	return nil, errors.New(`params["file"] is not valid base64 image data`)
 }
 
-// imageFileType names the file with its type's extension: the provider refuses others (ERROR_WRONG_FILE_EXTENSION).
+// imageNames name the file with its type's extension: the provider refuses others (ERROR_WRONG_FILE_EXTENSION).
+var imageNames = map[string]string{"image/jpeg": "captcha.jpg", "image/gif": "captcha.gif", "image/png": "captcha.png"}
+
 func imageFileType(image []byte) (contentType, fileName string) {
-	switch ct := http.DetectContentType(image); ct {
-	case "image/jpeg":
-		return ct, "captcha.jpg"
-	case "image/gif":
-		return ct, "captcha.gif"
-	case "image/png":
-		return ct, "captcha.png"
-	default: // a supported extension keeps a rejection about the content, not the name
-		return "application/octet-stream", "captcha.png"
+	ct := http.DetectContentType(image)
+	if name, ok := imageNames[ct]; ok {
+		return ct, name
 	}
+	return "application/octet-stream", "captcha.png" // a supported extension keeps a rejection about the content
 }
