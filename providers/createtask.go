@@ -2,11 +2,11 @@ package providers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -151,12 +151,8 @@ func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	var n json.Number
-	if json.Unmarshal(env.Balance, &n) == nil {
-		if b, err := n.Float64(); err == nil && !math.IsInf(b, 0) && !math.IsNaN(b) {
-			return b, nil
-		}
-	}
-	return 0, c.failWritten("getBalance", fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet(env.Balance)))
+	_ = json.Unmarshal(env.Balance, &n)
+	return c.balance("getBalance", cmp.Or(n.String(), string(env.Balance)))
 }
 
 // Report sends a verdict on a task of kind through the flavor's call for it (Profile.Reports).

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,6 +308,15 @@ type scrubbedError struct {
 
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.cause }
+
+// balance reads a balance answer; one that is not a finite number is malformed.
+func (c *conn) balance(op, v string) (float64, error) {
+	b, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
+		return 0, c.failWritten(op, fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet([]byte(v))))
+	}
+	return b, nil
+}
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
@@ -87,12 +86,7 @@ func (c *InPHP) Balance(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	balance, err := strconv.ParseFloat(ans.Value, 64)
-	if err != nil || math.IsNaN(balance) || math.IsInf(balance, 0) {
-		return 0, c.failWritten(opGetBalance, fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed,
-			callback.Snippet([]byte(ans.Value))))
-	}
-	return balance, nil
+	return c.balance(opGetBalance, ans.Value)
 }
 
 // Report is reportgood / reportbad, for any kind.
