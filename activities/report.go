@@ -232,12 +232,8 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 
 // reportError fails the report on a configuration problem or an unknown answer; anything else is paced and retried.
 func reportError(ctx context.Context, err error) error {
-	switch code := codeOf(err); providers.ClassOf(err) {
-	case callback.ClassConfig:
-		return temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureProviderConfig, nil, code)
-	case callback.ClassUnknown:
-		return temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureProviderUnknown, nil, code)
-	default:
-		return transientError(ctx, err.Error(), code)
+	if class := providers.ClassOf(err); class == callback.ClassConfig || class == callback.ClassUnknown {
+		return providerError(ctx, err)
 	}
+	return transientError(ctx, err.Error(), codeOf(err))
 }
