@@ -211,7 +211,7 @@ func (c *CreateTask) providerError(op string, env callback.Envelope, status int)
 	code := callback.Canonical(env.ErrorCode)
 	if code == "" {
 		return &Error{Op: op, Class: callback.ClassUnknown, HTTPStatus: status, Provider: c.name,
-			Err: fmt.Errorf("%w: errorId %d without an errorCode", callback.ErrMalformed, env.ErrorNumber())}
+			Err: fmt.Errorf("%w: errorId %s without an errorCode", callback.ErrMalformed, env.ErrorID)}
 	}
 	e := c.codeError(op, code, env.ErrorDescription, status)
 	if e.Class == callback.ClassUnknown && (status == http.StatusUnauthorized || status == http.StatusForbidden) {

@@ -121,6 +121,3 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 
 // Failed reports whether the envelope carries an error (errorId other than 0).
 func (e Envelope) Failed() bool { return e.errorID != 0 }
-
-// ErrorNumber is the parsed errorId.
-func (e Envelope) ErrorNumber() int64 { return e.errorID }
