@@ -251,7 +251,7 @@ func (s *ActivitiesSuite) TestInvalidProviderAnswersAreNonRetryableProviderUnkno
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, c.body)
 		}))
-		client, err := providers.NewInPHP(srv.URL, "k", providers.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+		client, err := providers.NewInPHP(srv.URL, "k")
 		s.Require().NoError(err)
 		s.acts.Provider = client
 		if c.op == "submit" {

@@ -15,42 +15,29 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// Application error types the activities raise besides the contract's FailureProviderConfig and
-// FailureProviderUnknown; the workflow and retry policies branch on them, callers never see them.
+// Application error types the workflow and retry policies branch on (callers never see them).
 const (
-	// FailureProviderTransient: busy, network trouble or a 5xx; retried after the code's documented wait, else backoff.
-	FailureProviderTransient = "ProviderTransient"
-	// FailureResubmit: the provider gave up on this task (unsolvable); a new submission may succeed.
-	FailureResubmit = "ProviderResubmit"
-	// FailureNotReady: the task is still being solved; the poll's retry policy spaces the next look.
-	FailureNotReady = "NotReady"
-	// FailureWorkerConfig: the worker is misconfigured; retried, so a fixed and restarted worker carries the task on.
-	FailureWorkerConfig = "WorkerConfig"
-	// FailureDeliveryRejected: notify_url answered with a non-2xx status; retried.
-	FailureDeliveryRejected = "DeliveryRejected"
-	// FailureSubmitOutcomeUnknown: the submission's answer was lost after the request was written, so a paid task
-	// may exist; the workflow waits for its callback instead of paying twice. Details: LostDetails.
+	FailureProviderTransient = "ProviderTransient" // busy, network or 5xx: retried after the code's wait, else backoff
+	FailureResubmit          = "ProviderResubmit"  // the provider gave up on this task; a new submission may succeed
+	FailureNotReady          = "NotReady"          // still being solved; the poll's retry policy spaces the next look
+	FailureWorkerConfig      = "WorkerConfig"      // retried, so a fixed and restarted worker carries the task on
+	FailureDeliveryRejected  = "DeliveryRejected"  // notify_url answered non-2xx; retried
+	// FailureSubmitOutcomeUnknown: the answer was lost after the request was written, so a paid task may exist; the
+	// workflow waits for its callback instead of paying twice. Details: LostDetails.
 	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown"
-	// FailureProviderZeroBalance: ERROR_ZERO_BALANCE (2captcha: no money; CaptchaAI: no free thread); the workflow
-	// waits in PhaseAwaitingBalance. Details: the code, then the paced wait (a time.Duration).
+	// FailureProviderZeroBalance: ERROR_ZERO_BALANCE; the workflow waits in PhaseAwaitingBalance. Details: the code, the wait.
 	FailureProviderZeroBalance = "ProviderZeroBalance"
-	// FailureProviderUnavailable: every provider the task may use has its circuit open; retried when one half-opens.
-	FailureProviderUnavailable = "ProviderUnavailable"
-	// FailureProviderGaveUp: the provider was unreachable past PROVIDER_GIVE_UP and the task may go elsewhere.
-	// Details: the provider.
-	FailureProviderGaveUp = "ProviderGaveUp"
+	FailureProviderUnavailable = "ProviderUnavailable" // every provider's circuit is open; retried when one half-opens
+	FailureProviderGaveUp      = "ProviderGaveUp"      // unreachable past PROVIDER_GIVE_UP. Details: the provider
 )
-
-// codeZeroBalance is the answer that pauses a task's submissions (FailureProviderZeroBalance).
-const codeZeroBalance = "ERROR_ZERO_BALANCE"
 
 // zeroBalanceError is paced like a transient error (for a policy that retries it), its wait also in its details.
 func zeroBalanceError(ctx context.Context, msg string) error {
-	wait := pacedDelay(callback.RetryAfter(codeZeroBalance), timeLeft(ctx), rand.Float64())
+	wait := pacedDelay(callback.RetryAfter(callback.CodeZeroBalance), timeLeft(ctx), rand.Float64())
 	activity.GetLogger(ctx).Warn("the provider answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
 	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderZeroBalance, temporal.ApplicationErrorOptions{
 		NextRetryDelay: wait,
-		Details:        []any{codeZeroBalance, wait},
+		Details:        []any{callback.CodeZeroBalance, wait},
 	})
 }
 
@@ -94,16 +81,12 @@ func codeOf(err error) string {
 	return ""
 }
 
-// retryJitter spreads a paced wait by ±20 %, so tasks turned away together do not all come back together.
-const retryJitter = 0.2
+const (
+	retryJitter    = 0.2         // ±20 %: tasks turned away together do not all come back together
+	deadlineMargin = time.Second // a retry past the deadline fails at once; room for the round trip and skew
+)
 
-// deadlineMargin keeps a paced retry inside the task's deadline (Temporal fails a retry past it at once), with room
-// for the round trip and a little clock skew.
-const deadlineMargin = time.Second
-
-// transientError is a retryable FailureProviderTransient error with the code in its details, retried after the
-// code's documented wait ±20 % (NextRetryDelay; 0 keeps the policy's backoff), cut to the task's deadline so a busy
-// answer never ends a task early.
+// transientError is retried after the code's documented wait (0 keeps the policy's backoff), cut to the deadline.
 func transientError(ctx context.Context, msg, code string) error {
 	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderTransient, temporal.ApplicationErrorOptions{
 		NextRetryDelay: pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64()),
@@ -132,11 +115,10 @@ func timeLeft(ctx context.Context) time.Duration {
 	return time.Until(info.ScheduledTime.Add(info.ScheduleToCloseTimeout))
 }
 
-// maxQuotedCode bounds how much of a refused answer goes into an error message.
-const maxQuotedCode = 64
+const maxQuotedCode = 64 // of a refused answer, in an error message
 
-// solutionError refuses a success answer that cannot be a solution: a status word is taken for what it says, and an
-// answer over captchaflow.MaxCodeBytes fails the poll (the provider keeps answering the same).
+// solutionError refuses a success answer that cannot be a solution: a status word means what it says; an oversized
+// answer fails the poll (the provider keeps answering the same).
 func solutionError(ctx context.Context, code string) error {
 	if len(code) > captchaflow.MaxCodeBytes {
 		return temporal.NewNonRetryableApplicationError(
@@ -156,15 +138,11 @@ func solutionError(ctx context.Context, code string) error {
 
 // Metrics of the provider layer; all but MetricProviderAnswers are tagged provider and exist with PROVIDERS_FILE only.
 const (
-	// MetricProviderAnswers counts answers by op and code (AnswerOK, a callback.KnownCode, AnswerNetwork,
-	// AnswerOther): a fixed label set whatever the provider answers.
-	MetricProviderAnswers = "captchaflow_provider_answers_total"
-	// MetricProviderSubmissions counts Submit requests by provider and outcome (SubmissionAccepted, …).
-	MetricProviderSubmissions = "captchaflow_provider_submissions_total"
-	// MetricCircuitState is a circuit (0 closed, 1 half-open, 2 open), computed at scrape: it half-opens by time alone.
-	MetricCircuitState = "captchaflow_provider_circuit_state"
-	// MetricCircuitOpened counts circuits opening, by provider and reason (providers.Reason*).
-	MetricCircuitOpened = "captchaflow_provider_circuit_opened_total"
+	// MetricProviderAnswers counts answers by op and code: AnswerOK, a callback.KnownCode, AnswerNetwork, AnswerOther.
+	MetricProviderAnswers     = "captchaflow_provider_answers_total"
+	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome (Submission*)
+	MetricCircuitState        = "captchaflow_provider_circuit_state"        // 0 closed, 1 half-open, 2 open, at scrape
+	MetricCircuitOpened       = "captchaflow_provider_circuit_opened_total" // by provider and reason (providers.Reason*)
 )
 
 // Label values of MetricProviderAnswers.
@@ -210,7 +188,7 @@ func refusedSolutionCode(solution string) string {
 	return AnswerOther
 }
 
-// countAnswer counts one answer of p, tagged with its name on a routed worker (a fixed label set per worker).
+// countAnswer counts one answer of p, tagged with its name on a routed worker.
 func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op, code string) {
 	tags := map[string]string{"op": op, "code": code}
 	if name := a.routedName(p); name != "" {

@@ -23,8 +23,7 @@ type SubmitRequest struct {
 	// RunID and Submission name the submission in its signed pingback URL, so a lost answer's callback is known.
 	RunID      string `json:"run_id,omitempty"`
 	Submission int    `json:"submission,omitempty"`
-	// Providers restricts and orders the providers (Input.providers), Exclude are given up on, Avoid found it
-	// unsolvable (tried last); a worker without PROVIDERS_FILE ignores all three.
+	// Providers restricts and orders (Input.providers), Exclude are given up, Avoid go last; without PROVIDERS_FILE: none.
 	Providers []string `json:"providers,omitempty"`
 	Exclude   []string `json:"exclude,omitempty"`
 	Avoid     []string `json:"avoid,omitempty"`
@@ -32,19 +31,13 @@ type SubmitRequest struct {
 
 // SubmitResult is the provider's task ID for the new submission.
 type SubmitResult struct {
-	ProviderTaskID string `json:"provider_task_id"`
-	// CallbackTimeoutSeconds is CALLBACK_TIMEOUT_BY_METHOD's value (0: none), in history so replay keeps it.
-	CallbackTimeoutSeconds int `json:"callback_timeout_seconds,omitempty"`
-	// Provider took the submission, chosen here: the route is in history at no extra event ("" without the file).
-	Provider string `json:"provider,omitempty"`
-	// Alternatives counts the other providers the task could have used: with none, it never gives up its provider.
-	Alternatives int `json:"alternatives,omitempty"`
-	// GiveUpSeconds is the worker's PROVIDER_GIVE_UP: past it unreachable, the provider's submissions are given up.
-	GiveUpSeconds int `json:"give_up_seconds,omitempty"`
-	// PollIntervalSeconds is the provider's least poll spacing (0: none).
-	PollIntervalSeconds int `json:"poll_interval_seconds,omitempty"`
-	// Code is the solution when it came with the answer (CapSolver's image tasks): no callback wait, no poll.
-	Code string `json:"code,omitempty"`
+	ProviderTaskID         string `json:"provider_task_id"`
+	CallbackTimeoutSeconds int    `json:"callback_timeout_seconds,omitempty"` // CALLBACK_TIMEOUT_BY_METHOD's (0: none)
+	Provider               string `json:"provider,omitempty"`                 // chosen here, so in history ("" without the file)
+	Alternatives           int    `json:"alternatives,omitempty"`             // other providers the task could use
+	GiveUpSeconds          int    `json:"give_up_seconds,omitempty"`          // the worker's PROVIDER_GIVE_UP
+	PollIntervalSeconds    int    `json:"poll_interval_seconds,omitempty"`    // the provider's least poll spacing
+	Code                   string `json:"code,omitempty"`                     // came with the answer (CapSolver's images)
 }
 
 // LostDetails are a FailureSubmitOutcomeUnknown's: where the submission went, and after how long it may be given up.
@@ -65,9 +58,8 @@ func (a *Activities) set() *providers.Set {
 	return providers.Single(LegacyProviderName, a.Provider)
 }
 
-// Submit sends the task to the first candidate whose circuit lets it through, with a pingback URL of its own. A
-// busy answer is paced (transientError); a refusal that opens the candidate's circuit moves on to the next within
-// the attempt (nothing was created there); a lost answer (FailureSubmitOutcomeUnknown) never moves on.
+// Submit sends the task to the first candidate whose circuit lets it through. A refusal that opens its circuit moves
+// on within the attempt (nothing was created); a lost answer (FailureSubmitOutcomeUnknown) never moves on.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	defer keepAlive(ctx)()
 	set := a.set()
@@ -144,7 +136,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	}
 	a.countSubmission(ctx, p.Name, SubmissionRefused)
 	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
-	if answerCode(err) == codeZeroBalance {
+	if answerCode(err) == callback.CodeZeroBalance {
 		return SubmitResult{}, zeroBalanceError(ctx, err.Error()), next
 	}
 	return SubmitResult{}, providerError(ctx, err), next
@@ -177,10 +169,8 @@ func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provide
 // PollRequest names the provider task to look up.
 type PollRequest struct {
 	ProviderTaskID string `json:"provider_task_id"`
-	// Provider took the submission ("": the first). GiveUp lets an unanswered poll give the submission up past
-	// PROVIDER_GIVE_UP (the task has somewhere else to go).
-	Provider string `json:"provider,omitempty"`
-	GiveUp   bool   `json:"give_up,omitempty"`
+	Provider       string `json:"provider,omitempty"` // took the submission ("": the first)
+	GiveUp         bool   `json:"give_up,omitempty"`  // unanswered past PROVIDER_GIVE_UP: give the submission up
 }
 
 // PollResult is the solved code.
@@ -188,8 +178,7 @@ type PollResult struct {
 	Code string `json:"code"`
 }
 
-// Poll makes exactly one result request. Not ready is a retryable NotReady error: the retry policy spaces polls at
-// a constant number of history events. A "solution" that cannot be one is refused (solutionError).
+// Poll makes exactly one result request; not ready is a retryable NotReady error the retry policy spaces.
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
 	set := a.set()
@@ -219,8 +208,7 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 // ProviderGivenUpName is the registered name of ProviderGivenUp.
 const ProviderGivenUpName = "ProviderGivenUp"
 
-// ProviderGivenUp tells whether provider has been unreachable past PROVIDER_GIVE_UP on this worker (a local
-// activity of a lost answer's wait: recorded, so replay decides the same).
+// ProviderGivenUp: unreachable past PROVIDER_GIVE_UP on this worker (a local activity, so replay decides the same).
 func (a *Activities) ProviderGivenUp(_ context.Context, provider string) (bool, error) {
 	return a.set().Routed && a.set().Breaker.GivenUp(provider), nil
 }

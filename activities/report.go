@@ -178,13 +178,12 @@ func notSolved(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), captchaflow.FailureTaskNotSolved, nil)
 }
 
-// SendReportRequest is the input of SendReport; no secret in it.
+// SendReportRequest is the input of SendReport; Provider and Kind are the ReportTarget's.
 type SendReportRequest struct {
-	ProviderTaskID string `json:"provider_task_id"`
-	// Provider and Kind are the ReportTarget's: the report goes to the provider that solved the task.
-	Provider string              `json:"provider,omitempty"`
-	Kind     string              `json:"kind,omitempty"`
-	Verdict  captchaflow.Verdict `json:"verdict"`
+	ProviderTaskID string              `json:"provider_task_id"`
+	Provider       string              `json:"provider,omitempty"`
+	Kind           string              `json:"kind,omitempty"`
+	Verdict        captchaflow.Verdict `json:"verdict"`
 }
 
 // SendReportResult says how the provider took the report.
@@ -193,10 +192,8 @@ type SendReportResult struct {
 	AlreadyRecorded bool `json:"already_recorded,omitempty"`
 }
 
-// SendReport makes one report request to the provider that solved the task. Transient trouble is retried by the
-// caller's retry policy; ERROR_DUPLICATE_REPORT means the provider already holds a report on the task (ours, from an
-// attempt whose answer was lost) and is a success; ERROR_REPORT_NOT_RECORDED is ReportRefused; an unknown or expired
-// task ID is ReportWindowClosed (the provider forgets a task when its window closes).
+// SendReport makes one report request to the provider that solved the task. ERROR_DUPLICATE_REPORT is a success (a
+// lost attempt's report holds); an unknown task ID is ReportWindowClosed (the provider forgets it when that closes).
 func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (SendReportResult, error) {
 	p, ok := a.set().Get(req.Provider)
 	if !ok {
@@ -219,10 +216,10 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 		return SendReportResult{}, nil
 	}
 	switch code := codeOf(err); code {
-	case "ERROR_DUPLICATE_REPORT":
+	case callback.CodeDuplicate:
 		activity.GetLogger(ctx).Info("report already recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict)
 		return SendReportResult{AlreadyRecorded: true}, nil
-	case "ERROR_REPORT_NOT_RECORDED":
+	case callback.CodeNotRecorded:
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(
 			"the provider did not record the report: "+err.Error(), captchaflow.FailureReportRefused, nil, code)
 	case "ERROR_WRONG_CAPTCHA_ID", "ERROR_NO_SUCH_CAPCHA_ID", "ERROR_NO_SUCH_CAPTCHA_ID":
@@ -233,16 +230,10 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 	return SendReportResult{}, reportError(ctx, err)
 }
 
-// reportError types a failed report request for the retry policy: a configuration problem or an answer we do not
-// know fails the report (retrying will not change them), everything else (network, 5xx, a busy provider) is
-// retried until the window closes, paced like any transient provider answer (transientError).
+// reportError fails the report on a configuration problem or an unknown answer; anything else is paced and retried.
 func reportError(ctx context.Context, err error) error {
-	switch code := codeOf(err); providers.ClassOf(err) {
-	case callback.ClassConfig:
-		return temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureProviderConfig, nil, code)
-	case callback.ClassUnknown:
-		return temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureProviderUnknown, nil, code)
-	default:
-		return transientError(ctx, err.Error(), code)
+	if class := providers.ClassOf(err); class == callback.ClassConfig || class == callback.ClassUnknown {
+		return providerError(ctx, err)
 	}
+	return transientError(ctx, err.Error(), codeOf(err))
 }

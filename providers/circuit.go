@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // Outcome is what one provider request came to, as far as its circuit cares.
@@ -34,21 +36,16 @@ const (
 	StateOpen     = 2
 )
 
-// CircuitSettings are the worker's bounds on circuits (PROVIDER_* variables).
+// CircuitSettings are the worker's bounds on circuits (PROVIDER_* variables, docs/operations.md).
 type CircuitSettings struct {
-	// Failures is how many unreachable answers in a row open the circuit.
-	Failures int
-	// OpenFor is how long an unreachable provider's circuit stays open before one probe; it doubles while probes
-	// fail, up to MaxOpenFor. A run of unreachable answers also ends OpenFor after its latest one: stale evidence.
-	OpenFor, MaxOpenFor time.Duration
-	// ZeroBalanceFor and KeyRefusedFor: how long those answers open it.
-	ZeroBalanceFor, KeyRefusedFor time.Duration
-	// NoSlotBudget: a provider answering no-slot without a break this long is skipped for OpenFor.
-	NoSlotBudget time.Duration
-	// GiveUp: a run of unreachable answers this long gives up the provider's open submissions (PROVIDER_GIVE_UP).
-	GiveUp time.Duration
-	// ProbeTimeout: a half-open probe not reported back within it (its worker died) lets another through.
-	ProbeTimeout time.Duration
+	Failures int // unreachable answers in a row that open the circuit
+	// OpenFor: an unreachable provider's circuit stays open this long before one probe, doubling while probes fail,
+	// up to MaxOpenFor; a run of unreachable answers also ends OpenFor after its latest (stale evidence).
+	OpenFor, MaxOpenFor           time.Duration
+	ZeroBalanceFor, KeyRefusedFor time.Duration // how long those answers open it
+	NoSlotBudget                  time.Duration // no-slot answers without a break this long: skipped for OpenFor
+	GiveUp                        time.Duration // unreachable this long: its open submissions are given up
+	ProbeTimeout                  time.Duration // a half-open probe not reported back within it lets another through
 }
 
 // DefaultCircuitSettings are the documented defaults.
@@ -58,8 +55,7 @@ var DefaultCircuitSettings = CircuitSettings{
 	NoSlotBudget: 60 * time.Second, GiveUp: 2 * time.Minute, ProbeTimeout: time.Minute,
 }
 
-// Breaker holds one circuit per provider, shared by every task of the worker. Routing reads it only inside the
-// Submit and Poll activities, whose results record what it decided.
+// Breaker holds one circuit per provider for every task of the worker; only activities read it (their results record it).
 type Breaker struct {
 	cfg   CircuitSettings
 	now   func() time.Time
@@ -92,8 +88,8 @@ func (b *Breaker) get(name string) *circuit {
 	return c
 }
 
-// Allow tells whether a request may go to name now. An open circuit past its time lets one probe through
-// (half-open); until the probe reports, others wait. retryAt is when to ask again when it may not.
+// Allow tells whether a request may go to name now, else when to ask again; an open circuit past its time lets one
+// probe through (half-open) and others wait for its report.
 func (b *Breaker) Allow(name string) (ok bool, retryAt time.Time, reason string) {
 	if b == nil {
 		return true, time.Time{}, ""
@@ -148,9 +144,8 @@ func (b *Breaker) Record(name string, o Outcome) (opened string) {
 	return ""
 }
 
-// RecordPoll feeds a result request's outcome to name's circuit. An answer proves the provider reachable and nothing
-// more (one out of money or of slots still answers for the tasks it has), so it closes only an unreachable circuit
-// and leaves a no-slot run going.
+// RecordPoll feeds a result request's outcome: an answer proves reachability only (a provider out of money or slots
+// still answers for its tasks), so it closes only an unreachable circuit.
 func (b *Breaker) RecordPoll(name string, o Outcome) (opened string) {
 	if b == nil {
 		return ""
@@ -200,8 +195,7 @@ func (c *circuit) down(now time.Time, within time.Duration) bool {
 	return c.failures > 0 && now.Sub(c.lastDown) <= within
 }
 
-// DownFor is how long name's run of unreachable answers lasts, from its first to its latest (0 with no run going
-// on): silence is no evidence, so it never grows without a failed request.
+// DownFor is name's run of unreachable answers, first to latest (0: none): silence is no evidence.
 func (b *Breaker) DownFor(name string) time.Duration {
 	if b == nil {
 		return 0
@@ -237,7 +231,7 @@ func (b *Breaker) State(name string) int {
 	return StateHalfOpen
 }
 
-// IsOpen tells whether name's circuit is open now (not half-open); it lets no probe through, unlike Allow.
+// IsOpen: open now, not half-open (unlike Allow, it takes no probe).
 func (b *Breaker) IsOpen(name string) bool { return b.State(name) == StateOpen }
 
 // Settings are the bounds the breaker applies.
@@ -267,9 +261,9 @@ func OutcomeOf(err error) Outcome {
 		return OutcomeOther
 	}
 	switch {
-	case pe.Code == "ERROR_ZERO_BALANCE":
+	case pe.Code == callback.CodeZeroBalance:
 		return OutcomeZeroBalance
-	case pe.Code == "ERROR_NO_SLOT_AVAILABLE":
+	case pe.Code == callback.CodeNoSlot:
 		return OutcomeNoSlot
 	case keyCodes[pe.Code], pe.HTTPStatus == http.StatusUnauthorized, pe.HTTPStatus == http.StatusForbidden:
 		return OutcomeKeyRefused

@@ -2,40 +2,35 @@ package providers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// CreateTask is a client of the JSON createTask protocol (Anti-Captcha, 2captcha API v2, CapMonster Cloud,
-// CapSolver): what differs is a Profile per Flavor and the task table from the in.php vocabulary. The key travels in
-// the JSON body only.
+// CreateTask is a client of the JSON createTask protocol (Anti-Captcha, 2captcha API v2, CapMonster Cloud, CapSolver),
+// a Profile per Flavor; the key travels in the JSON body only.
 type CreateTask struct {
 	conn
 	profile Profile
 	base    *url.URL
 }
 
-// Operation names of CreateTask, used in Error.Op.
-const (
-	OpCreate  = "createTask"
-	OpResult  = "getTaskResult"
-	OpBalance = "getBalance"
-	OpReport  = "report"
-)
+// opReport names a report refused before any call (Error.Op); every other Op is the endpoint called.
+const opReport = "report"
 
 // ErrReportUnsupported marks a verdict the provider has no call for (a good one on 2captcha); nothing is sent.
 var ErrReportUnsupported = errors.New("the provider has no report call for this verdict")
 
-// NewCreateTask returns a client for the flavor at baseURL ("" is the flavor's documented host) authenticated with
-// apiKey.
+// NewCreateTask returns a client for the flavor at baseURL ("": the flavor's documented host).
 func NewCreateTask(flavor Flavor, baseURL, apiKey string, opts ...Option) (*CreateTask, error) {
 	profile, ok := ProfileOf(flavor)
 	if !ok {
@@ -51,23 +46,22 @@ func NewCreateTask(flavor Flavor, baseURL, apiKey string, opts ...Option) (*Crea
 	return &CreateTask{conn: c, profile: profile, base: base}, nil
 }
 
-// Supports is nil when the flavor serves the method with these params, else why not; nothing is sent either way.
+// Supports is nil when the flavor serves the method with these params, else why not.
 func (c *CreateTask) Supports(method string, params map[string]string) error {
 	return Supports(c.profile.Flavor, method, params)
 }
 
-// Submit maps method and params to the flavor's task and calls createTask. A task the flavor cannot serve is a
-// ClassConfig ErrUnsupported, never sent; a code that came with the answer (CapSolver's images) is returned.
+// Submit calls createTask with the flavor's task (one it cannot serve is never sent), and any code in the answer.
 func (c *CreateTask) Submit(ctx context.Context, method string, params map[string]string, callbackURL string) (id, code string, err error) {
 	task, spec, err := buildTask(c.profile.Flavor, method, params)
 	if err != nil {
-		return "", "", c.fail(OpCreate, callback.ClassConfig, err)
+		return "", "", c.fail("createTask", callback.ClassConfig, err)
 	}
 	body := map[string]any{"task": task}
 	if callbackURL != "" {
 		body["callbackUrl"] = callbackURL
 	}
-	env, err := c.call(ctx, OpCreate, "createTask", body)
+	env, err := c.call(ctx, "createTask", body)
 	if err != nil {
 		return "", "", err
 	}
@@ -77,47 +71,34 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 	if env.Status != "ready" || len(env.Solution) == 0 {
 		return id, "", nil
 	}
-	if code, err = c.code(OpCreate, spec.Solution.Code, env.Solution); err != nil {
+	if code, err = c.code("createTask", spec.Solution.Code, env.Solution); err != nil {
 		return "", "", err
 	}
 	return id, code, nil
 }
 
-// Result calls getTaskResult for a task of kind: "processing" (CapSolver: "idle") is ClassNotReady with
-// CAPTCHA_NOT_READY, "failed" ClassResubmit.
-func (c *CreateTask) Result(ctx context.Context, kind Kind, taskID string) (string, error) {
-	spec, ok := TaskFor(c.profile.Flavor, kind)
-	if !ok {
-		return "", c.fail(OpResult, callback.ClassConfig, unsupported("%s has no task of kind %.30q", c.profile.Flavor, kind))
-	}
-	return c.result(ctx, taskID, spec.Solution.Code)
-}
-
-// Get is Result for a task of unknown kind: the solution's shape is recognised (callback.InferCode).
+// Get calls getTaskResult: "processing" (CapSolver: "idle") is ClassNotReady, "failed" ClassResubmit, and a solution's
+// shape is recognised (callback.InferCode).
 func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
-	return c.result(ctx, taskID, callback.InferCode)
-}
-
-func (c *CreateTask) result(ctx context.Context, taskID string, decode func(json.RawMessage) (string, error)) (string, error) {
 	id, err := c.idValue(taskID)
 	if err != nil {
-		return "", c.fail(OpResult, callback.ClassConfig, err)
+		return "", c.fail("getTaskResult", callback.ClassConfig, err)
 	}
-	env, err := c.call(ctx, OpResult, "getTaskResult", map[string]any{"taskId": id})
+	env, err := c.call(ctx, "getTaskResult", map[string]any{"taskId": id})
 	if err != nil {
 		return "", err
 	}
 	switch env.Status {
 	case "processing", "idle":
-		return "", &Error{Op: OpResult, Code: callback.CodeNotReady, Class: callback.ClassNotReady, Provider: c.name,
+		return "", &Error{Op: "getTaskResult", Code: callback.CodeNotReady, Class: callback.ClassNotReady, Provider: c.name,
 			Err: errors.New("status " + env.Status)}
 	case "ready":
-		return c.code(OpResult, decode, env.Solution)
+		return c.code("getTaskResult", callback.InferCode, env.Solution)
 	case "failed":
-		return "", &Error{Op: OpResult, Code: callback.CodeUnsolvable, Class: callback.ClassResubmit, Provider: c.name,
+		return "", &Error{Op: "getTaskResult", Code: callback.CodeUnsolvable, Class: callback.ClassResubmit, Provider: c.name,
 			Err: errors.New("status failed")}
 	}
-	return "", c.failWritten(OpResult, fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
+	return "", c.failWritten("getTaskResult", fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
 }
 
 // code extracts and bounds a solution's code; a solution that cannot be one is an ErrInvalidAnswer.
@@ -144,7 +125,7 @@ func (c *CreateTask) taskID(raw json.RawMessage) (string, error) {
 		_ = json.Unmarshal(raw, &id)
 	}
 	if !IsTaskID(id) {
-		return "", c.invalid(OpCreate, "taskId %s is not an id", callback.Snippet([]byte(redactText(string(raw), c.apiKey))))
+		return "", c.invalid("createTask", "taskId %s is not an id", callback.Snippet([]byte(redactText(string(raw), c.apiKey))))
 	}
 	return id, nil
 }
@@ -165,46 +146,42 @@ func (c *CreateTask) idValue(taskID string) (any, error) {
 
 // Balance calls getBalance.
 func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
-	env, err := c.call(ctx, OpBalance, "getBalance", map[string]any{})
+	env, err := c.call(ctx, "getBalance", map[string]any{})
 	if err != nil {
 		return 0, err
 	}
 	var n json.Number
-	if json.Unmarshal(env.Balance, &n) == nil {
-		if b, err := n.Float64(); err == nil && !math.IsInf(b, 0) && !math.IsNaN(b) {
-			return b, nil
-		}
-	}
-	return 0, c.failWritten(OpBalance, fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet(env.Balance)))
+	_ = json.Unmarshal(env.Balance, &n)
+	return c.balance("getBalance", cmp.Or(n.String(), string(env.Balance)))
 }
 
 // Report sends a verdict on a task of kind through the flavor's call for it (Profile.Reports).
 func (c *CreateTask) Report(ctx context.Context, kind Kind, taskID string, good bool) error {
 	rule, ok := c.profile.reportRule(kind, good)
 	if !ok {
-		return c.fail(OpReport, callback.ClassConfig, fmt.Errorf("%s, %s, good=%t: %w", c.profile.Flavor, kind, good, ErrReportUnsupported))
+		return c.fail(opReport, callback.ClassConfig, fmt.Errorf("%s, %s, good=%t: %w", c.profile.Flavor, kind, good, ErrReportUnsupported))
 	}
 	id, err := c.idValue(taskID)
 	if err != nil {
-		return c.fail(OpReport, callback.ClassConfig, err)
+		return c.fail(opReport, callback.ClassConfig, err)
 	}
 	body := map[string]any{"taskId": id}
 	if rule.Feedback {
 		body["result"] = map[string]any{"invalid": !good}
 	}
-	_, err = c.call(ctx, OpReport, rule.Endpoint, body)
+	_, err = c.call(ctx, rule.Endpoint, body)
 	return err
 }
 
-// call POSTs body with the key to endpoint: an envelope with errorId 0, or a classified *Error (CapSolver answers
-// errors with 400/401 and the envelope).
-func (c *CreateTask) call(ctx context.Context, op, endpoint string, body map[string]any) (callback.Envelope, error) {
+// call POSTs body with the key to op, the endpoint: an envelope with errorId 0, or a classified *Error (CapSolver
+// answers errors with 400/401 and the envelope).
+func (c *CreateTask) call(ctx context.Context, op string, body map[string]any) (callback.Envelope, error) {
 	body["clientKey"] = c.apiKey
 	data, err := json.Marshal(body)
 	if err != nil {
 		return callback.Envelope{}, c.fail(op, callback.ClassConfig, fmt.Errorf("encode request: %w", err))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath(endpoint).String(), bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath(op).String(), bytes.NewReader(data))
 	if err != nil {
 		return callback.Envelope{}, c.fail(op, callback.ClassConfig, fmt.Errorf("build request: %w", err))
 	}
@@ -234,11 +211,87 @@ func (c *CreateTask) providerError(op string, env callback.Envelope, status int)
 	code := callback.Canonical(env.ErrorCode)
 	if code == "" {
 		return &Error{Op: op, Class: callback.ClassUnknown, HTTPStatus: status, Provider: c.name,
-			Err: fmt.Errorf("%w: errorId %d without an errorCode", callback.ErrMalformed, env.ErrorNumber())}
+			Err: fmt.Errorf("%w: errorId %s without an errorCode", callback.ErrMalformed, env.ErrorID)}
 	}
 	e := c.codeError(op, code, env.ErrorDescription, status)
 	if e.Class == callback.ClassUnknown && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
 		e.Class = callback.ClassConfig // an undocumented code on 401/403 is still the key's or the account's problem
 	}
 	return e
+}
+
+// Flavor names a createTask provider whose differences a Profile declares.
+type Flavor = callback.Flavor
+
+// Flavors lists every flavor, in a fixed order.
+var Flavors = callback.Flavors
+
+// Profile is what differs between the createTask providers, each value from the provider's own API documentation.
+type Profile struct {
+	Flavor  Flavor
+	BaseURL string // the documented API host
+	// NumericTaskID: integer task IDs, wanted back as JSON numbers (else a string: CapSolver's UUIDs).
+	NumericTaskID bool
+	// MinPollInterval: never ask for one task's result more often than this (0: none documented).
+	MinPollInterval time.Duration
+	// Reports are the verdict calls; a verdict no rule covers is ErrReportUnsupported.
+	Reports []ReportRule
+}
+
+// ReportRule is one verdict call: for the kinds listed (nil: every kind), a good (or bad) verdict goes to Endpoint.
+type ReportRule struct {
+	Kinds    []Kind
+	Good     bool
+	Endpoint string
+	// Feedback: the body is CapSolver's {taskId, result: {invalid}} rather than {taskId}.
+	Feedback bool
+}
+
+// reportRule finds the rule for a verdict on a task of kind.
+func (p Profile) reportRule(kind Kind, good bool) (ReportRule, bool) {
+	for _, r := range p.Reports {
+		if r.Good == good && (r.Kinds == nil || slices.Contains(r.Kinds, kind)) {
+			return r, true
+		}
+	}
+	return ReportRule{}, false
+}
+
+// recaptchaKinds: "V2 and V3 reCaptchas only, including Enterprise" (anti-captcha.com/apidoc/methods/reportIncorrectRecaptcha).
+var recaptchaKinds = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise}
+
+// profiles declares each flavor once; docs/providers.md links the source of every value.
+var profiles = map[Flavor]Profile{
+	callback.AntiCaptcha: {
+		BaseURL: "https://api.anti-captcha.com", NumericTaskID: true,
+		Reports: []ReportRule{
+			{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
+			{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
+			{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
+			{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
+		},
+	},
+	callback.TwoCaptcha: {
+		BaseURL: "https://api.2captcha.com", NumericTaskID: true,
+		MinPollInterval: 5 * time.Second,
+		Reports:         []ReportRule{{Endpoint: "reportIncorrect"}},
+	},
+	callback.CapMonster: {
+		BaseURL: "https://api.capmonster.cloud", NumericTaskID: true,
+		MinPollInterval: 2 * time.Second,
+		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
+			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}},
+	},
+	callback.CapSolver: {
+		BaseURL:         "https://api.capsolver.com",
+		MinPollInterval: 3 * time.Second,
+		Reports:         []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}},
+	},
+}
+
+// ProfileOf returns the flavor's profile.
+func ProfileOf(f Flavor) (Profile, bool) {
+	p, ok := profiles[f]
+	p.Flavor = f
+	return p, ok
 }

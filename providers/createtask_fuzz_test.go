@@ -65,7 +65,7 @@ func FuzzCreateTaskAnswer(f *testing.F) {
 			}
 		}
 		for _, flavor := range Flavors {
-			c, err := NewCreateTask(flavor, "https://provider.invalid", testKey, WithMaxCodeBytes(maxCode),
+			c, err := NewCreateTask(flavor, "https://provider.invalid", testKey, withMaxCode(maxCode),
 				WithHTTPClient(&http.Client{Transport: ctAnswerTransport{status, body}}))
 			if err != nil {
 				t.Fatal(err)

@@ -151,14 +151,14 @@ func TestSuccessWithoutAValidTaskIDIsInvalid(t *testing.T) {
 func TestResult(t *testing.T) {
 	ctx := context.Background()
 	p := newFake(t, ctAlways(200, `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03AGdBq25"},"cost":"0.001"}`))
-	code, err := p.client(t, callback.CapMonster).Result(ctx, KindRecaptchaV2, "7654321")
+	code, err := p.client(t, callback.CapMonster).Get(ctx, "7654321")
 	require.NoError(t, err)
 	assert.Equal(t, "03AGdBq25", code)
 	assert.Equal(t, "/getTaskResult", p.last(t).path)
 	assert.Equal(t, "7654321", string(p.last(t).body["taskId"]), "an integer ID goes back as a JSON number")
 
 	p = newFake(t, ctAlways(200, `{"errorId":0,"status":"ready","solution":{"token":"TOK"}}`))
-	_, err = p.client(t, callback.CapSolver).Result(ctx, KindTurnstile, "37223a89-06ed-442c-a0b8-22067b79c5b4")
+	_, err = p.client(t, callback.CapSolver).Get(ctx, "37223a89-06ed-442c-a0b8-22067b79c5b4")
 	require.NoError(t, err)
 	assert.Equal(t, `"37223a89-06ed-442c-a0b8-22067b79c5b4"`, string(p.last(t).body["taskId"]))
 
@@ -173,10 +173,10 @@ func TestResult(t *testing.T) {
 		`{"errorId":1,"errorCode":"ERROR_NO_SUCH_CAPCHA_ID"}`:                      callback.ClassConfig,
 	} {
 		p := newFake(t, ctAlways(200, body))
-		_, err := p.client(t, callback.CapSolver).Result(ctx, KindTurnstile, "abc")
+		_, err := p.client(t, callback.CapSolver).Get(ctx, "abc")
 		assert.Equal(t, class, ClassOf(err), body)
 	}
-	_, err = newFake(t, ctAlways(200, `{}`)).client(t, callback.AntiCaptcha).Result(ctx, KindRecaptchaV2, "not-a-number")
+	_, err = newFake(t, ctAlways(200, `{}`)).client(t, callback.AntiCaptcha).Get(ctx, "not-a-number")
 	assert.Equal(t, callback.ClassConfig, ClassOf(err), "an integer-ID flavor refuses another ID unsent")
 }
 
@@ -194,7 +194,7 @@ func TestGetInfersTheSolutionShape(t *testing.T) {
 		assert.Equal(t, want, code)
 	}
 	_, err := newFake(t, ctAlways(200, `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"`+strings.Repeat("a", 300)+`"}}`)).
-		client(t, callback.AntiCaptcha, WithMaxCodeBytes(64)).Get(context.Background(), "1")
+		client(t, callback.AntiCaptcha, withMaxCode(64)).Get(context.Background(), "1")
 	assert.ErrorIs(t, err, ErrInvalidAnswer, "a code over the bound is refused")
 }
 

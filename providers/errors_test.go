@@ -92,8 +92,6 @@ func TestErrorMessage(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.err.Error())
 	}
-	var nilErr *Error
-	assert.NotPanics(t, func() { _ = nilErr.Error(); _ = nilErr.Unwrap() })
 }
 
 func TestIsTransportError(t *testing.T) {

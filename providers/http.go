@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,14 +40,13 @@ type conn struct {
 	timeout time.Duration
 	maxCode int
 	http    *http.Client
-	// dial opens the client's own connections (tests replace it); nil is a plain net.Dialer.
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Option configures a client.
 type Option func(*conn)
 
-// WithHTTPClient replaces the client's own http.Client (nil keeps the default).
+// WithHTTPClient replaces the client's own http.Client (nil keeps it).
 func WithHTTPClient(h *http.Client) Option {
 	return func(c *conn) {
 		if h != nil {
@@ -59,15 +60,6 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *conn) {
 		if d > 0 {
 			c.timeout = d
-		}
-	}
-}
-
-// WithMaxCodeBytes bounds a solved code (default captchaflow.MaxCodeBytes); a bigger one is an ErrInvalidAnswer.
-func WithMaxCodeBytes(n int) Option {
-	return func(c *conn) {
-		if n > 0 {
-			c.maxCode = n
 		}
 	}
 }
@@ -107,8 +99,7 @@ func parseBaseURL(name, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// newHTTPClient is the client's own transport: many idle connections per host, every phase bounded, and
-// connections that count their written bytes (countingConn), so a failure knows whether the provider saw anything.
+// newHTTPClient's connections count their written bytes, so a failure knows whether the provider saw anything.
 func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -136,9 +127,8 @@ func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network
 // ownError reads a failed status's body for the provider's own error answer; nil lets the status decide.
 type ownError func(status int, body []byte) *Error
 
-// do runs one request under the per-request timeout: a 2xx answer's body, or a classified, redacted *Error. A
-// failed status decides unless own finds the provider's answer in its body; any other 5xx may be a gateway that
-// forwarded the request and lost the answer, so it is Written (outcome unknown).
+// do runs one request: a 2xx body, or a classified, redacted *Error. A failed status decides unless own finds the
+// provider's answer in its body; any other 5xx may be a gateway that lost the answer, so it is Written.
 func (c *conn) do(ctx context.Context, op string, req *http.Request, own ownError) ([]byte, *Error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -178,8 +168,7 @@ func (c *conn) send(op string, req *http.Request) (*http.Response, *Error) {
 	return resp, nil
 }
 
-// writeTrace follows one request onto the connection, to tell a failure the provider may have acted on from one it
-// provably never saw (no connection, or not one byte left).
+// writeTrace follows one request onto its connection: did any byte of it leave?
 type writeTrace struct {
 	mu      sync.Mutex
 	gotConn bool
@@ -206,8 +195,7 @@ func (w *writeTrace) trace() *httptrace.ClientTrace {
 	}
 }
 
-// mayHaveReached is true once any byte left; on a caller's own transport, once the headers were written (erring
-// that way costs a wait, the other way a second payment).
+// mayHaveReached: a byte left (on a caller's own transport: the headers were written); erring this way costs a wait.
 func (w *writeTrace) mayHaveReached() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -221,7 +209,7 @@ func (w *writeTrace) mayHaveReached() bool {
 	}
 }
 
-// countingConn counts the bytes written to a connection, so a failed request can tell whether any of it left.
+// countingConn counts the bytes written to a connection.
 type countingConn struct {
 	net.Conn
 	written atomic.Int64
@@ -257,8 +245,7 @@ func (c *conn) fail(op string, class callback.Class, err error) *Error {
 	return &Error{Op: op, Class: class, Err: redactError(err, c.apiKey), Provider: c.name}
 }
 
-// failWritten is a transient failure after a 2xx status whose answer could not be read or understood: the provider
-// handled the request, and what it did is unknown.
+// failWritten is a transient failure after a 2xx whose answer could not be read: what the provider did is unknown.
 func (c *conn) failWritten(op string, err error) *Error {
 	e := c.fail(op, callback.ClassTransient, err)
 	e.Written = true
@@ -281,19 +268,28 @@ func (c *conn) checkCode(op, code string) error {
 	return nil
 }
 
-// redactError removes apiKey from err: a *url.Error's URL loses its query (res.php's key=) and userinfo, and an error
-// still showing the key becomes a scrubbed copy that keeps only the context sentinels callers classify on.
+// redactError removes apiKey from err: a *url.Error loses its URL's query (res.php's key=) and userinfo, and an
+// error still showing the key becomes a scrubbed copy that keeps only the context sentinel callers classify on.
 func redactError(err error, apiKey string) error {
-	if err == nil {
-		return nil
-	}
 	if ue, ok := err.(*url.Error); ok {
-		err = &url.Error{Op: ue.Op, URL: stripURLSecrets(ue.URL), Err: ue.Err}
+		bare, _, _ := strings.Cut(ue.URL, "?")
+		if u, perr := url.Parse(bare); perr == nil {
+			u.User, u.Fragment, u.RawFragment = nil, "", ""
+			bare = u.String()
+		}
+		err = &url.Error{Op: ue.Op, URL: bare, Err: ue.Err}
 	}
-	if apiKey == "" || !strings.Contains(err.Error(), apiKey) {
+	if err == nil || apiKey == "" || !strings.Contains(err.Error(), apiKey) {
 		return err
 	}
-	return &scrubbedError{msg: strings.ReplaceAll(err.Error(), apiKey, redactedMarker), cause: contextCause(err)}
+	scrubbed := &scrubbedError{msg: redactText(err.Error(), apiKey)}
+	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
+		if errors.Is(err, cause) {
+			scrubbed.cause = cause
+			break
+		}
+	}
+	return scrubbed
 }
 
 // redactText removes apiKey from provider-supplied text such as error_text.
@@ -304,31 +300,6 @@ func redactText(s, apiKey string) string {
 	return strings.ReplaceAll(s, apiKey, redactedMarker)
 }
 
-// stripURLSecrets drops the query (which carries key=) and any userinfo.
-func stripURLSecrets(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.IndexByte(raw, '?'); i >= 0 { // unparseable: cut at the query by hand rather than echo it
-			return raw[:i]
-		}
-		return raw
-	}
-	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
-	return u.String()
-}
-
-// contextCause keeps errors.Is(err, context.Canceled/DeadlineExceeded) working on a scrubbed error.
-func contextCause(err error) error {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return context.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		return context.Canceled
-	default:
-		return nil
-	}
-}
-
 // scrubbedError is a message-only stand-in for an error whose text contained the API key.
 type scrubbedError struct {
 	msg   string
@@ -337,6 +308,15 @@ type scrubbedError struct {
 
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.cause }
+
+// balance reads a balance answer; one that is not a finite number is malformed.
+func (c *conn) balance(op, v string) (float64, error) {
+	b, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
+		return 0, c.failWritten(op, fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet([]byte(v))))
+	}
+	return b, nil
+}
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {

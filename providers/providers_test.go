@@ -32,11 +32,11 @@ func TestParseFileAcceptsTheDocumentedExample(t *testing.T) {
 	if len(f.Providers) != 2 || f.Providers[1].Flavor != "capsolver" || f.Providers[0].Threads != 50 {
 		t.Fatalf("parsed %+v", f)
 	}
-	set, err := Build(f, env(map[string]string{"CAPTCHAAI_API_KEY": "k1", "CAPSOLVER_API_KEY": "k2"}), time.Second, 1024, DefaultCircuitSettings)
+	set, err := Build(f, env(map[string]string{"CAPTCHAAI_API_KEY": "k1", "CAPSOLVER_API_KEY": "k2"}), time.Second, DefaultCircuitSettings)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(set.Names(), ","); got != "captchaai,capsolver" || !set.Routed {
+	if got := set.All()[0].Name + "," + set.All()[1].Name; got != "captchaai,capsolver" || !set.Routed {
 		t.Fatalf("set %s routed %v", got, set.Routed)
 	}
 }

@@ -105,9 +105,12 @@ func TestScrubbedErrorKeepsContextCause(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
-func TestStripURLSecrets(t *testing.T) {
-	assert.Equal(t, "https://h/res.php", stripURLSecrets("https://user:pw@h/res.php?key="+testKey+"&id=1#x"))
-	assert.Equal(t, "%zz", stripURLSecrets("%zz?key="+testKey))
+func TestURLErrorLosesItsSecrets(t *testing.T) {
+	strip := func(raw string) string {
+		return redactError(&url.Error{Op: "Get", URL: raw, Err: errors.New("x")}, testKey).(*url.Error).URL
+	}
+	assert.Equal(t, "https://h/res.php", strip("https://user:pw@h/res.php?key="+testKey+"&id=1#x"))
+	assert.Equal(t, "%zz", strip("%zz?key="+testKey))
 }
 
 func mustNew(t *testing.T, base string, opts ...Option) *InPHP {

@@ -1,14 +1,24 @@
+// Package providers is the one provider layer: the Client the activities call, in.php (InPHP) and createTask
+// (CreateTask) over one HTTP scaffold deciding "outcome unknown", redaction and typed errors, PROVIDERS_FILE, circuits.
 package providers
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/captchaflow/captchaflow"
 )
 
-// Client is the one interface the activities call on a provider, whatever protocol it speaks: *InPHP and
-// *CreateTask satisfy it. Every error is an *Error (see OutcomeUnknown, ClassOf).
+// Client is what the activities call on a provider, whatever its protocol; every error is an *Error.
 type Client interface {
 	// Supports is nil when the provider serves the method with these params, else why not; nothing is sent.
 	Supports(method string, params map[string]string) error
@@ -23,21 +33,17 @@ type Client interface {
 
 // Provider is one configured provider.
 type Provider struct {
-	Name string
-	// Flavor is the createTask profile; "" for in.php.
-	Flavor Flavor
-	Client Client
-	// Threads is the plan's concurrent tasks (PROVIDERS_FILE threads; 0: not stated).
-	Threads int
-	// PollInterval is the least spacing of one task's polls (0: none).
-	PollInterval time.Duration
+	Name         string
+	Flavor       Flavor // the createTask profile; "" for in.php
+	Client       Client
+	Threads      int           // the plan's concurrent tasks (PROVIDERS_FILE threads; 0: not stated)
+	PollInterval time.Duration // the least spacing of one task's polls (0: none)
 }
 
 // Set is the worker's providers, in order of preference, built once at start.
 type Set struct {
 	list []*Provider
-	// Routed is false for the one-provider set made from the CAPTCHAAI_* settings: submissions then carry no
-	// provider name and no circuit is kept.
+	// Routed is false for the one-provider set of the CAPTCHAAI_* settings: no provider names, no circuits.
 	Routed  bool
 	Breaker *Breaker
 }
@@ -48,10 +54,10 @@ func Single(name string, c Client) *Set { return &Set{list: []*Provider{{Name: n
 // NewSet is a routed set of ready providers, in order of preference (tests, and Build).
 func NewSet(list []*Provider, b *Breaker) *Set { return &Set{list: list, Routed: true, Breaker: b} }
 
-// Build makes the clients of a validated file. timeout bounds each request, maxCode a solved code.
-func Build(f File, getenv func(string) string, timeout time.Duration, maxCode int, circuits CircuitSettings) (*Set, error) {
+// Build makes the clients of a validated file; timeout bounds each request.
+func Build(f File, getenv func(string) string, timeout time.Duration, circuits CircuitSettings) (*Set, error) {
 	set := NewSet(nil, NewBreaker(circuits, time.Now))
-	opts := []Option{WithTimeout(timeout), WithMaxCodeBytes(maxCode)}
+	opts := []Option{WithTimeout(timeout)}
 	for i, spec := range f.Providers {
 		p := &Provider{Name: spec.Name, Flavor: Flavor(spec.Flavor), Threads: spec.Threads,
 			PollInterval: time.Duration(spec.PollIntervalSeconds) * time.Second}
@@ -66,8 +72,7 @@ func Build(f File, getenv func(string) string, timeout time.Duration, maxCode in
 				p.PollInterval = max(p.PollInterval, ct.profile.MinPollInterval)
 			}
 		}
-		if err != nil {
-			// The clients' messages name the URL (redacted) or the flavor, never the key.
+		if err != nil { // the message names the URL (redacted) or the flavor, never the key
 			return nil, fmt.Errorf("providers[%d] (%s): %w", i, spec.Name, err)
 		}
 		set.list = append(set.list, p)
@@ -77,15 +82,6 @@ func Build(f File, getenv func(string) string, timeout time.Duration, maxCode in
 
 // All are the providers in the file's order.
 func (s *Set) All() []*Provider { return s.list }
-
-// Names are the providers' names in the file's order.
-func (s *Set) Names() []string {
-	out := make([]string, 0, len(s.list))
-	for _, p := range s.list {
-		out = append(out, p.Name)
-	}
-	return out
-}
 
 // Get is the provider named name; "" is the first (the one provider of a worker without PROVIDERS_FILE).
 func (s *Set) Get(name string) (*Provider, bool) {
@@ -99,8 +95,8 @@ func (s *Set) Get(name string) (*Provider, bool) {
 	return s.list[i], true
 }
 
-// Candidates are the providers a submission may go to, in the order to try them: preferred restricts and reorders
-// the file's list (nil: the file's order; an unknown name is skipped), excluded are dropped, and avoided go last.
+// Candidates are the providers a submission may go to, in order: preferred restricts and reorders the file's list
+// (an unknown name is skipped), excluded are dropped, avoided go last.
 func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	order := slices.Clone(s.list)
 	if len(preferred) > 0 {
@@ -120,4 +116,110 @@ func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	}
 	slices.SortStableFunc(order, func(a, b *Provider) int { return avoid(a) - avoid(b) })
 	return order
+}
+
+// Protocols a provider may speak.
+const (
+	ProtocolInPHP      = "inphp"
+	ProtocolCreateTask = "createtask"
+)
+
+// File is PROVIDERS_FILE: the providers, in order of preference.
+type File struct {
+	Providers []Spec `yaml:"providers"`
+}
+
+// Spec is one provider of the file.
+type Spec struct {
+	Name      string `yaml:"name"`
+	Protocol  string `yaml:"protocol"`
+	Flavor    string `yaml:"flavor"`
+	BaseURL   string `yaml:"base_url"`
+	APIKeyEnv string `yaml:"api_key_env"`
+	Threads   int    `yaml:"threads"`
+	// PollIntervalSeconds: the least spacing of one task's polls, never under the flavor's documented least.
+	PollIntervalSeconds int `yaml:"poll_interval_seconds"`
+}
+
+// ParseFile reads and validates a providers file, every problem at once, each naming its field (providers[1].flavor);
+// of an API key it reads only whether its variable is set.
+func ParseFile(content []byte, getenv func(string) string) (File, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(content))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return File{}, fmt.Errorf("not a providers file: %w", err)
+	}
+	var errs []error
+	if len(f.Providers) == 0 {
+		errs = append(errs, errors.New("providers: at least one provider is required"))
+	}
+	if len(f.Providers) > captchaflow.MaxProviders {
+		errs = append(errs, fmt.Errorf("providers: at most %d providers", captchaflow.MaxProviders))
+	}
+	seen := map[string]bool{}
+	for i, spec := range f.Providers {
+		errs = append(errs, spec.validate(fmt.Sprintf("providers[%d]", i), getenv)...)
+		if seen[spec.Name] {
+			errs = append(errs, fmt.Errorf("providers[%d].name: %q is used twice", i, spec.Name))
+		}
+		seen[spec.Name] = true
+	}
+	return f, errors.Join(errs...)
+}
+
+// validate checks one provider; at names it in the messages.
+func (s Spec) validate(at string, getenv func(string) string) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", at, field, fmt.Sprintf(format, args...)))
+	}
+	if !captchaflow.ProviderNamePattern.MatchString(s.Name) {
+		bad("name", "must match %s", captchaflow.ProviderNamePattern)
+	}
+	switch s.Protocol {
+	case ProtocolInPHP:
+		if s.Flavor != "" {
+			bad("flavor", "only for protocol %s", ProtocolCreateTask)
+		}
+		if s.BaseURL == "" {
+			bad("base_url", "required for protocol %s", ProtocolInPHP)
+		}
+	case ProtocolCreateTask:
+		if !slices.Contains(Flavors, Flavor(s.Flavor)) {
+			bad("flavor", "must be one of %v", Flavors)
+		}
+	default:
+		bad("protocol", "must be %s or %s", ProtocolInPHP, ProtocolCreateTask)
+	}
+	switch {
+	case s.APIKeyEnv == "":
+		bad("api_key_env", "required: the name of the environment variable holding the key (never the key itself)")
+	case !envName.MatchString(s.APIKeyEnv):
+		bad("api_key_env", "must be an environment variable's name")
+	case strings.TrimSpace(getenv(s.APIKeyEnv)) == "":
+		bad("api_key_env", "%s is not set or empty", s.APIKeyEnv)
+	}
+	if s.Threads < 0 {
+		bad("threads", "must not be negative")
+	}
+	if s.PollIntervalSeconds < 0 {
+		bad("poll_interval_seconds", "must not be negative")
+	}
+	return errs
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// ReadFile is ParseFile of the file at path; errors are prefixed with PROVIDERS_FILE.
+func ReadFile(path string, getenv func(string) string) (File, error) {
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, fmt.Errorf("PROVIDERS_FILE: %w", err)
+	}
+	f, err := ParseFile(content, getenv)
+	if err != nil {
+		return File{}, fmt.Errorf("PROVIDERS_FILE %s: %w", path, err)
+	}
+	return f, nil
 }

@@ -52,7 +52,11 @@ func TestRequiredFieldsMatchTheInputsRequiredParams(t *testing.T) {
 // kindsOf lists the kinds a method yields.
 func kindsOf(method string) []Kind {
 	if method != methodRecaptcha {
-		return []Kind{methodKinds[method]}
+		k, err := KindOf(method, nil)
+		if err != nil {
+			return nil
+		}
+		return []Kind{k}
 	}
 	return []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise}
 }
@@ -83,6 +87,6 @@ func TestProfilesAreComplete(t *testing.T) {
 		assert.True(t, ok, f)
 		assert.Equal(t, f, p.Flavor)
 		assert.True(t, strings.HasPrefix(p.BaseURL, "https://api."), p.BaseURL)
-		assert.NotEmpty(t, p.ReportEndpoints())
+		assert.NotEmpty(t, p.Reports)
 	}
 }

@@ -1,12 +1,21 @@
 package providers
 
-import "github.com/captchaflow/captchaflow/providers/callback"
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 
-// The one declared table from the in.php vocabulary to each flavor's createTask task: for each kind (kinds.go) and
-// flavor, the task type, which in.php param fills which task field, and where the solution is. A kind with no entry
-// for a flavor is not served by it (ErrUnsupported, never sent); so is a param with no field. An entry is here only
-// when its type and fields were read in the provider's own documentation, whose page is its Doc; golden_test.go
-// checks each against the request body that page shows.
+	"github.com/captchaflow/captchaflow/providers/callback"
+)
+
+// The one table from the in.php vocabulary to each flavor's createTask task; a kind or param without an entry is not
+// served (ErrUnsupported, never sent). Each entry was read in the page its Doc names (golden_test.go checks it).
 
 // Field fills one task field from one in.php param.
 type Field struct {
@@ -51,61 +60,60 @@ var (
 var taskTable = map[Kind]map[Flavor]TaskSpec{
 	KindRecaptchaV2: {
 		callback.AntiCaptcha: {Type: "RecaptchaV2TaskProxyless", Fields: []Field{pageURL, googleKey, dataS, invisible},
-			Solution: callback.RecaptchaToken, Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV2TaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV2TaskProxyless"},
 		callback.CapMonster: {Type: "NoCaptchaTaskProxyless", Fields: []Field{pageURL, googleKey},
-			Solution: callback.RecaptchaToken, Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
+			Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
 		callback.CapSolver: {Type: "ReCaptchaV2TaskProxyLess", Fields: []Field{pageURL, googleKey, dataS, invisible},
-			Solution: callback.RecaptchaToken, Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
+			Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
 	},
 	KindRecaptchaV2Enterprise: {
 		callback.AntiCaptcha: {Type: "RecaptchaV2EnterpriseTaskProxyless", Fields: []Field{pageURL, googleKey},
-			Solution: callback.RecaptchaToken, Doc: "https://anti-captcha.com/apidoc"},
+			Doc: "https://anti-captcha.com/apidoc"},
 		callback.CapSolver: {Type: "ReCaptchaV2EnterpriseTaskProxyLess", Fields: []Field{pageURL, googleKey, enterpriseS, invisible},
-			Solution: callback.RecaptchaToken, Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
+			Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
 	},
 	KindRecaptchaV3: {
 		callback.AntiCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
-			Solution: callback.RecaptchaToken, Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV3TaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV3TaskProxyless"},
 		callback.TwoCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
-			Solution: callback.RecaptchaToken, Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
+			Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
 		callback.CapSolver: {Type: "ReCaptchaV3TaskProxyLess", Fields: []Field{pageURL, googleKey, pageAction},
-			Solution: callback.RecaptchaToken, Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
+			Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
 	},
 	KindRecaptchaV3Enterprise: {
 		callback.TwoCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
-			Const: map[string]any{"isEnterprise": true}, Solution: callback.RecaptchaToken, Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
+			Const: map[string]any{"isEnterprise": true}, Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
 		callback.CapSolver: {Type: "ReCaptchaV3EnterpriseTaskProxyLess", Fields: []Field{pageURL, googleKey, pageAction, enterpriseS},
-			Solution: callback.RecaptchaToken, Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
+			Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
 	},
 	KindHCaptcha: {
-		// The solution field is not on the page read; 2captcha's token answers carry gRecaptchaResponse or token.
 		callback.TwoCaptcha: {Type: "HCaptchaTaskProxyless", Fields: []Field{pageURL, siteKey},
-			Solution: callback.AnyToken, Doc: "https://2captcha.com/api-docs/create-task"},
+			Doc: "https://2captcha.com/api-docs/create-task"},
 	},
 	KindTurnstile: {
 		callback.AntiCaptcha: {Type: "TurnstileTaskProxyless", Fields: []Field{pageURL, siteKey,
 			{Param: "action", Path: "action", Enc: encString}, {Param: "data", Path: "cData", Enc: encString},
 			{Param: "pagedata", Path: "chlPageData", Enc: encString}},
-			Solution: callback.PlainToken, Doc: "https://anti-captcha.com/apidoc/task-types/TurnstileTaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/TurnstileTaskProxyless"},
 		callback.CapSolver: {Type: "AntiTurnstileTaskProxyLess", Fields: []Field{pageURL, siteKey,
 			{Param: "action", Path: "metadata.action", Enc: encString}, {Param: "data", Path: "metadata.cdata", Enc: encString}},
-			Solution: callback.PlainToken, Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
+			Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
 	},
 	KindFunCaptcha: {
 		callback.AntiCaptcha: {Type: "FunCaptchaTaskProxyless", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
-			Solution: callback.PlainToken, Doc: "https://anti-captcha.com/apidoc/task-types/FunCaptchaTaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/FunCaptchaTaskProxyless"},
 		callback.CapSolver: {Type: "FunCaptchaTaskProxyLess", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
-			Solution: callback.PlainToken, Doc: "https://docs.capsolver.com/guide/captcha/FunCaptcha"},
+			Doc: "https://docs.capsolver.com/guide/captcha/FunCaptcha"},
 	},
 	KindGeeTest3: {
 		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Fields: []Field{pageURL,
 			{Param: "gt", Path: "gt", Enc: encString, Required: true}, {Param: "challenge", Path: "challenge", Enc: encString, Required: true},
 			{Param: "api_server", Path: "geetestApiServerSubdomain", Enc: encHost}},
-			Solution: callback.GeeTest3, Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
 	},
 	KindGeeTest4: {
 		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Fields: []Field{pageURL, {Param: "captcha_id", Path: "gt", Enc: encString, Required: true}},
-			Const: map[string]any{"version": 4}, Solution: callback.GeeTest4, Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
+			Const: map[string]any{"version": 4}, Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
 	},
 	KindImage: {
 		callback.AntiCaptcha: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile,
@@ -113,17 +121,28 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 			{Param: "numeric", Path: "numeric", Enc: encInt}, {Param: "calc", Path: "math", Enc: encBool},
 			{Param: "min_len", Path: "minLength", Enc: encInt}, {Param: "max_len", Path: "maxLength", Enc: encInt},
 			{Param: "textinstructions", Path: "comment", Enc: encString}},
-			Solution: callback.ImageText, Doc: "https://anti-captcha.com/apidoc/task-types/ImageToTextTask"},
+			Doc: "https://anti-captcha.com/apidoc/task-types/ImageToTextTask"},
 		callback.CapMonster: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile},
-			Solution: callback.ImageText, Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
+			Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
 		callback.CapSolver: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile},
-			Solution: callback.ImageText, Doc: "https://docs.capsolver.com/zh/guide/api-createtask"},
+			Doc: "https://docs.capsolver.com/zh/guide/api-createtask"},
 	},
+}
+
+// solutions: where a kind's code is, the same for every flavor.
+var solutions = map[Kind]callback.Solution{
+	KindRecaptchaV2: callback.RecaptchaToken, KindRecaptchaV2Enterprise: callback.RecaptchaToken,
+	KindRecaptchaV3: callback.RecaptchaToken, KindRecaptchaV3Enterprise: callback.RecaptchaToken,
+	// The solution field is not on the page read; 2captcha's token answers carry gRecaptchaResponse or token.
+	KindHCaptcha:  callback.AnyToken,
+	KindTurnstile: callback.PlainToken, KindFunCaptcha: callback.PlainToken,
+	KindGeeTest3: callback.GeeTest3, KindGeeTest4: callback.GeeTest4, KindImage: callback.ImageText,
 }
 
 // TaskFor is the flavor's task for kind, or false when the flavor does not serve it.
 func TaskFor(f Flavor, kind Kind) (TaskSpec, bool) {
 	spec, ok := taskTable[kind][f]
+	spec.Solution = solutions[kind]
 	return spec, ok
 }
 
@@ -131,4 +150,244 @@ func TaskFor(f Flavor, kind Kind) (TaskSpec, bool) {
 func Supports(f Flavor, method string, params map[string]string) error {
 	_, _, err := buildTask(f, method, params)
 	return err
+}
+
+// Kind is what a task asks the provider to solve, derived from the in.php method and its selector params (KindOf).
+type Kind string
+
+// The known kinds, one per in.php method (named after it) or reCAPTCHA variant.
+const (
+	KindRecaptchaV2           Kind = "recaptcha_v2"
+	KindRecaptchaV2Enterprise Kind = KindRecaptchaV2 + enterpriseSuffix
+	KindRecaptchaV3           Kind = "recaptcha_v3"
+	KindRecaptchaV3Enterprise Kind = KindRecaptchaV3 + enterpriseSuffix
+	KindHCaptcha              Kind = "hcaptcha"
+	KindTurnstile             Kind = "turnstile"
+	KindFunCaptcha            Kind = "funcaptcha"
+	KindGeeTest3              Kind = "geetest"
+	KindGeeTest4              Kind = "geetest_v4"
+	KindImage                 Kind = "image"
+	enterpriseSuffix               = "_enterprise"
+)
+
+// Kinds lists every kind in a fixed order.
+var Kinds = []Kind{
+	KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise,
+	KindHCaptcha, KindTurnstile, KindFunCaptcha, KindGeeTest3, KindGeeTest4, KindImage,
+}
+
+// methodRecaptcha is the in.php reCAPTCHA method; its params version (v2 | v3) and enterprise (1) pick the kind.
+const methodRecaptcha = "userrecaptcha"
+
+// isSelector tells the in.php params that pick the kind rather than fill a task field: KindOf reads them, none is sent.
+func isSelector(method, param string) bool {
+	return method == methodRecaptcha && (param == "version" || param == "enterprise")
+}
+
+// KindOf is the kind of an in.php method with its params. A method the table does not know is ErrUnsupported.
+func KindOf(method string, params map[string]string) (Kind, error) {
+	switch Kind(method) {
+	case "base64", methodPost:
+		return KindImage, nil
+	case KindHCaptcha, KindTurnstile, KindFunCaptcha, KindGeeTest3, KindGeeTest4:
+		return Kind(method), nil
+	case methodRecaptcha:
+	default:
+		return "", unsupported("no createTask task is declared for method %.40q", method)
+	}
+	enterprise, err := flag(params["enterprise"])
+	if err != nil {
+		return "", fmt.Errorf("params.enterprise: %w", err)
+	}
+	kind := KindRecaptchaV2
+	switch v := strings.ToLower(strings.TrimSpace(params["version"])); v {
+	case "", "v2":
+	case "v3":
+		kind = KindRecaptchaV3
+	default:
+		return "", unsupported("version %.10q is neither v2 nor v3", v)
+	}
+	if enterprise {
+		kind += enterpriseSuffix
+	}
+	return kind, nil
+}
+
+// flag reads an in.php boolean param: "", "0" or "false" is false, "1" or "true" is true.
+func flag(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	return false, fmt.Errorf("must be 0, 1, true or false, got %.10q", v)
+}
+
+// ErrUnsupported marks a task a flavor's table has no entry for: never sent to that provider.
+var ErrUnsupported = errors.New("not supported by this provider")
+
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrUnsupported}, args...)...)
+}
+
+// buildTask maps an in.php method and params to the flavor's task; no error echoes a value (a token, an image).
+func buildTask(f Flavor, method string, params map[string]string) (map[string]any, TaskSpec, error) {
+	kind, err := KindOf(method, params)
+	if err != nil {
+		return nil, TaskSpec{}, fmt.Errorf("%s: %w", f, err)
+	}
+	spec, ok := TaskFor(f, kind)
+	if !ok {
+		return nil, TaskSpec{}, unsupported("%s has no task for method %s (%s)", f, method, kind)
+	}
+	task, err := spec.fill(method, params)
+	if err != nil {
+		return nil, TaskSpec{}, fmt.Errorf("%s, method %s (%s): %w", f, method, kind, err)
+	}
+	return task, spec, nil
+}
+
+// fill builds the task: constants, one field per param (sorted, so errors are stable), defaults, the required check.
+func (s TaskSpec) fill(method string, params map[string]string) (map[string]any, error) {
+	task := map[string]any{"type": s.Type}
+	for _, k := range slices.Sorted(maps.Keys(s.Const)) {
+		setPath(task, k, s.Const[k])
+	}
+	filledBy := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		if isSelector(method, name) {
+			continue
+		}
+		if err := s.fillParam(task, filledBy, method, name, params[name]); err != nil {
+			return nil, err
+		}
+	}
+	return task, s.finish(task, filledBy)
+}
+
+func (s TaskSpec) fillParam(task map[string]any, filledBy map[string]string, method, name, raw string) error {
+	i := slices.IndexFunc(s.Fields, func(f Field) bool { return f.Param == name })
+	if i < 0 {
+		return unsupported("param %s: the provider's task has no field for it", name)
+	}
+	f := s.Fields[i]
+	v, err := f.Enc(raw)
+	if err != nil {
+		return fmt.Errorf("params.%s: %w", name, err)
+	}
+	if v == nil {
+		return nil
+	}
+	if other, dup := filledBy[f.Path]; dup {
+		return fmt.Errorf("params.%s and params.%s both fill the task's %s: pass one", other, name, f.Path)
+	}
+	filledBy[f.Path] = name
+	setPath(task, f.Path, v)
+	return nil
+}
+
+// finish applies defaults and checks that every required field is there.
+func (s TaskSpec) finish(task map[string]any, filledBy map[string]string) error {
+	for _, f := range s.Fields {
+		if _, done := filledBy[f.Path]; done || f.Default == "" {
+			continue
+		}
+		v, _ := f.Enc(f.Default) // TestDefaultsEncode covers every default
+		filledBy[f.Path] = f.Param
+		setPath(task, f.Path, v)
+	}
+	for _, f := range s.Fields {
+		if _, done := filledBy[f.Path]; f.Required && !done {
+			return fmt.Errorf("params.%s: required", f.Param)
+		}
+	}
+	return nil
+}
+
+// setPath sets a dotted path in a JSON object, creating the objects on the way.
+func setPath(obj map[string]any, path string, v any) {
+	head, rest, nested := strings.Cut(path, ".")
+	if !nested {
+		obj[head] = v
+		return
+	}
+	child, ok := obj[head].(map[string]any)
+	if !ok {
+		child = map[string]any{}
+		obj[head] = child
+	}
+	setPath(child, rest, v)
+}
+
+// encoding turns an in.php param value into a task field value; nil means "leave the field out".
+type encoding func(string) (any, error)
+
+func encString(v string) (any, error) {
+	if v == "" {
+		return nil, nil
+	}
+	return v, nil
+}
+
+// orNil leaves a blank param out, else encodes it trimmed.
+func orNil(enc func(string) (any, error)) encoding {
+	return func(v string) (any, error) {
+		if v = strings.TrimSpace(v); v == "" {
+			return nil, nil
+		}
+		return enc(v)
+	}
+}
+
+var encBool = orNil(func(v string) (any, error) { return flag(v) })
+
+var encInt = orNil(func(v string) (any, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return nil, errors.New("must be an integer")
+	}
+	return n, nil
+})
+
+var encFloat = orNil(func(v string) (any, error) {
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return nil, errors.New("must be a number")
+	}
+	return json.Number(strconv.FormatFloat(x, 'f', -1, 64)), nil
+})
+
+// encImage re-encodes an image as createTask's "only clean base64!" (anti-captcha.com/apidoc/task-types/ImageToTextTask).
+func encImage(v string) (any, error) {
+	img, err := decodeImage(v)
+	if err != nil {
+		return nil, errors.New("is not valid base64 image data")
+	}
+	return base64.StdEncoding.EncodeToString(img), nil
+}
+
+// encHost turns in.php's URL (surl, api_server) into the bare host the task field wants.
+func encHost(v string) (any, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil, nil
+	}
+	if !strings.Contains(v, "://") {
+		v = "https://" + v
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" {
+		return nil, errors.New("must be a host name or URL")
+	}
+	return u.Host, nil
+}
+
+// encBlob wraps in.php's data[blob] into the stringified {"blob": …} object the task's data field wants.
+func encBlob(v string) (any, error) {
+	if v == "" {
+		return nil, nil
+	}
+	b, err := json.Marshal(map[string]string{"blob": v})
+	return string(b), err
 }

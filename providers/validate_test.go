@@ -106,9 +106,9 @@ func TestGetRefusesACodeOverTheBound(t *testing.T) {
 	assert.Equal(t, atBound, code)
 
 	p = newFakeProvider(t, always(200, "OK|0123456789"))
-	_, err = p.client(t, WithMaxCodeBytes(8)).Get(context.Background(), "1")
+	_, err = p.client(t, withMaxCode(8)).Get(context.Background(), "1")
 	requireInvalidAnswer(t, err, opGet)
-	code, err = p.client(t, WithMaxCodeBytes(0)).Get(context.Background(), "1")
+	code, err = p.client(t, withMaxCode(0)).Get(context.Background(), "1")
 	require.NoError(t, err, "a non-positive bound keeps the default")
 	assert.Equal(t, "0123456789", code)
 }
@@ -119,5 +119,14 @@ func TestIsTaskID(t *testing.T) {
 	}
 	for _, bad := range []string{"", " 1", "1 ", "1.5", "-", "-1", "_a", "a/b", "a%20b", "ü", strings.Repeat("z", 65), "1\x00"} {
 		assert.False(t, IsTaskID(bad), "%q", bad)
+	}
+}
+
+// withMaxCode bounds a solved code below captchaflow.MaxCodeBytes (0 keeps it).
+func withMaxCode(n int) Option {
+	return func(c *conn) {
+		if n > 0 {
+			c.maxCode = n
+		}
 	}
 }

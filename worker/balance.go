@@ -17,15 +17,13 @@ import (
 	"github.com/captchaflow/captchaflow/workflows"
 )
 
-// MinBalanceInterval is the shortest PROVIDER_BALANCE_INTERVAL: the balance is read at most once a minute per
-// namespace (issue #10 §2), whatever the number of workers or tasks.
+// MinBalanceInterval is the shortest PROVIDER_BALANCE_INTERVAL: at most one read a minute per namespace.
 const MinBalanceInterval = time.Minute
 
 // balanceCheckWorkflowID is the ID of the workflows the schedule starts (the server appends the start time).
 const balanceCheckWorkflowID = "captchaflow-balance-check"
 
-// balanceSchedule is the Schedule captchaflow.BalanceScheduleID as this worker wants it: CheckBalance on its task
-// queue every interval, an overlapping run skipped, a missed one not caught up on beyond a minute.
+// balanceSchedule is captchaflow.BalanceScheduleID as this worker wants it: CheckBalance on its queue every interval.
 func balanceSchedule(taskQueue string, every time.Duration) (client.ScheduleSpec, *client.ScheduleWorkflowAction) {
 	return client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
 		&client.ScheduleWorkflowAction{
@@ -37,10 +35,8 @@ func balanceSchedule(taskQueue string, every time.Duration) (client.ScheduleSpec
 		}
 }
 
-// ensureBalanceSchedule creates the namespace's balance Schedule, triggering its first run at once, or, when it
-// exists (another worker, an earlier start), brings its interval, task queue and overlap policy to this worker's
-// settings; a schedule already so is left untouched. Every worker calls it at start: creating is idempotent, and the
-// schedule, not the workers, decides how often the balance is read.
+// ensureBalanceSchedule creates the balance Schedule (first run at once), or brings an existing one to this worker's
+// interval, queue and overlap policy (one already so is untouched): the schedule, not the workers, sets the pace.
 func ensureBalanceSchedule(ctx context.Context, sc client.ScheduleClient, taskQueue string, every time.Duration, logger *slog.Logger) error {
 	spec, action := balanceSchedule(taskQueue, every)
 	_, err := sc.Create(ctx, client.ScheduleOptions{
@@ -92,8 +88,7 @@ func balanceScheduleIsAsWanted(s client.Schedule, spec client.ScheduleSpec, acti
 		slices.Equal(s.Spec.Intervals, spec.Intervals) && len(s.Spec.Calendars) == 0 && len(s.Spec.CronExpressions) == 0
 }
 
-// exportBalanceLowThreshold sets MetricProviderBalanceLowThreshold to PROVIDER_BALANCE_LOW (when it is set, > 0),
-// tagged with the namespace like the balance gauge, so the low-balance alert compares the two.
+// exportBalanceLowThreshold sets MetricProviderBalanceLowThreshold to PROVIDER_BALANCE_LOW (> 0) for the alert.
 func (m *metrics) exportBalanceLowThreshold(namespace string, low float64) {
 	if low <= 0 {
 		return

@@ -7,9 +7,7 @@ import (
 	"github.com/captchaflow/captchaflow/providers"
 )
 
-// circuitCollector exports each provider's circuit state when /metrics is scraped, so a circuit that half-opened by
-// time alone shows it without waiting for a request (the alert CaptchaflowProviderCircuitOpen would otherwise keep
-// firing through a quiet recovery).
+// circuitCollector reads each circuit at scrape, so one half-opened by time alone shows it (and its alert clears).
 type circuitCollector struct {
 	set  *providers.Set
 	desc *prom.Desc
@@ -24,8 +22,8 @@ func newCircuitCollector(set *providers.Set, namespace, taskQueue string) *circu
 func (c *circuitCollector) Describe(ch chan<- *prom.Desc) { ch <- c.desc }
 
 func (c *circuitCollector) Collect(ch chan<- prom.Metric) {
-	for _, name := range c.set.Names() {
-		ch <- prom.MustNewConstMetric(c.desc, prom.GaugeValue, float64(c.set.Breaker.State(name)), name)
+	for _, p := range c.set.All() {
+		ch <- prom.MustNewConstMetric(c.desc, prom.GaugeValue, float64(c.set.Breaker.State(p.Name)), p.Name)
 	}
 }
 

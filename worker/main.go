@@ -19,7 +19,6 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/providers"
@@ -176,8 +175,7 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 		acts.Providers = set
 		return acts, err
 	}
-	provider, err := providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout),
-		providers.WithMaxCodeBytes(captchaflow.MaxCodeBytes))
+	provider, err := providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
 	}
@@ -193,7 +191,7 @@ func loadProviders(cfg config.Worker) (*providers.Set, error) {
 	}
 	circuits := providers.DefaultCircuitSettings
 	circuits.GiveUp, circuits.NoSlotBudget = cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget
-	set, err := providers.Build(f, os.Getenv, cfg.ProviderTimeout, captchaflow.MaxCodeBytes, circuits)
+	set, err := providers.Build(f, os.Getenv, cfg.ProviderTimeout, circuits)
 	for _, spec := range f.Providers {
 		_ = os.Unsetenv(spec.APIKeyEnv)
 	}

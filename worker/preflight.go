@@ -13,8 +13,7 @@ import (
 	"github.com/captchaflow/captchaflow"
 )
 
-// checkSearchAttributes refuses to start when the namespace lacks the workflow's search attributes: the workflow
-// would otherwise fail its upserts on every task, visible only as stuck workflow tasks.
+// checkSearchAttributes refuses to start without the workflow's search attributes (its upserts would stick every task).
 func checkSearchAttributes(ctx context.Context, c client.Client, namespace string, routed bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -24,23 +24,20 @@ const (
 // Flavors lists every flavor, in a fixed order.
 var Flavors = []Flavor{AntiCaptcha, TwoCaptcha, CapMonster, CapSolver}
 
-// FormBody reports whether the flavor POSTs its callback as 2captcha's application/x-www-form-urlencoded id + code
-// (https://2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback); the others POST a JSON
-// document shaped like the getTaskResult answer.
+// FormBody: the flavor POSTs 2captcha's form id + code (2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback);
+// the others POST a getTaskResult-shaped JSON document.
 func FormBody(f Flavor) bool { return f == TwoCaptcha }
 
-// Result is what a provider's callback says: the task and either its code or a status word (an error code such as
-// ERROR_CAPTCHA_UNSOLVABLE, which IsStatusWord recognises).
+// Result is what a callback says: the task and its code or a status word (IsStatusWord).
 type Result struct {
 	TaskID string
 	Code   string
 }
 
-// ErrBody marks a callback body that is not the flavor's documented shape.
-var ErrBody = errors.New("not a callback body of this provider")
-
-// ErrMalformed marks an answer that is neither protocol's documented shape.
-var ErrMalformed = errors.New("malformed provider answer")
+var (
+	ErrBody      = errors.New("not a callback body of this provider") // not the flavor's documented callback
+	ErrMalformed = errors.New("malformed provider answer")            // neither protocol's documented answer
+)
 
 // Parse reads a callback the flavor POSTed: 2captcha's form (id, code) or the others' getTaskResult-shaped JSON,
 // whose taskId is optional (CapMonster's has none: the tokened URL names the workflow). No error echoes the code.
@@ -124,6 +121,3 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 
 // Failed reports whether the envelope carries an error (errorId other than 0).
 func (e Envelope) Failed() bool { return e.errorID != 0 }
-
-// ErrorNumber is the parsed errorId.
-func (e Envelope) ErrorNumber() int64 { return e.errorID }

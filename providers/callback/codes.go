@@ -1,6 +1,5 @@
-// Package callback reads what a provider says outside a client's request, and the words it says it with: the
-// in.php pingback form and the createTask callback JSON, the status words (error codes) both protocols answer, what
-// each means and how long to wait after it. It holds no client and no key, so the ingress links it alone.
+// Package callback reads a provider's callbacks and the status words both protocols answer (their class and wait);
+// it holds no client and no key, so the ingress links it alone.
 package callback
 
 import (
@@ -20,8 +19,7 @@ const (
 	ClassUnknown   Class = "unknown"   // unknown provider code: non-retryable, code in message
 )
 
-// code is one documented status word: its class and, for a busy or ban answer, the documented wait before the next
-// request (every code with a wait is ClassTransient: TestRetryAfterCodesAreTransient).
+// code is one documented status word: its class and, for a busy or ban answer, the documented wait (always transient).
 type code struct {
 	class Class
 	wait  time.Duration
@@ -29,90 +27,54 @@ type code struct {
 
 // codes are the documented in.php / res.php codes (2captcha, CaptchaAI) and the createTask providers' own
 // (https://anti-captcha.com/apidoc/errors, https://2captcha.com/api-docs/error-codes, CapMonster's Error Types,
-// https://docs.capsolver.com/guide/api-error). Same code, same class, same wait, whichever protocol answered it.
-var codes = map[string]code{
-	// Not solved yet: keep polling. CaptchaAI spells it CAPCHA (sic); accept both.
-	"CAPCHA_NOT_READY":  {class: ClassNotReady},
-	"CAPTCHA_NOT_READY": {class: ClassNotReady},
+// https://docs.capsolver.com/guide/api-error): same code, same class, same wait, whichever protocol answered it.
+var codes = codeTable(map[Class]string{
+	ClassNotReady: "CAPCHA_NOT_READY CAPTCHA_NOT_READY", // CaptchaAI spells it CAPCHA (sic)
+	// ERROR_TASK_TIMEOUT: CapSolver did not solve it within 120 s; ERROR_CAPTCHA_SOLVE_FAILED: its failed task.
+	ClassResubmit: `ERROR_CAPTCHA_UNSOLVABLE ERROR_BAD_DUPLICATES ERROR_PROXY_CONNECTION_FAILED ERROR_RECAPTCHA_TIMEOUT
+		ERROR_TASK_TIMEOUT ERROR_CAPTCHA_SOLVE_FAILED`,
+	ClassTransient: `TOO_MANY_BAD_IMAGES ERROR_SERVER_ERROR ERROR_INTERNAL_SERVER_ERROR ERROR_SERVICE_UNAVALIABLE
+		ERROR_NO_SLOT_AVAILABLE MAX_USER_TURN ERROR_TOO_MUCH_REQUESTS ERROR_RATE_LIMIT ERROR_ZERO_BALANCE IP_BANNED
+		ERROR_IP_BLOCKED ERROR_IP_BANNED`,
+	// Key, account, task parameters, images, task ids and refused reports: retrying will not help.
+	ClassConfig: `ERROR_WRONG_USER_KEY ERROR_KEY_DOES_NOT_EXIST ERROR_IP_NOT_ALLOWED ERROR_IP_ADDRES ERROR_ACCOUNT_SUSPENDED
+		ERROR_DOMAIN_NOT_ALLOWED ERROR_PAGEURL ERROR_GOOGLEKEY ERROR_WRONG_GOOGLEKEY ERROR_SITEKEY
+		ERROR_BAD_TOKEN_OR_PAGEURL ERROR_BAD_TOKEN ERROR_TOKEN_EXPIRED ERROR_BAD_PARAMETERS ERROR_BAD_PROXY
+		ERROR_PROXY_FORMAT ERROR_METHOD_CALL ERROR_NO_SUCH_METHOD ERROR_EMPTY_ACTION ERROR_TASK_NOT_SUPPORTED
+		ERROR_RECAPTCHA_INVALID_SITEKEY ERROR_RECAPTCHA_INVALID_DOMAIN ERROR_INVALID_TASK_DATA ERROR_BAD_REQUEST
+		ERROR_WRONG_FILE_EXTENSION ERROR_TOO_BIG_CAPTCHA_FILESIZE ERROR_ZERO_CAPTCHA_FILESIZE
+		ERROR_IMAGE_TYPE_NOT_SUPPORTED ERROR_UPLOAD ERROR_CAPTCHAIMAGE_BLOCKED ERROR_WRONG_ID_FORMAT
+		ERROR_WRONG_CAPTCHA_ID ERROR_NO_SUCH_CAPCHA_ID ERROR_TASK_ABSENT ERROR_TASKID_INVALID WRONG_CAPTCHA_ID
+		ERROR_DUPLICATE_REPORT ERROR_REPORT_NOT_RECORDED`,
+}, map[string]time.Duration{
+	"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second,  // CaptchaAI: every thread of the plan is busy
+	"MAX_USER_TURN":           10 * time.Second, // too many in.php requests in a row
+	"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second, // rate limited (CapMonster: 1 per 2 s)
+	"ERROR_RATE_LIMIT":        10 * time.Second, // CapSolver's spelling of it
+	"ERROR_ZERO_BALANCE":      time.Minute,      // 2captcha: no money; CaptchaAI: no free thread
+	"IP_BANNED":               5 * time.Minute,  // lifted automatically after 5 minutes
+	"ERROR_IP_BLOCKED":        5 * time.Minute,  // banned for improper use, like IP_BANNED
+	"ERROR_IP_BANNED":         5 * time.Minute,  // CapMonster: too many wrong keys; "try again later"
+})
 
-	// The provider could not solve this task; a fresh submission may succeed.
-	"ERROR_CAPTCHA_UNSOLVABLE":      {class: ClassResubmit},
-	"ERROR_BAD_DUPLICATES":          {class: ClassResubmit},
-	"ERROR_PROXY_CONNECTION_FAILED": {class: ClassResubmit},
-	"ERROR_RECAPTCHA_TIMEOUT":       {class: ClassResubmit}, // a worker gave up (often a slow proxy)
-	"ERROR_TASK_TIMEOUT":            {class: ClassResubmit}, // CapSolver: not solved within 120 s
-	"ERROR_CAPTCHA_SOLVE_FAILED":    {class: ClassResubmit}, // CapSolver's getTaskResult for a task it failed
-
-	// Capacity, rate limiting and provider-side hiccups: retry later.
-	"ERROR_NO_SLOT_AVAILABLE":     {ClassTransient, 5 * time.Second},  // CaptchaAI: every thread of the plan is busy
-	"MAX_USER_TURN":               {ClassTransient, 10 * time.Second}, // too many in.php requests in a row
-	"ERROR_TOO_MUCH_REQUESTS":     {ClassTransient, 10 * time.Second}, // rate limited (CapMonster: 1 per 2 s)
-	"ERROR_RATE_LIMIT":            {ClassTransient, 10 * time.Second}, // CapSolver's spelling of it
-	"ERROR_ZERO_BALANCE":          {ClassTransient, time.Minute},      // 2captcha: no money; CaptchaAI: no free thread
-	"IP_BANNED":                   {ClassTransient, 5 * time.Minute},  // lifted automatically after 5 minutes
-	"ERROR_IP_BLOCKED":            {ClassTransient, 5 * time.Minute},  // banned for improper use, like IP_BANNED
-	"ERROR_IP_BANNED":             {ClassTransient, 5 * time.Minute},  // CapMonster: too many wrong keys; "try again later"
-	"TOO_MANY_BAD_IMAGES":         {class: ClassTransient},
-	"ERROR_SERVER_ERROR":          {class: ClassTransient},
-	"ERROR_INTERNAL_SERVER_ERROR": {class: ClassTransient},
-	"ERROR_SERVICE_UNAVALIABLE":   {class: ClassTransient}, // CapSolver's spelling
-
-	// Account / key problems: retrying will not help until someone fixes config.
-	"ERROR_WRONG_USER_KEY":     {class: ClassConfig},
-	"ERROR_KEY_DOES_NOT_EXIST": {class: ClassConfig},
-	"ERROR_IP_NOT_ALLOWED":     {class: ClassConfig},
-	"ERROR_IP_ADDRES":          {class: ClassConfig},
-	"ERROR_ACCOUNT_SUSPENDED":  {class: ClassConfig},
-	"ERROR_DOMAIN_NOT_ALLOWED": {class: ClassConfig},
-
-	// Task parameters the provider rejected.
-	"ERROR_PAGEURL":                   {class: ClassConfig},
-	"ERROR_GOOGLEKEY":                 {class: ClassConfig},
-	"ERROR_WRONG_GOOGLEKEY":           {class: ClassConfig},
-	"ERROR_SITEKEY":                   {class: ClassConfig},
-	"ERROR_BAD_TOKEN_OR_PAGEURL":      {class: ClassConfig},
-	"ERROR_BAD_TOKEN":                 {class: ClassConfig},
-	"ERROR_TOKEN_EXPIRED":             {class: ClassConfig},
-	"ERROR_BAD_PARAMETERS":            {class: ClassConfig},
-	"ERROR_BAD_PROXY":                 {class: ClassConfig},
-	"ERROR_PROXY_FORMAT":              {class: ClassConfig},
-	"ERROR_METHOD_CALL":               {class: ClassConfig},
-	"ERROR_NO_SUCH_METHOD":            {class: ClassConfig},
-	"ERROR_EMPTY_ACTION":              {class: ClassConfig},
-	"ERROR_TASK_NOT_SUPPORTED":        {class: ClassConfig},
-	"ERROR_RECAPTCHA_INVALID_SITEKEY": {class: ClassConfig},
-	"ERROR_RECAPTCHA_INVALID_DOMAIN":  {class: ClassConfig},
-	"ERROR_INVALID_TASK_DATA":         {class: ClassConfig},
-	"ERROR_BAD_REQUEST":               {class: ClassConfig},
-
-	// Image problems (method post / base64).
-	"ERROR_WRONG_FILE_EXTENSION":     {class: ClassConfig},
-	"ERROR_TOO_BIG_CAPTCHA_FILESIZE": {class: ClassConfig},
-	"ERROR_ZERO_CAPTCHA_FILESIZE":    {class: ClassConfig},
-	"ERROR_IMAGE_TYPE_NOT_SUPPORTED": {class: ClassConfig},
-	"ERROR_UPLOAD":                   {class: ClassConfig},
-	"ERROR_CAPTCHAIMAGE_BLOCKED":     {class: ClassConfig},
-
-	// The task id is wrong or unknown to the provider.
-	"ERROR_WRONG_ID_FORMAT":   {class: ClassConfig},
-	"ERROR_WRONG_CAPTCHA_ID":  {class: ClassConfig},
-	"ERROR_NO_SUCH_CAPCHA_ID": {class: ClassConfig},
-	"ERROR_TASK_ABSENT":       {class: ClassConfig},
-	"ERROR_TASKID_INVALID":    {class: ClassConfig},
-	"WRONG_CAPTCHA_ID":        {class: ClassConfig},
-
-	// Reports the provider refused to record; repeating them is pointless.
-	"ERROR_DUPLICATE_REPORT":    {class: ClassConfig},
-	"ERROR_REPORT_NOT_RECORDED": {class: ClassConfig},
+func codeTable(classes map[Class]string, waits map[string]time.Duration) map[string]code {
+	out := map[string]code{}
+	for class, words := range classes {
+		for _, w := range strings.Fields(words) {
+			out[w] = code{class: class, wait: waits[w]}
+		}
+	}
+	return out
 }
 
-// Status words the createTask client reports for answers that carry none of their own.
+// Status words the code branches on.
 const (
-	// CodeNotReady is a "processing" (CapSolver: "idle") getTaskResult, in the in.php family's spelling
-	// (CapMonster lists it among its codes), so it is counted and treated as res.php's.
-	CodeNotReady = "CAPTCHA_NOT_READY"
-	// CodeUnsolvable is a "failed" status that came without an error code.
-	CodeUnsolvable = "ERROR_CAPTCHA_UNSOLVABLE"
+	CodeNotReady    = "CAPTCHA_NOT_READY"        // also a "processing" (CapSolver: "idle") getTaskResult
+	CodeUnsolvable  = "ERROR_CAPTCHA_UNSOLVABLE" // also a "failed" status without a code
+	CodeZeroBalance = "ERROR_ZERO_BALANCE"
+	CodeNoSlot      = "ERROR_NO_SLOT_AVAILABLE"
+	CodeDuplicate   = "ERROR_DUPLICATE_REPORT"
+	CodeNotRecorded = "ERROR_REPORT_NOT_RECORDED"
 )
 
 // Canonical is a code as the table spells it: trimmed, upper case.
@@ -125,10 +87,8 @@ func ClassifyCode(c string) Class {
 	if e, ok := codes[c]; ok {
 		return e.class
 	}
-	if n, ok := strings.CutPrefix(c, "ERROR:"); ok {
-		if _, err := strconv.Atoi(strings.TrimSpace(n)); err == nil {
-			return ClassTransient
-		}
+	if strings.HasPrefix(c, "ERROR:") && IsCode(c) {
+		return ClassTransient
 	}
 	return ClassUnknown
 }
@@ -139,15 +99,15 @@ func RetryAfter(c string) time.Duration { return codes[Canonical(c)].wait }
 // KnownCode returns a documented code's canonical spelling and true: a fixed set, so it can label a metric without
 // letting a provider grow the label's cardinality.
 func KnownCode(c string) (string, bool) {
-	if _, ok := codes[Canonical(c)]; ok {
-		return Canonical(c), true
+	_, ok := codes[Canonical(c)]
+	if !ok {
+		return "", false
 	}
-	return "", false
+	return Canonical(c), true
 }
 
-// IsStatusWord reports whether s is a status word rather than a solution (pingbacks put "the token, the answer, or
-// an error code" in one field): a documented code, any ERROR_… word or "ERROR: 1001", upper case only, so a text
-// CAPTCHA's answer ("error_x") is never mistaken for one.
+// IsStatusWord tells a status word from a solution (a pingback's one field holds either): a documented code, any
+// ERROR_… word or "ERROR: 1001", upper case only, so a text CAPTCHA's answer ("error_x") is never one.
 func IsStatusWord(s string) bool {
 	s = strings.TrimSpace(s)
 	if !IsCode(s) {

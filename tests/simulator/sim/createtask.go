@@ -58,7 +58,13 @@ func (s *Simulator) createTaskRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /createTask", s.handleCreateTask)
 	mux.HandleFunc("POST /getTaskResult", s.handleGetTaskResult)
 	mux.HandleFunc("POST /getBalance", s.handleGetBalance)
-	for _, endpoint := range s.profile.ReportEndpoints() {
+	seen := map[string]bool{}
+	for _, rule := range s.profile.Reports {
+		endpoint := rule.Endpoint
+		if seen[endpoint] {
+			continue
+		}
+		seen[endpoint] = true
 		mux.HandleFunc("POST /"+endpoint, func(w http.ResponseWriter, r *http.Request) { s.handleCTReport(w, r, endpoint) })
 	}
 }
@@ -147,7 +153,7 @@ func (s *Simulator) ctSubmission(req ctRequest) (submission, reply, bool) {
 	if err != nil {
 		return submission{}, errReplyf(ErrorBadParameters, "sim_fault: "+err.Error()), false
 	}
-	sub := submission{key: req.ClientKey, method: kind.Method(), taskType: typ, kind: kind, pingback: pingback, faults: faults}
+	sub := submission{key: req.ClientKey, method: methodOf(kind), taskType: typ, kind: kind, pingback: pingback, faults: faults}
 	if req.SimSolveMS != nil {
 		if *req.SimSolveMS < 0 {
 			return sub, errReplyf(ErrorBadParameters, "sim_solve_ms must be a non-negative integer"), false
@@ -226,14 +232,12 @@ func (s *Simulator) createdDoc(rp reply, sub submission) map[string]any {
 		return nil
 	}
 	doc := map[string]any{"taskId": s.idJSON(rp.value)}
-	for _, k := range s.profile.SyncKinds {
-		if k == sub.kind {
-			s.mu.Lock()
-			if t := s.lookup(sub.key, rp.value); t != nil && !t.plan.unsolvable {
-				doc["status"], doc["solution"] = "ready", s.solutionFor(t)
-			}
-			s.mu.Unlock()
+	if s.profile.Flavor == callback.CapSolver && sub.kind == providers.KindImage { // CapSolver solves images within the call
+		s.mu.Lock()
+		if t := s.lookup(sub.key, rp.value); t != nil && !t.plan.unsolvable {
+			doc["status"], doc["solution"] = "ready", s.solutionFor(t)
 		}
+		s.mu.Unlock()
 	}
 	return doc
 }
@@ -251,12 +255,6 @@ func (s *Simulator) idJSON(id string) any {
 func (s *Simulator) solutionFor(t *task) map[string]any {
 	spec, _ := providers.TaskFor(s.profile.Flavor, t.kind)
 	code := CodeFor(t.idStr)
-	switch spec.Solution.Shape {
-	case callback.ShapeGeeTest3:
-		return map[string]any{"challenge": code, "validate": code, "seccode": code}
-	case callback.ShapeGeeTest4:
-		return map[string]any{"captcha_id": code, "lot_number": code, "pass_token": code, "gen_time": code, "captcha_output": code}
-	}
 	out := map[string]any{}
 	for _, f := range spec.Solution.Fields {
 		out[f] = code
@@ -271,7 +269,7 @@ func (s *Simulator) writeCT(w http.ResponseWriter, rp reply, doc map[string]any)
 	if !rp.ok {
 		code := ctCode(rp.value, s.profile.Flavor)
 		doc = map[string]any{"errorId": 1, "errorCode": code, "errorDescription": strings.TrimSpace(errorTexts[rp.value] + " " + rp.detail)}
-		if s.profile.ErrorsWithStatus {
+		if s.profile.Flavor == callback.CapSolver { // CapSolver answers errors with 4xx and the envelope
 			status = http.StatusBadRequest
 			if code == ErrorKeyDoesNotExist {
 				status = http.StatusUnauthorized
@@ -284,6 +282,17 @@ func (s *Simulator) writeCT(w http.ResponseWriter, rp reply, doc map[string]any)
 		doc["errorId"] = 0
 	}
 	writeJSON(w, status, doc)
+}
+
+// methodOf is the in.php method a kind is asked with.
+func methodOf(k providers.Kind) string {
+	switch k {
+	case providers.KindImage:
+		return "base64"
+	case providers.KindHCaptcha, providers.KindTurnstile, providers.KindFunCaptcha, providers.KindGeeTest3, providers.KindGeeTest4:
+		return string(k)
+	}
+	return "userrecaptcha"
 }
 
 // ctCode spells an in.php answer as the createTask protocol does.

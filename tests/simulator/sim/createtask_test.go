@@ -97,11 +97,11 @@ func (cb *callbacks) wait(t *testing.T, n int) []callback.Result {
 }
 
 // result polls getTaskResult until the task is no longer being solved (bounded by waitFor).
-func result(t *testing.T, c *providers.CreateTask, kind providers.Kind, id string) (string, error) {
+func result(t *testing.T, c *providers.CreateTask, _ providers.Kind, id string) (string, error) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
-		code, err := c.Result(context.Background(), kind, id)
+		code, err := c.Get(context.Background(), id)
 		if providers.ClassOf(err) != callback.ClassNotReady || time.Now().After(deadline) {
 			return code, err
 		}
