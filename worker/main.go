@@ -30,13 +30,7 @@ import (
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
-	setPlan := flag.Int("set-provider-threads", -1, "set the task queue's provider-threads plan to N (0 retires admission "+
-		"control), print it and exit; workers must be running. Give the workers PROVIDER_THREADS=N next")
 	flag.Parse()
-	run := run
-	if *setPlan >= 0 || flagSet("set-provider-threads") {
-		run = func(logger *slog.Logger) error { return runSetPlan(logger, *setPlan) }
-	}
 	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)
 		var cfgErr configError
@@ -71,17 +65,11 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	defer c.Close()
-	if err := checkThreadsPlan(ctx, c, cfg.TaskQueue, cfg.ProviderThreads); err != nil {
-		return err
-	}
 	w := newWorker(c, cfg, acts)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
-	if err := ensureThreadsPlanOrWarn(ctx, c, cfg, logger); err != nil {
-		return err
-	}
 
 	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
 	if err := metrics.exportCircuits(acts.Providers, opts.Namespace, cfg.TaskQueue); err != nil {
@@ -163,24 +151,8 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	workflows.Register(w, acts, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
+	workflows.Register(w, acts, workflows.Settings{ProviderThreads: activities.PlannedThreads(acts)})
 	return w
-}
-
-// ensureThreadsPlanOrWarn states this worker's provider-threads plan once it polls: a disagreement with the
-// running plan stops the worker; a failure to check is only logged (the first task that asks starts the semaphore).
-func ensureThreadsPlanOrWarn(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) error {
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	err := ensureThreadsPlan(pctx, c, cfg.TaskQueue, cfg.ProviderThreads, logger)
-	var planErr configError
-	if errors.As(err, &planErr) {
-		return err
-	}
-	if err != nil {
-		logger.Warn("the provider-threads plan could not be checked; the first task that asks for a slot starts the semaphore", "error", err)
-	}
-	return nil
 }
 
 // ensureBalanceScheduleOrWarn keeps the balance schedule as configured; a failure costs the gauge, not a task, so
