@@ -28,6 +28,10 @@ const (
 // spaces a holder's re-assertions and the semaphore's checks for holders that ended.
 const SlotReaskInterval = 30 * time.Second
 
+// ThreadsTaskQueue is where a task queue's semaphores run: their workflow tasks, on the path of every slot
+// handed on, do not wait behind the tasks'.
+func ThreadsTaskQueue(taskQueue string) string { return taskQueue + "/threads" }
+
 // ThreadsWorkflowID is the semaphore of a task queue's provider ("" for the one provider without PROVIDERS_FILE).
 // The '/' is refused in task IDs (captchaflow.ValidateWorkflowID), so no task can take it.
 func ThreadsWorkflowID(taskQueue, provider string) string {
@@ -127,7 +131,7 @@ func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, 
 		}
 	}
 	run, err := c.SignalWithStartWorkflow(ctx, t.Semaphore, AcquireSlotSignal, ask.SlotRequest, client.StartWorkflowOptions{
-		ID: t.Semaphore, TaskQueue: tq, WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		ID: t.Semaphore, TaskQueue: ThreadsTaskQueue(tq), WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}, ThreadsWorkflowType, SemaphoreState{Plan: ask.Plan})
 	if err != nil {
 		return SlotTicket{}, err

@@ -70,6 +70,11 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+	stopThreads, err := startThreadsWorker(c, cfg, acts)
+	if err != nil {
+		return err
+	}
+	defer stopThreads()
 
 	metrics.exportBalanceLowThreshold(opts.Namespace, cfg.ProviderBalanceLow)
 	if err := metrics.exportCircuits(acts.Providers, opts.Namespace, cfg.TaskQueue); err != nil {

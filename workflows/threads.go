@@ -33,6 +33,12 @@ func registerThreads(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(ProviderThreads, workflow.RegisterOptions{Name: activities.ThreadsWorkflowType})
 }
 
+// RegisterThreads registers what a worker of activities.ThreadsTaskQueue runs.
+func RegisterThreads(r worker.Registry, acts *activities.Activities) {
+	registerThreads(r)
+	r.RegisterActivity(acts.CheckSlotHolders)
+}
+
 // ProviderThreads is one provider's semaphore on one task queue: at most st.Plan slots held, first come first
 // served, granted by signal the moment one is free. Holders whose task ended are reclaimed every
 // SlotReaskInterval. Cancellation is ignored (terminate to replace it: tasks re-ask and holders re-assert).
