@@ -22,6 +22,7 @@ const (
 	SlotGrantedSignal   = "slot-granted"
 	SlotsQuery          = "slots"
 	AcquireSlotName     = "AcquireSlot"
+	ReleaseSlotName     = "ReleaseSlot"
 )
 
 // SlotReaskInterval bounds a task's wait for a grant before it asks again (a lost or replaced semaphore), and
@@ -73,6 +74,12 @@ type SlotTicket struct {
 	RunID     string `json:"run_id"` // the task run that asked: a run reset from it replays its grants
 	// Stuck: the semaphore's workflow task keeps failing, so no grant will come; the task submits without one.
 	Stuck bool `json:"stuck,omitempty"`
+}
+
+// SlotRelease is ReleaseSlot's input: the request whose slot Semaphore gets back.
+type SlotRelease struct {
+	SlotRequest
+	Semaphore string `json:"semaphore"`
 }
 
 // SlotGrant tells run RunID that its submission Seq holds a slot of Semaphore.
@@ -138,6 +145,17 @@ func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, 
 	}
 	t.Run = run.GetRunID()
 	return t, nil
+}
+
+// ReleaseSlot gives the slot back. A local activity, so that a task releasing as it completes costs no further
+// workflow task; a semaphore that no longer runs has nothing to give back to.
+func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRelease) error {
+	err := activity.GetClient(ctx).SignalWorkflow(ctx, rel.Semaphore, "", ReleaseSlotSignal, rel.SlotRequest)
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	return err
 }
 
 // chooseProvider is the first candidate that serves the method with its circuit not open ("" without

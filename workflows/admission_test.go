@@ -38,9 +38,8 @@ func newPlanSemaphore(t *testing.T, plan int) *planSemaphore {
 	p.start = p.env.Now()
 	Register(p.env, &activities.Activities{}, Settings{ProviderThreads: plan})
 	p.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(p.acquire)
-	p.env.OnSignalExternalWorkflow(mock.Anything, testSemaphore, "",
-		activities.ReleaseSlotSignal, mock.Anything).Return(func(_, _, _, _ string, arg any) error {
-		p.release(arg.(activities.SlotRequest).Seq)
+	p.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRelease) error {
+		p.release(rel.Seq)
 		return nil
 	})
 	return p

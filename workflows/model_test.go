@@ -490,11 +490,10 @@ func (s *schedule) mockSlots() {
 		s.logf("AcquireSlot %v ask %d: held %v, queued %d", key, s.sem.asked[key], s.sem.held, len(s.sem.queue))
 		return ticket, nil
 	})
-	s.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.ReleaseSlotSignal, mock.Anything).Return(
-		func(_, _, _, _ string, arg any) error {
+	s.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, rel activities.SlotRelease) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			rel, _ := arg.(activities.SlotRequest)
 			key := modelSlot{rel.WorkflowID, rel.Seq}
 			delete(s.sem.held, key)
 			s.sem.queue = slices.DeleteFunc(s.sem.queue, func(q slotAsk) bool { return q.key == key })

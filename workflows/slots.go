@@ -24,8 +24,7 @@ type admission struct {
 	hold        hold
 	// kept are the slots of submissions still open when their attempt ended (a lost answer whose wait is over).
 	kept []keptSlot
-	// releasing are the release signals not yet known delivered: the solve waits for them before it ends (a
-	// signal sent as the workflow completes is dropped).
+	// releasing are the releases not yet known delivered: the solve waits for them before it ends.
 	releasing []workflow.Future
 }
 
@@ -230,14 +229,16 @@ func (s *solver) releaseKept(ctx workflow.Context, all bool) {
 	}
 }
 
-// releaseTo signals the release of request seq to semaphore, from a disconnected context so that a cancelled task
+// releaseTo gives the slot of request seq back to semaphore, from a disconnected context so that a cancelled task
 // still releases.
 func (s *solver) releaseTo(ctx workflow.Context, semaphore string, seq int) {
 	if semaphore == "" {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	dctx = workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
+		ScheduleToCloseTimeout: askPatience, RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second}})
 	info := workflow.GetInfo(ctx).WorkflowExecution
-	s.admission.releasing = append(s.admission.releasing, workflow.SignalExternalWorkflow(dctx, semaphore, "",
-		activities.ReleaseSlotSignal, activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: seq}))
+	s.admission.releasing = append(s.admission.releasing, workflow.ExecuteLocalActivity(dctx, activities.ReleaseSlotName,
+		activities.SlotRelease{Semaphore: semaphore, SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: seq}}))
 }

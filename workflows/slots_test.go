@@ -37,9 +37,9 @@ func newSlotEnv(t *testing.T) *slotEnv {
 			e.acquired = append(e.acquired, ask.SlotRequest)
 			return activities.SlotTicket{Semaphore: testSemaphore, Run: "r1", RunID: ask.RunID, Stuck: e.stuck && ask.Ticket != nil}, nil
 		})
-	e.env.OnSignalExternalWorkflow(mock.Anything, testSemaphore, "",
-		activities.ReleaseSlotSignal, mock.Anything).Return(func(_, _, _, _ string, arg any) error {
-		e.released = append(e.released, arg.(activities.SlotRequest))
+	e.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRelease) error {
+		require.Equal(t, testSemaphore, rel.Semaphore)
+		e.released = append(e.released, rel.SlotRequest)
 		return nil
 	})
 	return e
