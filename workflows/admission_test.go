@@ -48,7 +48,6 @@ func newPlanSemaphore(t *testing.T, plan int) *planSemaphore {
 func (p *planSemaphore) acquire(_ context.Context, ask activities.SlotAsk) (activities.SlotTicket, error) {
 	t := activities.SlotTicket{Semaphore: testSemaphore, Run: "r1", RunID: ask.RunID}
 	switch {
-	case ask.Held:
 	case slices.Contains(p.held, ask.Seq) || len(p.held) < p.plan:
 		p.release(ask.Seq) // out of the queue
 		p.held = append(p.held, ask.Seq)

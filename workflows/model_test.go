@@ -467,10 +467,6 @@ func (s *schedule) mockSlots() {
 		m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
 		key := modelSlot{m.wid, ask.Seq}
 		ticket := activities.SlotTicket{Semaphore: "sem", Run: "r1", RunID: ask.RunID}
-		if ask.Held {
-			s.logf("AcquireSlot seq=%d: the holder re-asserts its slot", ask.Seq)
-			return ticket, nil
-		}
 		s.sem.asked[key]++
 		if s.sem.lost && s.sem.asked[key] == 1 {
 			s.logf("AcquireSlot %v: the semaphore is lost", key)

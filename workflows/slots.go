@@ -11,17 +11,17 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// The task's side of provider thread admission: before each submission it asks its provider's semaphore for a
-// slot (phase queued) and holds it until that submission settles.
+// askPatience bounds the retries of one AcquireSlot or ReleaseSlot (Temporal unreachable from the worker).
+const askPatience = time.Minute
 
-// admission is the task's slot state.
+// admission is the task's side of provider thread admission: before each submission it asks its provider's
+// semaphore for a slot (phase queued) and holds it until that submission settles.
 type admission struct {
 	decided, on bool
 	seq         int // the submission whose slot is asked or held
 	granted     bool
-	released    bool // the current request's slot was given back (its submission resolved)
+	released    bool // the current request's slot was given back
 	ticket      activities.SlotTicket
-	hold        hold
 	// kept are the slots of submissions still open when their attempt ended (a lost answer whose wait is over).
 	kept []keptSlot
 	// releasing are the releases not yet known delivered: the solve waits for them before it ends.
@@ -34,46 +34,11 @@ type keptSlot struct {
 	sub       *submission
 }
 
-// hold re-asserts a held slot every SlotReaskInterval, so that a replaced semaphore counts it.
-type hold struct {
-	timer  workflow.Future
-	cancel workflow.CancelFunc
-	assert workflow.Future
-}
+// keepSlot has nothing to keep alive: a slot needs no renewal.
+func (s *solver) keepSlot(workflow.Context) []workflow.Future { return nil }
 
-// keepSlot runs the hold's timer and re-assertions; the wait selects on what it returns.
-func (s *solver) keepSlot(ctx workflow.Context) []workflow.Future {
-	a := &s.admission
-	if !a.granted || a.ticket.Semaphore == "" {
-		return nil
-	}
-	h := &a.hold
-	if h.assert != nil && h.assert.IsReady() {
-		var t activities.SlotTicket
-		if h.assert.Get(ctx, &t) == nil {
-			a.ticket.Run = t.Run
-		}
-		h.assert = nil
-	}
-	if h.timer != nil && h.timer.IsReady() {
-		h.timer, h.assert = nil, s.askSlot(ctx, true)
-	}
-	if h.timer == nil {
-		var tctx workflow.Context
-		tctx, h.cancel = workflow.WithCancel(ctx)
-		h.timer = workflow.NewTimer(tctx, activities.SlotReaskInterval)
-	}
-	return []workflow.Future{h.timer, h.assert}
-}
-
-// stopHold ends the hold when its submission resolves.
-func (a *admission) stopHold() {
-	if a.hold.cancel != nil {
-		a.hold.cancel()
-	}
-	a.hold = hold{}
-	a.granted, a.released = false, true
-}
+// stopHold marks the current request's slot given back.
+func (a *admission) stopHold() { a.granted, a.released = false, true }
 
 // onGrant takes a grant for the request being asked, and tells whether it is this run's but for a request already
 // given up (it is sent back).
@@ -134,28 +99,26 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	return release, outcome{}, true
 }
 
-// acquireSlot asks for the slot and waits, in PhaseQueued, for the grant, asking again every SlotReaskInterval.
-// A semaphore that cannot be asked, or whose workflow task keeps failing, does not strand the task: it submits
-// without a slot, counted as over the plan.
+// acquireSlot asks for the slot and waits in PhaseQueued for the grant, asking again every SlotReaskInterval. A
+// semaphore that cannot be asked, or whose workflow task keeps failing, is passed by (counted): it strands nobody.
 func (s *solver) acquireSlot(ctx workflow.Context) error {
 	a := &s.admission
 	phase := captchaflow.PhaseQueued
 	if s.status.Waiting != "" {
-		phase = captchaflow.PhaseAwaitingBalance // the pause goes on while the task queues
+		phase = captchaflow.PhaseAwaitingBalance // a zero-balance pause goes on while the task queues
 	}
 	s.setPhaseSearchable(ctx, phase)
 	queuedAt := workflow.Now(ctx)
 	for !a.granted && s.table.answered() == nil {
 		s.releaseKept(ctx, false)
-		f := s.askSlot(ctx, false)
+		f := workflow.ExecuteLocalActivity(localOptions(ctx, s.remaining(ctx)), activities.AcquireSlotName, s.slotAsk(ctx))
 		s.waitFor(ctx, f)
 		err := f.Get(ctx, &a.ticket)
 		switch {
 		case err != nil && (temporal.IsCanceledError(err) || s.remaining(ctx) <= 0):
 			return cmp.Or(ctx.Err(), deadlineExceeded(s.in.DeadlineSeconds))
 		case err != nil || a.ticket.Stuck:
-			s.logger.Warn("the provider-threads semaphore does not answer: submitting without a slot", "Error", err,
-				"Semaphore", a.ticket.Semaphore)
+			s.logger.Warn("the provider-threads semaphore does not answer: submitting without a slot", "Error", err)
 			workflow.GetMetricsHandler(ctx).Counter(MetricSlotsOverPlan).Inc(1)
 			return nil
 		case a.ticket.Semaphore == "":
@@ -169,25 +132,21 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 	return nil
 }
 
-// askPatience bounds the retries of one AcquireSlot (Temporal unreachable from the worker).
-const askPatience = time.Minute
-
-// askSlot runs AcquireSlot for the current submission (held: a holder's re-assertion).
-func (s *solver) askSlot(ctx workflow.Context, held bool) workflow.Future {
-	a := &s.admission
+func (s *solver) slotAsk(ctx workflow.Context) activities.SlotAsk {
 	info := workflow.GetInfo(ctx).WorkflowExecution
-	ask := activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: a.seq, Held: held},
+	ask := activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: s.admission.seq},
 		Method: s.in.Method, Params: s.in.Params, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid}
-	if a.ticket.Semaphore != "" {
-		ticket := a.ticket
-		ask.Ticket = &ticket
+	if t := s.admission.ticket; t.Semaphore != "" {
+		ask.Ticket = &t
 	}
-	patience := min(max(s.remaining(ctx), time.Second), askPatience)
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second, ScheduleToCloseTimeout: patience,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second},
-	})
-	return workflow.ExecuteLocalActivity(lctx, activities.AcquireSlotName, ask) // by name: it runs the registered instance
+	return ask
+}
+
+// localOptions bound a slot's local activity by askPatience and the time left.
+func localOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
+		ScheduleToCloseTimeout: min(max(remaining, time.Second), askPatience),
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second}})
 }
 
 // awaitGrant waits for the grant one re-ask interval at most, ending early when a lost submission answers.
@@ -236,9 +195,7 @@ func (s *solver) releaseTo(ctx workflow.Context, semaphore string, seq int) {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	dctx = workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
-		ScheduleToCloseTimeout: askPatience, RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second}})
 	info := workflow.GetInfo(ctx).WorkflowExecution
-	s.admission.releasing = append(s.admission.releasing, workflow.ExecuteLocalActivity(dctx, activities.ReleaseSlotName,
-		activities.SlotRelease{Semaphore: semaphore, SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: seq}}))
+	s.admission.releasing = append(s.admission.releasing, workflow.ExecuteLocalActivity(localOptions(dctx, askPatience),
+		activities.ReleaseSlotName, activities.SlotRelease{Semaphore: semaphore, WorkflowID: info.ID, RunID: info.RunID, Seq: seq}))
 }

@@ -39,7 +39,7 @@ func newSlotEnv(t *testing.T) *slotEnv {
 		})
 	e.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRelease) error {
 		require.Equal(t, testSemaphore, rel.Semaphore)
-		e.released = append(e.released, rel.SlotRequest)
+		e.released = append(e.released, rel)
 		return nil
 	})
 	return e
@@ -101,7 +101,7 @@ func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
 	for _, req := range e.acquired {
 		assert.Equal(t, 1, req.Seq, "every re-ask is for the same request")
 	}
-	assert.Equal(t, []activities.SlotRequest{{WorkflowID: e.acquired[0].WorkflowID, RunID: e.acquired[0].RunID, Seq: 1}}, e.released)
+	assert.Equal(t, []activities.SlotRequest{{WorkflowID: e.acquired[0].WorkflowID, RunID: e.acquired[0].RunID, Seq: 1, Semaphore: testSemaphore}}, e.released)
 }
 
 func TestSlotReleasedOnUnsolvableAndRequeuedForTheResubmission(t *testing.T) {
@@ -199,9 +199,8 @@ func TestNoSlotsWhenProviderThreadsUnset(t *testing.T) {
 	env.AssertActivityNotCalled(t, activities.AcquireSlotName, mock.Anything, mock.Anything)
 }
 
-// A holder re-asserts its slot every activities.SlotReaskInterval while its submission lasts (a replaced semaphore
-// learns its holders from it), and a grant for another run is not taken.
-func TestHolderReassertsItsSlotAndIgnoresOtherRunsGrants(t *testing.T) {
+// A grant for another run is not taken; the slot is held, with no renewal, while the submission lasts.
+func TestGrantForAnotherRunIsNotTaken(t *testing.T) {
 	e := newSlotEnv(t)
 	e.submits("111")
 	e.env.RegisterDelayedCallback(func() {
@@ -210,24 +209,13 @@ func TestHolderReassertsItsSlotAndIgnoresOtherRunsGrants(t *testing.T) {
 	e.env.RegisterDelayedCallback(func() {
 		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "another run's grant is not this task's")
 	}, 2*time.Second)
-	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 1, RunID: testRunID})
-	}, 3*time.Second)
+	e.grantAt(3*time.Second, 1)
 	e.env.RegisterDelayedCallback(func() {
 		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
-	}, 100*time.Second) // the callback timeout is 120 s: the submission waits 97 s holding its slot
+	}, 100*time.Second)
 	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
 
 	require.NoError(t, e.env.GetWorkflowError())
-	var held []activities.SlotRequest
-	for _, req := range e.acquired {
-		if req.Held {
-			held = append(held, req)
-		}
-	}
-	assert.Len(t, held, 3, "re-asserted at 30, 60 and 90 s of the 97 s held")
-	for _, req := range held {
-		assert.Equal(t, 1, req.Seq)
-	}
+	assert.Len(t, e.acquired, 1, "granted before the first re-ask; holding asks nothing")
 	assert.Len(t, e.released, 1)
 }

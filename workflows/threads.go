@@ -12,17 +12,15 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// Metrics of provider thread admission, from the semaphore (tag semaphore: its workflow ID) and the tasks.
+// Metrics of provider thread admission; the semaphore's gauges carry the tag semaphore (its workflow ID).
 const (
-	MetricSlotsInUse = "captchaflow_provider_slots_in_use"
-	MetricSlotsPlan  = "captchaflow_provider_slots_plan"
-	MetricSlotsQueue = "captchaflow_provider_slots_queued"
-	// MetricSlotsReclaimed counts slots taken back from holders whose task ended without releasing them.
+	MetricSlotsInUse     = "captchaflow_provider_slots_in_use"
+	MetricSlotsPlan      = "captchaflow_provider_slots_plan"
+	MetricSlotsQueue     = "captchaflow_provider_slots_queued"
 	MetricSlotsReclaimed = "captchaflow_provider_slots_reclaimed_total"
-	// MetricSlotsOverPlan counts slots in use above the plan: holders a replaced semaphore learns of as they
-	// re-assert, and tasks that waited past their patience and submitted without a grant.
+	// MetricSlotsOverPlan counts slots used beside the count: released into a semaphore that did not know them (it
+	// replaced the one that granted them), or taken without a grant from a semaphore that does not answer.
 	MetricSlotsOverPlan = "captchaflow_provider_slots_over_plan_total"
-	// MetricSlotQueueWait is how long a submission waited in PhaseQueued for its slot.
 	MetricSlotQueueWait = "captchaflow_slot_queue_wait_seconds"
 )
 
@@ -39,19 +37,28 @@ func RegisterThreads(r worker.Registry, acts *activities.Activities) {
 	r.RegisterActivity(acts.CheckSlotHolders)
 }
 
-// ProviderThreads is one provider's semaphore on one task queue: at most st.Plan slots held, first come first
-// served, granted by signal the moment one is free. Holders whose task ended are reclaimed every
-// SlotReaskInterval. Cancellation is ignored (terminate to replace it: tasks re-ask and holders re-assert).
+func same(a activities.SlotRequest) func(activities.SlotRequest) bool {
+	return func(b activities.SlotRequest) bool { return a.WorkflowID == b.WorkflowID && a.Seq == b.Seq }
+}
+
+// semaphore is one provider's slots: the holders, and the asks waiting in order.
+type semaphore struct {
+	id             string
+	plan           int
+	holders, queue []activities.SlotRequest
+	inFlight       int // grants not yet known delivered, and a holder check running
+	timer          workflow.Future
+	wake           workflow.Channel
+}
+
+// ProviderThreads grants at most st.Plan slots, first come first served, by signal the moment one is free, and
+// takes back every SlotReaskInterval the slots of holders whose task ended. Cancelling it does nothing.
 func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	s := &semaphore{plan: st.Plan, holders: st.Holders, queued: map[slotKey]activities.SlotRequest{},
-		id: workflow.GetInfo(ctx).WorkflowExecution.ID, wake: workflow.NewBufferedChannel(ctx, 1)}
-	for _, r := range st.Queue {
-		s.enqueue(r)
-	}
+	s := &semaphore{id: workflow.GetInfo(ctx).WorkflowExecution.ID, plan: st.Plan, holders: st.Holders, queue: st.Queue,
+		wake: workflow.NewBufferedChannel(ctx, 1)}
 	if err := workflow.SetQueryHandler(ctx, activities.SlotsQuery, func() (activities.SlotsView, error) {
-		return activities.SlotsView{Plan: s.plan, InUse: len(s.holders), Queued: len(s.queued),
-			Holders: append([]activities.SlotRequest{}, s.holders...)}, nil
+		return activities.SlotsView{Plan: s.plan, InUse: len(s.holders), Queued: len(s.queue), Holders: slices.Clone(s.holders)}, nil
 	}); err != nil {
 		return err
 	}
@@ -78,25 +85,6 @@ func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
 	}
 }
 
-type slotKey struct {
-	wid string
-	seq int
-}
-
-func keyOf(r activities.SlotRequest) slotKey { return slotKey{r.WorkflowID, r.Seq} }
-
-type semaphore struct {
-	id      string
-	plan    int
-	holders []activities.SlotRequest
-	// queue is the order of asks; queued holds those still waiting (a release or a grant removes them).
-	queue    []slotKey
-	queued   map[slotKey]activities.SlotRequest
-	inFlight int // grants sent and not yet known delivered, and a holder check running
-	timer    workflow.Future
-	wake     workflow.Channel
-}
-
 func (s *semaphore) drain(ctx workflow.Context, acquire, release workflow.ReceiveChannel) {
 	for {
 		var r activities.SlotRequest
@@ -104,60 +92,43 @@ func (s *semaphore) drain(ctx workflow.Context, acquire, release workflow.Receiv
 		case acquire.ReceiveAsync(&r):
 			s.onAcquire(ctx, r)
 		case release.ReceiveAsync(&r):
-			s.drop(keyOf(r))
+			if !s.drop(r) {
+				workflow.GetMetricsHandler(ctx).Counter(MetricSlotsOverPlan).Inc(1)
+			}
 		default:
 			return
 		}
 	}
 }
 
-// onAcquire takes an ask or a re-assertion. A request already held is granted again to the run asking (its
-// grant was lost, or it is a reset run); one already queued keeps its place.
+// onAcquire queues an ask; one already held is granted again to the run asking (its grant was lost, or a reset run
+// asks), one already queued keeps its place.
 func (s *semaphore) onAcquire(ctx workflow.Context, r activities.SlotRequest) {
 	if r.Plan > 0 {
-		s.plan = r.Plan
+		s.plan = r.Plan // the latest ask's plan is the plan
 	}
-	k := keyOf(r)
-	if i := slices.IndexFunc(s.holders, func(h activities.SlotRequest) bool { return keyOf(h) == k }); i >= 0 {
-		if !r.Held {
-			s.holders[i].RunID = r.RunID
-			s.send(ctx, r)
-		}
-		return
+	r.Plan = 0
+	if i := slices.IndexFunc(s.holders, same(r)); i >= 0 {
+		s.holders[i] = r
+		s.send(ctx, r)
+	} else if i := slices.IndexFunc(s.queue, same(r)); i >= 0 {
+		s.queue[i] = r
+	} else {
+		s.queue = append(s.queue, r)
 	}
-	if r.Held {
-		s.holders = append(s.holders, r)
-		if len(s.holders) > s.plan {
-			workflow.GetMetricsHandler(ctx).Counter(MetricSlotsOverPlan).Inc(1)
-		}
-		return
-	}
-	s.enqueue(r)
 }
 
-func (s *semaphore) enqueue(r activities.SlotRequest) {
-	if _, ok := s.queued[keyOf(r)]; !ok {
-		s.queue = append(s.queue, keyOf(r))
-	}
-	r.Held, r.Plan = false, 0
-	s.queued[keyOf(r)] = r
-}
-
-// drop frees k's slot or takes it out of the queue.
-func (s *semaphore) drop(k slotKey) {
-	s.holders = slices.DeleteFunc(s.holders, func(h activities.SlotRequest) bool { return keyOf(h) == k })
-	delete(s.queued, k)
+// drop frees r's slot or takes it out of the queue, and tells whether it knew r.
+func (s *semaphore) drop(r activities.SlotRequest) bool {
+	n := len(s.holders) + len(s.queue)
+	s.holders, s.queue = slices.DeleteFunc(s.holders, same(r)), slices.DeleteFunc(s.queue, same(r))
+	return len(s.holders)+len(s.queue) < n
 }
 
 func (s *semaphore) grant(ctx workflow.Context) {
-	for len(s.holders) < s.plan && len(s.queue) > 0 {
-		k := s.queue[0]
-		s.queue = s.queue[1:]
-		if r, ok := s.queued[k]; ok {
-			delete(s.queued, k)
-			s.holders = append(s.holders, r)
-			s.send(ctx, r)
-		}
+	for ; len(s.holders) < s.plan && len(s.queue) > 0; s.queue = s.queue[1:] {
+		s.holders = append(s.holders, s.queue[0])
+		s.send(ctx, s.queue[0])
 	}
 }
 
@@ -167,8 +138,8 @@ func (s *semaphore) send(ctx workflow.Context, r activities.SlotRequest) {
 		activities.SlotGrant{Seq: r.Seq, RunID: r.RunID, Semaphore: s.id})
 	s.inFlight++
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if f.Get(ctx, nil) != nil && slices.ContainsFunc(s.holders, func(h activities.SlotRequest) bool { return h.RunID == r.RunID && keyOf(h) == keyOf(r) }) {
-			s.drop(keyOf(r))
+		if f.Get(ctx, nil) != nil && slices.Contains(s.holders, r) {
+			s.drop(r)
 		}
 		s.inFlight--
 		s.wake.SendAsync(nil)
@@ -180,15 +151,14 @@ func (s *semaphore) reclaim(ctx workflow.Context) {
 	s.inFlight++
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		defer func() { s.inFlight--; s.wake.SendAsync(nil) }()
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
 		var dead []activities.SlotRequest
 		if err := workflow.ExecuteActivity(actx, acts.CheckSlotHolders, s.holders).Get(ctx, &dead); err != nil {
 			workflow.GetLogger(ctx).Warn("could not check the slot holders; trying again later", "Error", err)
-			return
 		}
 		for _, h := range dead {
-			s.drop(keyOf(h))
+			s.drop(h)
 		}
 		workflow.GetMetricsHandler(ctx).Counter(MetricSlotsReclaimed).Inc(int64(len(dead)))
 	})
@@ -198,8 +168,8 @@ func (s *semaphore) report(ctx workflow.Context) {
 	m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"semaphore": s.id})
 	m.Gauge(MetricSlotsInUse).Update(float64(len(s.holders)))
 	m.Gauge(MetricSlotsPlan).Update(float64(s.plan))
-	m.Gauge(MetricSlotsQueue).Update(float64(len(s.queued)))
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**provider threads:** %d/%d in use · %d queued", len(s.holders), s.plan, len(s.queued)))
+	m.Gauge(MetricSlotsQueue).Update(float64(len(s.queue)))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**provider threads:** %d/%d in use · %d queued", len(s.holders), s.plan, len(s.queue)))
 }
 
 // continueAsNew hands holders and queue to the next run once every grant and check has settled.
@@ -208,12 +178,6 @@ func (s *semaphore) continueAsNew(ctx workflow.Context, acquire, release workflo
 		return err
 	}
 	s.drain(ctx, acquire, release)
-	st := activities.SemaphoreState{Plan: s.plan, Holders: s.holders}
-	for _, k := range s.queue {
-		if r, ok := s.queued[k]; ok {
-			st.Queue = append(st.Queue, r)
-			delete(s.queued, k) // a key queued twice is carried once
-		}
-	}
-	return workflow.NewContinueAsNewError(ctx, activities.ThreadsWorkflowType, st)
+	return workflow.NewContinueAsNewError(ctx, activities.ThreadsWorkflowType,
+		activities.SemaphoreState{Plan: s.plan, Holders: s.holders, Queue: s.queue})
 }

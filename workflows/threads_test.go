@@ -95,21 +95,22 @@ func TestSemaphoreGrantsAtOnceThenInArrivalOrderOnRelease(t *testing.T) {
 	assert.Empty(t, next.Queue)
 }
 
-// The latest ask's plan wins; a holder re-asserting a slot the semaphore does not know is counted, even above it.
-func TestSemaphorePlanIsTheLatestAsksAndReassertedHoldersCount(t *testing.T) {
+// The latest ask's plan is the plan; a release the semaphore does not know (a slot its predecessor granted) is
+// counted over the plan, not taken from anyone.
+func TestSemaphorePlanIsTheLatestAsks(t *testing.T) {
 	e := newSemEnv(t)
-	e.at(time.Second, activities.AcquireSlotSignal, activities.SlotRequest{WorkflowID: "a", RunID: "r", Seq: 1, Held: true})
-	e.at(2*time.Second, activities.AcquireSlotSignal, activities.SlotRequest{WorkflowID: "b", RunID: "r", Seq: 1, Held: true})
-	e.at(3*time.Second, activities.AcquireSlotSignal, ask("c", 1, "r"))
+	e.at(time.Second, activities.AcquireSlotSignal, ask("a", 1, "r"))
+	e.at(2*time.Second, activities.AcquireSlotSignal, ask("b", 1, "r"))
+	e.at(3*time.Second, activities.ReleaseSlotSignal, ask("old", 1, "r"))
 	e.env.RegisterDelayedCallback(func() {
 		v := e.view()
-		assert.Equal(t, 2, v.InUse, "re-asserted above the plan of 1")
+		assert.Equal(t, 1, v.InUse, "plan 1")
 		assert.Equal(t, 1, v.Queued)
 	}, 4*time.Second)
 	e.at(5*time.Second, activities.AcquireSlotSignal, activities.SlotRequest{WorkflowID: "c", RunID: "r", Seq: 1, Plan: 3})
 	next := e.run(activities.SemaphoreState{Plan: 1}, 6*time.Second)
 
-	assert.Equal(t, []string{"c/1@r"}, e.grants, "granted once the plan grew to 3")
+	assert.Equal(t, []string{"a/1@r", "b/1@r", "c/1@r"}, e.grants, "b and c granted once the plan grew to 3")
 	assert.Equal(t, 3, next.Plan)
 	assert.Len(t, next.Holders, 3)
 }
