@@ -20,7 +20,7 @@ var acts *activities.Activities
 // Settings are the worker settings that change what SolveCaptcha does. Each reaches a task as recorded data (a
 // version marker asked once per task), so replay and a rolling change of a setting agree.
 type Settings struct {
-	// ProviderThreads is PROVIDER_THREADS (0: unset): each submission then holds one of the plan's slots.
+	// ProviderThreads is the worker's largest plan (activities.PlannedThreads; 0: none): submissions then hold slots.
 	ProviderThreads int
 }
 

@@ -60,9 +60,8 @@ type Worker struct {
 	// 0 (unset) exports nothing and the alert stays quiet.
 	ProviderBalanceLow float64 `env:"PROVIDER_BALANCE_LOW" envDefault:"0"`
 	// ProviderThreads is the provider plan's thread count: at most this many provider tasks in flight across
-	// every worker of the task queue, the rest wait in phase queued (0 or unset: no admission control). It is one
-	// value per task queue, held by the queue's semaphore: a worker whose value disagrees refuses to start, and
-	// `worker -set-provider-threads N` changes it.
+	// every worker of the task queue, the rest wait in phase queued (0 or unset: no admission control). Without
+	// PROVIDERS_FILE only; each ask carries it, the latest wins.
 	ProviderThreads int `env:"PROVIDER_THREADS" envDefault:"0"`
 	// ProvidersFile names the YAML file of providers (see internal/providers); empty: CAPTCHAAI_* is the one provider.
 	ProvidersFile string `env:"PROVIDERS_FILE"`
