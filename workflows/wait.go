@@ -154,9 +154,7 @@ func (s *solver) receiveGrant(ctx workflow.Context, c workflow.ReceiveChannel) b
 	}
 	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
 	// Grants name the run that asked: this one or, replayed after a reset, one of its reset chain.
-	ours := func(r string) bool {
-		return r != "" && (r == run || r == s.table.runID || r == s.admission.ticket.RunID)
-	}
+	ours := func(r string) bool { return r != "" && (r == run || r == s.table.runID || r == s.admission.ticket.RunID) }
 	if s.admission.onGrant(g, ours) {
 		s.logger.Info("a grant for a request already given up: sent back", "Seq", g.Seq)
 		s.releaseTo(ctx, g.Semaphore, g.Seq)
