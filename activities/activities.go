@@ -36,8 +36,6 @@ type Activities struct {
 
 	httpOnce   sync.Once
 	httpClient *http.Client
-	slotsOnce  sync.Once
-	slots      *slotClient
 }
 
 // DefaultDeliveryTimeout bounds one POST to notify_url when Activities.DeliveryTimeout is zero.

@@ -3,246 +3,179 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"golang.org/x/sync/errgroup"
-
-	"github.com/captchaflow/captchaflow"
 )
 
-// Provider thread admission (PROVIDER_THREADS): one ProviderThreads workflow per namespace and task queue hands
-// out the slots; a SolveCaptcha task asks for one with AcquireSlot, holds it at once (SlotTicket.Granted) or is
-// granted it later by the SlotGrantedSignal, and gives it back with the ReleaseSlotSignal. The names and shapes live
-// here because AcquireSlot and the worker's plan check talk to the workflow.
+// Provider thread admission, in the shape of samples-go `mutex`: a ProviderThreads workflow per task queue and
+// provider counts the slots; a task asks by signal-with-start (AcquireSlot), is granted by the SlotGrantedSignal
+// and gives the slot back with the ReleaseSlotSignal (ReleaseSlot).
 const (
-	// ThreadsWorkflowType is the registered name of the semaphore workflow.
 	ThreadsWorkflowType = "ProviderThreads"
-	// AcquireSlotsUpdate ([]SlotRequest → []SlotTicket, one per request) is how AcquireSlot asks: the requests of
-	// every AcquireSlot running on a worker at that moment travel in one update.
-	AcquireSlotsUpdate = "acquire-slots"
-	// PlanUpdate (PlanChange → the plan in force) checks or sets the thread count.
-	PlanUpdate = "plan"
-	// AcquireSlotSignal (a SlotRequest) queues a request without an answer: a grant always follows. Kept for
-	// requesters that cannot take an answer (and the benchmark's signal-only design).
-	AcquireSlotSignal = "acquire"
-	// ReleaseSlotSignal (a SlotRelease) gives a slot back or leaves the queue; SlotGrantedSignal (a SlotGrant)
-	// tells a task its turn has come.
-	ReleaseSlotSignal = "release"
-	SlotGrantedSignal = "slot-granted"
-	// SlotsQuery answers a SlotsView.
-	SlotsQuery = "slots"
-	// MemoEpoch and MemoPlan are the semaphore's memo fields: its epoch and plan, readable by DescribeWorkflow
-	// without a worker (AcquireSlot's re-ask check and the worker's start check).
-	MemoEpoch = "epoch"
-	MemoPlan  = "plan"
-
-	AcquireSlotName      = "AcquireSlot"
-	CheckSlotHoldersName = "CheckSlotHolders"
+	AcquireSlotSignal   = "acquire"
+	ReleaseSlotSignal   = "release"
+	SlotGrantedSignal   = "slot-granted"
+	SlotsQuery          = "slots"
+	AcquireSlotName     = "AcquireSlot"
+	ReleaseSlotName     = "ReleaseSlot"
 )
 
-// SlotReaskInterval is how often a queued task re-asks for its slot and a holder re-asserts it (the bound on
-// recovering from a replaced semaphore).
+// SlotReaskInterval bounds a task's wait for a grant before it asks again, and spaces the semaphore's holder checks.
 const SlotReaskInterval = 30 * time.Second
 
-// ThreadsWorkflowID is the semaphore's workflow ID for a task queue: one per namespace and task queue. The '/' in
-// its prefix is refused by the task-ID rule (captchaflow.ValidateWorkflowID), so no task can take the ID, and no
-// report ID ("<task ID>/report") can be it either.
-func ThreadsWorkflowID(taskQueue string) string { return threadsIDPrefix + taskQueue }
+// ThreadsTaskQueue is where a task queue's semaphores run, so that their workflow tasks (on the path of every slot
+// handed on) do not wait behind the tasks'.
+func ThreadsTaskQueue(taskQueue string) string { return taskQueue + "/threads" }
 
-const threadsIDPrefix = "captchaflow/threads/"
+// ThreadsWorkflowID is the semaphore of a provider ("" without PROVIDERS_FILE); task IDs cannot hold a '/'.
+func ThreadsWorkflowID(taskQueue, provider string) string {
+	if provider == "" {
+		return "captchaflow/threads/" + taskQueue
+	}
+	return "captchaflow/threads/" + taskQueue + "/" + provider
+}
 
-// LegacyThreadsWorkflowID is the ID the first release's semaphore ran under (a valid task ID, hence replaced).
-func LegacyThreadsWorkflowID(taskQueue string) string { return "captchaflow-threads:" + taskQueue }
-
-// SlotRequest asks for a slot for one submission (Seq) of the task WorkflowID/RunID.
+// SlotRequest names submission Seq of the task run WorkflowID/RunID: an ask (carrying the asking worker's plan), a
+// grant or a release (naming its semaphore).
 type SlotRequest struct {
-	WorkflowID string `json:"workflow_id"`
+	WorkflowID string `json:"workflow_id,omitempty"`
 	RunID      string `json:"run_id"`
 	Seq        int    `json:"seq"`
-	// Threads is what tasks of the first PROVIDER_THREADS release sent (their worker's setting); new tasks leave it
-	// 0. A request with it is answered by a SlotGrantedSignal, never Granted at once (such a task waits for one).
-	Threads     int       `json:"threads,omitempty"`
-	RequestedAt time.Time `json:"requested_at"`
-	// Held re-asserts a slot this task was granted: the semaphore registers it as a holder, even above the plan
-	// (the slot is really in use).
-	Held bool `json:"held,omitempty"`
-	// Ticket is the previous answer, when re-asking: AcquireSlot does nothing while the semaphore that gave it
-	// still runs.
-	Ticket *SlotTicket `json:"ticket,omitempty"`
+	Plan       int    `json:"plan,omitempty"`
+	Semaphore  string `json:"semaphore,omitempty"`
 }
 
-// SlotTicket is AcquireSlot's answer.
-type SlotTicket struct {
-	// Semaphore is the workflow ID to send the ReleaseSlotSignal to.
-	Semaphore string `json:"semaphore"`
-	// Epoch names the semaphore instance that answered: the same across its continue-as-new, new after it was
-	// terminated, reset or started afresh (its queue and holders then start empty).
-	Epoch string `json:"epoch"`
-	// Granted means the slot is held already: no SlotGrantedSignal follows for this answer.
-	Granted bool `json:"granted,omitempty"`
-	// RunID is the task run the ticket was issued to: a run reset from it replays the ticket but does not hold it.
-	RunID string `json:"run_id,omitempty"`
-}
+type (
+	SlotGrant   = SlotRequest
+	SlotRelease = SlotRequest
+)
 
-// SlotRelease gives back (or stops waiting for) the slot of submission Seq of WorkflowID/RunID.
-type SlotRelease struct {
-	WorkflowID string `json:"workflow_id"`
-	RunID      string `json:"run_id"`
-	Seq        int    `json:"seq"`
-}
-
-// SlotGrant tells a task that submission Seq of its run RunID holds a slot of the semaphore Semaphore. A task
-// takes only a grant naming its own run and current request (RunID and Semaphore are empty in grants sent before
-// they existed).
-type SlotGrant struct {
-	Seq       int    `json:"seq"`
-	RunID     string `json:"run_id,omitempty"`
-	Semaphore string `json:"semaphore,omitempty"`
-}
-
-// SlotHolder is a granted slot.
-type SlotHolder struct {
+// SlotAsk is AcquireSlot's input: the request, what chooses the provider as Submit will, and the previous answer.
+type SlotAsk struct {
 	SlotRequest
-	GrantedAt time.Time `json:"granted_at"`
+	Method    string            `json:"method"`
+	Params    map[string]string `json:"params"`
+	Providers []string          `json:"providers,omitempty"`
+	Exclude   []string          `json:"exclude,omitempty"`
+	Avoid     []string          `json:"avoid,omitempty"`
+	Ticket    *SlotTicket       `json:"ticket,omitempty"`
 }
 
-// SemaphoreState is the semaphore's first input: what it carries across continue-as-new besides its queue, which
-// travels packed in the second input (see workflows.ProviderThreads).
+// SlotTicket is AcquireSlot's answer (Semaphore empty: the provider has no plan). RunID is the task run that asked:
+// a run reset from it replays its grants. Stuck: the semaphore's workflow task keeps failing, no grant will come.
+type SlotTicket struct {
+	Semaphore string `json:"semaphore,omitempty"`
+	Run       string `json:"run,omitempty"` // the semaphore run that took the ask
+	Provider  string `json:"provider,omitempty"`
+	RunID     string `json:"run_id"`
+	Stuck     bool   `json:"stuck,omitempty"`
+}
+
+// SemaphoreState is what ProviderThreads carries across continue-as-new.
 type SemaphoreState struct {
-	// Threads is the plan: at most this many slots held at once. 0 means admission is retired: every request is
-	// granted at once (set only by an operator's PlanChange, never by a worker or an activity).
-	Threads int `json:"threads"`
-	// Epoch names this semaphore instance (see SlotTicket.Epoch); empty on a fresh start.
-	Epoch string `json:"epoch,omitempty"`
-	// Fence asks a fresh instance to grant nothing new for a while: an instance before it ended without handing
-	// over (terminated, failed), so tasks may still hold its slots until they re-assert them.
-	Fence bool `json:"fence,omitempty"`
-	// FencedUntil carries a fence in force across continue-as-new.
-	FencedUntil *time.Time   `json:"fenced_until,omitempty"`
-	Holders     []SlotHolder `json:"holders,omitempty"`
-	// Queue is read on start (requests in order) beside the packed queue; the semaphore itself carries its queue
-	// packed.
-	Queue []SlotRequest `json:"queue,omitempty"`
+	Plan    int           `json:"plan"`
+	Holders []SlotRequest `json:"holders,omitempty"`
+	Queue   []SlotRequest `json:"queue,omitempty"`
 }
 
-// PlanChange is PlanUpdate's argument: Threads is checked against the plan in force, or made the plan with Set.
-type PlanChange struct {
-	Threads int  `json:"threads"`
-	Set     bool `json:"set,omitempty"`
-}
-
-// SlotsView is SlotsQuery's answer: what operators read (the same figures as the metrics).
+// SlotsView answers SlotsQuery.
 type SlotsView struct {
-	Threads           int     `json:"threads"`
-	InUse             int     `json:"in_use"`
-	Queued            int     `json:"queued"`
-	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
-	Epoch             string  `json:"epoch"`
-	// FencedUntil is set while a fresh instance waits for the holders of the one before to re-assert their slots.
-	FencedUntil *time.Time   `json:"fenced_until,omitempty"`
-	Holders     []SlotHolder `json:"holders"`
-	// QueueHead is the first requests in line (at most SlotsViewQueueHead).
-	QueueHead []SlotRequest `json:"queue_head,omitempty"`
+	Plan    int           `json:"plan"`
+	InUse   int           `json:"in_use"`
+	Queued  int           `json:"queued"`
+	Holders []SlotRequest `json:"holders"`
 }
 
-// SlotsViewQueueHead bounds SlotsView.QueueHead, so the answer stays small with any queue.
-const SlotsViewQueueHead = 20
-
-// AcquireSlot asks the task queue's semaphore for a slot for req and answers its ticket. A re-ask (req.Ticket set)
-// costs no message while the semaphore instance that answered it still runs and the ticket is this run's; otherwise
-// the request is sent with the requests of every AcquireSlot running on this worker (one update), starting the
-// semaphore with this worker's PROVIDER_THREADS when none runs. Idempotent: the semaphore knows a request it has seen.
-func (a *Activities) AcquireSlot(ctx context.Context, req SlotRequest) (SlotTicket, error) {
-	if err := req.Validate(); err != nil {
-		return SlotTicket{}, temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureInvalidInput, nil)
+// PlannedThreads is the largest plan of a's providers (0: none). Not a method: those are registered as activities.
+func PlannedThreads(a *Activities) int {
+	if a.Providers == nil {
+		return a.ProviderThreads
 	}
-	info := activity.GetInfo(ctx)
-	sc := a.slotClient(activity.GetClient(ctx))
-	id := ThreadsWorkflowID(info.TaskQueue)
-	if t := req.Ticket; t != nil && t.Semaphore == id && t.RunID == req.RunID { // a reset run asks as itself
-		current, err := sc.ticketCurrent(ctx, id, t.Epoch)
-		if err != nil {
-			activity.GetLogger(ctx).Warn("could not tell whether the semaphore changed; asking it", "Error", err)
+	most := 0
+	for _, p := range a.Providers.All() {
+		most = max(most, p.Threads)
+	}
+	return most
+}
+
+// AcquireSlot asks the chosen provider's semaphore for the slot, starting it when none runs. A re-ask sends nothing
+// while the semaphore run that took the ask still runs and the ticket is this task run's (a reset run asks anew).
+func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, error) {
+	t := SlotTicket{RunID: ask.RunID}
+	if k := ask.Ticket; k != nil {
+		t.Provider = k.Provider
+	} else {
+		t.Provider = a.chooseProvider(ask)
+	}
+	if ask.Plan = a.planOf(t.Provider); ask.Plan <= 0 {
+		return t, nil
+	}
+	c, tq := activity.GetClient(ctx), activity.GetInfo(ctx).TaskQueue
+	t.Semaphore = ThreadsWorkflowID(tq, t.Provider)
+	if k := ask.Ticket; k != nil && k.RunID == ask.RunID {
+		if desc, err := c.DescribeWorkflow(ctx, t.Semaphore, ""); err == nil && desc.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING &&
+			desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() == k.Run {
+			t.Run, t.Stuck = k.Run, desc.RawResponse.GetPendingWorkflowTask().GetAttempt() > 2
+			return t, nil
 		}
-		if current {
-			return *t, nil
+	}
+	run, err := c.SignalWithStartWorkflow(ctx, t.Semaphore, AcquireSlotSignal, ask.SlotRequest, client.StartWorkflowOptions{
+		ID: t.Semaphore, TaskQueue: ThreadsTaskQueue(tq), WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, ThreadsWorkflowType, SemaphoreState{Plan: ask.Plan})
+	if err != nil {
+		return SlotTicket{}, err
+	}
+	t.Run = run.GetRunID()
+	return t, nil
+}
+
+// ReleaseSlot gives the slot back: a local activity, so that a task releasing as it completes needs no further
+// workflow task. A semaphore that no longer runs has nothing to give back to.
+func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRelease) error {
+	err := activity.GetClient(ctx).SignalWorkflow(ctx, rel.Semaphore, "", ReleaseSlotSignal, rel)
+	if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) {
+		return nil
+	}
+	return err
+}
+
+// chooseProvider is the candidate submitRouted tries first: it serves the method and its circuit is not open.
+func (a *Activities) chooseProvider(ask SlotAsk) string {
+	if a.Providers == nil {
+		return ""
+	}
+	cands, _ := supported(a.Providers.Candidates(ask.Providers, ask.Exclude, ask.Avoid), SubmitRequest{Method: ask.Method, Params: ask.Params})
+	for _, p := range cands {
+		if !a.Providers.Breaker.IsOpen(p.Name) {
+			return p.Name
 		}
 	}
-	req.Ticket = nil // the semaphore has no use for it
-	return sc.acquire(ctx, info.TaskQueue, req)
+	return ""
 }
 
-// Validate refuses a request that names no task run.
-func (r SlotRequest) Validate() error {
-	switch {
-	case r.WorkflowID == "":
-		return errors.New("slot request: workflow_id is empty")
-	case r.RunID == "":
-		return errors.New("slot request: run_id is empty")
-	case r.Seq < 0:
-		return fmt.Errorf("slot request: seq %d is negative", r.Seq)
+func (a *Activities) planOf(provider string) int {
+	if a.Providers == nil {
+		return a.ProviderThreads
 	}
-	return nil
-}
-
-// CheckSlotHolders returns the holders whose workflow run is no longer running (terminated, timed out, reset,
-// or completed without releasing): their slots are to be reclaimed. A holder it cannot describe for another
-// reason is kept (the next check asks again).
-func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotHolder) ([]SlotHolder, error) {
-	return checkSlotHolders(ctx, activity.GetClient(ctx), holders)
-}
-
-// resetGrace is how long the slot of a run that was reset stays counted after it closed: the reset run re-asserts it
-// as its own within one re-ask interval (it replays the hold's timer), and must not find it granted to another.
-const resetGrace = SlotReaskInterval + 15*time.Second
-
-// stopped tells whether a holder's run no longer needs its slot.
-func stopped(desc *client.WorkflowExecutionDescription) bool {
-	if desc.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return false
+	if p, ok := a.Providers.Get(provider); ok {
+		return p.Threads
 	}
-	resetAway := desc.RawResponse.GetWorkflowExtendedInfo().GetResetRunId() != ""
-	return !resetAway || desc.WorkflowCloseTime == nil || time.Since(*desc.WorkflowCloseTime) >= resetGrace
+	return 0
 }
 
-// checkParallelism bounds the DescribeWorkflow calls of one check in flight at once.
-const checkParallelism = 8
-
-func checkSlotHolders(ctx context.Context, c client.Client, holders []SlotHolder) ([]SlotHolder, error) {
-	deadAt := make([]bool, len(holders))
-	errs := make([]error, len(holders))
-	var g errgroup.Group
-	g.SetLimit(checkParallelism)
-	for i, h := range holders {
-		g.Go(func() error {
-			desc, err := c.DescribeWorkflow(ctx, h.WorkflowID, h.RunID)
-			var notFound *serviceerror.NotFound
-			switch {
-			case errors.As(err, &notFound):
-				deadAt[i] = true
-			case err != nil:
-				errs[i] = err
-			default:
-				deadAt[i] = stopped(desc)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	var dead []SlotHolder
-	for i, h := range holders {
-		if deadAt[i] {
+// CheckSlotHolders returns the holders whose workflow ID has no running run (a reset run keeps its slot); one it
+// cannot describe is kept until the next check.
+func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotRequest) ([]SlotRequest, error) {
+	var dead []SlotRequest
+	for _, h := range holders {
+		desc, err := activity.GetClient(ctx).DescribeWorkflow(ctx, h.WorkflowID, "")
+		if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) || (err == nil && desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING) {
 			dead = append(dead, h)
 		}
-	}
-	if err := errors.Join(errs...); len(dead) == 0 && err != nil {
-		return nil, err
 	}
 	return dead, nil
 }

@@ -116,7 +116,7 @@ func startSlotHolder(ctx context.Context, t *testing.T, s *stack, holder *taskRu
 	slotQueue := "captcha-resets-" + s.runID
 	startPlanWorker(ctx, t, s, slotQueue, 1)
 	t.Cleanup(func() {
-		_ = s.c.TerminateWorkflow(context.Background(), activities.ThreadsWorkflowID(slotQueue), "", "test over")
+		_ = s.c.TerminateWorkflow(context.Background(), activities.ThreadsWorkflowID(slotQueue, ""), "", "test over")
 	})
 	startTask(ctx, t, s, holder, nil, slotQueue)
 	eventually(t, "the holder holds the only slot", time.Minute, 200*time.Millisecond, func() string {
@@ -259,8 +259,9 @@ func callbackSignalled(ev *historypb.HistoryEvent, _ string) bool {
 	return ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == captchaflow.CallbackSignal
 }
 
-func slotAsked(ev *historypb.HistoryEvent, activity string) bool {
-	return activity == activities.AcquireSlotName && ev.GetActivityTaskCompletedEventAttributes() != nil
+// slotAsked matches AcquireSlot's marker: the only local activity SolveCaptcha runs.
+func slotAsked(ev *historypb.HistoryEvent, _ string) bool {
+	return ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity"
 }
 
 func resetFailure(ev *historypb.HistoryEvent, _ string) bool {

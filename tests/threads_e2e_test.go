@@ -8,6 +8,7 @@ package tests
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 	readyURL := "http://" + loopback(metricsPort) + "/healthz"
 	w, err := s.startProcess(ctx, "worker-threads", s.bins.Worker, env, readyURL)
 	require.NoError(t, err)
-	semID := activities.ThreadsWorkflowID(taskQueue)
+	semID := activities.ThreadsWorkflowID(taskQueue, "")
 	t.Cleanup(func() {
 		_ = w.Stop()
 		_ = s.c.TerminateWorkflow(context.Background(), semID, "", "test over")
@@ -45,7 +46,7 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 	slots := func() activities.SlotsView {
 		v, err := s.c.QueryWorkflow(ctx, semID, "", activities.SlotsQuery)
 		if err != nil {
-			return activities.SlotsView{Threads: -1}
+			return activities.SlotsView{Plan: -1}
 		}
 		var st activities.SlotsView
 		require.NoError(t, v.Get(&st))
@@ -69,7 +70,12 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 		held = watch()
 		return held.InUse == 2 && held.Queued == 4
 	}, 30*time.Second, 50*time.Millisecond, "two slots held and four tasks queued")
-	queuedFirst := held.QueueHead[0].WorkflowID
+	queuedFirst := ""
+	for _, tr := range trs {
+		if !slices.ContainsFunc(held.Holders, func(h activities.SlotRequest) bool { return h.WorkflowID == tr.ID }) {
+			queuedFirst = tr.ID
+		}
+	}
 	v, err := s.c.QueryWorkflow(ctx, queuedFirst, "", captchaflow.StatusQuery)
 	require.NoError(t, err)
 	var st captchaflow.Status
@@ -95,10 +101,10 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 	var end activities.SlotsView
 	require.Eventually(t, func() bool {
 		end = watch()
-		return end.Threads == 2 && end.InUse == 0 && end.Queued == 0
+		return end.Plan == 2 && end.InUse == 0 && end.Queued == 0
 	}, 90*time.Second, 200*time.Millisecond, "every slot back (the terminated holder's by the reclaim check)")
 	assert.LessOrEqual(t, peak, 2, "never more than PROVIDER_THREADS slots held")
-	sc.note("5 tasks completed after the kill; semaphore: %d/%d held, %d queued; peak %d", end.InUse, end.Threads, end.Queued, peak)
+	sc.note("5 tasks completed after the kill; semaphore: %d/%d held, %d queued; peak %d", end.InUse, end.Plan, end.Queued, peak)
 	var done []string
 	for _, tr := range trs {
 		if tr.ID != terminated {

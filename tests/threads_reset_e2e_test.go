@@ -1,9 +1,8 @@
 package tests
 
-// An operator resets a task that holds a PROVIDER_THREADS slot (issue 20, finding 7): its reset run replays the
-// tickets of the run it was reset from. Under a plan of 1 a second task must not get the slot while the reset
-// run's submission is still being solved (before the fix it submitted 20 s before the holder's code came: the
-// semaphore reclaimed the old run's slot ~30 s after the reset, before the reset run re-asserted it).
+// An operator resets a task that holds a PROVIDER_THREADS slot: its reset run replays the grant of the run it was
+// reset from, and the semaphore keeps the slot while the workflow ID has a running run. Under a plan of 1 a second
+// task must not get the slot while the reset run's submission is still being solved.
 
 import (
 	"context"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -35,7 +35,7 @@ func TestE2E_ResetSlotHolderKeepsItsSlot(t *testing.T) {
 	env["WORKER_METRICS_ADDR"] = loopback(metricsPort)
 	w, err := s.startProcess(ctx, "worker-threads-reset", s.bins.Worker, env, "http://"+loopback(metricsPort)+"/healthz")
 	require.NoError(t, err)
-	semID := activities.ThreadsWorkflowID(taskQueue)
+	semID := activities.ThreadsWorkflowID(taskQueue, "")
 	t.Cleanup(func() {
 		_ = w.Stop()
 		_ = s.c.TerminateWorkflow(context.Background(), semID, "", "test over")
@@ -59,4 +59,22 @@ func TestE2E_ResetSlotHolderKeepsItsSlot(t *testing.T) {
 		"the second task submitted at %v, %v before the reset holder's submission was solved",
 		waiter.Result.SubmittedAt, holder.Result.ReceivedAt.Sub(waiter.Result.SubmittedAt))
 	sc.note("holder solved at %v, the queued task submitted at %v", holder.Result.ReceivedAt, waiter.Result.SubmittedAt)
+}
+
+// resetTo resets id's current run to its first (or last) completed workflow task, as an operator's
+// `temporal workflow reset --type FirstWorkflowTask` (LastWorkflowTask) does.
+func resetTo(ctx context.Context, t *testing.T, s *stack, id string, last bool) {
+	desc, err := s.c.DescribeWorkflow(ctx, id, "")
+	require.NoError(t, err)
+	h, err := s.history(ctx, id)
+	require.NoError(t, err)
+	var at int64
+	for _, ev := range h.Events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED && (at == 0 || last) {
+			at = ev.GetEventId()
+		}
+	}
+	require.NotZero(t, at)
+	_, err = s.resetRun(ctx, id, desc.WorkflowExecution.RunID, at, "e2e: an operator resets "+id)
+	require.NoError(t, err)
 }

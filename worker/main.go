@@ -29,16 +29,8 @@ func main() {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(os.Getenv("LOG_LEVEL"))) // unset or unknown: Info
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	setPlan := flag.Int("set-provider-threads", -1, "set the task queue's provider-threads plan to N (0 retires admission "+
-		"control), print it and exit; workers must be running. Give the workers PROVIDER_THREADS=N next")
 	flag.Parse()
-	var err error
-	if *setPlan >= 0 || flagSet("set-provider-threads") {
-		err = runSetPlan(logger, *setPlan)
-	} else {
-		err = run(logger)
-	}
-	if err != nil {
+	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)
 		if errors.As(err, new(configError)) {
 			os.Exit(2)
@@ -72,17 +64,17 @@ func run(logger *slog.Logger) error {
 	if err := checkSearchAttributes(ctx, c, opts.Namespace, acts.Providers != nil); err != nil {
 		return configError{err}
 	}
-	if err := checkThreadsPlan(ctx, c, cfg.TaskQueue, cfg.ProviderThreads); err != nil {
-		return err
-	}
 	w := newWorker(c, cfg, acts)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
-	if err := tend(ctx, c, cfg, logger); err != nil {
+	stopThreads, err := startThreadsWorker(c, cfg, acts)
+	if err != nil {
 		return err
 	}
+	defer stopThreads()
+	keepBalanceSchedule(ctx, c, cfg, logger)
 	if err := metrics.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
 	}
@@ -134,29 +126,20 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	workflows.Register(w, acts, workflows.Settings{ProviderThreads: cfg.ProviderThreads})
+	workflows.Register(w, acts, workflows.Settings{ProviderThreads: activities.PlannedThreads(acts)})
 	return w
 }
 
-// tend keeps the provider-threads plan and the balance schedule as configured once the worker polls: only a plan
-// that disagrees stops it; a failure to check costs a gauge or a semaphore start, never a task.
-func tend(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) error {
+// keepBalanceSchedule keeps the balance schedule as configured; a failure costs the gauge, never a task.
+func keepBalanceSchedule(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) {
+	if cfg.ProviderBalanceInterval <= 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := ensureThreadsPlan(ctx, c, cfg.TaskQueue, cfg.ProviderThreads, logger)
-	if errors.As(err, new(configError)) {
-		return err
-	}
-	if err != nil {
-		logger.Warn("the provider-threads plan could not be checked; the first task that asks for a slot starts the semaphore", "error", err)
-	}
-	if cfg.ProviderBalanceInterval <= 0 {
-		return nil
-	}
 	if err := ensureBalanceSchedule(ctx, c.ScheduleClient(), cfg.TaskQueue, cfg.ProviderBalanceInterval, logger); err != nil {
 		logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read", "error", err)
 	}
-	return nil
 }
 
 // newActivities builds the activities: the providers of PROVIDERS_FILE, or the one CAPTCHAAI_* provider.

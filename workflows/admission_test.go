@@ -19,8 +19,8 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// planSemaphore grants a slot when asked while fewer than plan are held, else queues the request (a re-ask then
-// finds it free; it sends no grant signals). It counts the task's open submissions (lost answers included) against
+// planSemaphore grants a slot (by signal) when asked while fewer than plan are held, else queues the request (a
+// re-ask then finds it free). It counts the task's open submissions (lost answers included) against
 // the slots held.
 type planSemaphore struct {
 	t      *testing.T
@@ -38,24 +38,24 @@ func newPlanSemaphore(t *testing.T, plan int) *planSemaphore {
 	p.start = p.env.Now()
 	Register(p.env, &activities.Activities{}, Settings{ProviderThreads: plan})
 	p.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(p.acquire)
-	p.env.OnSignalExternalWorkflow(mock.Anything, activities.ThreadsWorkflowID(taskQueueOfTestEnv), "",
-		activities.ReleaseSlotSignal, mock.Anything).Return(func(_, _, _, _ string, arg any) error {
-		p.release(arg.(activities.SlotRelease).Seq)
+	p.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRelease) error {
+		p.release(rel.Seq)
 		return nil
 	})
 	return p
 }
 
-func (p *planSemaphore) acquire(_ context.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
-	t := activities.SlotTicket{Semaphore: activities.ThreadsWorkflowID(taskQueueOfTestEnv), Epoch: "e1", RunID: req.RunID}
+func (p *planSemaphore) acquire(_ context.Context, ask activities.SlotAsk) (activities.SlotTicket, error) {
+	t := activities.SlotTicket{Semaphore: testSemaphore, Run: "r1", RunID: ask.RunID}
 	switch {
-	case slices.Contains(p.held, req.Seq) || req.Held:
-		t.Granted = true
-	case len(p.held) < p.plan:
-		p.release(req.Seq) // out of the queue
-		p.held, t.Granted = append(p.held, req.Seq), true
-	case !slices.Contains(p.queued, req.Seq):
-		p.queued = append(p.queued, req.Seq)
+	case slices.Contains(p.held, ask.Seq) || len(p.held) < p.plan:
+		p.release(ask.Seq) // out of the queue
+		p.held = append(p.held, ask.Seq)
+		p.env.RegisterDelayedCallback(func() {
+			p.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: ask.Seq, RunID: ask.RunID, Semaphore: testSemaphore})
+		}, 0)
+	case !slices.Contains(p.queued, ask.Seq):
+		p.queued = append(p.queued, ask.Seq)
 	}
 	return t, nil
 }

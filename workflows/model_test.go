@@ -461,37 +461,35 @@ func (s *schedule) mockSlots() {
 		return
 	}
 	s.sem = modelSemaphore{lost: s.rng.IntN(3) == 0, held: map[modelSlot]bool{}, asked: map[modelSlot]int{}}
-	s.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(ctx context.Context, req activities.SlotRequest) (activities.SlotTicket, error) {
+	s.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(func(ctx context.Context, ask activities.SlotAsk) (activities.SlotTicket, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
-		key := modelSlot{m.wid, req.Seq}
-		if req.Held {
-			s.logf("AcquireSlot seq=%d: the holder re-asserts its slot", req.Seq)
-			return activities.SlotTicket{}, nil
-		}
+		key := modelSlot{m.wid, ask.Seq}
+		ticket := activities.SlotTicket{Semaphore: "sem", Run: "r1", RunID: ask.RunID}
 		s.sem.asked[key]++
 		if s.sem.lost && s.sem.asked[key] == 1 {
 			s.logf("AcquireSlot %v: the semaphore is lost", key)
-			return activities.SlotTicket{}, nil
+			return ticket, nil
 		}
-		ticket := activities.SlotTicket{Semaphore: "sem", Epoch: "e1"}
 		switch {
-		case s.sem.held[key] || slices.ContainsFunc(s.sem.queue, func(q slotAsk) bool { return q.key == key }):
+		case s.sem.held[key]:
+			s.grantAfter(slotAsk{key, ask.RunID}, 0) // its grant again, for the run asking
+		case slices.ContainsFunc(s.sem.queue, func(q slotAsk) bool { return q.key == key }):
 		case len(s.sem.held) < s.settings.ProviderThreads && len(s.sem.queue) == 0 && m.rng.IntN(3) == 0:
-			s.sem.held[key], ticket.Granted = true, true
+			s.sem.held[key] = true
+			s.grantAfter(slotAsk{key, ask.RunID}, 0)
 		default:
-			s.sem.queue = append(s.sem.queue, slotAsk{key, req.RunID})
+			s.sem.queue = append(s.sem.queue, slotAsk{key, ask.RunID})
 			s.grantNext(time.Duration(m.rng.IntN(40)) * time.Second)
 		}
-		s.logf("AcquireSlot %v ask %d: granted %v, held %v, queued %d", key, s.sem.asked[key], ticket.Granted, s.sem.held, len(s.sem.queue))
+		s.logf("AcquireSlot %v ask %d: held %v, queued %d", key, s.sem.asked[key], s.sem.held, len(s.sem.queue))
 		return ticket, nil
 	})
-	s.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.ReleaseSlotSignal, mock.Anything).Return(
-		func(_, _, _, _ string, arg any) error {
+	s.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, rel activities.SlotRelease) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			rel, _ := arg.(activities.SlotRelease)
 			key := modelSlot{rel.WorkflowID, rel.Seq}
 			delete(s.sem.held, key)
 			s.sem.queue = slices.DeleteFunc(s.sem.queue, func(q slotAsk) bool { return q.key == key })
@@ -508,6 +506,10 @@ func (s *schedule) grantNext(d time.Duration) {
 	}
 	ask := s.sem.queue[0]
 	s.sem.queue, s.sem.held[ask.key] = s.sem.queue[1:], true
+	s.grantAfter(ask, d)
+}
+
+func (s *schedule) grantAfter(ask slotAsk, d time.Duration) {
 	s.env.RegisterDelayedCallback(func() {
 		_ = s.env.SignalWorkflowByID(ask.key.wid, activities.SlotGrantedSignal, activities.SlotGrant{Seq: ask.key.seq, RunID: ask.runID, Semaphore: "sem"})
 	}, d)

@@ -11,27 +11,21 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// Slots of PROVIDER_THREADS, on the task's side: before each in.php request the task queues for a slot (phase
-// queued) and holds it until that submission settles.
+// askPatience bounds the retries of one AcquireSlot or ReleaseSlot (Temporal unreachable from the worker).
+const askPatience = time.Minute
 
-// acquireStartToClose bounds one AcquireSlot attempt (one signal-with-start).
-const acquireStartToClose = 10 * time.Second
-
-// admission is the task's side of PROVIDER_THREADS.
+// admission is the task's side of provider thread admission: before each submission it asks its provider's
+// semaphore for a slot (phase queued) and holds it until that submission settles.
 type admission struct {
-	decided bool
-	on      bool // the task takes slots
-	seq     int  // the submission whose slot is asked or held
-	granted bool
-	ticket  activities.SlotTicket
-	// released: the current request's slot was given back (its submission resolved)
-	released bool
-	// queuedAt is when the current request joined the queue (its place in line, kept across re-asks).
-	queuedAt time.Time
-	hold     hold
-	// kept are the slots of submissions still open when their attempt ended (a lost answer whose wait is over):
-	// each covers its submission, which may be solving, until it settles or the solve ends.
+	decided, on bool
+	seq         int // the submission whose slot is asked or held
+	granted     bool
+	released    bool // the current request's slot was given back
+	ticket      activities.SlotTicket
+	// kept are the slots of submissions still open when their attempt ended (a lost answer whose wait is over).
 	kept []keptSlot
+	// releasing are the releases not yet known delivered: the solve waits for them before it ends.
+	releasing []workflow.Future
 }
 
 type keptSlot struct {
@@ -40,70 +34,27 @@ type keptSlot struct {
 	sub       *submission
 }
 
-// hold re-asserts a held slot every activities.SlotReaskInterval while its submission lasts, so a
-// replaced semaphore learns its holders before it grants anything new.
-type hold struct {
-	timer  workflow.Future
-	cancel workflow.CancelFunc
-	assert workflow.Future
-}
+// keepSlot has nothing to keep alive: a slot needs no renewal.
+func (s *solver) keepSlot(workflow.Context) []workflow.Future { return nil }
 
-// keepSlot runs the hold's timer and re-assertions; the wait selects on what it returns.
-func (s *solver) keepSlot(ctx workflow.Context) []workflow.Future {
-	a := &s.admission
-	if !a.on || !a.granted {
-		return nil
-	}
-	h := &a.hold
-	if h.assert != nil && h.assert.IsReady() {
-		var ticket activities.SlotTicket
-		if h.assert.Get(ctx, &ticket) == nil && ticket.Epoch != "" {
-			a.ticket = ticket // the instance that knows the slot now
-		}
-		h.assert = nil
-	}
-	if h.timer != nil && h.timer.IsReady() {
-		h.timer = nil
-		h.assert = workflow.ExecuteActivity(acquireOptions(ctx, max(s.remaining(ctx), acquireStartToClose)),
-			acts.AcquireSlot, s.slotRequest(ctx, true))
-	}
-	if h.timer == nil {
-		var timerCtx workflow.Context
-		timerCtx, h.cancel = workflow.WithCancel(ctx)
-		h.timer = workflow.NewTimer(timerCtx, activities.SlotReaskInterval)
-	}
-	return []workflow.Future{h.timer, h.assert}
-}
+// stopHold marks the current request's slot given back.
+func (a *admission) stopHold() { a.granted, a.released = false, true }
 
-// stopHold ends the hold when its submission resolves: the slot is no longer this task's to re-assert.
-func (a *admission) stopHold() {
-	if a.hold.cancel != nil {
-		a.hold.cancel()
-	}
-	a.hold = hold{}
-	a.granted, a.released = false, true
-}
-
-// onGrant takes a grant for the request being asked, and tells whether the grant is this run's but for a request
-// already given up (it is sent back, or the slot would stay counted until the task ends).
+// onGrant takes a grant for the request being asked, and tells whether it is this run's but for a request already
+// given up (it is sent back).
 func (a *admission) onGrant(g activities.SlotGrant, ours func(runID string) bool) (stray bool) {
 	switch {
-	case g.RunID != "" && !ours(g.RunID):
-		return false // another run's: not ours to answer
+	case !ours(g.RunID):
+		return false
 	case g.Seq == a.seq && !a.released:
 		a.granted = true
-		if g.Semaphore != "" {
-			a.ticket.Semaphore = g.Semaphore
-		}
 		return false
 	}
-	return ours(g.RunID)
+	return true
 }
 
-// slotsInEffect decides, once per task, whether it takes slots: the worker's PROVIDER_THREADS, recorded as the
-// marker of changeProviderThreads (see versions.go). It is asked only when this worker has the setting or the task
-// is being replayed (so the recorded answer is found whatever this worker's setting): a task that runs on a worker
-// without the setting records nothing.
+// slotsInEffect decides once per task whether it takes slots, recorded by changeProviderThreads (versions.go):
+// asked only when this worker has a plan or the task replays, so a task without one records nothing.
 func (s *solver) slotsInEffect(ctx workflow.Context) bool {
 	a := &s.admission
 	if !a.decided {
@@ -118,8 +69,8 @@ func (s *solver) slotsInEffect(ctx workflow.Context) bool {
 	return a.on
 }
 
-// admit holds a slot for the next submission when PROVIDER_THREADS is in effect. It returns the release to run
-// on every way out of the attempt, or the outcome that ends the attempt before it submits.
+// admit holds a slot for the next submission. It returns the release to run on every way out of the attempt, or
+// the outcome that ends the attempt before it submits.
 func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool) {
 	none := func() {}
 	if s.remaining(ctx) <= 0 || !s.slotsInEffect(ctx) {
@@ -135,7 +86,7 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 			a.kept = append(a.kept, keptSlot{seq, a.ticket.Semaphore, s.table.subs[made]})
 			return
 		}
-		s.releaseSlot(ctx, seq)
+		s.releaseTo(ctx, a.ticket.Semaphore, seq)
 	}
 	if err := s.acquireSlot(ctx); err != nil {
 		release()
@@ -148,74 +99,54 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	return release, outcome{}, true
 }
 
-// acquireSlot queues the submission for a slot and waits, in PhaseQueued, until the semaphore grants it, the
-// deadline comes or a lost submission answers. Callbacks are routed meanwhile.
+// acquireSlot asks for the slot and waits in PhaseQueued for the grant, asking again every SlotReaskInterval. A
+// semaphore that cannot be asked, or whose workflow task keeps failing, is passed by (counted): it strands nobody.
 func (s *solver) acquireSlot(ctx workflow.Context) error {
 	a := &s.admission
 	phase := captchaflow.PhaseQueued
 	if s.status.Waiting != "" {
-		phase = captchaflow.PhaseAwaitingBalance // the pause goes on while the task queues: one phase, searched and queried
+		phase = captchaflow.PhaseAwaitingBalance // a zero-balance pause goes on while the task queues
 	}
 	s.setPhaseSearchable(ctx, phase)
 	queuedAt := workflow.Now(ctx)
-	for !a.granted {
-		if err := s.askSlot(ctx, queuedAt); err != nil {
-			return err
-		}
-		if a.granted {
-			break
+	for !a.granted && s.table.answered() == nil {
+		s.releaseKept(ctx, false)
+		f := workflow.ExecuteLocalActivity(localOptions(ctx, s.remaining(ctx)), activities.AcquireSlotName, s.slotAsk(ctx))
+		s.waitFor(ctx, f)
+		err := f.Get(ctx, &a.ticket)
+		switch {
+		case err != nil && (temporal.IsCanceledError(err) || s.remaining(ctx) <= 0):
+			return cmp.Or(ctx.Err(), deadlineExceeded(s.in.DeadlineSeconds))
+		case err != nil || a.ticket.Stuck:
+			s.logger.Warn("the provider-threads semaphore does not answer: submitting without a slot", "Error", err)
+			workflow.GetMetricsHandler(ctx).Counter(MetricSlotsOverPlan).Inc(1)
+			return nil
+		case a.ticket.Semaphore == "":
+			return nil // the provider has no plan
 		}
 		if err := s.awaitGrant(ctx); err != nil {
 			return err
-		}
-		if s.table.answered() != nil {
-			return nil
 		}
 	}
 	workflow.GetMetricsHandler(ctx).Timer(MetricSlotQueueWait).Record(workflow.Now(ctx).Sub(queuedAt))
 	return nil
 }
 
-// askSlot runs AcquireSlot once (re-asking with the previous ticket, so nothing is sent while the semaphore that
-// queued the request still runs).
-func (s *solver) askSlot(ctx workflow.Context, queuedAt time.Time) error {
-	a := &s.admission
-	s.releaseKept(ctx, false)
-	a.queuedAt = queuedAt
-	f := workflow.ExecuteActivity(acquireOptions(ctx, s.remaining(ctx)), acts.AcquireSlot, s.slotRequest(ctx, false))
-	s.waitFor(ctx, f)
-	var ticket activities.SlotTicket
-	if err := f.Get(ctx, &ticket); err != nil {
-		if retryBudgetSpent(err) {
-			return deadlineExceeded(s.in.DeadlineSeconds)
-		}
-		return err
-	}
-	if ticket.Epoch != "" || ticket.Granted {
-		a.ticket, a.granted = ticket, a.granted || ticket.Granted
-	}
-	return nil
-}
-
-// slotRequest is the request for the current submission's slot: an ask, or (held) a holder's re-assertion.
-func (s *solver) slotRequest(ctx workflow.Context, held bool) activities.SlotRequest {
-	a := &s.admission
+func (s *solver) slotAsk(ctx workflow.Context) activities.SlotAsk {
 	info := workflow.GetInfo(ctx).WorkflowExecution
-	req := activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: a.seq, RequestedAt: a.queuedAt, Held: held}
-	if a.ticket.Epoch != "" {
-		ticket := a.ticket
-		req.Ticket = &ticket
+	ask := activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: s.admission.seq},
+		Method: s.in.Method, Params: s.in.Params, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid}
+	if t := s.admission.ticket; t.Semaphore != "" {
+		ask.Ticket = &t
 	}
-	return req
+	return ask
 }
 
-// acquireOptions bound one AcquireSlot (one update or signal to the semaphore), retried until the deadline.
-func acquireOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    min(acquireStartToClose, remaining),
-		ScheduleToCloseTimeout: remaining,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second},
-	})
+// localOptions bound a slot's local activity by askPatience and the time left.
+func localOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
+		ScheduleToCloseTimeout: min(max(remaining, time.Second), askPatience),
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second}})
 }
 
 // awaitGrant waits for the grant one re-ask interval at most, ending early when a lost submission answers.
@@ -228,28 +159,16 @@ func (s *solver) awaitGrant(ctx workflow.Context) error {
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(timerCtx, d)
-	s.wait(ctx, func() bool {
-		return a.granted || timer.IsReady() || s.table.answered() != nil
-	}, func() []workflow.Future { return []workflow.Future{timer} })
-	switch {
-	case a.granted || !timer.IsReady():
-		return nil
-	case timer.Get(ctx, nil) != nil:
-		return timer.Get(ctx, nil) // cancelled
-	case s.remaining(ctx) <= 0:
-		return deadlineExceeded(s.in.DeadlineSeconds)
+	s.wait(ctx, func() bool { return a.granted || timer.IsReady() || s.table.answered() != nil },
+		func() []workflow.Future { return []workflow.Future{timer} })
+	if timer.IsReady() && !a.granted {
+		return timer.Get(ctx, nil) // nil (ask again), or the task was cancelled
 	}
-	return nil // re-ask
+	return nil
 }
 
-// releaseSlot gives the slot of submission seq back (or leaves the queue), on every way out of the attempt:
-// result, unsolvable, failure, cancellation (a disconnected context, so a cancelled task still releases). A
-// failure to signal is logged: the semaphore's reclaim check frees the slot once the task has ended.
-func (s *solver) releaseSlot(ctx workflow.Context, seq int) {
-	s.releaseTo(ctx, s.admission.ticket.Semaphore, seq)
-}
-
-// releaseKept gives back the kept slots whose submissions settled, or all of them (the solve ended).
+// releaseKept gives back the kept slots whose submissions settled, or all of them (the solve ended: it then waits
+// until every release is delivered).
 func (s *solver) releaseKept(ctx workflow.Context, all bool) {
 	a := &s.admission
 	still := a.kept[:0]
@@ -261,17 +180,22 @@ func (s *solver) releaseKept(ctx workflow.Context, all bool) {
 		}
 	}
 	a.kept = still
+	for ; all && len(a.releasing) > 0; a.releasing = a.releasing[1:] {
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		if err := a.releasing[0].Get(dctx, nil); err != nil {
+			s.logger.Warn("could not release the provider slot; the semaphore reclaims it when the task ends", "Error", err)
+		}
+	}
 }
 
-// releaseTo signals the release of request seq to semaphore (empty: the task queue's).
+// releaseTo gives the slot of request seq back to semaphore, from a disconnected context so that a cancelled task
+// still releases.
 func (s *solver) releaseTo(ctx workflow.Context, semaphore string, seq int) {
-	dctx, cancel := workflow.NewDisconnectedContext(ctx)
-	defer cancel()
-	info := workflow.GetInfo(ctx)
-	semaphore = cmp.Or(semaphore, activities.ThreadsWorkflowID(info.TaskQueueName))
-	err := workflow.SignalExternalWorkflow(dctx, semaphore, "", activities.ReleaseSlotSignal,
-		activities.SlotRelease{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Seq: seq}).Get(dctx, nil)
-	if err != nil {
-		s.logger.Warn("could not release the provider slot; the semaphore reclaims it when the task ends", "Error", err)
+	if semaphore == "" {
+		return
 	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	s.admission.releasing = append(s.admission.releasing, workflow.ExecuteLocalActivity(localOptions(dctx, askPatience),
+		activities.ReleaseSlotName, activities.SlotRelease{Semaphore: semaphore, WorkflowID: info.ID, RunID: info.RunID, Seq: seq}))
 }

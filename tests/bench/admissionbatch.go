@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/captchaflow/captchaflow"
@@ -90,6 +89,7 @@ func (b *bench) cappedBatch(ctx context.Context, queue, threads string, tasks, c
 	}
 	prefix := fmt.Sprintf("bench-%s-batch-%d-%s-", b.runID, tasks, threads)
 	in := solveInput(map[string]string{"sim_solve_ms": strconv.Itoa(int(batchSolve.Milliseconds()))})
+	in.CallbackTimeoutSeconds = batchCallbackTimeout
 	runs := drive(ctx, ids(prefix, 0, tasks), tasks, b.runOn(queue, in))
 	after, err := b.sim.stats(ctx)
 	if err != nil {
@@ -148,17 +148,6 @@ func (m *markdown) admissionRows(r *Results) {
 	if a == nil {
 		return
 	}
-	for _, d := range a.Designs {
-		c := fmt.Sprintf("admission, %s, %d requesters × %d, plan %d", d.Design, admissionProbes, admissionEach, d.Plan)
-		m.p("| %s: admissions/s, median (rounds); granted in the answer | %.1f (%s); %.0f %% | | |\n", c, d.PerSecond,
-			joinFloats(d.Rounds), 100*d.GrantedInAnswer)
-		m.p("| %s: history events per admission, semaphore (runs) / requester | %.2f (%d) / %.2f | | |\n", c,
-			d.SemaphoreEvents, d.SemaphoreRuns, d.ProbeEvents)
-		m.p("| %s: CPU ms per admission, server / this process (requesters and semaphore); two free cores' worth | %.2f / %.2f; %.0f /s | | |\n",
-			c, d.CPUms["temporal"], d.CPUms["bench"], 2000/max(d.CPUms["temporal"]+d.CPUms["bench"], 0.01))
-		m.p("| %s: ask → grant p50 / p95 / max, ms; failed | %s / %s / %s; %d | | |\n", c, num(d.Wait.P50),
-			num(d.Wait.P95), num(d.Wait.Max), d.Failed)
-	}
 	for _, f := range []BatchFigures{a.BigUnset, a.BigSet, a.SmallUnset, a.SmallSet} {
 		if f.Tasks == 0 {
 			continue // -admission-batches=false
@@ -170,32 +159,13 @@ func (m *markdown) admissionRows(r *Results) {
 	}
 }
 
-func joinFloats(xs []float64) string {
-	var parts []string
-	for _, x := range xs {
-		parts = append(parts, strconv.FormatFloat(x, 'f', 1, 64))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// admissionTargets: the figures for the chosen design (the first) and the batches.
+// admissionTargets: the figures for the batches.
 func admissionTargets(r *Results) []Target {
 	a := r.Admission
-	if a == nil || len(a.Designs) == 0 {
+	if a == nil || a.BigUnset.Tasks == 0 {
 		return nil
 	}
-	d := a.Designs[0]
-	rate := Target{
-		Name:     fmt.Sprintf("admissions per second at saturation (%s, plan %d, no provider)", d.Design, d.Plan),
-		Want:     fmt.Sprintf("≥ %d", minAdmissionsPerSec),
-		Got:      fmt.Sprintf("%.1f", d.PerSecond),
-		Met:      d.Failed == 0 && d.PerSecond >= minAdmissionsPerSec,
-		Measured: true,
-	}
-	if a.BigUnset.Tasks == 0 {
-		return []Target{rate}
-	}
-	return []Target{rate, {
+	return []Target{{
 		Name:     fmt.Sprintf("batch time, %d tasks, %d threads: PROVIDER_THREADS=%d over unset", bigTasks, bigCap, bigCap),
 		Want:     fmt.Sprintf("≤ %.1f ×", maxBigBatchRatio),
 		Got:      fmt.Sprintf("%.2f × (%.1f s vs %.1f s)", a.BigRatio, a.BigSet.WallSeconds, a.BigUnset.WallSeconds),

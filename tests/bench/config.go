@@ -35,8 +35,6 @@ type config struct {
 	parkedDelay      time.Duration
 	timeout          time.Duration
 	waitBudget       time.Duration
-	admissionDesigns string
-	admissionBatches bool
 }
 
 // benchDynamicConfig is added to devstack's dev-server settings unless -dynamic-config sets the key.
@@ -96,8 +94,6 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.BoolVar(&cfg.replot, "replot", false, "only redraw the plot and results.md of the run in -out (from its samples.json and results.json)")
 	fs.StringVar(&cfg.copyPlot, "copy-plot", "", "also copy latency.svg here (e.g. ../docs/bench-latency.svg for the README)")
 	fs.DurationVar(&cfg.timeout, "timeout", 25*time.Minute, "bound on the whole run")
-	fs.StringVar(&cfg.admissionDesigns, "admission-designs", "", "admission phase: the designs to measure, comma list (default: all)")
-	fs.BoolVar(&cfg.admissionBatches, "admission-batches", true, "admission phase: also run the SolveCaptcha batches against the capped provider")
 	fs.DurationVar(&cfg.waitBudget, "waiting-budget", 5*time.Minute, "time budget of the memory phase; a level not reached within it is measured where it got to and extrapolated")
 	return raw
 }
