@@ -123,7 +123,7 @@ func TestLostSubmissionCalledBackUnsolvableGivesItsSlotBack(t *testing.T) {
 	p.env.RegisterDelayedCallback(func() {
 		p.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "222",
 			Code: "CODE-222", Authenticated: true, RunID: testRunID, Submission: 2})
-	}, 120*time.Second)
+	}, 175*time.Second) // after the re-asks that may take the freed slot (every 30 s), within 222's callback timeout
 	in := recaptcha()
 	in.LostAnswerWaitSeconds = 60
 	p.env.ExecuteWorkflow(captchaflow.WorkflowType, in)
