@@ -154,6 +154,9 @@ func (a *Activities) chooseProvider(ask SlotAsk) string {
 			return p.Name
 		}
 	}
+	if len(cands) > 0 { // every circuit open: Submit waits for the first, so its plan is the one to hold
+		return cands[0].Name
+	}
 	return ""
 }
 
@@ -161,7 +164,7 @@ func (a *Activities) planOf(provider string) int {
 	if a.Providers == nil {
 		return a.ProviderThreads
 	}
-	if p, ok := a.Providers.Get(provider); ok {
+	if p, ok := a.Providers.Get(provider); ok && provider != "" { // "": no candidate serves the task, no plan to take
 		return p.Threads
 	}
 	return 0

@@ -14,7 +14,7 @@ import (
 
 // The fuzz targets feed arbitrary provider answers to the client and to callback.Parse. Run one with
 //
-//	go test -run '^$' -fuzz '^FuzzCreateTaskAnswer$' -fuzztime 2m ./createtask/
+//	go test -run '^$' -fuzz '^FuzzCreateTaskAnswer$' -fuzztime 2m ./providers/
 
 // ctAnswerTransport answers every request with one status and body, in memory.
 type ctAnswerTransport struct {

@@ -16,7 +16,7 @@ import (
 // The fuzz targets feed arbitrary provider answers to the parsers and to the client. Seeds live in
 // testdata/fuzz/<target>/ (real answers of both wire forms, and the odd ones the tests cover); run one with
 //
-//	go test -run '^$' -fuzz '^FuzzParseAnswerText$' -fuzztime 2m ./captchaai/
+//	go test -run '^$' -fuzz '^FuzzParseAnswerText$' -fuzztime 2m ./providers/
 //
 // or every target with make fuzz. A crasher lands in testdata/fuzz/<target>/ and then runs as a plain test.
 

@@ -64,16 +64,17 @@ func run(logger *slog.Logger) error {
 	if err := checkSearchAttributes(ctx, c, opts.Namespace, acts.Providers != nil); err != nil {
 		return configError{err}
 	}
-	w := newWorker(c, cfg, acts)
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("starting worker: %w", err)
-	}
-	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+	// The semaphores' worker starts first and stops last: tasks ask it for slots until their worker has stopped.
 	stopThreads, err := startThreadsWorker(c, cfg, acts)
 	if err != nil {
 		return err
 	}
 	defer stopThreads()
+	w := newWorker(c, cfg, acts)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("starting worker: %w", err)
+	}
+	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
 	keepBalanceSchedule(ctx, c, cfg, logger)
 	if err := metrics.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
@@ -101,7 +102,7 @@ func loadConfig() (config.Worker, *activities.Activities, error) {
 	return cfg, acts, nil
 }
 
-// dialTemporal connects with the environment's Temporal settings; handler may be nil (-set-provider-threads).
+// dialTemporal connects with the environment's Temporal settings; handler may be nil.
 func dialTemporal(ctx context.Context, logger *slog.Logger, handler client.MetricsHandler) (client.Client, client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
