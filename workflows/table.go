@@ -137,6 +137,7 @@ func (s *solver) listen(ctx workflow.Context) {
 			var cb captchaflow.Callback
 			if c.ReceiveAsync(&cb) {
 				s.routeCallback(ctx, cb)
+				s.releaseKept(ctx, false) // a lost submission this callback settled holds its slot no longer
 			}
 		})
 		sel.AddReceive(s.signals.grants, func(c workflow.ReceiveChannel, _ bool) {
