@@ -40,13 +40,13 @@ func (s *solver) keepSlot(workflow.Context) []workflow.Future { return nil }
 // stopHold marks the current request's slot given back.
 func (a *admission) stopHold() { a.granted, a.released = false, true }
 
-// onGrant takes a grant for the request being asked, and tells whether it is this run's but for a request already
-// given up (it is sent back).
+// onGrant takes a grant for the request being asked at the semaphore its ticket names, and tells whether it is this
+// run's but for another request or semaphore (it is sent back).
 func (a *admission) onGrant(g activities.SlotGrant, ours func(runID string) bool) (stray bool) {
 	switch {
 	case !ours(g.RunID):
 		return false
-	case g.Seq == a.seq && !a.released:
+	case g.Seq == a.seq && !a.released && g.Semaphore == a.ticket.Semaphore:
 		a.granted = true
 		return false
 	}

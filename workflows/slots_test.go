@@ -50,7 +50,7 @@ const taskQueueOfTestEnv = "default-test-taskqueue"
 
 func (e *slotEnv) grantAt(d time.Duration, seq int) {
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: seq, RunID: testRunID})
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: seq, RunID: testRunID, Semaphore: testSemaphore})
 	}, d)
 }
 
@@ -81,14 +81,15 @@ func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
 		e.env.AssertActivityNotCalled(t, activities.SubmitName, mock.Anything, mock.Anything)
 	}, 30*time.Second)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 7, RunID: testRunID}) // stale: not this submission's
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 7, RunID: testRunID, Semaphore: testSemaphore}) // stale: not this submission's
 	}, 40*time.Second)
 	e.env.RegisterDelayedCallback(func() {
 		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "a grant for another submission changes nothing")
 	}, 50*time.Second)
 	e.grantAt(55*time.Second, 1)
 	e.env.RegisterDelayedCallback(func() {
-		assert.Empty(t, e.released, "the slot is held while the provider solves")
+		require.Len(t, e.released, 1, "the slot is held while the provider solves; only the stale grant went back")
+		assert.Equal(t, 7, e.released[0].Seq)
 		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
 	}, 70*time.Second)
 	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
@@ -101,7 +102,8 @@ func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
 	for _, req := range e.acquired {
 		assert.Equal(t, 1, req.Seq, "every re-ask is for the same request")
 	}
-	assert.Equal(t, []activities.SlotRequest{{WorkflowID: e.acquired[0].WorkflowID, RunID: e.acquired[0].RunID, Seq: 1, Semaphore: testSemaphore}}, e.released)
+	assert.Equal(t, []activities.SlotRequest{{WorkflowID: e.acquired[0].WorkflowID, RunID: e.acquired[0].RunID, Seq: 7, Semaphore: testSemaphore},
+		{WorkflowID: e.acquired[0].WorkflowID, RunID: e.acquired[0].RunID, Seq: 1, Semaphore: testSemaphore}}, e.released)
 }
 
 func TestSlotReleasedOnUnsolvableAndRequeuedForTheResubmission(t *testing.T) {
@@ -204,7 +206,7 @@ func TestGrantForAnotherRunIsNotTaken(t *testing.T) {
 	e := newSlotEnv(t)
 	e.submits("111")
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 1, RunID: "another-run"})
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 1, RunID: "another-run", Semaphore: testSemaphore})
 	}, time.Second)
 	e.env.RegisterDelayedCallback(func() {
 		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "another run's grant is not this task's")
