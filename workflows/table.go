@@ -131,22 +131,22 @@ type signals struct {
 // listen routes every callback and grant as it arrives, for the whole run. ReceiveAsync: a corrupt payload is
 // dropped by the SDK and must not block the listener.
 func (s *solver) listen(ctx workflow.Context) {
+	// Values stay in their channels until routed here, so quiet() is exact: a Select would take one out of the
+	// channel before its callback ran, and the main line could act in between.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	for {
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(s.signals.callbacks, func(c workflow.ReceiveChannel, _ bool) {
-			var cb captchaflow.Callback
-			if c.ReceiveAsync(&cb) {
-				s.routeCallback(ctx, cb)
-				s.releaseKept(ctx, false) // a lost submission this callback settled holds its slot no longer
-			}
-		})
-		sel.AddReceive(s.signals.grants, func(c workflow.ReceiveChannel, _ bool) {
-			var g activities.SlotGrant
-			if c.ReceiveAsync(&g) {
-				s.receiveGrant(ctx, g)
-			}
-		})
-		sel.Select(ctx)
+		_ = workflow.Await(dctx, func() bool { return !s.quiet() })
+		var cb captchaflow.Callback
+		for s.signals.callbacks.ReceiveAsync(&cb) {
+			s.routeCallback(ctx, cb)
+			s.releaseKept(ctx, false) // a lost submission this callback settled holds its slot no longer
+			cb = captchaflow.Callback{}
+		}
+		var g activities.SlotGrant
+		for s.signals.grants.ReceiveAsync(&g) {
+			s.receiveGrant(ctx, g)
+			g = activities.SlotGrant{}
+		}
 	}
 }
 
