@@ -34,9 +34,6 @@ type keptSlot struct {
 	sub       *submission
 }
 
-// keepSlot has nothing to keep alive: a slot needs no renewal.
-func (s *solver) keepSlot(workflow.Context) []workflow.Future { return nil }
-
 // stopHold marks the current request's slot given back.
 func (a *admission) stopHold() { a.granted, a.released = false, true }
 
@@ -61,9 +58,6 @@ func (s *solver) slotsInEffect(ctx workflow.Context) bool {
 		a.decided = true
 		if s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx) {
 			a.on = workflow.GetVersion(ctx, changeProviderThreads, workflow.DefaultVersion, 1) == 1
-		}
-		if a.on {
-			s.signals.grants = workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)
 		}
 	}
 	return a.on
@@ -159,8 +153,7 @@ func (s *solver) awaitGrant(ctx workflow.Context) error {
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)
 	defer cancelTimer()
 	timer := workflow.NewTimer(timerCtx, d)
-	s.wait(ctx, func() bool { return a.granted || timer.IsReady() || s.table.answered() != nil },
-		func() []workflow.Future { return []workflow.Future{timer} })
+	_ = s.await(ctx, func() bool { return a.granted || timer.IsReady() || s.table.answered() != nil })
 	if timer.IsReady() && !a.granted {
 		return timer.Get(ctx, nil) // nil (ask again), or the task was cancelled
 	}

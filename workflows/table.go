@@ -176,32 +176,14 @@ func (s *solver) await(ctx workflow.Context, cond func() bool) error {
 
 // awaitTimer is the one wait: every signal that arrived is routed before cond is asked.
 func (s *solver) awaitTimer(ctx workflow.Context, timer workflow.Future, cond func() bool) (bool, error) {
-	for {
-		kept := s.keepSlot(ctx)
-		err := workflow.Await(ctx, func() bool { return s.quiet() && (cond() || anyReady(timer) || anyReady(kept...)) })
-		switch {
-		case err != nil:
-			return false, err
-		case cond():
-			return true, nil
-		case anyReady(timer):
-			return false, timer.Get(ctx, nil)
-		}
+	fired := func() bool { return timer != nil && timer.IsReady() }
+	if err := workflow.Await(ctx, func() bool { return s.quiet() && (cond() || fired()) }); err != nil {
+		return false, err
 	}
-}
-
-func anyReady(fs ...workflow.Future) bool {
-	for _, f := range fs {
-		if f != nil && f.IsReady() {
-			return true
-		}
+	if cond() {
+		return true, nil
 	}
-	return false
-}
-
-// wait is await for the admission (slots.go): a cancellation shows in what done looks at.
-func (s *solver) wait(ctx workflow.Context, done func() bool, _ func() []workflow.Future) {
-	_ = s.await(ctx, done)
+	return false, timer.Get(ctx, nil)
 }
 
 func (s *solver) waitFor(ctx workflow.Context, f workflow.Future) {
