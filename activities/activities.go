@@ -24,7 +24,7 @@ type Activities struct {
 	// DeliveryTimeout bounds one POST to notify_url (default DefaultDeliveryTimeout).
 	DeliveryTimeout time.Duration
 	// NotifyAllowPrivate lets deliveries reach loopback and private-network addresses (local development, the
-	// demo); by default only public addresses are delivered to. See NewDeliveryClient.
+	// demo); by default only public addresses are delivered to. See newDeliveryClient.
 	NotifyAllowPrivate bool
 	// CallbackTimeoutByMethod is the callback timeout, per in.php method, of a task that leaves
 	// callback_timeout_seconds unset (CALLBACK_TIMEOUT_BY_METHOD); Submit hands it to the workflow.

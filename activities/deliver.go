@@ -42,10 +42,10 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
 	return err
 }
 
-// DeliveryID is the webhook-id of one result: "<workflow ID>.<run ID>" (".r<N>" after the Nth refresh). Retries
+// deliveryID is the webhook-id of one result: "<workflow ID>.<run ID>" (".r<N>" after the Nth refresh). Retries
 // keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
 // recoverable though workflow IDs may contain dots.
-func DeliveryID(workflowID, runID string, refresh int) string {
+func deliveryID(workflowID, runID string, refresh int) string {
 	id := workflowID + "." + runID
 	if refresh > 0 {
 		id += ".r" + strconv.Itoa(refresh)
@@ -62,8 +62,11 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 		return err
 	}
 	defer keepAlive(ctx)()
-	resp, err := a.client().Do(httpReq)
-	if errors.Is(err, ErrForbiddenTarget) {
+	a.httpOnce.Do(func() { // once, so no delivery can go out without the target check
+		a.httpClient = newDeliveryClient(cmp.Or(a.DeliveryTimeout, DefaultDeliveryTimeout), a.NotifyAllowPrivate)
+	})
+	resp, err := a.httpClient.Do(httpReq)
+	if errors.Is(err, errForbiddenTarget) {
 		return forbidden(err)
 	} else if err != nil {
 		return temporal.NewApplicationError("delivering to notify_url: "+describeDeliveryError(err), FailureDeliveryRejected)
@@ -94,14 +97,14 @@ func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*ht
 		return nil, temporal.NewApplicationError(err.Error(), FailureWorkerConfig)
 	}
 	exec := activity.GetInfo(ctx).WorkflowExecution
-	msgID, now := DeliveryID(exec.ID, exec.RunID, req.Refresh), time.Now()
+	msgID, now := deliveryID(exec.ID, exec.RunID, req.Refresh), time.Now()
 	signature, err := signer.Sign(msgID, now, req.Body)
 	if err != nil {
 		return nil, temporal.NewApplicationError("signing delivery: "+err.Error(), FailureWorkerConfig)
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
 	if err != nil {
-		return nil, forbidden(&forbiddenURLError{describeDeliveryError(err)})
+		return nil, forbidden(err)
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)
@@ -110,21 +113,9 @@ func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*ht
 	return httpReq, nil
 }
 
-// forbidden is the non-retryable refusal of a notify_url, naming the setting that would admit it, if one would.
+// forbidden is the non-retryable refusal of a notify_url; a refused address names the setting that would admit it.
 func forbidden(err error) error {
-	msg := "notify_url refused: " + describeDeliveryError(err)
-	if fe, ok := errors.AsType[*forbiddenAddrError](err); ok && fe.private {
-		msg += " (deliveries go to public addresses only; NOTIFY_ALLOW_PRIVATE=true on the worker admits private ones)"
-	}
-	return temporal.NewNonRetryableApplicationError(msg, FailureDeliveryForbidden, nil)
-}
-
-// client is built once, so no delivery can go out without the target check.
-func (a *Activities) client() *http.Client {
-	a.httpOnce.Do(func() {
-		a.httpClient = NewDeliveryClient(cmp.Or(a.DeliveryTimeout, DefaultDeliveryTimeout), a.NotifyAllowPrivate)
-	})
-	return a.httpClient
+	return temporal.NewNonRetryableApplicationError("notify_url refused: "+describeDeliveryError(err), FailureDeliveryForbidden, nil)
 }
 
 // CheckNotifySecret lets the worker refuse to start on a NOTIFY_SECRET that cannot sign; it names the variable,

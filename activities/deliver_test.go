@@ -165,7 +165,7 @@ func TestCheckTarget(t *testing.T) {
 	}
 	for _, s := range refused {
 		err := checkTarget(netip.MustParseAddr(s), false)
-		assert.ErrorIs(t, err, ErrForbiddenTarget, s)
+		assert.ErrorIs(t, err, errForbiddenTarget, s)
 	}
 	for _, s := range public {
 		assert.NoError(t, checkTarget(netip.MustParseAddr(s), false), s)
@@ -177,18 +177,18 @@ func TestCheckTarget(t *testing.T) {
 		assert.NoError(t, checkTarget(netip.MustParseAddr(s), true), s)
 	}
 	for _, s := range []string{"169.254.169.254", "fe80::1", "::ffff:169.254.169.254", "0.0.0.0", "::", "224.0.0.1", "ff02::1"} {
-		assert.ErrorIs(t, checkTarget(netip.MustParseAddr(s), true), ErrForbiddenTarget, s)
+		assert.ErrorIs(t, checkTarget(netip.MustParseAddr(s), true), errForbiddenTarget, s)
 	}
-	assert.ErrorIs(t, checkTarget(netip.Addr{}, true), ErrForbiddenTarget)
+	assert.ErrorIs(t, checkTarget(netip.Addr{}, true), errForbiddenTarget)
 }
 
 func TestDeliveryClientRefusesAtConnectTime(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	defer srv.Close()
-	_, err := NewDeliveryClient(time.Second, false).Get(srv.URL)
-	require.ErrorIs(t, err, ErrForbiddenTarget)
-	resp, err := NewDeliveryClient(time.Second, true).Get(srv.URL)
+	_, err := newDeliveryClient(time.Second, false).Get(srv.URL)
+	require.ErrorIs(t, err, errForbiddenTarget)
+	resp, err := newDeliveryClient(time.Second, true).Get(srv.URL)
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.EqualValues(t, 1, hits.Load())
@@ -261,12 +261,12 @@ func TestDeliveryIDIsStableAcrossRetriesAndNewPerRun(t *testing.T) {
 
 func TestDeliveryID(t *testing.T) {
 	const run = "0b0f4d2a-5d4e-4c3f-9a51-8e2f0c1d2e3f"
-	id := DeliveryID("order-42.login", run, 0)
+	id := deliveryID("order-42.login", run, 0)
 	assert.Equal(t, "order-42.login."+run, id)
 	assert.Equal(t, "order-42.login", id[:len(id)-len(run)-1], "the workflow ID is all but the run ID's 37 trailing characters")
-	assert.NotEqual(t, DeliveryID("a", fmt.Sprint(run[:35], "0"), 0), DeliveryID("a", run, 0))
-	assert.Equal(t, "order-42.login."+run+".r1", DeliveryID("order-42.login", run, 1), "a refreshed token is a new result")
-	assert.NotEqual(t, DeliveryID("a", run, 1), DeliveryID("a", run, 2))
+	assert.NotEqual(t, deliveryID("a", fmt.Sprint(run[:35], "0"), 0), deliveryID("a", run, 0))
+	assert.Equal(t, "order-42.login."+run+".r1", deliveryID("order-42.login", run, 1), "a refreshed token is a new result")
+	assert.NotEqual(t, deliveryID("a", run, 1), deliveryID("a", run, 2))
 }
 
 func TestCheckNotifySecret(t *testing.T) {
