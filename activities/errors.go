@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -31,32 +30,11 @@ const (
 	FailureProviderGaveUp      = "ProviderGaveUp"      // unreachable past PROVIDER_GIVE_UP. Details: the provider
 )
 
-// zeroBalanceError is paced like a transient error (for a policy that retries it), its wait also in its details.
-func zeroBalanceError(ctx context.Context, msg string) error {
-	wait := pacedDelay(callback.RetryAfter(callback.CodeZeroBalance), timeLeft(ctx), rand.Float64())
-	activity.GetLogger(ctx).Warn("the provider answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
-	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderZeroBalance, temporal.ApplicationErrorOptions{
-		NextRetryDelay: wait,
-		Details:        []any{callback.CodeZeroBalance, wait},
-	})
-}
-
-// submitOutcomeUnknown is the FailureSubmitOutcomeUnknown error for a submission whose answer was lost.
-func submitOutcomeUnknown(ctx context.Context, lost LostDetails, err error) error {
-	activity.GetLogger(ctx).Warn("the provider failed after the request was sent: it may have created the task",
-		"Provider", lost.Provider, "Error", err)
-	return temporal.NewApplicationError("the provider's answer was lost after the request was sent: "+err.Error(),
-		FailureSubmitOutcomeUnknown, lost)
-}
-
 // NonRetryableProviderErrors are the provider error types no retry policy should retry.
 var NonRetryableProviderErrors = []string{captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, FailureResubmit}
 
-// providerError types a client's error (already redacted) by its class for the retry policies.
+// providerError types a client's error (already redacted, its class decided by the client) for the retry policies.
 func providerError(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
 	code, msg := codeOf(err), err.Error()
 	switch providers.ClassOf(err) {
 	case callback.ClassNotReady:
@@ -67,15 +45,27 @@ func providerError(ctx context.Context, err error) error {
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderConfig, nil, code)
 	case callback.ClassUnknown:
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderUnknown, nil, code)
-	default:
-		return transientError(ctx, msg, code)
 	}
+	return transientError(ctx, err)
 }
 
-// codeOf is the provider code of a client's error, or "".
+// transientError is retried after the code's documented wait (0 keeps the policy's backoff), cut to the deadline.
+func transientError(ctx context.Context, err error) error {
+	code := codeOf(err)
+	return temporal.NewApplicationErrorWithOptions(err.Error(), FailureProviderTransient, temporal.ApplicationErrorOptions{
+		NextRetryDelay: pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64()), Details: []any{code}})
+}
+
+// zeroBalanceError is paced like a transient error (for a policy that retries it), its wait also in its details.
+func zeroBalanceError(ctx context.Context, err error) error {
+	wait := pacedDelay(callback.RetryAfter(callback.CodeZeroBalance), timeLeft(ctx), rand.Float64())
+	activity.GetLogger(ctx).Warn("the provider answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
+	return temporal.NewApplicationErrorWithOptions(err.Error(), FailureProviderZeroBalance, temporal.ApplicationErrorOptions{
+		NextRetryDelay: wait, Details: []any{callback.CodeZeroBalance, wait}})
+}
+
 func codeOf(err error) string {
-	var pe *providers.Error
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*providers.Error](err); ok {
 		return pe.Code
 	}
 	return ""
@@ -85,14 +75,6 @@ const (
 	retryJitter    = 0.2         // ±20 %: tasks turned away together do not all come back together
 	deadlineMargin = time.Second // a retry past the deadline fails at once; room for the round trip and skew
 )
-
-// transientError is retried after the code's documented wait (0 keeps the policy's backoff), cut to the deadline.
-func transientError(ctx context.Context, msg, code string) error {
-	return temporal.NewApplicationErrorWithOptions(msg, FailureProviderTransient, temporal.ApplicationErrorOptions{
-		NextRetryDelay: pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64()),
-		Details:        []any{code},
-	})
-}
 
 // pacedDelay is wait spread by ±retryJitter (u in [0, 1) picks where), cut to left - deadlineMargin; 0 stays 0.
 func pacedDelay(wait, left time.Duration, u float64) time.Duration {
@@ -115,88 +97,41 @@ func timeLeft(ctx context.Context) time.Duration {
 	return time.Until(info.ScheduledTime.Add(info.ScheduleToCloseTimeout))
 }
 
-const maxQuotedCode = 64 // of a refused answer, in an error message
-
-// solutionError refuses a success answer that cannot be a solution: a status word means what it says; an oversized
-// answer fails the poll (the provider keeps answering the same).
-func solutionError(ctx context.Context, code string) error {
-	if len(code) > captchaflow.MaxCodeBytes {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("provider get: the answer is %d bytes, over the %d-byte bound on a code", len(code), captchaflow.MaxCodeBytes),
-			captchaflow.FailureProviderUnknown, nil)
-	}
-	if !callback.IsStatusWord(code) {
-		return nil
-	}
-	quoted := code
-	if len(quoted) > maxQuotedCode { // a status word is ASCII: cutting bytes cuts no rune
-		quoted = quoted[:maxQuotedCode] + "..."
-	}
-	return providerError(ctx, &providers.Error{Op: "get", Code: quoted, Class: callback.ClassifyCode(code),
-		Err: errors.New("answered as a solution"), Provider: "provider"})
-}
-
 // Metrics of the provider layer; all but MetricProviderAnswers are tagged provider and exist with PROVIDERS_FILE only.
+// Their label values are listed in docs/operations.md.
 const (
-	// MetricProviderAnswers counts answers by op and code: AnswerOK, a callback.KnownCode, AnswerNetwork, AnswerOther.
-	MetricProviderAnswers     = "captchaflow_provider_answers_total"
-	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome (Submission*)
+	MetricProviderAnswers     = "captchaflow_provider_answers_total"        // by op and code (answerCode)
+	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome
 	MetricCircuitState        = "captchaflow_provider_circuit_state"        // 0 closed, 1 half-open, 2 open, at scrape
 	MetricCircuitOpened       = "captchaflow_provider_circuit_opened_total" // by provider and reason (providers.Reason*)
 )
 
-// Label values of MetricProviderAnswers.
-const (
-	AnswerOpSubmit = "submit"
-	AnswerOpGet    = "get"
-	AnswerOpReport = "report"
-	AnswerOK       = "OK"
-	AnswerNetwork  = "network"
-	AnswerOther    = "other"
-)
-
-// Outcome labels of MetricProviderSubmissions.
-const (
-	SubmissionAccepted = "accepted"
-	SubmissionRefused  = "refused"   // a provider answer that created no task (busy, zero balance, unsolvable, key…)
-	SubmissionLost     = "lost"      // the answer was lost after the request was written: maybe a task, maybe paid
-	SubmissionSkipped  = "skipped"   // the circuit was open: nothing sent
-	SubmissionAbandon  = "abandoned" // a submission given up at an unreachable provider (maybe paid for, result ignored)
-)
-
-// answerCode is the code label of a provider request that ended with err (nil: AnswerOK).
+// answerCode labels a provider request that ended with err: OK, a documented code, network (no answer) or other,
+// a fixed set whatever the provider sends.
 func answerCode(err error) string {
 	if err == nil {
-		return AnswerOK
+		return "OK"
 	}
 	if providers.IsTransportError(err) {
-		return AnswerNetwork
+		return "network"
 	}
 	if code, ok := callback.KnownCode(codeOf(err)); ok {
 		return code
 	}
-	return AnswerOther
+	return "other"
 }
 
-// refusedSolutionCode is the code label of a "solution" solutionError refused: a documented word, else AnswerOther.
-func refusedSolutionCode(solution string) string {
-	if len(solution) <= captchaflow.MaxCodeBytes {
-		if code, ok := callback.KnownCode(solution); ok {
-			return code
-		}
-	}
-	return AnswerOther
-}
-
-// countAnswer counts one answer of p, tagged with its name on a routed worker.
-func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op, code string) {
-	tags := map[string]string{"op": op, "code": code}
+// countAnswer counts one answer of p (op: submit, get or report), tagged with its name on a routed worker.
+func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op string, err error) {
+	tags := map[string]string{"op": op, "code": answerCode(err)}
 	if name := a.routedName(p); name != "" {
 		tags["provider"] = name
 	}
 	activity.GetMetricsHandler(ctx).WithTags(tags).Counter(MetricProviderAnswers).Inc(1)
 }
 
+// countSubmission counts a submission's outcome: accepted, refused (no task created), lost (maybe a task, maybe
+// paid), skipped (circuit open, nothing sent) or abandoned (given up at an unreachable provider).
 func (a *Activities) countSubmission(ctx context.Context, provider, outcome string) {
 	if a.set().Routed {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": provider, "outcome": outcome}).

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -47,15 +48,21 @@ type LostDetails struct {
 	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
 }
 
-// LegacyProviderName names the one provider of a worker without PROVIDERS_FILE in logs (never in history).
-const LegacyProviderName = "captchaai"
-
-// set is the worker's providers: Providers, or the one-provider set of Provider (made per call: tests swap it).
+// set is the worker's providers: Providers, or the one-provider set of Provider (made per call: tests swap it),
+// named captchaai in logs (never in history).
 func (a *Activities) set() *providers.Set {
 	if a.Providers != nil {
 		return a.Providers
 	}
-	return providers.Single(LegacyProviderName, a.Provider)
+	return providers.Single("captchaai", a.Provider)
+}
+
+// provider is the provider named in an activity's input ("": the first).
+func (a *Activities) provider(name string) (*providers.Provider, error) {
+	if p, ok := a.set().Get(name); ok {
+		return p, nil
+	}
+	return nil, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", name), FailureWorkerConfig)
 }
 
 // Submit sends the task to the first candidate whose circuit lets it through. A refusal that opens its circuit moves
@@ -72,7 +79,7 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	var lastErr error
 	for _, p := range cands {
 		if ok, at, reason := set.Breaker.Allow(p.Name); !ok {
-			a.countSubmission(ctx, p.Name, SubmissionSkipped)
+			a.countSubmission(ctx, p.Name, "skipped")
 			activity.GetLogger(ctx).Info("provider skipped: circuit open", "Provider", p.Name, "Reason", reason, "Until", at)
 			if retryAt.IsZero() || at.Before(retryAt) {
 				retryAt = at
@@ -111,33 +118,33 @@ func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Pro
 // submitTo makes one submission to p; next: nothing was created and p's circuit is now open, so try the next.
 func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, alternatives int) (SubmitResult, error, bool) {
 	set := a.set()
-	name := a.routedName(p)
-	lost := LostDetails{Provider: name}
-	if name != "" {
-		lost.Alternatives, lost.GiveUpSeconds = alternatives, int(set.Breaker.Settings().GiveUp/time.Second)
-	}
-	pingback, err := a.pingbackURL(ctx, req, name, p.Flavor)
+	// Without PROVIDERS_FILE: no name, no alternatives and no breaker (so no give-up).
+	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second)}
+	pingback, err := a.pingbackURL(ctx, req, lost.Provider, p.Flavor)
 	if err != nil {
 		return SubmitResult{}, err, false
 	}
 	id, code, err := p.Client.Submit(ctx, req.Method, req.Params, pingback)
-	a.countAnswer(ctx, p, AnswerOpSubmit, answerCode(err))
+	a.countAnswer(ctx, p, "submit", err)
 	a.record(ctx, p.Name, err, set.Breaker.Record)
 	switch {
 	case err == nil:
-		a.countSubmission(ctx, p.Name, SubmissionAccepted)
+		a.countSubmission(ctx, p.Name, "accepted")
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
-		return SubmitResult{ProviderTaskID: id, Provider: name, Code: code, Alternatives: lost.Alternatives,
+		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
-	case providers.OutcomeUnknown(err):
-		a.countSubmission(ctx, p.Name, SubmissionLost)
-		return SubmitResult{}, submitOutcomeUnknown(ctx, lost, err), false
+	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
+		a.countSubmission(ctx, p.Name, "lost")
+		activity.GetLogger(ctx).Warn("the provider failed after the request was sent: it may have created the task",
+			"Provider", p.Name, "Error", err)
+		return SubmitResult{}, temporal.NewApplicationError("the provider's answer was lost after the request was sent: "+
+			err.Error(), FailureSubmitOutcomeUnknown, lost), false
 	}
-	a.countSubmission(ctx, p.Name, SubmissionRefused)
+	a.countSubmission(ctx, p.Name, "refused")
 	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
 	if answerCode(err) == callback.CodeZeroBalance {
-		return SubmitResult{}, zeroBalanceError(ctx, err.Error()), next
+		return SubmitResult{}, zeroBalanceError(ctx, err), next
 	}
 	return SubmitResult{}, providerError(ctx, err), next
 }
@@ -181,36 +188,32 @@ type PollResult struct {
 // Poll makes exactly one result request; not ready is a retryable NotReady error the retry policy spaces.
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
-	set := a.set()
-	p, ok := set.Get(req.Provider)
-	if !ok {
-		return PollResult{}, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", req.Provider), FailureWorkerConfig)
-	}
-	code, err := p.Client.Get(ctx, req.ProviderTaskID)
-	a.record(ctx, p.Name, err, set.Breaker.RecordPoll)
+	p, err := a.provider(req.Provider)
 	if err != nil {
-		a.countAnswer(ctx, p, AnswerOpGet, answerCode(err))
-		if req.GiveUp && set.Breaker.GivenUp(p.Name) { // always asked first: the provider holds the paid code
-			a.countSubmission(ctx, p.Name, SubmissionAbandon)
-			return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",
-				p.Name, set.Breaker.DownFor(p.Name).Round(time.Second)), FailureProviderGaveUp, nil, p.Name)
-		}
-		return PollResult{}, providerError(ctx, err)
-	}
-	if err := solutionError(ctx, code); err != nil {
-		a.countAnswer(ctx, p, AnswerOpGet, refusedSolutionCode(code))
 		return PollResult{}, err
 	}
-	a.countAnswer(ctx, p, AnswerOpGet, AnswerOK)
-	return PollResult{Code: code}, nil
+	breaker := a.set().Breaker
+	code, err := p.Client.Get(ctx, req.ProviderTaskID) // the client refuses an empty or oversized code
+	a.record(ctx, p.Name, err, breaker.RecordPoll)
+	if err == nil && callback.IsStatusWord(code) { // it means what it says (a status word is ASCII: cut anywhere)
+		err = &providers.Error{Op: "get", Code: code[:min(len(code), 64)], Class: callback.ClassifyCode(code),
+			Err: errors.New("answered as a solution"), Provider: "provider"}
+	}
+	a.countAnswer(ctx, p, "get", err)
+	switch {
+	case err == nil:
+		return PollResult{Code: code}, nil
+	case req.GiveUp && breaker.GivenUp(p.Name): // always asked first: the provider holds the paid code
+		a.countSubmission(ctx, p.Name, "abandoned")
+		return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",
+			p.Name, breaker.DownFor(p.Name).Round(time.Second)), FailureProviderGaveUp, nil, p.Name)
+	}
+	return PollResult{}, providerError(ctx, err)
 }
-
-// ProviderGivenUpName is the registered name of ProviderGivenUp.
-const ProviderGivenUpName = "ProviderGivenUp"
 
 // ProviderGivenUp: unreachable past PROVIDER_GIVE_UP on this worker (a local activity, so replay decides the same).
 func (a *Activities) ProviderGivenUp(_ context.Context, provider string) (bool, error) {
-	return a.set().Routed && a.set().Breaker.GivenUp(provider), nil
+	return a.set().Breaker.GivenUp(provider), nil // no breaker without PROVIDERS_FILE
 }
 
 // unavailable is the retryable FailureProviderUnavailable error, retried when the first circuit half-opens.
@@ -222,9 +225,6 @@ func unavailable(ctx context.Context, retryAt time.Time) error {
 
 // record feeds a request's outcome to name's circuit (Record, or RecordPoll: reachability only) and the metrics.
 func (a *Activities) record(ctx context.Context, name string, err error, rec func(string, providers.Outcome) string) {
-	if a.set().Breaker == nil {
-		return
-	}
 	if reason := rec(name, providers.OutcomeOf(err)); reason != "" {
 		activity.GetLogger(ctx).Warn("provider circuit opened", "Provider", name, "Reason", reason)
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": name, "reason": reason}).

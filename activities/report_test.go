@@ -12,13 +12,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/mocks"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/providers"
@@ -50,7 +51,7 @@ func sendReport(t *testing.T, answer string, verdict captchaflow.Verdict) (SendR
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(&Activities{Provider: provider})
-	val, err := env.ExecuteActivity(SendReportName, SendReportRequest{ProviderTaskID: "7300000042", Verdict: verdict})
+	val, err := env.ExecuteActivity("SendReport", SendReportRequest{ProviderTaskID: "7300000042", Verdict: verdict})
 	var res SendReportResult
 	if err == nil {
 		require.NoError(t, val.Get(&res))
@@ -103,22 +104,49 @@ func TestSendReportProviderAnswers(t *testing.T) {
 	}
 }
 
-// describe makes c describe the task as a SolveCaptcha run in status, and its Get return getErr (filling res).
-func describe(c *mocks.Client, typ string, status enumspb.WorkflowExecutionStatus, res *captchaflow.Result, getErr error) {
-	c.On("DescribeWorkflow", mock.Anything, "order-42", "").Return(&client.WorkflowExecutionDescription{
-		WorkflowExecutionMetadata: client.WorkflowExecutionMetadata{
-			WorkflowExecution: workflow.Execution{ID: "order-42", RunID: "run-1"},
-			WorkflowType:      workflow.Type{Name: typ},
-			Status:            status,
-		}}, nil)
-	run := &mocks.WorkflowRun{}
-	run.On("Get", mock.Anything, mock.Anything).Return(func(_ context.Context, v any) error {
-		if res != nil {
-			*v.(*captchaflow.Result) = *res
-		}
-		return getErr
-	}).Maybe()
-	c.On("GetWorkflow", mock.Anything, "order-42", "run-1").Return(run).Maybe()
+// events is a history as GetWorkflowHistory iterates it; err comes first.
+type events struct {
+	list []*historypb.HistoryEvent
+	err  error
+}
+
+func (e *events) HasNext() bool { return len(e.list) > 0 || e.err != nil }
+
+func (e *events) Next() (*historypb.HistoryEvent, error) {
+	if err := e.err; err != nil {
+		e.err = nil
+		return nil, err
+	}
+	ev := e.list[0]
+	e.list = e.list[1:]
+	return ev, nil
+}
+
+var reportedInput = captchaflow.Input{Method: "hcaptcha", Params: map[string]string{"sitekey": "s"}}
+
+// history makes c answer the task's history: a run of typ started with reportedInput and ending in last.
+func history(t *testing.T, c *mocks.Client, typ string, last *historypb.HistoryEvent) {
+	in, err := converter.GetDefaultDataConverter().ToPayloads(reportedInput)
+	require.NoError(t, err)
+	start := &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{
+			WorkflowType: &commonpb.WorkflowType{Name: typ}, Input: in}}}
+	c.On("GetWorkflowHistory", mock.Anything, "order-42", "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT).
+		Return(&events{list: []*historypb.HistoryEvent{start, last}})
+}
+
+func completed(t *testing.T, res captchaflow.Result) *historypb.HistoryEvent {
+	p, err := converter.GetDefaultDataConverter().ToPayloads(res)
+	require.NoError(t, err)
+	return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionCompletedEventAttributes{
+			WorkflowExecutionCompletedEventAttributes: &historypb.WorkflowExecutionCompletedEventAttributes{Result: p}}}
+}
+
+func failed(err error) *historypb.HistoryEvent {
+	return &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes{WorkflowExecutionFailedEventAttributes: &historypb.WorkflowExecutionFailedEventAttributes{
+			Failure: temporal.GetDefaultFailureConverter().ErrorToFailure(err)}}}
 }
 
 func TestLookupReportTarget(t *testing.T) {
@@ -129,26 +157,36 @@ func TestLookupReportTarget(t *testing.T) {
 
 	t.Run("completed", func(t *testing.T) {
 		c := &mocks.Client{}
-		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, &solved, nil)
-		got, err := lookupReportTarget(ctx, c, "order-42")
+		history(t, c, captchaflow.WorkflowType, completed(t, solved))
+		got, in, err := lookupReportTarget(ctx, c, "order-42")
 		require.NoError(t, err)
 		assert.Equal(t, want, got, "the code itself is not returned")
+		assert.Equal(t, reportedInput, in, "the input, for a createTask provider's kind")
 	})
 	for _, typ := range []string{captchaflow.FailureDeliveryFailed, captchaflow.FailureTokenExpired} {
 		t.Run(typ+": the result is in the details", func(t *testing.T) {
 			c := &mocks.Client{}
-			failed := temporal.NewNonRetryableApplicationError("delivering failed", typ, nil, solved)
-			describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil, failed)
-			got, err := lookupReportTarget(ctx, c, "order-42")
+			history(t, c, captchaflow.WorkflowType, failed(temporal.NewNonRetryableApplicationError("delivering failed", typ, nil, solved)))
+			got, _, err := lookupReportTarget(ctx, c, "order-42")
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
 		})
 	}
+	t.Run("cancelled while delivering: the result is in the details", func(t *testing.T) {
+		c := &mocks.Client{}
+		p, err := converter.GetDefaultDataConverter().ToPayloads(solved)
+		require.NoError(t, err)
+		history(t, c, captchaflow.WorkflowType, &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+			Attributes: &historypb.HistoryEvent_WorkflowExecutionCanceledEventAttributes{
+				WorkflowExecutionCanceledEventAttributes: &historypb.WorkflowExecutionCanceledEventAttributes{Details: p}}})
+		got, _, err := lookupReportTarget(ctx, c, "order-42")
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	})
 	t.Run("unsolvable", func(t *testing.T) {
 		c := &mocks.Client{}
-		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil,
-			temporal.NewNonRetryableApplicationError("could not solve", captchaflow.FailureUnsolvable, nil))
-		_, err := lookupReportTarget(ctx, c, "order-42")
+		history(t, c, captchaflow.WorkflowType, failed(temporal.NewNonRetryableApplicationError("could not solve", captchaflow.FailureUnsolvable, nil)))
+		_, _, err := lookupReportTarget(ctx, c, "order-42")
 		typ, final := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
 		assert.True(t, final)
@@ -156,37 +194,38 @@ func TestLookupReportTarget(t *testing.T) {
 	})
 	t.Run("running", func(t *testing.T) {
 		c := &mocks.Client{}
-		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil, nil)
-		_, err := lookupReportTarget(ctx, c, "order-42")
+		history(t, c, captchaflow.WorkflowType, &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED})
+		_, _, err := lookupReportTarget(ctx, c, "order-42")
 		typ, final := appErrorType(t, err)
 		assert.Equal(t, FailureTaskRunning, typ)
 		assert.False(t, final)
 	})
 	t.Run("terminated", func(t *testing.T) {
 		c := &mocks.Client{}
-		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, nil, errors.New("terminated"))
-		_, err := lookupReportTarget(ctx, c, "order-42")
+		history(t, c, captchaflow.WorkflowType, &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED})
+		_, _, err := lookupReportTarget(ctx, c, "order-42")
 		typ, _ := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
+		assert.Contains(t, err.Error(), "terminated")
 	})
-	t.Run("failed, but its outcome could not be read: retried", func(t *testing.T) {
+	t.Run("its history could not be read: retried", func(t *testing.T) {
 		c := &mocks.Client{}
-		describe(c, captchaflow.WorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, nil, serviceerror.NewUnavailable("down"))
-		_, err := lookupReportTarget(ctx, c, "order-42")
+		c.On("GetWorkflowHistory", mock.Anything, "order-42", "", false, mock.Anything).Return(&events{err: serviceerror.NewUnavailable("down")})
+		_, _, err := lookupReportTarget(ctx, c, "order-42")
 		require.Error(t, err)
 		assert.Empty(t, captchaflow.FailureType(err), "not a typed, final failure")
 	})
 	t.Run("another workflow type", func(t *testing.T) {
 		c := &mocks.Client{}
-		describe(c, captchaflow.ReportWorkflowType, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, &solved, nil)
-		_, err := lookupReportTarget(ctx, c, "order-42")
+		history(t, c, captchaflow.ReportWorkflowType, completed(t, solved))
+		_, _, err := lookupReportTarget(ctx, c, "order-42")
 		typ, _ := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
 	})
 	t.Run("unknown", func(t *testing.T) {
 		c := &mocks.Client{}
-		c.On("DescribeWorkflow", mock.Anything, "order-42", "").Return(nil, serviceerror.NewNotFound("no such workflow"))
-		_, err := lookupReportTarget(ctx, c, "order-42")
+		c.On("GetWorkflowHistory", mock.Anything, "order-42", "", false, mock.Anything).Return(&events{err: serviceerror.NewNotFound("no such workflow")})
+		_, _, err := lookupReportTarget(ctx, c, "order-42")
 		typ, _ := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
 	})
