@@ -118,22 +118,11 @@ const maxExcerpt = 64
 
 // excerpt keeps at most maxExcerpt bytes of printable ASCII from b, anything else collapsed to one space.
 func excerpt(b []byte) string {
-	out := make([]byte, 0, maxExcerpt)
-	space := false
-	for _, c := range b {
-		if c <= ' ' || c >= 0x7f {
-			space = true
-			continue
-		}
-		if space && len(out) > 0 {
-			out = append(out, ' ')
-		}
-		space, out = false, append(out, c)
-		if len(out) >= maxExcerpt {
-			return string(out[:maxExcerpt]) + "..."
-		}
+	s := strings.Join(strings.FieldsFunc(string(b), func(r rune) bool { return r <= ' ' || r >= 0x7f }), " ")
+	if len(s) > maxExcerpt {
+		return s[:maxExcerpt] + "..."
 	}
-	return string(out)
+	return s
 }
 
 // describeDeliveryError drops the URL (it may carry the receiver's credentials or token) from net/http's errors.

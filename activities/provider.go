@@ -95,7 +95,9 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	if lastErr != nil {
 		return SubmitResult{}, lastErr
 	}
-	return SubmitResult{}, unavailable(ctx, retryAt)
+	return SubmitResult{}, temporal.NewApplicationErrorWithOptions("every provider this task may use is skipped (circuit open)",
+		FailureProviderUnavailable, temporal.ApplicationErrorOptions{ // retried when the first circuit half-opens
+			NextRetryDelay: pacedDelay(max(time.Until(retryAt), time.Second), timeLeft(ctx), 0.5)})
 }
 
 // supported drops the candidates that cannot serve the method; why says which and why, for the failure.
@@ -164,11 +166,8 @@ func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provide
 	if err != nil {
 		return "", temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
 	}
-	if u, err := url.Parse(pingback); err == nil && flavor != "" {
-		q := u.Query()
-		q.Set(callbackauth.FlavorParam, string(flavor))
-		u.RawQuery = q.Encode()
-		pingback = u.String()
+	if flavor != "" {
+		pingback += "&" + callbackauth.FlavorParam + "=" + url.QueryEscape(string(flavor))
 	}
 	return pingback, nil
 }
@@ -214,13 +213,6 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 // ProviderGivenUp: unreachable past PROVIDER_GIVE_UP on this worker (a local activity, so replay decides the same).
 func (a *Activities) ProviderGivenUp(_ context.Context, provider string) (bool, error) {
 	return a.set().Breaker.GivenUp(provider), nil // no breaker without PROVIDERS_FILE
-}
-
-// unavailable is the retryable FailureProviderUnavailable error, retried when the first circuit half-opens.
-func unavailable(ctx context.Context, retryAt time.Time) error {
-	wait := pacedDelay(max(time.Until(retryAt), time.Second), timeLeft(ctx), 0.5)
-	return temporal.NewApplicationErrorWithOptions("every provider this task may use is skipped (circuit open)",
-		FailureProviderUnavailable, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
 }
 
 // record feeds a request's outcome to name's circuit (Record, or RecordPoll: reachability only) and the metrics.
