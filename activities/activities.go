@@ -40,10 +40,3 @@ type Activities struct {
 
 // DefaultDeliveryTimeout bounds one POST to notify_url when Activities.DeliveryTimeout is zero.
 const DefaultDeliveryTimeout = 15 * time.Second
-
-// Activity names as registered (method names); the workflow refers to them through method values.
-const (
-	SubmitName  = "Submit"
-	PollName    = "Poll"
-	DeliverName = "Deliver"
-)

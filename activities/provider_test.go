@@ -141,7 +141,7 @@ func pollOnceWorkflow(ctx workflow.Context, scheduleToClose time.Duration) error
 		StartToCloseTimeout:    10 * time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
-	return workflow.ExecuteActivity(ctx, PollName, PollRequest{ProviderTaskID: "1"}).Get(ctx, nil)
+	return workflow.ExecuteActivity(ctx, "Poll", PollRequest{ProviderTaskID: "1"}).Get(ctx, nil)
 }
 
 // With two minutes left before the task's deadline, IP_BANNED's five-minute wait is cut to just inside them: had it

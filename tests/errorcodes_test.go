@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/providers/callback"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 	"github.com/captchaflow/captchaflow/workflows"
@@ -78,7 +77,7 @@ func TestE2E_ErrorCodePingbacks(t *testing.T) {
 			}
 		}
 		assert.Equal(t, tr.submits()-1, errSignals, "%s: ERROR_CAPTCHA_UNSOLVABLE callbacks signalled", tr.ID)
-		assert.Zero(t, activitiesScheduled(hs[tr.ID], activities.PollName), "%s: no res.php request at all", tr.ID)
+		assert.Zero(t, activitiesScheduled(hs[tr.ID], "Poll"), "%s: no res.php request at all", tr.ID)
 	}
 	eventually(t, "resubmits counted", 10*time.Second, 200*time.Millisecond, func() string {
 		after, err := metricsSnapshot(ctx, resubmits)
@@ -166,7 +165,7 @@ func TestE2E_SubmitErrorClasses(t *testing.T) {
 			}
 			assert.Empty(t, pts, "%s: in.php accepted nothing", label)
 			assert.False(t, delivered, "%s: nothing may be delivered", label)
-			assert.Equal(t, int32(1), activityAttempts(hs[tr.ID])[activities.SubmitName], "%s: one in.php request, not retried", label)
+			assert.Equal(t, int32(1), activityAttempts(hs[tr.ID])["Submit"], "%s: one in.php request, not retried", label)
 			continue
 		}
 		if !assert.NoError(t, tr.Err, label) {
@@ -191,13 +190,13 @@ func TestE2E_SubmitErrorClasses(t *testing.T) {
 	}
 	for _, tr := range transient {
 		assert.Equal(t, 1, tr.Result.Submits, "%s: a busy in.php is not a submission", tr.ID)
-		assert.Equal(t, int32(2), activityAttempts(hs[tr.ID])[activities.SubmitName], "%s: Submit retried once", tr.ID)
+		assert.Equal(t, int32(2), activityAttempts(hs[tr.ID])["Submit"], "%s: Submit retried once", tr.ID)
 		assert.NotContains(t, timerDurations(hs[tr.ID]), 5*time.Second, "%s: no resubmit backoff", tr.ID)
 	}
 	var backoffs []float64
 	for _, tr := range resubmitOK {
 		assert.Equal(t, 2, tr.Result.Submits, "%s: the refused in.php request counts", tr.ID)
-		assert.Equal(t, 2, activitiesScheduled(hs[tr.ID], activities.SubmitName), "%s: two Submit activities", tr.ID)
+		assert.Equal(t, 2, activitiesScheduled(hs[tr.ID], "Submit"), "%s: two Submit activities", tr.ID)
 		assert.Contains(t, timerDurations(hs[tr.ID]), 5*time.Second, "%s: 5 s backoff before the next in.php request", tr.ID)
 		if pts := provider[tr.ID]; len(pts) == 1 {
 			// The refused request is the workflow's first act; the accepted one follows the backoff.

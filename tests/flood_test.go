@@ -16,7 +16,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
@@ -199,7 +198,7 @@ func TestE2E_CallbackFlood(t *testing.T) {
 
 	sigBefore := eventCount(hBefore, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
 	sigAfter := eventCount(hAfter, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
-	pollBefore, pollAfter := activitiesScheduled(hBefore, activities.PollName), activitiesScheduled(hAfter, activities.PollName)
+	pollBefore, pollAfter := activitiesScheduled(hBefore, "Poll"), activitiesScheduled(hAfter, "Poll")
 	evBefore, evAfter := len(hBefore.GetEvents()), len(hAfter.GetEvents())
 	authSignals := 0
 	for _, cb := range signals(t, hAfter) {

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
@@ -47,7 +46,7 @@ func TestE2E_GatewayErrorAfterCreate(t *testing.T) {
 		h, err := s.history(ctx, tr.ID)
 		require.NoError(t, err)
 		assert.Equal(t, 1, submitsOutcomeUnknown(h), "%s: the Submit failed with its outcome unknown", tr.ID)
-		attempts := activityAttempts(h)[activities.SubmitName]
+		attempts := activityAttempts(h)["Submit"]
 		assert.Equal(t, int32(1), attempts, "%s: one in.php request", tr.ID)
 		inPHP += int(attempts)
 	}
@@ -94,7 +93,7 @@ func TestE2E_CreateTaskGatewayErrorAfterCreate(t *testing.T) {
 		h, err := s.history(ctx, tr.ID)
 		require.NoError(t, err)
 		assert.Equal(t, 1, submitsOutcomeUnknown(h), "%s: the Submit failed with its outcome unknown", tr.ID)
-		assert.Equal(t, int32(1), activityAttempts(h)[activities.SubmitName], "%s: one createTask request", tr.ID)
+		assert.Equal(t, int32(1), activityAttempts(h)["Submit"], "%s: one createTask request", tr.ID)
 	}
 	st, err := simStatsAt(ctx, r.urlB)
 	require.NoError(t, err)

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
@@ -55,7 +54,7 @@ func TestRecordHistories(t *testing.T) {
 	sc.verify(ctx)
 	h := histories(t, s, []string{stale.ID, submitRetried.ID, unauth.ID})
 	assert.GreaterOrEqual(t, len(signals(t, h[stale.ID])), 2, "stale and real callbacks in history")
-	assert.Equal(t, int32(3), activityAttempts(h[submitRetried.ID])[activities.SubmitName], "in.php refused twice, then accepted")
+	assert.Equal(t, int32(3), activityAttempts(h[submitRetried.ID])["Submit"], "in.php refused twice, then accepted")
 	assert.Len(t, untokenedDeliveries(t, h[unauth.ID]), 1)
 
 	// A delivery retried while the receiver refuses connections (alone, since the receiver is shared).
@@ -93,7 +92,7 @@ func staleProviderID(current string) string {
 func deliveryRetried(n int32) func(wfState) bool {
 	return func(st wfState) bool {
 		for _, pa := range st.Pending {
-			if pa.GetActivityType().GetName() == activities.DeliverName && pa.GetAttempt() >= n {
+			if pa.GetActivityType().GetName() == "Deliver" && pa.GetAttempt() >= n {
 				return true
 			}
 		}

@@ -271,7 +271,7 @@ func resetFailure(ev *historypb.HistoryEvent, _ string) bool {
 // submitFailed matches a Submit that failed with the application failure type typ.
 func submitFailed(typ string) eventMatch {
 	return func(ev *historypb.HistoryEvent, activity string) bool {
-		return activity == activities.SubmitName &&
+		return activity == "Submit" &&
 			ev.GetActivityTaskFailedEventAttributes().GetFailure().GetApplicationFailureInfo().GetType() == typ
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/providers/callback"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/internal/billing"
@@ -213,7 +212,7 @@ func (r *routed) countPath(ctx context.Context, sc *scenario, tr *taskRun, f *ro
 	}
 	h, err := r.s.history(ctx, tr.ID)
 	require.NoError(sc.t, err)
-	if activitiesScheduled(h, activities.PollName) > 0 || activityAttempts(h)[activities.SubmitName] > 1 {
+	if activitiesScheduled(h, "Poll") > 0 || activityAttempts(h)["Submit"] > 1 {
 		return // polled before its callback came, or refused busy first: not the path the baseline measures
 	}
 	f.Actions = append(f.Actions, billing.Count(h.GetEvents()))

@@ -302,7 +302,7 @@ func TestE2E_DownstreamOutage(t *testing.T) {
 	states := sc.waitStates(ctx, sc.ids(), "deliveries failing and retried", time.Minute, deliveryRetried(3))
 	for id, st := range states {
 		for _, pa := range st.Pending {
-			if pa.GetActivityType().GetName() == activities.DeliverName {
+			if pa.GetActivityType().GetName() == "Deliver" {
 				assert.Contains(t, pa.GetLastFailure().GetMessage(), "connection refused", id)
 			}
 		}
@@ -312,7 +312,7 @@ func TestE2E_DownstreamOutage(t *testing.T) {
 	sc.await(ctx, scenarioTimeout)
 	sc.verify(ctx)
 	for id, h := range histories(t, s, sc.ids()) {
-		assert.GreaterOrEqual(t, activityAttempts(h)[activities.DeliverName], int32(3), id)
+		assert.GreaterOrEqual(t, activityAttempts(h)["Deliver"], int32(3), id)
 	}
 	replayLive(t, s, sc.ids()[:2]...)
 }

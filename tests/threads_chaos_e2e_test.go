@@ -126,7 +126,7 @@ func checkThreadsChaosFigures(ctx context.Context, t *testing.T, sc *scenario, w
 	hs := historiesParallel(ctx, t, sc.s, sc.ids())
 	submits := 0
 	for _, h := range hs {
-		submits += activityCount(h, activities.SubmitName)
+		submits += activityCount(h, "Submit")
 	}
 	sc.note("wall %.1f s; extra paid %d; peak in use %d at the provider (cap %d), %d in the semaphore's view; "+
 		"over the plan counted %v; no-slot answers %d; %d Submit activities",

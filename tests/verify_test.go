@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
@@ -51,20 +50,20 @@ func (sc *scenario) verify(ctx context.Context) figures {
 			require.NoError(t, err)
 			lost = lostAttempts(h)
 			lostAnswers = submitsOutcomeUnknown(h)
-			f.RepeatsAfterKill += lost[activities.SubmitName] + lost[activities.DeliverName]
+			f.RepeatsAfterKill += lost["Submit"] + lost["Deliver"]
 		}
 		// Never pay twice for one submission (#10 §6): a Submit whose in.php answer was lost is not retried; the
 		// lost submission's own callback answers the task. Only where the provider's pingback cannot arrive within
 		// the callback timeout (dropped, hung, late) does the workflow submit once more per lost answer. (A Submit
 		// attempt retried by the server after a timeout, lost[Submit], no longer happens: its policy does not retry
 		// timeouts.)
-		extraAllowed := lost[activities.SubmitName]
+		extraAllowed := lost["Submit"]
 		if pingbackMayMissCallbackTimeout(tr) || pingbackFailed(sc.simTasks[tr.ID]) {
 			extraAllowed += lostAnswers // the lost submission's pingback was dropped, or failed (an ingress outage)
 		}
 		// A lost answer counts as a submission whether or not the request reached the provider.
-		assert.LessOrEqual(t, res.Submits, tr.submits()+lostAnswers+lost[activities.SubmitName], "%s: submissions the workflow made", label)
-		assert.GreaterOrEqual(t, res.Submits, tr.submits()-lost[activities.SubmitName], "%s: submissions the workflow made", label)
+		assert.LessOrEqual(t, res.Submits, tr.submits()+lostAnswers+lost["Submit"], "%s: submissions the workflow made", label)
+		assert.GreaterOrEqual(t, res.Submits, tr.submits()-lost["Submit"], "%s: submissions the workflow made", label)
 		provider := sc.simTasks[tr.ID]
 		f.Submissions += len(provider)
 		extraPaid += max(0, len(provider)-tr.submits())
@@ -77,7 +76,7 @@ func (sc *scenario) verify(ctx context.Context) figures {
 		if len(provider) > 0 {
 			final := provider[len(provider)-1]
 			assert.Equal(t, final.ID, res.ProviderTaskID, "%s: the result must come from the last submission", label)
-			if lost[activities.SubmitName] == 0 && extraAllowed == 0 {
+			if lost["Submit"] == 0 && extraAllowed == 0 {
 				for _, earlier := range provider[:len(provider)-1] {
 					assert.Equal(t, sim.StatusUnsolvable, earlier.Status, "%s: a resubmission must follow an unsolvable answer", label)
 				}
@@ -103,8 +102,8 @@ func (sc *scenario) verify(ctx context.Context) figures {
 		assert.Equal(t, res.Code, d.Payload.Code, "%s: delivered code", label)
 		assert.Equal(t, res.ProviderTaskID, d.Payload.ProviderTaskID, "%s: delivered provider task", label)
 		assert.GreaterOrEqual(t, d.Count, 1)
-		assert.LessOrEqual(t, d.Count, 1+lost[activities.DeliverName],
-			"%s: accepted deliveries (at most %d repeated by a lost Deliver attempt)", label, lost[activities.DeliverName])
+		assert.LessOrEqual(t, d.Count, 1+lost["Deliver"],
+			"%s: accepted deliveries (at most %d repeated by a lost Deliver attempt)", label, lost["Deliver"])
 		f.Delivered++
 	}
 	for id := range sc.simTasks {

@@ -41,7 +41,7 @@ func (s *SolveCaptchaSuite) TestAuthenticatedUnsolvableCallbackResubmits() {
 	s.Equal("SECOND", r.Code)
 	s.Equal("222", r.ProviderTaskID)
 	s.Equal(2, r.Submits)
-	s.env.AssertActivityNotCalled(s.T(), activities.PollName, mock.Anything, mock.Anything)
+	s.env.AssertActivityNotCalled(s.T(), "Poll", mock.Anything, mock.Anything)
 }
 
 func (s *SolveCaptchaSuite) TestAuthenticatedUnsolvableCallbackWithNoSubmitsLeftIsUnsolvable() {
@@ -123,7 +123,7 @@ func (s *SolveCaptchaSuite) TestSubmitRefusalsExhaustMaxSubmits() {
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{}, refusedAtSubmit()).Times(3)
 	var submittedAt []time.Time
 	s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == activities.SubmitName {
+		if info.ActivityType.Name == "Submit" {
 			submittedAt = append(submittedAt, s.env.Now())
 		}
 	})
@@ -147,7 +147,7 @@ func (s *SolveCaptchaSuite) TestSubmitRefusedAfterAnAcceptedSubmissionCounts() {
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha()) // max_submits 2: the accepted one and the refused one
 
 	s.Equal(captchaflow.FailureUnsolvable, s.failureType())
-	s.env.AssertNumberOfCalls(s.T(), activities.SubmitName, 2)
+	s.env.AssertNumberOfCalls(s.T(), "Submit", 2)
 }
 
 func (s *SolveCaptchaSuite) TestSubmitRefusalBackoffEndsAtTheDeadline() {
@@ -160,7 +160,7 @@ func (s *SolveCaptchaSuite) TestSubmitRefusalBackoffEndsAtTheDeadline() {
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 
 	s.Equal(captchaflow.FailureDeadlineExceeded, s.failureType())
-	s.env.AssertNumberOfCalls(s.T(), activities.SubmitName, 2) // at 0 s and 5 s; the next backoff is cut to the deadline
+	s.env.AssertNumberOfCalls(s.T(), "Submit", 2) // at 0 s and 5 s; the next backoff is cut to the deadline
 	s.Equal(12*time.Second, s.env.Now().Sub(start))
 }
 
@@ -207,7 +207,7 @@ func (s *SolveCaptchaSuite) TestInvalidWorkflowIDIsRefused() {
 	var appErr *temporal.ApplicationError
 	s.Require().True(errors.As(s.env.GetWorkflowError(), &appErr))
 	s.True(appErr.NonRetryable())
-	s.env.AssertActivityNotCalled(s.T(), activities.SubmitName, mock.Anything, mock.Anything)
+	s.env.AssertActivityNotCalled(s.T(), "Submit", mock.Anything, mock.Anything)
 }
 
 // ---- 6. Flood resistance ----
@@ -228,7 +228,7 @@ func (s *SolveCaptchaSuite) TestUnauthenticatedCallbackFloodCostsBoundedConfirma
 	s.Equal("POLLED", r.Code, "the timer's poll still recovers the result")
 	s.Equal(captchaflow.ViaPoll, r.Via)
 	s.Equal(maxConfirmsPerSubmission, confirms)
-	s.env.AssertNumberOfCalls(s.T(), activities.PollName, maxConfirmsPerSubmission+1)
+	s.env.AssertNumberOfCalls(s.T(), "Poll", maxConfirmsPerSubmission+1)
 }
 
 func (s *SolveCaptchaSuite) TestOversizedCallbackCodeIsIgnored() {
@@ -241,7 +241,7 @@ func (s *SolveCaptchaSuite) TestOversizedCallbackCodeIsIgnored() {
 
 	r := s.result()
 	s.Equal("REAL", r.Code)
-	s.env.AssertActivityNotCalled(s.T(), activities.PollName, mock.Anything, mock.Anything)
+	s.env.AssertActivityNotCalled(s.T(), "Poll", mock.Anything, mock.Anything)
 }
 
 // fixedProvider answers res.php with one code.

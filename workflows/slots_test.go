@@ -78,7 +78,7 @@ func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
 	e.submits("111")
 	e.env.RegisterDelayedCallback(func() {
 		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "waiting for a slot")
-		e.env.AssertActivityNotCalled(t, activities.SubmitName, mock.Anything, mock.Anything)
+		e.env.AssertActivityNotCalled(t, "Submit", mock.Anything, mock.Anything)
 	}, 30*time.Second)
 	e.env.RegisterDelayedCallback(func() {
 		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 7, RunID: testRunID, Semaphore: testSemaphore}) // stale: not this submission's
@@ -137,7 +137,7 @@ func TestSlotReleasedWhenCancelledWhileQueued(t *testing.T) {
 
 	require.True(t, temporal.IsCanceledError(e.env.GetWorkflowError()), "%v", e.env.GetWorkflowError())
 	require.Len(t, e.released, 1, "a cancelled task leaves the queue (disconnected context)")
-	e.env.AssertActivityNotCalled(t, activities.SubmitName, mock.Anything, mock.Anything)
+	e.env.AssertActivityNotCalled(t, "Submit", mock.Anything, mock.Anything)
 }
 
 func TestSlotReleasedWhenCancelledWhileSolving(t *testing.T) {

@@ -216,7 +216,7 @@ func (f *fuzzRun) mockActivities() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.activitys[info.ActivityID] = info.ActivityType.Name
-		if info.ActivityType.Name == activities.SubmitName {
+		if info.ActivityType.Name == "Submit" {
 			f.submitIDs[info.ActivityID] = true
 		}
 	})
@@ -362,11 +362,11 @@ func (f *fuzzRun) run() (outcome string) {
 	for _, typ := range f.activitys {
 		perType[typ]++
 	}
-	if max := f.in.MaxSubmits * (1 + maxConfirmsPerSubmission); perType[activities.PollName] > max {
-		t.Errorf("%d Poll activities scheduled, bound %d", perType[activities.PollName], max)
+	if max := f.in.MaxSubmits * (1 + maxConfirmsPerSubmission); perType["Poll"] > max {
+		t.Errorf("%d Poll activities scheduled, bound %d", perType["Poll"], max)
 	}
-	if perType[activities.DeliverName] > 1 {
-		t.Errorf("%d deliveries scheduled", perType[activities.DeliverName])
+	if perType["Deliver"] > 1 {
+		t.Errorf("%d deliveries scheduled", perType["Deliver"])
 	}
 	if max := 2 * f.in.MaxSubmits; f.timers > max {
 		t.Errorf("%d timers, bound %d", f.timers, max)

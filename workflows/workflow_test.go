@@ -80,7 +80,7 @@ func (s *SolveCaptchaSuite) TestCallbackBeforeTimer() {
 	s.Equal(1, r.Submits)
 	s.Equal("111", r.ProviderTaskID)
 	s.Equal(10*time.Second, r.ReceivedAt.Sub(r.SubmittedAt))
-	s.env.AssertActivityNotCalled(s.T(), activities.PollName, mock.Anything, mock.Anything)
+	s.env.AssertActivityNotCalled(s.T(), "Poll", mock.Anything, mock.Anything)
 }
 
 func (s *SolveCaptchaSuite) TestCallbackThatOvertookSubmitNeedsNoTimer() {
@@ -147,7 +147,7 @@ func (s *SolveCaptchaSuite) TestUnsolvableIsResubmitted() {
 	s.Equal("SECOND", r.Code)
 	s.Equal("222", r.ProviderTaskID)
 	s.Equal(2, r.Submits)
-	s.env.AssertNumberOfCalls(s.T(), activities.SubmitName, 2)
+	s.env.AssertNumberOfCalls(s.T(), "Submit", 2)
 }
 
 func (s *SolveCaptchaSuite) TestResubmitsExhausted() {
@@ -158,7 +158,7 @@ func (s *SolveCaptchaSuite) TestResubmitsExhausted() {
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 
 	s.Equal(captchaflow.FailureUnsolvable, s.failureType())
-	s.env.AssertNumberOfCalls(s.T(), activities.SubmitName, 3)
+	s.env.AssertNumberOfCalls(s.T(), "Submit", 3)
 }
 
 func (s *SolveCaptchaSuite) TestDeadlineWhileAwaitingCallback() {
@@ -167,7 +167,7 @@ func (s *SolveCaptchaSuite) TestDeadlineWhileAwaitingCallback() {
 	in.DeadlineSeconds = 60
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 	s.Equal(captchaflow.FailureDeadlineExceeded, s.failureType())
-	s.env.AssertActivityNotCalled(s.T(), activities.PollName, mock.Anything, mock.Anything)
+	s.env.AssertActivityNotCalled(s.T(), "Poll", mock.Anything, mock.Anything)
 }
 
 func (s *SolveCaptchaSuite) TestDeadlineWhilePolling() {
@@ -184,7 +184,7 @@ func (s *SolveCaptchaSuite) TestProviderConfigErrorFailsFast() {
 		temporal.NewNonRetryableApplicationError("ERROR_WRONG_USER_KEY", captchaflow.FailureProviderConfig, nil)).Once()
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.Equal(captchaflow.FailureProviderConfig, s.failureType())
-	s.env.AssertNumberOfCalls(s.T(), activities.SubmitName, 1)
+	s.env.AssertNumberOfCalls(s.T(), "Submit", 1)
 }
 
 func (s *SolveCaptchaSuite) TestTransientSubmitErrorIsRetried() {
@@ -203,7 +203,7 @@ func (s *SolveCaptchaSuite) TestInvalidInputFailsBeforeSubmitting() {
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 	s.Equal(captchaflow.FailureInvalidInput, s.failureType())
 	s.Contains(s.env.GetWorkflowError().Error(), "params.pageurl")
-	s.env.AssertActivityNotCalled(s.T(), activities.SubmitName, mock.Anything, mock.Anything)
+	s.env.AssertActivityNotCalled(s.T(), "Submit", mock.Anything, mock.Anything)
 }
 
 func (s *SolveCaptchaSuite) TestDeliverFailingThenSucceeding() {
@@ -259,7 +259,7 @@ func (s *SolveCaptchaSuite) TestUnauthenticatedCallbackIsConfirmedWithResPHP() {
 	r := s.result()
 	s.Equal("FROM-RES-PHP", r.Code, "an unauthenticated code is never used")
 	s.Equal(captchaflow.ViaCallback, r.Via)
-	s.env.AssertNumberOfCalls(s.T(), activities.PollName, 1)
+	s.env.AssertNumberOfCalls(s.T(), "Poll", 1)
 }
 
 func (s *SolveCaptchaSuite) TestForgedUnauthenticatedCallbackChangesNothing() {
