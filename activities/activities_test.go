@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
@@ -216,12 +217,20 @@ func TestRequestTypesCarryNoSecrets(t *testing.T) {
 	}
 }
 
+// slowWorkflow runs the Slow activity with a 300 ms heartbeat timeout: keepAlive beats every 100 ms.
+func slowWorkflow(ctx workflow.Context) (int, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second, HeartbeatTimeout: 300 * time.Millisecond})
+	var after int
+	err := workflow.ExecuteActivity(ctx, "Slow").Get(ctx, &after)
+	return after, err
+}
+
 func (s *ActivitiesSuite) TestKeepAliveHeartbeatsUntilStopped() {
-	env := s.NewTestActivityEnvironment()
+	env := s.NewTestWorkflowEnvironment()
 	beats := make(chan struct{}, 64)
 	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats <- struct{}{} })
 	env.RegisterActivityWithOptions(func(ctx context.Context) (int, error) {
-		stop := keepAliveEvery(ctx, 10*time.Millisecond)
+		stop := keepAlive(ctx)
 		select { // a request that is still open after several intervals
 		case <-beats:
 		case <-time.After(5 * time.Second):
@@ -229,13 +238,13 @@ func (s *ActivitiesSuite) TestKeepAliveHeartbeatsUntilStopped() {
 		}
 		stop()
 		n := len(beats)
-		time.Sleep(50 * time.Millisecond) // five intervals: long enough for a stray tick to show
+		time.Sleep(200 * time.Millisecond) // two intervals: long enough for a stray tick to show, within the timeout
 		return len(beats) - n, nil
 	}, activity.RegisterOptions{Name: "Slow"})
-	v, err := env.ExecuteActivity("Slow")
-	s.Require().NoError(err)
+	env.ExecuteWorkflow(slowWorkflow)
+	s.Require().NoError(env.GetWorkflowError())
 	var after int
-	s.Require().NoError(v.Get(&after))
+	s.Require().NoError(env.GetWorkflowResult(&after))
 	s.LessOrEqual(after, 1, "at most a tick already under way when stop was called")
 }
 

@@ -50,9 +50,6 @@ func deliveryID(workflowID, runID string, refresh int) string {
 }
 
 func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
-	if err := checkNotifyURL(req.NotifyURL); err != nil {
-		return forbidden(err)
-	}
 	httpReq, err := a.signedRequest(ctx, req)
 	if err != nil {
 		return err
@@ -63,7 +60,7 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	})
 	resp, err := a.httpClient.Do(httpReq)
 	if errors.Is(err, errForbiddenTarget) {
-		return forbidden(err)
+		return forbidden(describeDeliveryError(err))
 	} else if err != nil {
 		return temporal.NewApplicationError("delivering to notify_url: "+describeDeliveryError(err), FailureDeliveryRejected)
 	}
@@ -82,9 +79,18 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 	return temporal.NewApplicationError(msg, FailureDeliveryRejected)
 }
 
-// signedRequest is the POST of req's body with the Standard Webhooks headers.
+// signedRequest is the POST of req's body with the Standard Webhooks headers, to an http(s) URL with a host (what
+// no connection check can refuse); where it may connect is the client's to check.
 func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*http.Request, error) {
-	if a.NotifySecret == "" {
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
+	switch {
+	case err != nil:
+		return nil, forbidden("not a valid URL") // the parse error echoes the URL
+	case httpReq.URL.Scheme != "http" && httpReq.URL.Scheme != "https":
+		return nil, forbidden(fmt.Sprintf("scheme %q is not http or https", httpReq.URL.Scheme))
+	case httpReq.URL.Hostname() == "":
+		return nil, forbidden("no host")
+	case a.NotifySecret == "":
 		return nil, temporal.NewApplicationError("NOTIFY_SECRET is not set on the worker; set it and restart the worker to deliver",
 			FailureWorkerConfig)
 	}
@@ -95,10 +101,6 @@ func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*ht
 	exec := activity.GetInfo(ctx).WorkflowExecution
 	msgID, now := deliveryID(exec.ID, exec.RunID, req.Refresh), time.Now()
 	signature, _ := signer.Sign(msgID, now, req.Body) // an HMAC: never fails
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
-	if err != nil {
-		return nil, forbidden(err)
-	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookTimestamp, fmt.Sprint(now.Unix()))
@@ -106,9 +108,9 @@ func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*ht
 	return httpReq, nil
 }
 
-// forbidden is the non-retryable refusal of a notify_url; a refused address names the setting that would admit it.
-func forbidden(err error) error {
-	return temporal.NewNonRetryableApplicationError("notify_url refused: "+describeDeliveryError(err), FailureDeliveryForbidden, nil)
+// forbidden is the non-retryable refusal of a notify_url (a private address's names the setting that admits it).
+func forbidden(why string) error {
+	return temporal.NewNonRetryableApplicationError("notify_url refused: "+why, FailureDeliveryForbidden, nil)
 }
 
 // CheckNotifySecret lets the worker refuse to start on a NOTIFY_SECRET that cannot sign; it names the variable,

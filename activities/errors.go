@@ -46,22 +46,19 @@ func providerError(ctx context.Context, err error) error {
 	case callback.ClassUnknown:
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderUnknown, nil, code)
 	}
-	return transientError(ctx, err)
+	return transientError(ctx, err, FailureProviderTransient)
 }
 
-// transientError is retried after the code's documented wait (0 keeps the policy's backoff), cut to the deadline.
-func transientError(ctx context.Context, err error) error {
+// transientError is retried after the code's documented wait (0 keeps the policy's backoff), cut to the deadline;
+// a FailureProviderZeroBalance (Submit's) also carries the wait, for the workflow's pause.
+func transientError(ctx context.Context, err error, typ string) error {
 	code := codeOf(err)
-	return temporal.NewApplicationErrorWithOptions(err.Error(), FailureProviderTransient, temporal.ApplicationErrorOptions{
-		NextRetryDelay: pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64()), Details: []any{code}})
-}
-
-// zeroBalanceError is paced like a transient error (for a policy that retries it), its wait also in its details.
-func zeroBalanceError(ctx context.Context, err error) error {
-	wait := pacedDelay(callback.RetryAfter(callback.CodeZeroBalance), timeLeft(ctx), rand.Float64())
-	activity.GetLogger(ctx).Warn("the provider answered ERROR_ZERO_BALANCE: submissions wait until the balance is back", "Wait", wait)
-	return temporal.NewApplicationErrorWithOptions(err.Error(), FailureProviderZeroBalance, temporal.ApplicationErrorOptions{
-		NextRetryDelay: wait, Details: []any{callback.CodeZeroBalance, wait}})
+	wait := pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64())
+	details := []any{code}
+	if typ == FailureProviderZeroBalance {
+		details = append(details, wait)
+	}
+	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{NextRetryDelay: wait, Details: details})
 }
 
 func codeOf(err error) string {

@@ -10,22 +10,17 @@ import (
 // keepAlive heartbeats while an activity waits on the network, so a worker dying mid-request is noticed within the
 // heartbeat timeout, not the much longer start-to-close. The returned func stops it.
 func keepAlive(ctx context.Context) (stop func()) {
-	return keepAliveEvery(ctx, activity.GetInfo(ctx).HeartbeatTimeout/3)
-}
-
-func keepAliveEvery(ctx context.Context, every time.Duration) (stop func()) {
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
 	if every <= 0 {
 		return func() {}
 	}
 	ctx, stop = context.WithCancel(ctx)
 	go func() {
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
+		for tick := time.Tick(every); ; {
 			select {
 			case <-ctx.Done():
 				return
-			case <-tick.C:
+			case <-tick:
 				activity.RecordHeartbeat(ctx)
 			}
 		}

@@ -82,20 +82,6 @@ func checkTarget(addr netip.Addr, allowPrivate bool) error {
 	return nil
 }
 
-// checkNotifyURL refuses what no connection check can: a scheme other than http or https, or no host.
-func checkNotifyURL(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return errors.New("not a valid URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("scheme %q is not http or https", u.Scheme)
-	case u.Hostname() == "":
-		return errors.New("no host")
-	}
-	return nil
-}
-
 // newDeliveryClient is the client deliveries are POSTed with: connections only where checkTarget allows (at
 // connect time, so DNS cannot sneak past it), no redirects, and no proxy (the check must see the real target).
 func newDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
@@ -60,9 +59,6 @@ func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetReq
 	return target, nil
 }
 
-// resultFailures are the failures whose details carry the task's last Result.
-var resultFailures = []string{captchaflow.FailureDeliveryFailed, captchaflow.FailureTokenExpired}
-
 // ended names the close events.
 var ended = map[enums.EventType]string{enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "completed",
 	enums.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: "failed", enums.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: "cancelled",
@@ -105,18 +101,14 @@ func resultOf(taskID string, last *historypb.HistoryEvent) (captchaflow.Result, 
 	if !closed {
 		return captchaflow.Result{}, temporal.NewApplicationError(fmt.Sprintf("task %s is still running", taskID), FailureTaskRunning)
 	}
-	var payloads *commonpb.Payloads
-	switch last.GetEventType() {
-	case enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-		payloads = last.GetWorkflowExecutionCompletedEventAttributes().GetResult()
-	case enums.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
-		failure := last.GetWorkflowExecutionFailedEventAttributes().GetFailure().GetApplicationFailureInfo()
-		if slices.Contains(resultFailures, failure.GetType()) {
-			payloads = failure.GetDetails()
+	// Each getter is nil unless last is its kind of event.
+	payloads := cmp.Or(last.GetWorkflowExecutionCompletedEventAttributes().GetResult(), last.GetWorkflowExecutionCanceledEventAttributes().GetDetails())
+	if failed := last.GetWorkflowExecutionFailedEventAttributes(); failed != nil {
+		info := failed.GetFailure().GetApplicationFailureInfo()
+		if slices.Contains([]string{captchaflow.FailureDeliveryFailed, captchaflow.FailureTokenExpired}, info.GetType()) {
+			payloads = info.GetDetails()
 		}
-		word += " (" + cmp.Or(failure.GetType(), "no failure type") + ")"
-	case enums.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
-		payloads = last.GetWorkflowExecutionCanceledEventAttributes().GetDetails()
+		word += " (" + cmp.Or(info.GetType(), "no failure type") + ")"
 	}
 	var res captchaflow.Result
 	if payloads == nil || converter.GetDefaultDataConverter().FromPayloads(payloads, &res) != nil {
@@ -179,5 +171,5 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 	if class := providers.ClassOf(err); class == callback.ClassConfig || class == callback.ClassUnknown {
 		return SendReportResult{}, providerError(ctx, err)
 	}
-	return SendReportResult{}, transientError(ctx, err)
+	return SendReportResult{}, transientError(ctx, err, FailureProviderTransient)
 }
