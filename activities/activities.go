@@ -21,7 +21,7 @@ type Activities struct {
 	CallbackSecret  string
 	// NotifySecret signs deliveries to notify_url (Standard Webhooks).
 	NotifySecret string
-	// DeliveryTimeout bounds one POST to notify_url (default DefaultDeliveryTimeout).
+	// DeliveryTimeout bounds one POST to notify_url (0: only the attempt's start-to-close does).
 	DeliveryTimeout time.Duration
 	// NotifyAllowPrivate lets deliveries reach loopback and private-network addresses (local development, the
 	// demo); by default only public addresses are delivered to. See newDeliveryClient.
@@ -37,6 +37,3 @@ type Activities struct {
 	httpOnce   sync.Once
 	httpClient *http.Client
 }
-
-// DefaultDeliveryTimeout bounds one POST to notify_url when Activities.DeliveryTimeout is zero.
-const DefaultDeliveryTimeout = 15 * time.Second

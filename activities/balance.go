@@ -7,9 +7,6 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// FetchBalanceName is the registered name of FetchBalance.
-const FetchBalanceName = "FetchBalance"
-
 // Gauges of the worker that ran FetchBalance: across workers the current balance is the one with the newest
 // MetricProviderBalanceChecked (deploy/prometheus/alerts.yml records it as captchaflow:provider_balance).
 const (

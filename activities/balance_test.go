@@ -42,7 +42,7 @@ func TestFetchBalanceRecordsTheGaugeAndWhenItWasChecked(t *testing.T) {
 	got := map[string]float64{}
 	for _, g := range scope.Snapshot().Gauges() {
 		got[g.Name()] = g.Value()
-		assert.Equal(t, FetchBalanceName, g.Tags()["activity_type"], "%s carries the SDK's tags", g.Name())
+		assert.Equal(t, "FetchBalance", g.Tags()["activity_type"], "%s carries the SDK's tags", g.Name())
 	}
 	assert.Equal(t, 12.5, gauges(t, got, MetricProviderBalance))
 	assert.InDelta(t, float64(before.Unix()), gauges(t, got, MetricProviderBalanceChecked), 5)

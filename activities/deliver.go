@@ -2,7 +2,6 @@ package activities
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,32 +30,18 @@ const MetricDeliveries = "captchaflow_deliveries_total"
 // Deliver POSTs the result to notify_url, signed per Standard Webhooks with webhook-id DeliveryID, so a receiver
 // drops duplicates. Failures are retried by the workflow's retry policy (the dead-letter queue, visible in the Web
 // UI), except a notify_url the worker never connects to (FailureDeliveryForbidden).
-func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
-	err := a.deliver(ctx, req)
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"result": map[bool]string{true: "ok", false: "error"}[err == nil]}).
-		Counter(MetricDeliveries).Inc(1)
-	return err
-}
-
-// deliveryID is the webhook-id of one result: "<workflow ID>.<run ID>" (".r<N>" after the Nth refresh). Retries
-// keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
-// recoverable though workflow IDs may contain dots.
-func deliveryID(workflowID, runID string, refresh int) string {
-	id := workflowID + "." + runID
-	if refresh > 0 {
-		id += ".r" + strconv.Itoa(refresh)
-	}
-	return id
-}
-
-func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
+func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error) {
+	defer func() {
+		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"result": map[bool]string{true: "ok", false: "error"}[err == nil]}).
+			Counter(MetricDeliveries).Inc(1)
+	}()
 	httpReq, err := a.signedRequest(ctx, req)
 	if err != nil {
 		return err
 	}
 	defer keepAlive(ctx)()
 	a.httpOnce.Do(func() { // once, so no delivery can go out without the target check
-		a.httpClient = newDeliveryClient(cmp.Or(a.DeliveryTimeout, DefaultDeliveryTimeout), a.NotifyAllowPrivate)
+		a.httpClient = newDeliveryClient(a.DeliveryTimeout, a.NotifyAllowPrivate)
 	})
 	resp, err := a.httpClient.Do(httpReq)
 	if errors.Is(err, errForbiddenTarget) {
@@ -77,6 +62,17 @@ func (a *Activities) deliver(ctx context.Context, req DeliverRequest) error {
 		msg += ": " + snippet
 	}
 	return temporal.NewApplicationError(msg, FailureDeliveryRejected)
+}
+
+// deliveryID is the webhook-id of one result: "<workflow ID>.<run ID>" (".r<N>" after the Nth refresh). Retries
+// keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
+// recoverable though workflow IDs may contain dots.
+func deliveryID(workflowID, runID string, refresh int) string {
+	id := workflowID + "." + runID
+	if refresh > 0 {
+		id += ".r" + strconv.Itoa(refresh)
+	}
+	return id
 }
 
 // signedRequest is the POST of req's body with the Standard Webhooks headers, to an http(s) URL with a host (what
@@ -116,9 +112,6 @@ func forbidden(why string) error {
 // CheckNotifySecret lets the worker refuse to start on a NOTIFY_SECRET that cannot sign; it names the variable,
 // never the value. An unset one is allowed: deliveries wait, retrying and visible, until it is set.
 func CheckNotifySecret(secret string) error {
-	if secret == "" {
-		return nil
-	}
 	_, err := notifySigner(secret)
 	return err
 }

@@ -97,30 +97,25 @@ func timeLeft(ctx context.Context) time.Duration {
 // Metrics of the provider layer; all but MetricProviderAnswers are tagged provider and exist with PROVIDERS_FILE only.
 // Their label values are listed in docs/operations.md.
 const (
-	MetricProviderAnswers     = "captchaflow_provider_answers_total"        // by op and code (answerCode)
+	MetricProviderAnswers     = "captchaflow_provider_answers_total"        // by op and code (countAnswer)
 	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome
 	MetricCircuitState        = "captchaflow_provider_circuit_state"        // 0 closed, 1 half-open, 2 open, at scrape
 	MetricCircuitOpened       = "captchaflow_provider_circuit_opened_total" // by provider and reason (providers.Reason*)
 )
 
-// answerCode labels a provider request that ended with err: OK, a documented code, network (no answer) or other,
-// a fixed set whatever the provider sends.
-func answerCode(err error) string {
-	if err == nil {
-		return "OK"
-	}
-	if providers.IsTransportError(err) {
-		return "network"
-	}
-	if code, ok := callback.KnownCode(codeOf(err)); ok {
-		return code
-	}
-	return "other"
-}
-
-// countAnswer counts one answer of p (op: submit, get or report), tagged with its name on a routed worker.
+// countAnswer counts one answer of p (op: submit, get or report) by its code: OK, a documented code, network (no
+// answer) or other, a fixed set whatever the provider sends; tagged with p's name on a routed worker.
 func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op string, err error) {
-	tags := map[string]string{"op": op, "code": answerCode(err)}
+	code, known := callback.KnownCode(codeOf(err))
+	switch {
+	case err == nil:
+		code = "OK"
+	case providers.IsTransportError(err):
+		code = "network"
+	case !known:
+		code = "other"
+	}
+	tags := map[string]string{"op": op, "code": code}
 	if name := a.routedName(p); name != "" {
 		tags["provider"] = name
 	}

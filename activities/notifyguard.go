@@ -34,12 +34,11 @@ var reservedRanges = func() (out []netip.Prefix) {
 // NAT64 and 6to4 addresses reach the IPv4 address they embed (at these byte offsets).
 var nat64, sixToFour = netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("2002::/16")
 
-func refuse(addr netip.Addr, reason string, admitted bool) error {
-	err := fmt.Errorf("%w: %s is a %s address", errForbiddenTarget, addr, reason)
-	if admitted {
-		err = fmt.Errorf("%w (deliveries go to public addresses only; NOTIFY_ALLOW_PRIVATE=true on the worker admits private ones)", err)
-	}
-	return err
+// admitted ends the refusal of an address NOTIFY_ALLOW_PRIVATE admits.
+const admitted = " (deliveries go to public addresses only; NOTIFY_ALLOW_PRIVATE=true on the worker admits private ones)"
+
+func refuse(addr netip.Addr, reason, hint string) error {
+	return fmt.Errorf("%w: %s is a %s address%s", errForbiddenTarget, addr, reason, hint)
 }
 
 // checkTarget decides whether a delivery may connect to addr. allowPrivate (NOTIFY_ALLOW_PRIVATE) admits the
@@ -48,35 +47,33 @@ func checkTarget(addr netip.Addr, allowPrivate bool) error {
 	addr = addr.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
 	switch {
 	case !addr.IsValid():
-		return refuse(addr, "invalid", false)
+		return refuse(addr, "invalid", "")
 	case addr.IsUnspecified():
-		return refuse(addr, "unspecified", false)
+		return refuse(addr, "unspecified", "")
 	case addr.IsMulticast():
-		return refuse(addr, "multicast", false)
+		return refuse(addr, "multicast", "")
 	case addr.IsLinkLocalUnicast():
-		return refuse(addr, "link-local", false)
+		return refuse(addr, "link-local", "")
 	case allowPrivate:
 		return nil
 	case addr.IsLoopback():
-		return refuse(addr, "loopback", true)
+		return refuse(addr, "loopback", admitted)
 	case addr.IsPrivate():
-		return refuse(addr, "private", true)
+		return refuse(addr, "private", admitted)
 	}
 	for _, p := range reservedRanges {
 		if p.Contains(addr) {
-			return refuse(addr, "reserved", true)
+			return refuse(addr, "reserved", admitted)
 		}
 	}
-	b, inner := addr.As16(), netip.Addr{}
-	switch {
-	case nat64.Contains(addr):
-		inner = netip.AddrFrom4([4]byte(b[12:16]))
-	case sixToFour.Contains(addr):
-		inner = netip.AddrFrom4([4]byte(b[2:6]))
-	default:
-		return nil
+	b := addr.As16()
+	inner, embeds := netip.AddrFrom4([4]byte(b[12:16])), nat64.Contains(addr)
+	if sixToFour.Contains(addr) {
+		inner, embeds = netip.AddrFrom4([4]byte(b[2:6])), true
 	}
-	if err := checkTarget(inner, false); err != nil {
+	if !embeds {
+		return nil
+	} else if err := checkTarget(inner, false); err != nil {
 		return fmt.Errorf("%s embeds %s: %w", addr, inner, err)
 	}
 	return nil

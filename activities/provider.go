@@ -145,7 +145,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	}
 	a.countSubmission(ctx, p.Name, "refused")
 	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
-	if answerCode(err) == callback.CodeZeroBalance {
+	if callback.Canonical(codeOf(err)) == callback.CodeZeroBalance {
 		return SubmitResult{}, transientError(ctx, err, FailureProviderZeroBalance), next
 	}
 	return SubmitResult{}, providerError(ctx, err), next

@@ -46,17 +46,14 @@ type ReportTarget struct {
 // the provider task its result came from; a createTask provider's report also needs the task's kind (its input's).
 func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
 	target, in, err := lookupReportTarget(ctx, activity.GetClient(ctx), req.TaskID)
-	if err != nil || target.Provider == "" {
-		return target, err
-	}
-	if p, ok := a.set().Get(target.Provider); ok && p.Flavor != "" {
+	if p, ok := a.set().Get(target.Provider); err == nil && target.Provider != "" && ok && p.Flavor != "" {
 		kind, err := providers.KindOf(in.Method, in.Params)
 		if err != nil {
 			return ReportTarget{}, notSolved("task %s: %v", req.TaskID, err)
 		}
 		target.Kind = string(kind)
 	}
-	return target, nil
+	return target, err
 }
 
 // ended names the close events.
@@ -142,9 +139,8 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 	if err != nil {
 		return SendReportResult{}, err
 	}
-	if req.Verdict != captchaflow.VerdictGood && req.Verdict != captchaflow.VerdictBad {
-		return SendReportResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("verdict %.20q is neither good nor bad", string(req.Verdict)), captchaflow.FailureInvalidInput, nil)
+	if err := req.Verdict.Validate(); err != nil {
+		return SendReportResult{}, temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureInvalidInput, nil)
 	}
 	defer keepAlive(ctx)()
 	err = p.Client.Report(ctx, providers.Kind(req.Kind), req.ProviderTaskID, req.Verdict == captchaflow.VerdictGood)

@@ -38,7 +38,7 @@ func (s *stack) balanceGauge(ctx context.Context) (balance, checked float64, fou
 	if err != nil {
 		return 0, 0, false
 	}
-	balance, found = metricSum(text, activities.MetricProviderBalance, map[string]string{"activity_type": activities.FetchBalanceName})
+	balance, found = metricSum(text, activities.MetricProviderBalance, map[string]string{"activity_type": "FetchBalance"})
 	checked, _ = metricSum(text, activities.MetricProviderBalanceChecked, nil)
 	return balance, checked, found
 }

@@ -47,7 +47,7 @@ func CheckBalance(ctx workflow.Context) (activities.BalanceResult, error) {
 			MaximumInterval: 10 * time.Second, NonRetryableErrorTypes: activities.NonRetryableProviderErrors},
 	})
 	var res activities.BalanceResult
-	err := workflow.ExecuteActivity(ctx, activities.FetchBalanceName).Get(ctx, &res)
+	err := workflow.ExecuteActivity(ctx, acts.FetchBalance).Get(ctx, &res)
 	return res, err
 }
 
