@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,11 +67,10 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error
 // keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
 // recoverable though workflow IDs may contain dots.
 func deliveryID(workflowID, runID string, refresh int) string {
-	id := workflowID + "." + runID
 	if refresh > 0 {
-		id += ".r" + strconv.Itoa(refresh)
+		return fmt.Sprintf("%s.%s.r%d", workflowID, runID, refresh)
 	}
-	return id
+	return workflowID + "." + runID
 }
 
 // signedRequest is the POST of req's body with the Standard Webhooks headers, to an http(s) URL with a host (what

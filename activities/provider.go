@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,10 +112,7 @@ func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Pro
 		}
 		out = append(out, p)
 	}
-	if len(why) == 0 {
-		why = append(why, "no provider left (providers / excluded)")
-	}
-	return out, strings.Join(why, "; ")
+	return out, cmp.Or(strings.Join(why, "; "), "no provider left (providers / excluded)")
 }
 
 // submitTo makes one submission to p; next: nothing was created and p's circuit is now open, so try the next.
