@@ -29,9 +29,8 @@ type Activities struct {
 	// CallbackTimeoutByMethod is the callback timeout, per in.php method, of a task that leaves
 	// callback_timeout_seconds unset (CALLBACK_TIMEOUT_BY_METHOD); Submit hands it to the workflow.
 	CallbackTimeoutByMethod map[string]time.Duration
-	// ProviderThreads is PROVIDER_THREADS: at most this many provider tasks in flight across every worker of the
-	// task queue (0: no admission control). AcquireSlot states it to the semaphore; the workflow gets it as
-	// workflows.Settings.
+	// ProviderThreads is PROVIDER_THREADS: at most this many provider tasks in flight across the task queue's workers
+	// (0: no admission control). AcquireSlot states it to the semaphore; the workflow gets it as workflows.Settings.
 	ProviderThreads int
 
 	httpOnce   sync.Once

@@ -107,8 +107,8 @@ func forbidden(why string) error {
 	return temporal.NewNonRetryableApplicationError("notify_url refused: "+why, FailureDeliveryForbidden, nil)
 }
 
-// CheckNotifySecret lets the worker refuse to start on a NOTIFY_SECRET that cannot sign; it names the variable,
-// never the value. An unset one is allowed: deliveries wait, retrying and visible, until it is set.
+// CheckNotifySecret refuses a NOTIFY_SECRET that cannot sign, naming the variable, never the value. An unset one is
+// allowed: deliveries wait, retrying and visible, until it is set.
 func CheckNotifySecret(secret string) error {
 	_, err := notifySigner(secret)
 	return err

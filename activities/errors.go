@@ -87,15 +87,14 @@ func pacedDelay(wait, left time.Duration, u float64) time.Duration {
 
 // timeLeft is the time until the activity's schedule-to-close deadline across its attempts, or 0 with none.
 func timeLeft(ctx context.Context) time.Duration {
-	info := activity.GetInfo(ctx)
-	if info.ScheduleToCloseTimeout <= 0 {
-		return 0
+	if info := activity.GetInfo(ctx); info.ScheduleToCloseTimeout > 0 {
+		return time.Until(info.ScheduledTime.Add(info.ScheduleToCloseTimeout))
 	}
-	return time.Until(info.ScheduledTime.Add(info.ScheduleToCloseTimeout))
+	return 0
 }
 
-// Metrics of the provider layer; all but MetricProviderAnswers are tagged provider and exist with PROVIDERS_FILE only.
-// Their label values are listed in docs/operations.md.
+// Metrics of the provider layer (docs/operations.md); all but MetricProviderAnswers are tagged provider and exist
+// with PROVIDERS_FILE only.
 const (
 	MetricProviderAnswers     = "captchaflow_provider_answers_total"        // by op and code (countAnswer)
 	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome

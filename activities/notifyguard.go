@@ -46,9 +46,7 @@ func refuse(addr netip.Addr, reason, hint string) error {
 func checkTarget(addr netip.Addr, allowPrivate bool) error {
 	addr = addr.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
 	switch {
-	case !addr.IsValid():
-		return refuse(addr, "invalid", "")
-	case addr.IsUnspecified():
+	case !addr.IsValid(), addr.IsUnspecified():
 		return refuse(addr, "unspecified", "")
 	case addr.IsMulticast():
 		return refuse(addr, "multicast", "")

@@ -49,8 +49,7 @@ type LostDetails struct {
 	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
 }
 
-// set is the worker's providers: Providers, or the one-provider set of Provider (made per call: tests swap it),
-// named captchaai in logs (never in history).
+// set is the worker's providers: Providers, or Provider alone, named captchaai in logs (made per call: tests swap it).
 func (a *Activities) set() *providers.Set {
 	if a.Providers != nil {
 		return a.Providers
@@ -120,9 +119,14 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	set := a.set()
 	// Without PROVIDERS_FILE: no name, no alternatives and no breaker (so no give-up).
 	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second)}
-	pingback, err := a.pingbackURL(ctx, req, lost.Provider, p.Flavor)
+	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
+	pingback, err := callbackauth.URLFor(a.CallbackBaseURL, activity.GetInfo(ctx).WorkflowExecution.ID, a.CallbackSecret,
+		callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: lost.Provider})
 	if err != nil {
-		return SubmitResult{}, err, false
+		return SubmitResult{}, temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig), false
+	}
+	if p.Flavor != "" {
+		pingback += "&" + callbackauth.FlavorParam + "=" + url.QueryEscape(string(p.Flavor))
 	}
 	id, code, err := p.Client.Submit(ctx, req.Method, req.Params, pingback)
 	a.countAnswer(ctx, p, "submit", err)
@@ -155,19 +159,6 @@ func (a *Activities) routedName(p *providers.Provider) string {
 		return ""
 	}
 	return p.Name
-}
-
-// pingbackURL names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
-func (a *Activities) pingbackURL(ctx context.Context, req SubmitRequest, provider string, flavor providers.Flavor) (string, error) {
-	pingback, err := callbackauth.URLFor(a.CallbackBaseURL, activity.GetInfo(ctx).WorkflowExecution.ID, a.CallbackSecret,
-		callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: provider})
-	if err != nil {
-		return "", temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig)
-	}
-	if flavor != "" {
-		pingback += "&" + callbackauth.FlavorParam + "=" + url.QueryEscape(string(flavor))
-	}
-	return pingback, nil
 }
 
 // PollRequest names the provider task to look up.

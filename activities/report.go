@@ -150,8 +150,7 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 			captchaflow.FailureReportRefused, nil)
 	}
 	a.countAnswer(ctx, p, "report", err)
-	code := codeOf(err)
-	switch {
+	switch code := codeOf(err); {
 	case err == nil, code == callback.CodeDuplicate:
 		activity.GetLogger(ctx).Info("report recorded", "ProviderTaskID", req.ProviderTaskID, "Verdict", req.Verdict, "Before", err != nil)
 		return SendReportResult{AlreadyRecorded: err != nil}, nil
