@@ -181,9 +181,13 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 		return PollResult{}, err
 	}
 	breaker := a.set().Breaker
-	code, err := p.Client.Get(ctx, req.ProviderTaskID) // the client refuses an empty or oversized code
+	code, err := p.Client.Get(ctx, req.ProviderTaskID)
 	a.record(ctx, p.Name, err, breaker.RecordPoll)
-	if err == nil && callback.IsStatusWord(code) { // it means what it says (a status word is ASCII: cut anywhere)
+	switch { // the clients bound a code; a Client that does not is held to the same bound here
+	case err == nil && len(code) > captchaflow.MaxCodeBytes:
+		err = &providers.Error{Op: "get", Class: callback.ClassUnknown, Provider: "provider",
+			Err: fmt.Errorf("%w: the code is %d bytes, over the %d-byte bound", providers.ErrInvalidAnswer, len(code), captchaflow.MaxCodeBytes)}
+	case err == nil && callback.IsStatusWord(code): // it means what it says (ASCII: cut anywhere)
 		err = &providers.Error{Op: "get", Code: code[:min(len(code), 64)], Class: callback.ClassifyCode(code),
 			Err: errors.New("answered as a solution"), Provider: "provider"}
 	}
