@@ -26,7 +26,7 @@ type DeliverRequest struct {
 // MetricDeliveries counts delivery attempts by result (ok, error).
 const MetricDeliveries = "captchaflow_deliveries_total"
 
-// Deliver POSTs the result to notify_url, signed per Standard Webhooks with webhook-id DeliveryID, so a receiver
+// Deliver POSTs the result to notify_url, signed per Standard Webhooks with webhook-id deliveryID, so a receiver
 // drops duplicates. Failures are retried by the workflow's retry policy (the dead-letter queue, visible in the Web
 // UI), except a notify_url the worker never connects to (FailureDeliveryForbidden).
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error) {
