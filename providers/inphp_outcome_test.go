@@ -192,29 +192,20 @@ func TestOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
 	t.Run("request never written", func(t *testing.T) {
 		g := newFakeGateway(t, 200, `{"status":1,"request":"1"}`)
 		dialer := &net.Dialer{Timeout: time.Second}
-		failing := func(c *conn) {
-			c.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				conn, err := dialer.DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				return failingWrites{conn}, nil
-			}
-		}
-		err := submitTo(t, g.srv.URL, 5*time.Second, failing)
-		assert.False(t, OutcomeUnknown(err), "%v", err)
-		assert.Equal(t, callback.ClassTransient, ClassOf(err))
-		assert.Zero(t, g.created.Load())
-
-		// A caller's own transport does not count bytes: the headers being written is taken for reached.
-		h := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		failing := func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := dialer.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
 			return failingWrites{conn}, nil
-		}}}
-		err = submitTo(t, g.srv.URL, 5*time.Second, WithHTTPClient(h))
+		}
+		err := submitTo(t, g.srv.URL, 5*time.Second, WithHTTPClient(newHTTPClient(5*time.Second, failing)))
+		assert.False(t, OutcomeUnknown(err), "%v", err)
+		assert.Equal(t, callback.ClassTransient, ClassOf(err))
+		assert.Zero(t, g.created.Load())
+
+		// A caller's own transport does not count bytes: a connection got is taken for reached.
+		err = submitTo(t, g.srv.URL, 5*time.Second, WithHTTPClient(&http.Client{Transport: &http.Transport{DialContext: failing}}))
 		assert.True(t, OutcomeUnknown(err), "%v", err)
 	})
 	t.Run("a TLS connection is counted underneath", func(t *testing.T) {
@@ -228,8 +219,8 @@ func TestOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
 	})
 	assert.False(t, OutcomeUnknown(nil))
 	assert.False(t, OutcomeUnknown(errors.New("plain")))
-	assert.True(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, Err: errors.New("EOF")}))
-	assert.True(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, HTTPStatus: 502}))
-	assert.False(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, HTTPStatus: 429}))
-	assert.False(t, OutcomeUnknown(fmt.Errorf("wrapped: %w", &Error{Op: opSubmit, Code: "ERROR_NO_SLOT_AVAILABLE", Written: true})))
+	assert.True(t, OutcomeUnknown(&Error{Op: "submit", Class: callback.ClassTransient, Written: true, Err: errors.New("EOF")}))
+	assert.True(t, OutcomeUnknown(&Error{Op: "submit", Class: callback.ClassTransient, Written: true, HTTPStatus: 502}))
+	assert.False(t, OutcomeUnknown(&Error{Op: "submit", Class: callback.ClassTransient, Written: true, HTTPStatus: 429}))
+	assert.False(t, OutcomeUnknown(fmt.Errorf("wrapped: %w", &Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Written: true})))
 }

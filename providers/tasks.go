@@ -187,7 +187,7 @@ func isSelector(method, param string) bool {
 // KindOf is the kind of an in.php method with its params. A method the table does not know is ErrUnsupported.
 func KindOf(method string, params map[string]string) (Kind, error) {
 	switch Kind(method) {
-	case "base64", methodPost:
+	case "base64", "post":
 		return KindImage, nil
 	case KindHCaptcha, KindTurnstile, KindFunCaptcha, KindGeeTest3, KindGeeTest4:
 		return Kind(method), nil
