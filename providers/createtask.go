@@ -202,14 +202,11 @@ var Flavors = callback.Flavors
 
 // Profile is what differs between the createTask providers, each value from the provider's own API documentation.
 type Profile struct {
-	Flavor  Flavor
-	BaseURL string // the documented API host
-	// NumericTaskID: integer task IDs, wanted back as JSON numbers (else a string: CapSolver's UUIDs).
-	NumericTaskID bool
-	// MinPollInterval: never ask for one task's result more often than this (0: none documented).
-	MinPollInterval time.Duration
-	// Reports are the verdict calls; a verdict no rule covers is ErrReportUnsupported.
-	Reports []ReportRule
+	Flavor          Flavor
+	BaseURL         string        // the documented API host
+	NumericTaskID   bool          // integer task IDs, wanted back as JSON numbers (else a string: CapSolver's UUIDs)
+	MinPollInterval time.Duration // never ask for one task's result more often (0: none documented)
+	Reports         []ReportRule  // the verdict calls; a verdict no rule covers is ErrReportUnsupported
 }
 
 // ReportRule is one verdict call: for the kinds listed (nil: every kind), a good (or bad) verdict goes to Endpoint.
@@ -217,8 +214,7 @@ type ReportRule struct {
 	Kinds    []Kind
 	Good     bool
 	Endpoint string
-	// Feedback: the body is CapSolver's {taskId, result: {invalid}} rather than {taskId}.
-	Feedback bool
+	Feedback bool // the body is CapSolver's {taskId, result: {invalid}} rather than {taskId}
 }
 
 // reportRule finds the rule for a verdict on a task of kind.
@@ -236,31 +232,19 @@ var recaptchaKinds = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindReca
 
 // profiles declares each flavor once; docs/providers.md links the source of every value.
 var profiles = map[Flavor]Profile{
-	callback.AntiCaptcha: {
-		BaseURL: "https://api.anti-captcha.com", NumericTaskID: true,
-		Reports: []ReportRule{
-			{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
-			{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
-			{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
-			{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
-		},
-	},
-	callback.TwoCaptcha: {
-		BaseURL: "https://api.2captcha.com", NumericTaskID: true,
-		MinPollInterval: 5 * time.Second,
-		Reports:         []ReportRule{{Endpoint: "reportIncorrect"}},
-	},
-	callback.CapMonster: {
-		BaseURL: "https://api.capmonster.cloud", NumericTaskID: true,
-		MinPollInterval: 2 * time.Second,
+	callback.AntiCaptcha: {BaseURL: "https://api.anti-captcha.com", NumericTaskID: true, Reports: []ReportRule{
+		{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
+		{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
+		{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
+		{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
+	}},
+	callback.TwoCaptcha: {BaseURL: "https://api.2captcha.com", NumericTaskID: true, MinPollInterval: 5 * time.Second,
+		Reports: []ReportRule{{Endpoint: "reportIncorrect"}}},
+	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second,
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
-			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}},
-	},
-	callback.CapSolver: {
-		BaseURL:         "https://api.capsolver.com",
-		MinPollInterval: 3 * time.Second,
-		Reports:         []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}},
-	},
+			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}}},
+	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second,
+		Reports: []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
 }
 
 // ProfileOf returns the flavor's profile.

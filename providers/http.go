@@ -59,10 +59,8 @@ func (e *Error) Error() string {
 	if what == "" && e.HTTPStatus != 0 {
 		what = "HTTP " + strconv.Itoa(e.HTTPStatus)
 	}
-	if e.Err != nil && what != "" {
-		what += ": " + e.Err.Error()
-	} else if e.Err != nil {
-		what = e.Err.Error()
+	if e.Err != nil {
+		what = strings.TrimPrefix(what+": "+e.Err.Error(), ": ")
 	}
 	return e.Provider + " " + e.Op + ": " + what + " (" + string(e.Class) + ")"
 }
@@ -124,11 +122,7 @@ type Option func(*conn)
 
 // WithHTTPClient replaces the client's own http.Client (nil keeps it).
 func WithHTTPClient(h *http.Client) Option {
-	return func(c *conn) {
-		if h != nil {
-			c.http = h
-		}
-	}
+	return func(c *conn) { c.http = h } // newConn makes its own for nil
 }
 
 // WithTimeout sets the per-request timeout (default 30 s); each request is also bounded by the caller's context.

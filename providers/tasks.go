@@ -19,11 +19,10 @@ import (
 
 // Field fills one task field from one in.php param.
 type Field struct {
-	Param string // the in.php param
-	Path  string // the task field; a dot nests it in an object ("metadata.action")
-	Enc   encoding
-	// Required: the task cannot do without this field (a path several params fill is required if any says so).
-	Required bool
+	Param    string // the in.php param
+	Path     string // the task field; a dot nests it in an object ("metadata.action")
+	Enc      encoding
+	Required bool   // the task cannot do without it (a path several params fill is required if any says so)
 	Default  string // fills the field when no param does (in.php form, encoded like the param)
 }
 
@@ -190,15 +189,11 @@ func KindOf(method string, params map[string]string) (Kind, error) {
 	if err != nil {
 		return "", fmt.Errorf("params.enterprise: %w", err)
 	}
-	kind := KindRecaptchaV2
-	switch v := strings.ToLower(strings.TrimSpace(params["version"])); v {
-	case "", "v2":
-	case "v3":
-		kind = KindRecaptchaV3
-	default:
+	v := strings.ToLower(strings.TrimSpace(params["version"]))
+	kind := map[string]Kind{"": KindRecaptchaV2, "v2": KindRecaptchaV2, "v3": KindRecaptchaV3}[v]
+	if kind == "" {
 		return "", unsupported("version %.10q is neither v2 nor v3", v)
-	}
-	if enterprise {
+	} else if enterprise {
 		kind += enterpriseSuffix
 	}
 	return kind, nil
