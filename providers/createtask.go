@@ -102,16 +102,8 @@ func (c *CreateTask) code(op string, decode func(json.RawMessage) (string, error
 
 // taskID reads createTask's taskId (a JSON number's exact digits, or a string) and checks its shape.
 func (c *CreateTask) taskID(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	var id string
-	if len(raw) > 0 && raw[0] != '"' {
-		if _, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
-			id = string(raw)
-		}
-	} else {
-		_ = json.Unmarshal(raw, &id)
-	}
-	if !taskIDPattern.MatchString(id) {
+	id := string(bytes.TrimSpace(raw))
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil && json.Unmarshal(raw, &id) != nil || !taskIDPattern.MatchString(id) {
 		return "", c.invalid("createTask", "taskId %s is not an id", callback.Snippet([]byte(redactText(string(raw), c.apiKey))))
 	}
 	return id, nil
