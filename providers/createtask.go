@@ -88,7 +88,8 @@ func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
 	case "failed":
 		return "", c.codeError(op, callback.CodeUnsolvable, "status failed", 0)
 	}
-	return "", c.failWritten(op, fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
+	return "", c.fail(op, callback.ClassTransient,
+		fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
 }
 
 // code extracts and bounds a solution's code; a solution that cannot be one is an ErrInvalidAnswer.
@@ -162,13 +163,14 @@ func (c *CreateTask) call(ctx context.Context, op string, body map[string]any) (
 		return callback.Envelope{}, c.fail(op, callback.ClassConfig, fmt.Errorf("encode request: %w", err))
 	}
 	var env callback.Envelope
-	err = c.do(ctx, op, http.MethodPost, c.base.JoinPath(op).String(), "application/json", data, func(status int, raw []byte) (*Error, error) {
+	answer := func(status int, raw []byte) (*Error, error) {
 		var err error
 		if env, err = callback.ParseEnvelope(raw); err != nil || !env.Failed() {
 			return nil, err
 		}
 		return c.providerError(op, env, status), nil
-	})
+	}
+	err = c.do(ctx, op, http.MethodPost, c.base.JoinPath(op).String(), "application/json", data, answer)
 	return env, err
 }
 

@@ -229,7 +229,7 @@ func (c *conn) do(ctx context.Context, op, method, target, contentType string, b
 		}
 	}
 	if err != nil {
-		return c.failWritten(op, err)
+		return c.fail(op, callback.ClassTransient, err)
 	}
 	return nil
 }
@@ -278,16 +278,10 @@ func (c *conn) codeError(op, code, text string, status int) *Error {
 		HTTPStatus: status, Err: detail, Provider: c.name}
 }
 
-// fail wraps a failure without a provider answer, its cause redacted.
+// fail wraps a failure without a provider answer, its cause redacted. A transient one is Written: the answer came
+// (a 2xx) but could not be read, so what the provider did is unknown; send narrows it when it can.
 func (c *conn) fail(op string, class callback.Class, err error) *Error {
-	return &Error{Op: op, Class: class, Err: redactError(err, c.apiKey), Provider: c.name}
-}
-
-// failWritten is a transient failure after a 2xx whose answer could not be read: what the provider did is unknown.
-func (c *conn) failWritten(op string, err error) *Error {
-	e := c.fail(op, callback.ClassTransient, err)
-	e.Written = true
-	return e
+	return &Error{Op: op, Class: class, Err: redactError(err, c.apiKey), Written: class == callback.ClassTransient, Provider: c.name}
 }
 
 // invalid refuses a success answer that cannot be what it claims (ClassUnknown: a retry could pay twice).
@@ -310,7 +304,8 @@ func (c *conn) checkCode(op, code string) (string, error) {
 func (c *conn) balance(op, v string) (float64, error) {
 	b, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
-		return 0, c.failWritten(op, fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet([]byte(v))))
+		return 0, c.fail(op, callback.ClassTransient,
+			fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet([]byte(v))))
 	}
 	return b, nil
 }
