@@ -237,17 +237,15 @@ func (c *conn) do(ctx context.Context, op, method, target, contentType string, b
 // send does the request; a failure is transient, Written unless provably not one byte of the request left: it got
 // no connection, or on ours (which counts) nothing was written to it.
 func (c *conn) send(ctx context.Context, op, method, target, contentType string, body []byte) (*http.Response, *Error) {
-	type sent struct {
-		cc   *countingConn
-		base int64
-	}
-	var got atomic.Pointer[sent]
+	var got atomic.Bool
+	var cc atomic.Pointer[countingConn]
+	var base atomic.Int64
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		s := &sent{cc: countingOf(info.Conn)}
-		if s.cc != nil {
-			s.base = s.cc.written.Load()
+		if c := countingOf(info.Conn); c != nil {
+			base.Store(c.written.Load())
+			cc.Store(c)
 		}
-		got.Store(s)
+		got.Store(true)
 	}})
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
@@ -260,9 +258,8 @@ func (c *conn) send(ctx context.Context, op, method, target, contentType string,
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		s := got.Load()
 		e := c.fail(op, callback.ClassTransient, err)
-		e.Written = s != nil && (s.cc == nil || s.cc.written.Load() > s.base)
+		e.Written = got.Load() && (cc.Load() == nil || cc.Load().written.Load() > base.Load())
 		return nil, e
 	}
 	return resp, nil
