@@ -220,10 +220,12 @@ func (c *conn) do(ctx context.Context, op, method, target, contentType string, b
 			Err: errors.New(http.StatusText(resp.StatusCode)), Written: resp.StatusCode >= 500, Provider: c.name}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-	if err == nil && len(body) > maxAnswerBytes {
+	switch {
+	case err != nil:
+		err = fmt.Errorf("read answer: %w", err)
+	case len(body) > maxAnswerBytes:
 		err = fmt.Errorf("%w: answer larger than %d bytes", callback.ErrMalformed, maxAnswerBytes)
-	}
-	if err == nil {
+	default:
 		if e, err = answer(0, body); e != nil {
 			return e
 		}
