@@ -24,9 +24,6 @@ type CreateTask struct {
 	base    *url.URL
 }
 
-// opReport names a report refused before any call (Error.Op); every other Op is the endpoint called.
-const opReport = "report"
-
 // ErrReportUnsupported marks a verdict the provider has no call for (a good one on 2captcha); nothing is sent.
 var ErrReportUnsupported = errors.New("the provider has no report call for this verdict")
 
@@ -36,10 +33,7 @@ func NewCreateTask(flavor Flavor, baseURL, apiKey string, opts ...Option) (*Crea
 	if !ok {
 		return nil, fmt.Errorf("createtask: flavor %.20q is not one of %v", string(flavor), Flavors)
 	}
-	if baseURL == "" {
-		baseURL = profile.BaseURL
-	}
-	c, base, err := newConn("createtask "+string(flavor), baseURL, apiKey, opts)
+	c, base, err := newConn("createtask "+string(flavor), cmp.Or(baseURL, profile.BaseURL), apiKey, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -65,11 +59,8 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 	if err != nil {
 		return "", "", err
 	}
-	if id, err = c.taskID(env.TaskID); err != nil {
-		return "", "", err
-	}
-	if env.Status != "ready" || len(env.Solution) == 0 {
-		return id, "", nil
+	if id, err = c.taskID(env.TaskID); err != nil || env.Status != "ready" || len(env.Solution) == 0 {
+		return id, "", err
 	}
 	if code, err = c.code("createTask", spec.Solution.Code, env.Solution); err != nil {
 		return "", "", err
@@ -80,25 +71,25 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 // Get calls getTaskResult: "processing" (CapSolver: "idle") is ClassNotReady, "failed" ClassResubmit, and a solution's
 // shape is recognised (callback.InferCode).
 func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
+	const op = "getTaskResult"
 	id, err := c.idValue(taskID)
 	if err != nil {
-		return "", c.fail("getTaskResult", callback.ClassConfig, err)
+		return "", c.fail(op, callback.ClassConfig, err)
 	}
-	env, err := c.call(ctx, "getTaskResult", map[string]any{"taskId": id})
+	env, err := c.call(ctx, op, map[string]any{"taskId": id})
 	if err != nil {
 		return "", err
 	}
 	switch env.Status {
 	case "processing", "idle":
-		return "", &Error{Op: "getTaskResult", Code: callback.CodeNotReady, Class: callback.ClassNotReady, Provider: c.name,
-			Err: errors.New("status " + env.Status)}
+		return "", c.codeError(op, callback.CodeNotReady, "status "+env.Status, 0)
 	case "ready":
-		return c.code("getTaskResult", callback.InferCode, env.Solution)
+		return c.code(op, callback.InferCode, env.Solution)
 	case "failed":
-		return "", &Error{Op: "getTaskResult", Code: callback.CodeUnsolvable, Class: callback.ClassResubmit, Provider: c.name,
-			Err: errors.New("status failed")}
+		return "", c.codeError(op, callback.CodeUnsolvable, "status failed", 0)
 	}
-	return "", c.failWritten("getTaskResult", fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
+	return "", c.fail(op, callback.ClassTransient,
+		fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
 }
 
 // code extracts and bounds a solution's code; a solution that cannot be one is an ErrInvalidAnswer.
@@ -107,24 +98,13 @@ func (c *CreateTask) code(op string, decode func(json.RawMessage) (string, error
 	if err != nil {
 		return "", c.invalid(op, "%w", err)
 	}
-	if err := c.checkCode(op, code); err != nil {
-		return "", err
-	}
-	return code, nil
+	return c.checkCode(op, code)
 }
 
 // taskID reads createTask's taskId (a JSON number's exact digits, or a string) and checks its shape.
 func (c *CreateTask) taskID(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	var id string
-	if len(raw) > 0 && raw[0] != '"' {
-		if _, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
-			id = string(raw)
-		}
-	} else {
-		_ = json.Unmarshal(raw, &id)
-	}
-	if !IsTaskID(id) {
+	id := string(bytes.TrimSpace(raw))
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil && json.Unmarshal(raw, &id) != nil || !taskIDPattern.MatchString(id) {
 		return "", c.invalid("createTask", "taskId %s is not an id", callback.Snippet([]byte(redactText(string(raw), c.apiKey))))
 	}
 	return id, nil
@@ -132,7 +112,7 @@ func (c *CreateTask) taskID(raw json.RawMessage) (string, error) {
 
 // idValue is a task ID as the provider wants it back: a JSON number for integer IDs, else a string.
 func (c *CreateTask) idValue(taskID string) (any, error) {
-	if !IsTaskID(taskID) {
+	if !taskIDPattern.MatchString(taskID) {
 		return nil, errors.New("task id is required and must be 1-64 of [0-9A-Za-z_-]")
 	}
 	if !c.profile.NumericTaskID {
@@ -155,15 +135,16 @@ func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
 	return c.balance("getBalance", cmp.Or(n.String(), string(env.Balance)))
 }
 
-// Report sends a verdict on a task of kind through the flavor's call for it (Profile.Reports).
+// Report sends a verdict on a task of kind through the flavor's call for it (Profile.Reports); a verdict refused
+// before any call is Op "report".
 func (c *CreateTask) Report(ctx context.Context, kind Kind, taskID string, good bool) error {
 	rule, ok := c.profile.reportRule(kind, good)
 	if !ok {
-		return c.fail(opReport, callback.ClassConfig, fmt.Errorf("%s, %s, good=%t: %w", c.profile.Flavor, kind, good, ErrReportUnsupported))
+		return c.fail("report", callback.ClassConfig, fmt.Errorf("%s, %s, good=%t: %w", c.profile.Flavor, kind, good, ErrReportUnsupported))
 	}
 	id, err := c.idValue(taskID)
 	if err != nil {
-		return c.fail(opReport, callback.ClassConfig, err)
+		return c.fail("report", callback.ClassConfig, err)
 	}
 	body := map[string]any{"taskId": id}
 	if rule.Feedback {
@@ -181,29 +162,16 @@ func (c *CreateTask) call(ctx context.Context, op string, body map[string]any) (
 	if err != nil {
 		return callback.Envelope{}, c.fail(op, callback.ClassConfig, fmt.Errorf("encode request: %w", err))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath(op).String(), bytes.NewReader(data))
-	if err != nil {
-		return callback.Envelope{}, c.fail(op, callback.ClassConfig, fmt.Errorf("build request: %w", err))
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	raw, e := c.do(ctx, op, req, func(status int, raw []byte) *Error {
-		if env, err := callback.ParseEnvelope(raw); err == nil && env.Failed() {
-			return c.providerError(op, env, status)
+	var env callback.Envelope
+	answer := func(status int, raw []byte) (*Error, error) {
+		var err error
+		if env, err = callback.ParseEnvelope(raw); err != nil || !env.Failed() {
+			return nil, err
 		}
-		return nil
-	})
-	if e != nil {
-		return callback.Envelope{}, e
+		return c.providerError(op, env, status), nil
 	}
-	env, err := callback.ParseEnvelope(raw)
-	if err != nil {
-		return callback.Envelope{}, c.failWritten(op, err)
-	}
-	if env.Failed() {
-		return callback.Envelope{}, c.providerError(op, env, 0)
-	}
-	return env, nil
+	err = c.do(ctx, op, http.MethodPost, c.base.JoinPath(op).String(), "application/json", data, answer)
+	return env, err
 }
 
 // providerError is the *Error for an errorId > 0 answer.
@@ -228,14 +196,11 @@ var Flavors = callback.Flavors
 
 // Profile is what differs between the createTask providers, each value from the provider's own API documentation.
 type Profile struct {
-	Flavor  Flavor
-	BaseURL string // the documented API host
-	// NumericTaskID: integer task IDs, wanted back as JSON numbers (else a string: CapSolver's UUIDs).
-	NumericTaskID bool
-	// MinPollInterval: never ask for one task's result more often than this (0: none documented).
-	MinPollInterval time.Duration
-	// Reports are the verdict calls; a verdict no rule covers is ErrReportUnsupported.
-	Reports []ReportRule
+	Flavor          Flavor
+	BaseURL         string        // the documented API host
+	NumericTaskID   bool          // integer task IDs, wanted back as JSON numbers (else a string: CapSolver's UUIDs)
+	MinPollInterval time.Duration // never ask for one task's result more often (0: none documented)
+	Reports         []ReportRule  // the verdict calls; a verdict no rule covers is ErrReportUnsupported
 }
 
 // ReportRule is one verdict call: for the kinds listed (nil: every kind), a good (or bad) verdict goes to Endpoint.
@@ -243,8 +208,7 @@ type ReportRule struct {
 	Kinds    []Kind
 	Good     bool
 	Endpoint string
-	// Feedback: the body is CapSolver's {taskId, result: {invalid}} rather than {taskId}.
-	Feedback bool
+	Feedback bool // the body is CapSolver's {taskId, result: {invalid}} rather than {taskId}
 }
 
 // reportRule finds the rule for a verdict on a task of kind.
@@ -262,31 +226,19 @@ var recaptchaKinds = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindReca
 
 // profiles declares each flavor once; docs/providers.md links the source of every value.
 var profiles = map[Flavor]Profile{
-	callback.AntiCaptcha: {
-		BaseURL: "https://api.anti-captcha.com", NumericTaskID: true,
-		Reports: []ReportRule{
-			{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
-			{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
-			{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
-			{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
-		},
-	},
-	callback.TwoCaptcha: {
-		BaseURL: "https://api.2captcha.com", NumericTaskID: true,
-		MinPollInterval: 5 * time.Second,
-		Reports:         []ReportRule{{Endpoint: "reportIncorrect"}},
-	},
-	callback.CapMonster: {
-		BaseURL: "https://api.capmonster.cloud", NumericTaskID: true,
-		MinPollInterval: 2 * time.Second,
+	callback.AntiCaptcha: {BaseURL: "https://api.anti-captcha.com", NumericTaskID: true, Reports: []ReportRule{
+		{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
+		{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
+		{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
+		{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
+	}},
+	callback.TwoCaptcha: {BaseURL: "https://api.2captcha.com", NumericTaskID: true, MinPollInterval: 5 * time.Second,
+		Reports: []ReportRule{{Endpoint: "reportIncorrect"}}},
+	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second,
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
-			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}},
-	},
-	callback.CapSolver: {
-		BaseURL:         "https://api.capsolver.com",
-		MinPollInterval: 3 * time.Second,
-		Reports:         []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}},
-	},
+			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}}},
+	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second,
+		Reports: []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
 }
 
 // ProfileOf returns the flavor's profile.

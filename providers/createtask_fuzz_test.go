@@ -41,7 +41,7 @@ var fuzzSeeds = []string{
 }
 
 // FuzzCreateTaskAnswer: whatever a provider answers, each call returns either a *Error of a known class that
-// does not contain the key, or a task ID IsTaskID accepts and a code within the bound — never anything else.
+// does not contain the key, or a task ID taskIDPattern accepts and a code within the bound — never anything else.
 func FuzzCreateTaskAnswer(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(200, []byte(s))
@@ -73,7 +73,7 @@ func FuzzCreateTaskAnswer(f *testing.F) {
 			id, _, err := c.Submit(context.Background(), "base64", map[string]string{"body": pngB64}, "")
 			if err != nil {
 				checkErr(err)
-			} else if !IsTaskID(id) {
+			} else if !taskIDPattern.MatchString(id) {
 				t.Fatalf("Submit returned %q, not a task id", id)
 			}
 			code, err := c.Get(context.Background(), "12345")

@@ -69,7 +69,7 @@ func TestClassifyStatus(t *testing.T) {
 }
 
 func TestClassOf(t *testing.T) {
-	provider := &Error{Op: opGet, Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: callback.ClassResubmit}
+	provider := &Error{Op: "get", Code: "ERROR_CAPTCHA_UNSOLVABLE", Class: callback.ClassResubmit}
 	assert.Equal(t, callback.Class(""), ClassOf(nil))
 	assert.Equal(t, callback.ClassResubmit, ClassOf(provider))
 	assert.Equal(t, callback.ClassResubmit, ClassOf(fmt.Errorf("activity: %w", provider)))
@@ -84,10 +84,10 @@ func TestErrorMessage(t *testing.T) {
 		err  *Error
 		want string
 	}{
-		{&Error{Provider: "captchaai", Op: opGet, Code: "CAPCHA_NOT_READY", Class: callback.ClassNotReady}, "captchaai get: CAPCHA_NOT_READY (not_ready)"},
-		{&Error{Provider: "captchaai", Op: opSubmit, Code: "ERROR_NEW", Class: callback.ClassUnknown, Err: errors.New("detail")}, "captchaai submit: ERROR_NEW: detail (unknown)"},
-		{&Error{Provider: "captchaai", Op: opGetBalance, HTTPStatus: 503, Class: callback.ClassTransient, Err: errors.New("Service Unavailable")}, "captchaai getbalance: HTTP 503: Service Unavailable (transient)"},
-		{&Error{Provider: "captchaai", Op: opReportBad, Class: callback.ClassTransient, Err: errors.New("dial failed")}, "captchaai reportbad: dial failed (transient)"},
+		{&Error{Provider: "captchaai", Op: "get", Code: "CAPCHA_NOT_READY", Class: callback.ClassNotReady}, "captchaai get: CAPCHA_NOT_READY (not_ready)"},
+		{&Error{Provider: "captchaai", Op: "submit", Code: "ERROR_NEW", Class: callback.ClassUnknown, Err: errors.New("detail")}, "captchaai submit: ERROR_NEW: detail (unknown)"},
+		{&Error{Provider: "captchaai", Op: "getbalance", HTTPStatus: 503, Class: callback.ClassTransient, Err: errors.New("Service Unavailable")}, "captchaai getbalance: HTTP 503: Service Unavailable (transient)"},
+		{&Error{Provider: "captchaai", Op: "reportbad", Class: callback.ClassTransient, Err: errors.New("dial failed")}, "captchaai reportbad: dial failed (transient)"},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.err.Error())

@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -11,9 +12,9 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -23,15 +24,89 @@ import (
 )
 
 const (
-	defaultTimeout     = 30 * time.Second
-	maxAnswerBytes     = 1 << 20  // real answers are a few KB at most
-	maxDrainBytes      = 64 << 10 // discarded of an unread body to keep the connection reusable
-	maxStatusBodyBytes = 4 << 10  // read of a failed status's body for the provider's own error answer
+	maxAnswerBytes = 1 << 20 // real answers are a few KB at most
+	maxStatusBody  = 4 << 10 // read of a failed status's body for the provider's own error answer
 	// Provider codes and texts end up in logs and history; a provider must not bloat them.
-	maxCodeLen      = 128
-	maxErrorTextLen = 512
-	redactedMarker  = "REDACTED"
+	maxCodeLen, maxErrorTextLen = 128, 512
+	redactedMarker              = "REDACTED"
 )
+
+// Error is every error a client returns, network and context failures included; its text never holds the API key.
+type Error struct {
+	Op         string // the call: "submit", "get", "createTask", "getTaskResult", …
+	Code       string // the provider's code, e.g. "ERROR_NO_SLOT_AVAILABLE"; "" for network/HTTP/decode errors
+	Class      callback.Class
+	HTTPStatus int   // when the failure was an HTTP status
+	Err        error // the cause, already redacted
+	// Written: no provider answer came, after (part of) the request was written: the provider may have acted on it.
+	Written  bool
+	Provider string // who answered, the message's prefix ("captchaai", "createtask capsolver")
+}
+
+// ErrInvalidAnswer marks a success answer that cannot be what it claims (not an id, an empty or oversized code).
+var ErrInvalidAnswer = errors.New("invalid provider answer")
+
+// OutcomeUnknown reports whether err may have reached the provider and been acted on: after the request was
+// written, the connection broke, the answer was unreadable or a 5xx came that is not the provider's own word (a
+// gateway's 502/504/52x after forwarding). A submission may then exist, paid, whose ID was never learned.
+func OutcomeUnknown(err error) bool {
+	var ce *Error
+	return errors.As(err, &ce) && ce != nil && ce.Written && ce.Code == "" && (ce.HTTPStatus == 0 || ce.HTTPStatus >= 500)
+}
+
+func (e *Error) Error() string {
+	what := e.Code
+	if what == "" && e.HTTPStatus != 0 {
+		what = "HTTP " + strconv.Itoa(e.HTTPStatus)
+	}
+	if e.Err != nil {
+		what = strings.TrimPrefix(what+": "+e.Err.Error(), ": ")
+	}
+	return e.Provider + " " + e.Op + ": " + what + " (" + string(e.Class) + ")"
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ClassOf classifies any error: an *Error's Class; transient for context and network errors; "" for nil; else unknown.
+func ClassOf(err error) callback.Class {
+	var ce *Error
+	var ne net.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &ce) && ce != nil:
+		return ce.Class
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne):
+		return callback.ClassTransient
+	}
+	return callback.ClassUnknown
+}
+
+// IsTransportError reports whether err is a failure to get an answer at all (connection, TLS, timeout, cancellation,
+// a body cut off); a code, a status, a malformed or invalid answer or an unbuildable request is not.
+func IsTransportError(err error) bool {
+	var ce *Error
+	if errors.As(err, &ce) && ce != nil {
+		return ce.Code == "" && ce.HTTPStatus == 0 && ce.Class == callback.ClassTransient &&
+			!errors.Is(ce.Err, callback.ErrMalformed) && !errors.Is(ce.Err, ErrInvalidAnswer)
+	}
+	return err != nil && ClassOf(err) == callback.ClassTransient
+}
+
+// classifyStatus maps a non-2xx status that is not the provider's own answer: the HTTP layer's (front end, proxy).
+func classifyStatus(status int) callback.Class {
+	switch {
+	case status >= 500, status == 429, status == 408:
+		return callback.ClassTransient
+	case status == 401, status == 403:
+		return callback.ClassConfig
+	}
+	return callback.ClassUnknown
+}
+
+// taskIDPattern is a provider task id's shape: digits (CapSolver: a UUID), widened for compatible providers to what
+// can change no URL, log line or search query.
+var taskIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,63}$`)
 
 // conn is one provider account: its key, its transport and its bounds.
 type conn struct {
@@ -40,7 +115,6 @@ type conn struct {
 	timeout time.Duration
 	maxCode int
 	http    *http.Client
-	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Option configures a client.
@@ -48,11 +122,7 @@ type Option func(*conn)
 
 // WithHTTPClient replaces the client's own http.Client (nil keeps it).
 func WithHTTPClient(h *http.Client) Option {
-	return func(c *conn) {
-		if h != nil {
-			c.http = h
-		}
-	}
+	return func(c *conn) { c.http = h } // newConn makes its own for nil
 }
 
 // WithTimeout sets the per-request timeout (default 30 s); each request is also bounded by the caller's context.
@@ -65,46 +135,32 @@ func WithTimeout(d time.Duration) Option {
 }
 
 func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error) {
-	if apiKey == "" {
+	u, err := url.Parse(rawBase)
+	switch {
+	case apiKey == "":
 		return conn{}, nil, fmt.Errorf("%s: API key is required", name)
+	case err != nil:
+		return conn{}, nil, fmt.Errorf("%s: base URL is not a valid URL", name) // the parse error echoes the input
+	case u.Scheme != "http" && u.Scheme != "https":
+		return conn{}, nil, fmt.Errorf("%s: base URL %q must be absolute http or https", name, u.Redacted())
+	case u.Host == "":
+		return conn{}, nil, fmt.Errorf("%s: base URL %q has no host", name, u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return conn{}, nil, fmt.Errorf("%s: base URL must not have credentials, a query or a fragment", name)
 	}
-	base, err := parseBaseURL(name, rawBase)
-	if err != nil {
-		return conn{}, nil, err
-	}
-	c := conn{name: name, apiKey: apiKey, timeout: defaultTimeout, maxCode: captchaflow.MaxCodeBytes}
+	c := conn{name: name, apiKey: apiKey, timeout: 30 * time.Second, maxCode: captchaflow.MaxCodeBytes}
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&c)
-		}
+		opt(&c)
 	}
 	if c.http == nil {
-		c.http = newHTTPClient(c.timeout, c.dial)
+		c.http = newHTTPClient(c.timeout, (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	}
-	return c, base, nil
-}
-
-func parseBaseURL(name, raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%s: base URL is not a valid URL", name) // the parse error echoes the input
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%s: base URL %q must be absolute http or https", name, u.Redacted())
-	case u.Host == "":
-		return nil, fmt.Errorf("%s: base URL %q has no host", name, u.Redacted())
-	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-		return nil, fmt.Errorf("%s: base URL must not have credentials, a query or a fragment", name)
-	}
-	return u, nil
+	return c, u, nil
 }
 
 // newHTTPClient's connections count their written bytes, so a failure knows whether the provider saw anything.
 func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
-	if dial == nil {
-		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	}
-	transport := &http.Transport{
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{ // never http.DefaultTransport, which others change
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := dial(ctx, network, addr)
@@ -113,100 +169,9 @@ func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network
 			}
 			return &countingConn{Conn: conn}, nil
 		},
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          128,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: timeout,
-		ExpectContinueTimeout: time.Second,
-	}
-	return &http.Client{Transport: transport, Timeout: timeout}
-}
-
-// ownError reads a failed status's body for the provider's own error answer; nil lets the status decide.
-type ownError func(status int, body []byte) *Error
-
-// do runs one request: a 2xx body, or a classified, redacted *Error. A failed status decides unless own finds the
-// provider's answer in its body; any other 5xx may be a gateway that lost the answer, so it is Written.
-func (c *conn) do(ctx context.Context, op string, req *http.Request, own ownError) ([]byte, *Error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req.Header.Set("User-Agent", "captchaflow/1")
-	resp, e := c.send(op, req.WithContext(ctx))
-	if e != nil {
-		return nil, e
-	}
-	defer closeBody(resp.Body)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBodyBytes))
-		if e := own(resp.StatusCode, body); e != nil {
-			return nil, e
-		}
-		return nil, &Error{Op: op, Class: classifyStatus(resp.StatusCode), HTTPStatus: resp.StatusCode,
-			Err: errors.New(http.StatusText(resp.StatusCode)), Written: resp.StatusCode >= 500, Provider: c.name}
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-	if err != nil {
-		return nil, c.failWritten(op, fmt.Errorf("read answer: %w", err))
-	}
-	if len(body) > maxAnswerBytes {
-		return nil, c.failWritten(op, fmt.Errorf("%w: answer larger than %d bytes", callback.ErrMalformed, maxAnswerBytes))
-	}
-	return body, nil
-}
-
-// send does req; a failure is a transient *Error, Written unless provably not one byte of the request left.
-func (c *conn) send(op string, req *http.Request) (*http.Response, *Error) {
-	var w writeTrace
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), w.trace()))
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, &Error{Op: op, Class: callback.ClassTransient, Err: redactError(err, c.apiKey),
-			Written: w.mayHaveReached(), Provider: c.name}
-	}
-	return resp, nil
-}
-
-// writeTrace follows one request onto its connection: did any byte of it leave?
-type writeTrace struct {
-	mu      sync.Mutex
-	gotConn bool
-	conn    *countingConn // the client's own connection; nil on a transport that is not ours
-	base    int64         // conn's bytes written when the request got it
-	headers bool          // the transport began writing (the headers are buffered or sent)
-}
-
-func (w *writeTrace) trace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			w.gotConn, w.conn = true, countingOf(info.Conn)
-			if w.conn != nil {
-				w.base = w.conn.written.Load()
-			}
-		},
-		WroteHeaders: func() {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			w.headers = true
-		},
-	}
-}
-
-// mayHaveReached: a byte left (on a caller's own transport: the headers were written); erring this way costs a wait.
-func (w *writeTrace) mayHaveReached() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	switch {
-	case !w.gotConn:
-		return false
-	case w.conn != nil:
-		return w.conn.written.Load() > w.base
-	default:
-		return w.headers
-	}
+		ForceAttemptHTTP2: true, MaxIdleConns: 128, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: timeout, ExpectContinueTimeout: time.Second,
+	}}
 }
 
 // countingConn counts the bytes written to a connection.
@@ -230,6 +195,78 @@ func countingOf(conn net.Conn) *countingConn {
 	return cc
 }
 
+// answerFunc reads a body (status 0: a 2xx's): the provider's own error, or why the body is no answer of its.
+type answerFunc func(status int, body []byte) (*Error, error)
+
+// do sends one request and reads its answer with answer. A failed status decides unless answer finds the provider's
+// own error in its body; it is outcome unknown when a 5xx, as a gateway may have lost the provider's answer.
+func (c *conn) do(ctx context.Context, op, method, target, contentType string, body []byte, answer answerFunc) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, e := c.send(ctx, op, method, target, contentType, body)
+	if e != nil {
+		return e
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the keep-alive connection is reused
+		_ = resp.Body.Close()
+	}()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBody))
+		if e, _ := answer(resp.StatusCode, body); e != nil {
+			return e
+		}
+		return &Error{Op: op, Class: classifyStatus(resp.StatusCode), HTTPStatus: resp.StatusCode,
+			Err: errors.New(http.StatusText(resp.StatusCode)), Written: resp.StatusCode >= 500, Provider: c.name}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+	switch {
+	case err != nil:
+		err = fmt.Errorf("read answer: %w", err)
+	case len(body) > maxAnswerBytes:
+		err = fmt.Errorf("%w: answer larger than %d bytes", callback.ErrMalformed, maxAnswerBytes)
+	default:
+		if e, err = answer(0, body); e != nil {
+			return e
+		}
+	}
+	if err != nil {
+		return c.fail(op, callback.ClassTransient, err)
+	}
+	return nil
+}
+
+// send does the request; a failure is transient, Written unless provably not one byte of the request left: it got
+// no connection, or on ours (which counts) nothing was written to it.
+func (c *conn) send(ctx context.Context, op, method, target, contentType string, body []byte) (*http.Response, *Error) {
+	var got atomic.Bool
+	var cc atomic.Pointer[countingConn]
+	var base atomic.Int64
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if c := countingOf(info.Conn); c != nil {
+			base.Store(c.written.Load())
+			cc.Store(c)
+		}
+		got.Store(true)
+	}})
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, c.fail(op, callback.ClassConfig, fmt.Errorf("build request: %w", err))
+	}
+	req.Header.Set("User-Agent", "captchaflow/1")
+	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		e := c.fail(op, callback.ClassTransient, err)
+		e.Written = got.Load() && (cc.Load() == nil || cc.Load().written.Load() > base.Load())
+		return nil, e
+	}
+	return resp, nil
+}
+
 // codeError is the error for a provider's error answer: its code (redacted, bounded) decides the class.
 func (c *conn) codeError(op, code, text string, status int) *Error {
 	var detail error
@@ -240,16 +277,10 @@ func (c *conn) codeError(op, code, text string, status int) *Error {
 		HTTPStatus: status, Err: detail, Provider: c.name}
 }
 
-// fail wraps a failure without a provider answer, its cause redacted.
+// fail wraps a failure without a provider answer, its cause redacted. A transient one is Written: the answer came
+// (a 2xx) but could not be read, so what the provider did is unknown; send narrows it when it can.
 func (c *conn) fail(op string, class callback.Class, err error) *Error {
-	return &Error{Op: op, Class: class, Err: redactError(err, c.apiKey), Provider: c.name}
-}
-
-// failWritten is a transient failure after a 2xx whose answer could not be read: what the provider did is unknown.
-func (c *conn) failWritten(op string, err error) *Error {
-	e := c.fail(op, callback.ClassTransient, err)
-	e.Written = true
-	return e
+	return &Error{Op: op, Class: class, Err: redactError(err, c.apiKey), Written: class == callback.ClassTransient, Provider: c.name}
 }
 
 // invalid refuses a success answer that cannot be what it claims (ClassUnknown: a retry could pay twice).
@@ -258,14 +289,24 @@ func (c *conn) invalid(op, format string, args ...any) *Error {
 }
 
 // checkCode refuses a solved code that is empty or over the size bound (it would bloat workflow history).
-func (c *conn) checkCode(op, code string) error {
+func (c *conn) checkCode(op, code string) (string, error) {
 	switch {
 	case code == "":
-		return c.invalid(op, "success without a code")
+		return "", c.invalid(op, "success without a code")
 	case len(code) > c.maxCode:
-		return c.invalid(op, "the code is %d bytes, over the %d-byte bound", len(code), c.maxCode)
+		return "", c.invalid(op, "the code is %d bytes, over the %d-byte bound", len(code), c.maxCode)
 	}
-	return nil
+	return code, nil
+}
+
+// balance reads a balance answer; one that is not a finite number is malformed.
+func (c *conn) balance(op, v string) (float64, error) {
+	b, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
+		return 0, c.fail(op, callback.ClassTransient,
+			fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet([]byte(v))))
+	}
+	return b, nil
 }
 
 // redactError removes apiKey from err: a *url.Error loses its URL's query (res.php's key=) and userinfo, and an
@@ -279,7 +320,7 @@ func redactError(err error, apiKey string) error {
 		}
 		err = &url.Error{Op: ue.Op, URL: bare, Err: ue.Err}
 	}
-	if err == nil || apiKey == "" || !strings.Contains(err.Error(), apiKey) {
+	if err == nil || !strings.Contains(err.Error(), apiKey) {
 		return err
 	}
 	scrubbed := &scrubbedError{msg: redactText(err.Error(), apiKey)}
@@ -292,13 +333,8 @@ func redactError(err error, apiKey string) error {
 	return scrubbed
 }
 
-// redactText removes apiKey from provider-supplied text such as error_text.
-func redactText(s, apiKey string) string {
-	if apiKey == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, apiKey, redactedMarker)
-}
+// redactText removes apiKey (never empty: newConn refuses that) from provider-supplied text such as error_text.
+func redactText(s, apiKey string) string { return strings.ReplaceAll(s, apiKey, redactedMarker) }
 
 // scrubbedError is a message-only stand-in for an error whose text contained the API key.
 type scrubbedError struct {
@@ -309,15 +345,6 @@ type scrubbedError struct {
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.cause }
 
-// balance reads a balance answer; one that is not a finite number is malformed.
-func (c *conn) balance(op, v string) (float64, error) {
-	b, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
-		return 0, c.failWritten(op, fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet([]byte(v))))
-	}
-	return b, nil
-}
-
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -327,10 +354,4 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "..."
-}
-
-// closeBody drains a bounded amount so the keep-alive connection can be reused.
-func closeBody(body io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrainBytes))
-	_ = body.Close()
 }

@@ -25,15 +25,6 @@ type InPHP struct {
 	inURL, resURL string
 }
 
-// Operation names of InPHP, used in Error.Op.
-const (
-	opSubmit     = "submit"
-	opGet        = "get"
-	opGetBalance = "getbalance"
-	opReportGood = "reportgood"
-	opReportBad  = "reportbad"
-)
-
 // NewInPHP returns a client for baseURL (absolute http/https, optionally with a path prefix).
 func NewInPHP(baseURL, apiKey string, opts ...Option) (*InPHP, error) {
 	c, base, err := newConn("captchaai", baseURL, apiKey, opts)
@@ -48,21 +39,16 @@ func (c *InPHP) Supports(string, map[string]string) error { return nil }
 
 // Submit calls in.php with method, params as-is and pingback (omitted if ""); "post" uploads params["file"] as a file.
 func (c *InPHP) Submit(ctx context.Context, method string, params map[string]string, pingback string) (id, code string, err error) {
-	body, err := encodeSubmit(c.apiKey, method, params, pingback)
+	contentType, body, err := encodeSubmit(c.apiKey, method, params, pingback)
 	if err != nil {
-		return "", "", c.fail(opSubmit, callback.ClassConfig, err)
+		return "", "", c.fail("submit", callback.ClassConfig, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.inURL, bytes.NewReader(body.data))
-	if err != nil {
-		return "", "", c.fail(opSubmit, callback.ClassConfig, fmt.Errorf("build request: %w", err))
-	}
-	req.Header.Set("Content-Type", body.contentType)
-	ans, err := c.call(opSubmit, req)
+	ans, err := c.call(ctx, "submit", http.MethodPost, c.inURL, contentType, body)
 	if err != nil {
 		return "", "", err
 	}
-	if !IsTaskID(ans.Value) {
-		return "", "", c.invalid(opSubmit, "task id %s is not an id (want 1-64 of [0-9A-Za-z_-])",
+	if !taskIDPattern.MatchString(ans.Value) {
+		return "", "", c.invalid("submit", "task id %s is not an id (want 1-64 of [0-9A-Za-z_-])",
 			callback.Snippet([]byte(redactText(ans.Value, c.apiKey))))
 	}
 	return ans.Value, "", nil
@@ -70,69 +56,56 @@ func (c *InPHP) Submit(ctx context.Context, method string, params map[string]str
 
 // Get calls res.php action=get: not ready is ClassNotReady; an empty or oversized code is an ErrInvalidAnswer.
 func (c *InPHP) Get(ctx context.Context, taskID string) (string, error) {
-	ans, err := c.res(ctx, opGet, url.Values{"action": {"get"}, "id": {taskID}})
+	ans, err := c.res(ctx, "get", taskID)
 	if err != nil {
 		return "", err
 	}
-	if err := c.checkCode(opGet, ans.Value); err != nil {
-		return "", err
-	}
-	return ans.Value, nil
+	return c.checkCode("get", ans.Value)
 }
 
 // Balance calls res.php action=getbalance.
 func (c *InPHP) Balance(ctx context.Context) (float64, error) {
-	ans, err := c.res(ctx, opGetBalance, url.Values{"action": {"getbalance"}})
+	ans, err := c.res(ctx, "getbalance", "")
 	if err != nil {
 		return 0, err
 	}
-	return c.balance(opGetBalance, ans.Value)
+	return c.balance("getbalance", ans.Value)
 }
 
 // Report is reportgood / reportbad, for any kind.
 func (c *InPHP) Report(ctx context.Context, _ Kind, taskID string, good bool) error {
-	op := opReportBad
+	op := "reportbad"
 	if good {
-		op = opReportGood
+		op = "reportgood"
 	}
-	_, err := c.res(ctx, op, url.Values{"action": {op}, "id": {taskID}})
+	_, err := c.res(ctx, op, taskID)
 	return err
 }
 
-// res performs a res.php GET. The protocol wants the key in the query, which is why every error path redacts.
-func (c *InPHP) res(ctx context.Context, op string, query url.Values) (answer, error) {
-	if id, ok := query["id"]; ok && id[0] == "" {
-		return answer{}, c.fail(op, callback.ClassConfig, errors.New("task id is required"))
+// res performs res.php's action (its name is the op) on taskID ("" for getbalance). The protocol wants the key in
+// the query, which is why every error path redacts.
+func (c *InPHP) res(ctx context.Context, action, taskID string) (answer, error) {
+	query := url.Values{"action": {action}, "key": {c.apiKey}, "json": {"1"}}
+	if action != "getbalance" {
+		if taskID == "" {
+			return answer{}, c.fail(action, callback.ClassConfig, errors.New("task id is required"))
+		}
+		query.Set("id", taskID)
 	}
-	query.Set("key", c.apiKey)
-	query.Set("json", "1")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.resURL+"?"+query.Encode(), nil)
-	if err != nil {
-		return answer{}, c.fail(op, callback.ClassConfig, fmt.Errorf("build request: %w", err))
-	}
-	return c.call(op, req)
+	return c.call(ctx, action, http.MethodGet, c.resURL+"?"+query.Encode(), "", nil)
 }
 
 // call runs one request and decodes its answer; a 5xx whose body is the provider's own ERROR_… word is that answer.
-func (c *InPHP) call(op string, req *http.Request) (answer, error) {
-	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
-	body, e := c.do(req.Context(), op, req, func(status int, body []byte) *Error {
-		if ans, err := parseAnswer(body); status >= 500 && err == nil && !ans.OK && callback.IsStatusWord(ans.Code) {
-			return c.codeError(op, ans.Code, ans.ErrorText, status)
+func (c *InPHP) call(ctx context.Context, op, method, target, contentType string, body []byte) (answer, error) {
+	var ans answer
+	err := c.do(ctx, op, method, target, contentType, body, func(status int, body []byte) (*Error, error) {
+		var err error
+		if ans, err = parseAnswer(body); err != nil || ans.OK || status != 0 && (status < 500 || !callback.IsStatusWord(ans.Code)) {
+			return nil, err
 		}
-		return nil
+		return c.codeError(op, ans.Code, ans.ErrorText, status), nil
 	})
-	if e != nil {
-		return answer{}, e
-	}
-	ans, err := parseAnswer(body)
-	if err != nil {
-		return answer{}, c.failWritten(op, err)
-	}
-	if !ans.OK {
-		return answer{}, c.codeError(op, ans.Code, ans.ErrorText, 0)
-	}
-	return ans, nil
+	return ans, err
 }
 
 // answer is one decoded in.php / res.php reply, whatever its wire form.
@@ -146,75 +119,13 @@ type answer struct {
 // parseAnswer decodes JSON ({"status":1,"request":…}) or plain text (OK|…, ERROR_CODE, a balance), sniffed from the
 // body: some providers and proxies answer plain text despite json=1.
 func parseAnswer(body []byte) (answer, error) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return answer{}, fmt.Errorf("%w: empty body", callback.ErrMalformed)
-	}
-	if trimmed[0] == '{' {
-		return parseJSONAnswer(trimmed)
-	}
-	return parsePlainAnswer(trimmed)
-}
-
-type jsonAnswer struct {
-	Status    jsonStatus `json:"status"`
-	Request   jsonText   `json:"request"`
-	ErrorText string     `json:"error_text"`
-}
-
-func parseJSONAnswer(body []byte) (answer, error) {
-	var raw jsonAnswer
-	if err := json.Unmarshal(body, &raw); err != nil {
-		if errors.Is(err, callback.ErrMalformed) {
-			return answer{}, err
-		}
-		return answer{}, fmt.Errorf("%w: invalid JSON: %s", callback.ErrMalformed, callback.Snippet(body))
-	}
-	if !raw.Status.set {
-		return answer{}, fmt.Errorf("%w: missing status", callback.ErrMalformed)
-	}
-	if raw.Status.ok {
-		return answer{OK: true, Value: string(raw.Request)}, nil
-	}
-	if raw.Request == "" {
-		return answer{}, fmt.Errorf("%w: status 0 without an error code", callback.ErrMalformed)
-	}
-	return answer{Code: string(raw.Request), ErrorText: raw.ErrorText}, nil
-}
-
-// jsonStatus accepts 1/0 as a number or a string.
-type jsonStatus struct{ set, ok bool }
-
-func (s *jsonStatus) UnmarshalJSON(b []byte) error {
-	switch string(b) {
-	case "1", `"1"`:
-		*s = jsonStatus{set: true, ok: true}
-	case "0", `"0"`:
-		*s = jsonStatus{set: true}
-	default:
-		return fmt.Errorf("%w: unexpected status %s", callback.ErrMalformed, callback.Snippet(b))
-	}
-	return nil
-}
-
-// jsonText is "request" as text: a string unquoted, a number's exact digits, an object (GeeTest's) as raw JSON.
-type jsonText string
-
-func (t *jsonText) UnmarshalJSON(b []byte) error {
-	switch {
-	case string(b) == "null":
-		*t = ""
-	case b[0] != '"':
-		*t = jsonText(b)
-	default:
-		return json.Unmarshal(b, (*string)(t))
-	}
-	return nil
-}
-
-func parsePlainAnswer(body []byte) (answer, error) {
+	body = bytes.TrimSpace(body)
 	s := string(body)
 	switch {
+	case len(body) == 0:
+		return answer{}, fmt.Errorf("%w: empty body", callback.ErrMalformed)
+	case body[0] == '{':
+		return parseJSONAnswer(body)
 	case strings.HasPrefix(s, "OK|"):
 		return answer{OK: true, Value: s[len("OK|"):]}, nil
 	case s == "OK":
@@ -223,93 +134,94 @@ func parsePlainAnswer(body []byte) (answer, error) {
 		return answer{OK: true, Value: s}, nil
 	case callback.IsCode(s):
 		return answer{Code: s}, nil
-	case isNumber(s): // plain getbalance answers are the bare amount
-		return answer{OK: true, Value: s}, nil
-	default:
-		return answer{}, fmt.Errorf("%w: %s", callback.ErrMalformed, callback.Snippet(body))
 	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil { // plain getbalance answers are the bare amount
+		return answer{OK: true, Value: s}, nil
+	}
+	return answer{}, fmt.Errorf("%w: %s", callback.ErrMalformed, callback.Snippet(body))
 }
 
-func isNumber(s string) bool {
-	_, err := strconv.ParseFloat(s, 64)
-	return err == nil
-}
-
-// methodPost is the in.php method that uploads the image as a multipart file.
-const methodPost = "post"
-
-// submitBody is an encoded in.php request body.
-type submitBody struct {
-	contentType string
-	data        []byte
+// parseJSONAnswer reads status as 1/0, a number or a string, and request as text: a string unquoted, a number's
+// exact digits, an object (GeeTest's) as raw JSON.
+func parseJSONAnswer(body []byte) (answer, error) {
+	var raw struct {
+		Status, Request json.RawMessage
+		ErrorText       string `json:"error_text"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return answer{}, fmt.Errorf("%w: invalid JSON: %s", callback.ErrMalformed, callback.Snippet(body))
+	}
+	var request string
+	if len(raw.Request) > 0 && raw.Request[0] == '"' {
+		_ = json.Unmarshal(raw.Request, &request)
+	} else if string(raw.Request) != "null" {
+		request = string(raw.Request)
+	}
+	switch string(raw.Status) {
+	case "1", `"1"`:
+		return answer{OK: true, Value: request}, nil
+	case "0", `"0"`:
+		if request == "" {
+			return answer{}, fmt.Errorf("%w: status 0 without an error code", callback.ErrMalformed)
+		}
+		return answer{Code: request, ErrorText: raw.ErrorText}, nil
+	case "":
+		return answer{}, fmt.Errorf("%w: missing status", callback.ErrMalformed)
+	}
+	return answer{}, fmt.Errorf("%w: unexpected status %s", callback.ErrMalformed, callback.Snippet(raw.Status))
 }
 
 // encodeSubmit builds the in.php POST body; the key travels in the body, never in a URL an error could print.
-func encodeSubmit(apiKey, method string, params map[string]string, pingback string) (submitBody, error) {
+// Method "post" sends params["file"] (base64) as a multipart file upload, every other field as a form value.
+func encodeSubmit(apiKey, method string, params map[string]string, pingback string) (contentType string, body []byte, err error) {
 	if strings.TrimSpace(method) == "" {
-		return submitBody{}, errors.New("method is required")
+		return "", nil, errors.New("method is required")
 	}
 	fields := url.Values{"key": {apiKey}, "method": {method}, "json": {"1"}, "pingback": {pingback}}
 	// A param may not change the account, the answer format or where the provider calls back.
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if _, ok := params[name]; ok {
-			return submitBody{}, fmt.Errorf("param %q is set by the client and must not be passed", name)
+			return "", nil, fmt.Errorf("param %q is set by the client and must not be passed", name)
 		}
 	}
 	if pingback == "" {
 		fields.Del("pingback")
 	}
-	if method == methodPost {
-		return encodeMultipart(fields, params)
-	}
 	for name, value := range params {
 		fields.Set(name, value)
 	}
-	return submitBody{
-		contentType: "application/x-www-form-urlencoded",
-		data:        []byte(fields.Encode()),
-	}, nil
-}
-
-// encodeMultipart sends params["file"] (base64) as method=post's file upload, every other field as a form value.
-func encodeMultipart(fields url.Values, params map[string]string) (submitBody, error) {
-	encoded, ok := params["file"]
-	if !ok || strings.TrimSpace(encoded) == "" {
-		return submitBody{}, errors.New(`method "post" needs params["file"] with the base64 image`)
+	if method != "post" {
+		return "application/x-www-form-urlencoded", []byte(fields.Encode()), nil
 	}
-	image, err := decodeImage(encoded)
+	if strings.TrimSpace(fields.Get("file")) == "" {
+		return "", nil, errors.New(`method "post" needs params["file"] with the base64 image`)
+	}
+	image, err := decodeImage(fields.Get("file"))
 	if err != nil {
-		return submitBody{}, err
+		return "", nil, errors.New(`params["file"] is not valid base64 image data`)
 	}
-	for name, value := range params {
-		if name != "file" {
-			fields.Set(name, value)
-		}
-	}
-
+	fields.Del("file")
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
 	for _, name := range slices.Sorted(maps.Keys(fields)) { // sorted: a deterministic body
-		if err := w.WriteField(name, fields.Get(name)); err != nil {
-			return submitBody{}, fmt.Errorf("encode multipart field: %w", err)
-		}
+		_ = w.WriteField(name, fields.Get(name)) // a bytes.Buffer takes every write
 	}
-	contentType, fileName := imageFileType(image)
-	header := make(textproto.MIMEHeader)
+	contentType, fileName := http.DetectContentType(image), "captcha.png"
+	if name, ok := imageNames[contentType]; ok {
+		fileName = name
+	} else {
+		contentType = "application/octet-stream" // a supported extension keeps a rejection about the content
+	}
+	header := textproto.MIMEHeader{"Content-Type": {contentType}}
 	header.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, fileName))
-	header.Set("Content-Type", contentType)
-	part, err := w.CreatePart(header)
-	if err != nil {
-		return submitBody{}, fmt.Errorf("encode multipart file: %w", err)
-	}
-	if _, err := part.Write(image); err != nil {
-		return submitBody{}, fmt.Errorf("encode multipart file: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return submitBody{}, fmt.Errorf("encode multipart: %w", err)
-	}
-	return submitBody{contentType: w.FormDataContentType(), data: buf.Bytes()}, nil
+	part, _ := w.CreatePart(header)
+	_, _ = part.Write(image)
+	_ = w.Close()
+	return w.FormDataContentType(), buf.Bytes(), nil
 }
+
+// imageNames name the file with its type's extension: the provider refuses others (ERROR_WRONG_FILE_EXTENSION).
+var imageNames = map[string]string{"image/jpeg": "captcha.jpg", "image/gif": "captcha.gif", "image/png": "captcha.png"}
 
 // decodeImage accepts standard or URL-safe base64, padded or not, after an optional data: URI prefix.
 func decodeImage(encoded string) ([]byte, error) {
@@ -321,23 +233,9 @@ func decodeImage(encoded string) ([]byte, error) {
 	}
 	s = strings.TrimRight(strings.Join(strings.Fields(s), ""), "=")
 	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
-		if image, err := enc.DecodeString(s); err == nil {
-			if len(image) == 0 {
-				break
-			}
+		if image, err := enc.DecodeString(s); err == nil && len(image) > 0 {
 			return image, nil
 		}
 	}
-	return nil, errors.New(`params["file"] is not valid base64 image data`)
-}
-
-// imageNames name the file with its type's extension: the provider refuses others (ERROR_WRONG_FILE_EXTENSION).
-var imageNames = map[string]string{"image/jpeg": "captcha.jpg", "image/gif": "captcha.gif", "image/png": "captcha.png"}
-
-func imageFileType(image []byte) (contentType, fileName string) {
-	ct := http.DetectContentType(image)
-	if name, ok := imageNames[ct]; ok {
-		return ct, name
-	}
-	return "application/octet-stream", "captcha.png" // a supported extension keeps a rejection about the content
+	return nil, errors.New("is not valid base64 image data")
 }

@@ -118,7 +118,7 @@ func (b answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // FuzzClientAnswer runs an answer through Submit and Get as the activities see it: either a *Error of a known
-// class that does not contain the key, or a task id that IsTaskID accepts and a code that is non-empty and within
+// class that does not contain the key, or a task id that taskIDPattern accepts and a code that is non-empty and within
 // the bound — never anything else.
 func FuzzClientAnswer(f *testing.F) {
 	const maxCode = 256
@@ -147,7 +147,7 @@ func FuzzClientAnswer(f *testing.F) {
 		id, _, err := c.Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
 		if err != nil {
 			checkErr(err)
-		} else if !IsTaskID(id) {
+		} else if !taskIDPattern.MatchString(id) {
 			t.Fatalf("Submit returned %q, not a task id", id)
 		}
 		code, err := c.Get(context.Background(), "7354961212")

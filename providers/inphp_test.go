@@ -139,7 +139,7 @@ func TestSubmitRejectsBadInputWithoutCallingProvider(t *testing.T) {
 			var ce *Error
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, callback.ClassConfig, ce.Class)
-			assert.Equal(t, opSubmit, ce.Op)
+			assert.Equal(t, "submit", ce.Op)
 		})
 	}
 	assert.Zero(t, p.requestCount())
@@ -233,7 +233,7 @@ func TestReportRejected(t *testing.T) {
 	err := p.client(t).Report(context.Background(), "", "42", false)
 	var ce *Error
 	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, opReportBad, ce.Op)
+	assert.Equal(t, "reportbad", ce.Op)
 	assert.Equal(t, "ERROR_DUPLICATE_REPORT", ce.Code)
 }
 
@@ -271,14 +271,14 @@ func TestProviderErrorClasses(t *testing.T) {
 				_, _, err := c.Submit(context.Background(), "userrecaptcha", map[string]string{"googlekey": "k"}, "")
 				var ce *Error
 				require.ErrorAs(t, err, &ce)
-				assert.Equal(t, opSubmit, ce.Op)
+				assert.Equal(t, "submit", ce.Op)
 				assert.Equal(t, tt.code, ce.Code)
 				assert.Equal(t, tt.want, ce.Class)
 				assert.Contains(t, err.Error(), tt.code, "the code must be in the message")
 
 				_, err = c.Get(context.Background(), "1")
 				require.ErrorAs(t, err, &ce)
-				assert.Equal(t, opGet, ce.Op)
+				assert.Equal(t, "get", ce.Op)
 				assert.Equal(t, tt.want, ce.Class)
 			})
 		}
@@ -328,7 +328,7 @@ func TestConnectionRefusedIsTransient(t *testing.T) {
 	var ce *Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, callback.ClassTransient, ce.Class)
-	assert.Equal(t, opGet, ce.Op)
+	assert.Equal(t, "get", ce.Op)
 }
 
 func TestPerRequestTimeout(t *testing.T) {

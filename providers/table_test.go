@@ -73,7 +73,7 @@ func TestDefaultsEncode(t *testing.T) {
 		for flavor, spec := range byFlavor {
 			for _, f := range spec.Fields {
 				if f.Default != "" {
-					_, err := f.Enc(f.Default)
+					_, err := f.Enc.encode(f.Default)
 					assert.NoError(t, err, "%s/%s %s", flavor, kind, f.Param)
 				}
 			}

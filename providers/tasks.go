@@ -19,13 +19,11 @@ import (
 
 // Field fills one task field from one in.php param.
 type Field struct {
-	Param string // the in.php param
-	Path  string // the task field; a dot nests it in an object ("metadata.action")
-	Enc   encoding
-	// Required: the task cannot do without this field (a path several params fill is required if any says so).
-	Required bool
-	// Default fills the field when no param does (in.php form, encoded like the param).
-	Default string
+	Param    string // the in.php param
+	Path     string // the task field; a dot nests it in an object ("metadata.action")
+	Enc      encoding
+	Required bool   // the task cannot do without it (a path several params fill is required if any says so)
+	Default  string // fills the field when no param does (in.php form, encoded like the param)
 }
 
 // TaskSpec is one flavor's task for one kind.
@@ -171,23 +169,15 @@ const (
 )
 
 // Kinds lists every kind in a fixed order.
-var Kinds = []Kind{
-	KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise,
-	KindHCaptcha, KindTurnstile, KindFunCaptcha, KindGeeTest3, KindGeeTest4, KindImage,
-}
+var Kinds = slices.Sorted(maps.Keys(taskTable))
 
 // methodRecaptcha is the in.php reCAPTCHA method; its params version (v2 | v3) and enterprise (1) pick the kind.
 const methodRecaptcha = "userrecaptcha"
 
-// isSelector tells the in.php params that pick the kind rather than fill a task field: KindOf reads them, none is sent.
-func isSelector(method, param string) bool {
-	return method == methodRecaptcha && (param == "version" || param == "enterprise")
-}
-
 // KindOf is the kind of an in.php method with its params. A method the table does not know is ErrUnsupported.
 func KindOf(method string, params map[string]string) (Kind, error) {
 	switch Kind(method) {
-	case "base64", methodPost:
+	case "base64", "post":
 		return KindImage, nil
 	case KindHCaptcha, KindTurnstile, KindFunCaptcha, KindGeeTest3, KindGeeTest4:
 		return Kind(method), nil
@@ -199,15 +189,11 @@ func KindOf(method string, params map[string]string) (Kind, error) {
 	if err != nil {
 		return "", fmt.Errorf("params.enterprise: %w", err)
 	}
-	kind := KindRecaptchaV2
-	switch v := strings.ToLower(strings.TrimSpace(params["version"])); v {
-	case "", "v2":
-	case "v3":
-		kind = KindRecaptchaV3
-	default:
+	v := strings.ToLower(strings.TrimSpace(params["version"]))
+	kind := map[string]Kind{"": KindRecaptchaV2, "v2": KindRecaptchaV2, "v3": KindRecaptchaV3}[v]
+	if kind == "" {
 		return "", unsupported("version %.10q is neither v2 nor v3", v)
-	}
-	if enterprise {
+	} else if enterprise {
 		kind += enterpriseSuffix
 	}
 	return kind, nil
@@ -256,53 +242,36 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 	}
 	filledBy := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(params)) {
-		if isSelector(method, name) {
+		if method == methodRecaptcha && (name == "version" || name == "enterprise") {
+			continue // they picked the kind (KindOf); none is sent
+		}
+		i := slices.IndexFunc(s.Fields, func(f Field) bool { return f.Param == name })
+		if i < 0 {
+			return nil, unsupported("param %s: the provider's task has no field for it", name)
+		}
+		f := s.Fields[i]
+		v, err := f.Enc.encode(params[name])
+		if err != nil {
+			return nil, fmt.Errorf("params.%s: %w", name, err)
+		} else if v == nil {
 			continue
 		}
-		if err := s.fillParam(task, filledBy, method, name, params[name]); err != nil {
-			return nil, err
+		if other, dup := filledBy[f.Path]; dup {
+			return nil, fmt.Errorf("params.%s and params.%s both fill the task's %s: pass one", other, name, f.Path)
 		}
-	}
-	return task, s.finish(task, filledBy)
-}
-
-func (s TaskSpec) fillParam(task map[string]any, filledBy map[string]string, method, name, raw string) error {
-	i := slices.IndexFunc(s.Fields, func(f Field) bool { return f.Param == name })
-	if i < 0 {
-		return unsupported("param %s: the provider's task has no field for it", name)
-	}
-	f := s.Fields[i]
-	v, err := f.Enc(raw)
-	if err != nil {
-		return fmt.Errorf("params.%s: %w", name, err)
-	}
-	if v == nil {
-		return nil
-	}
-	if other, dup := filledBy[f.Path]; dup {
-		return fmt.Errorf("params.%s and params.%s both fill the task's %s: pass one", other, name, f.Path)
-	}
-	filledBy[f.Path] = name
-	setPath(task, f.Path, v)
-	return nil
-}
-
-// finish applies defaults and checks that every required field is there.
-func (s TaskSpec) finish(task map[string]any, filledBy map[string]string) error {
-	for _, f := range s.Fields {
-		if _, done := filledBy[f.Path]; done || f.Default == "" {
-			continue
-		}
-		v, _ := f.Enc(f.Default) // TestDefaultsEncode covers every default
-		filledBy[f.Path] = f.Param
+		filledBy[f.Path] = name
 		setPath(task, f.Path, v)
 	}
 	for _, f := range s.Fields {
-		if _, done := filledBy[f.Path]; f.Required && !done {
-			return fmt.Errorf("params.%s: required", f.Param)
+		if _, done := filledBy[f.Path]; !done && f.Default != "" {
+			v, _ := f.Enc.encode(f.Default) // TestDefaultsEncode covers every default
+			filledBy[f.Path] = f.Param
+			setPath(task, f.Path, v)
+		} else if !done && f.Required {
+			return nil, fmt.Errorf("params.%s: required", f.Param)
 		}
 	}
-	return nil
+	return task, nil
 }
 
 // setPath sets a dotted path in a JSON object, creating the objects on the way.
@@ -320,74 +289,55 @@ func setPath(obj map[string]any, path string, v any) {
 	setPath(child, rest, v)
 }
 
-// encoding turns an in.php param value into a task field value; nil means "leave the field out".
-type encoding func(string) (any, error)
+// encoding turns an in.php param value into a task field value; nil leaves the field out, as does a blank value.
+type encoding int
 
-func encString(v string) (any, error) {
-	if v == "" {
+const (
+	encString encoding = iota // as is
+	encBool                   // flag's
+	encInt
+	encFloat
+	encImage // re-encoded as createTask's "only clean base64!" (anti-captcha.com/apidoc/task-types/ImageToTextTask)
+	encHost  // in.php's URL (surl, api_server) as the bare host the task field wants
+	encBlob  // data[blob] as the stringified {"blob": …} object the task's data field wants
+)
+
+func (e encoding) encode(v string) (any, error) {
+	if e != encString && e != encBlob && e != encImage {
+		v = strings.TrimSpace(v)
+	}
+	switch {
+	case e == encImage:
+		img, err := decodeImage(v)
+		if err != nil {
+			return nil, err
+		}
+		return base64.StdEncoding.EncodeToString(img), nil
+	case v == "":
 		return nil, nil
+	case e == encBool:
+		return flag(v)
+	case e == encInt:
+		if n, err := strconv.Atoi(v); err == nil {
+			return n, nil
+		}
+		return nil, errors.New("must be an integer")
+	case e == encFloat:
+		if x, err := strconv.ParseFloat(v, 64); err == nil {
+			return json.Number(strconv.FormatFloat(x, 'f', -1, 64)), nil
+		}
+		return nil, errors.New("must be a number")
+	case e == encHost:
+		if !strings.Contains(v, "://") {
+			v = "https://" + v
+		}
+		if u, err := url.Parse(v); err == nil && u.Host != "" {
+			return u.Host, nil
+		}
+		return nil, errors.New("must be a host name or URL")
+	case e == encBlob:
+		b, err := json.Marshal(map[string]string{"blob": v})
+		return string(b), err
 	}
 	return v, nil
-}
-
-// orNil leaves a blank param out, else encodes it trimmed.
-func orNil(enc func(string) (any, error)) encoding {
-	return func(v string) (any, error) {
-		if v = strings.TrimSpace(v); v == "" {
-			return nil, nil
-		}
-		return enc(v)
-	}
-}
-
-var encBool = orNil(func(v string) (any, error) { return flag(v) })
-
-var encInt = orNil(func(v string) (any, error) {
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return nil, errors.New("must be an integer")
-	}
-	return n, nil
-})
-
-var encFloat = orNil(func(v string) (any, error) {
-	x, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		return nil, errors.New("must be a number")
-	}
-	return json.Number(strconv.FormatFloat(x, 'f', -1, 64)), nil
-})
-
-// encImage re-encodes an image as createTask's "only clean base64!" (anti-captcha.com/apidoc/task-types/ImageToTextTask).
-func encImage(v string) (any, error) {
-	img, err := decodeImage(v)
-	if err != nil {
-		return nil, errors.New("is not valid base64 image data")
-	}
-	return base64.StdEncoding.EncodeToString(img), nil
-}
-
-// encHost turns in.php's URL (surl, api_server) into the bare host the task field wants.
-func encHost(v string) (any, error) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return nil, nil
-	}
-	if !strings.Contains(v, "://") {
-		v = "https://" + v
-	}
-	u, err := url.Parse(v)
-	if err != nil || u.Host == "" {
-		return nil, errors.New("must be a host name or URL")
-	}
-	return u.Host, nil
-}
-
-// encBlob wraps in.php's data[blob] into the stringified {"blob": …} object the task's data field wants.
-func encBlob(v string) (any, error) {
-	if v == "" {
-		return nil, nil
-	}
-	b, err := json.Marshal(map[string]string{"blob": v})
-	return string(b), err
 }

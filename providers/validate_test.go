@@ -49,7 +49,7 @@ func TestSubmitRefusesATaskIDThatIsNotAnID(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := newFakeProvider(t, always(200, body))
 			id, _, err := p.client(t).Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
-			requireInvalidAnswer(t, err, opSubmit)
+			requireInvalidAnswer(t, err, "submit")
 			assert.Empty(t, id)
 		})
 	}
@@ -77,7 +77,7 @@ func TestGetRefusesAnEmptyCode(t *testing.T) {
 	for _, body := range []string{`{"status":1,"request":""}`, `{"status":1,"request":null}`, "OK|", "OK"} {
 		p := newFakeProvider(t, always(200, body))
 		code, err := p.client(t).Get(context.Background(), "7354961212")
-		requireInvalidAnswer(t, err, opGet)
+		requireInvalidAnswer(t, err, "get")
 		assert.Empty(t, code, body)
 	}
 }
@@ -91,7 +91,7 @@ func TestGetRefusesACodeOverTheBound(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := newFakeProvider(t, always(200, body))
 			code, err := p.client(t).Get(context.Background(), "7354961212")
-			ce := requireInvalidAnswer(t, err, opGet)
+			ce := requireInvalidAnswer(t, err, "get")
 			assert.Empty(t, code)
 			assert.Contains(t, ce.Error(), "16385 bytes, over the 16384-byte bound")
 			assert.Less(t, len(ce.Error()), 200, "the code itself is not quoted")
@@ -107,18 +107,18 @@ func TestGetRefusesACodeOverTheBound(t *testing.T) {
 
 	p = newFakeProvider(t, always(200, "OK|0123456789"))
 	_, err = p.client(t, withMaxCode(8)).Get(context.Background(), "1")
-	requireInvalidAnswer(t, err, opGet)
+	requireInvalidAnswer(t, err, "get")
 	code, err = p.client(t, withMaxCode(0)).Get(context.Background(), "1")
 	require.NoError(t, err, "a non-positive bound keeps the default")
 	assert.Equal(t, "0123456789", code)
 }
 
-func TestIsTaskID(t *testing.T) {
+func TestTaskIDPattern(t *testing.T) {
 	for _, ok := range []string{"1", "7354961212", "abc-DEF_123", strings.Repeat("z", 64)} {
-		assert.True(t, IsTaskID(ok), ok)
+		assert.True(t, taskIDPattern.MatchString(ok), ok)
 	}
 	for _, bad := range []string{"", " 1", "1 ", "1.5", "-", "-1", "_a", "a/b", "a%20b", "ü", strings.Repeat("z", 65), "1\x00"} {
-		assert.False(t, IsTaskID(bad), "%q", bad)
+		assert.False(t, taskIDPattern.MatchString(bad), "%q", bad)
 	}
 }
 

@@ -20,7 +20,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// submitTo submits through a client for base with the given per-request timeout.
+// submitFunc submits one task through a client of one protocol for base, with the given per-request timeout; the
+// submission must fail.
+type submitFunc func(t *testing.T, base string, timeout time.Duration, opts ...Option) error
+
+// submitTo is in.php's submitFunc.
 func submitTo(t *testing.T, base string, timeout time.Duration, opts ...Option) error {
 	t.Helper()
 	c, err := NewInPHP(base, testKey, append([]Option{WithTimeout(timeout)}, opts...)...)
@@ -43,7 +47,7 @@ func newFakeGateway(t *testing.T, status int, body string) *fakeGateway {
 	t.Helper()
 	g := &fakeGateway{}
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err == nil && r.PostForm.Get("method") != "" {
+		if _, err := io.Copy(io.Discard, r.Body); err == nil {
 			g.created.Add(1) // the provider behind the gateway created the task
 		}
 		w.WriteHeader(status)
@@ -107,34 +111,38 @@ func TestGatewayAnswersAfterCreatingTheTask(t *testing.T) {
 }
 
 // TestOutcomeUnknownAfterTheRequestWasWritten: a failure after the whole request was written may have created a
-// task (outcome unknown).
+// task (outcome unknown), on either protocol.
 func TestOutcomeUnknownAfterTheRequestWasWritten(t *testing.T) {
-	t.Run("connection closed after reading the request", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	for name, submit := range map[string]submitFunc{"inphp": submitTo, "createtask": createAt} {
+		t.Run(name, func(t *testing.T) { assertLostAnswersAreUnknown(t, submit) })
+	}
+}
+
+func assertLostAnswersAreUnknown(t *testing.T, submit submitFunc) {
+	hangUp := func(linger bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil && linger {
+				_ = conn.(*net.TCPConn).SetLinger(0) // RST instead of FIN
+			}
 			if err == nil {
 				_ = conn.Close() // the task "exists"; its answer is lost
 			}
-		}))
-		defer srv.Close()
-		err := submitTo(t, srv.URL, 5*time.Second)
-		assert.True(t, OutcomeUnknown(err), "%v", err)
-		assert.Equal(t, callback.ClassTransient, ClassOf(err))
-	})
-	t.Run("connection reset after reading the request", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				_ = conn.(*net.TCPConn).SetLinger(0) // RST instead of FIN
-				_ = conn.Close()
-			}
-		}))
-		defer srv.Close()
-		err := submitTo(t, srv.URL, 5*time.Second)
-		assert.True(t, OutcomeUnknown(err), "%v", err)
-	})
+		}
+	}
+	for name, h := range map[string]http.HandlerFunc{
+		"connection closed after reading the request": hangUp(false),
+		"connection reset after reading the request":  hangUp(true),
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			err := submit(t, srv.URL, 5*time.Second)
+			assert.True(t, OutcomeUnknown(err), "%v", err)
+			assert.Equal(t, callback.ClassTransient, ClassOf(err))
+		})
+	}
 	t.Run("answer stalled past the client timeout", func(t *testing.T) {
 		release := make(chan struct{})
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -146,7 +154,7 @@ func TestOutcomeUnknownAfterTheRequestWasWritten(t *testing.T) {
 		}))
 		defer srv.Close()
 		defer close(release)
-		err := submitTo(t, srv.URL, 200*time.Millisecond)
+		err := submit(t, srv.URL, 200*time.Millisecond)
 		assert.True(t, OutcomeUnknown(err), "%v", err)
 	})
 	for name, body := range map[string]string{
@@ -156,7 +164,7 @@ func TestOutcomeUnknownAfterTheRequestWasWritten(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := newFakeGateway(t, 200, body)
-			assert.True(t, OutcomeUnknown(submitTo(t, g.srv.URL, 5*time.Second)))
+			assert.True(t, OutcomeUnknown(submit(t, g.srv.URL, 5*time.Second)))
 			assert.EqualValues(t, 1, g.created.Load())
 		})
 	}
@@ -167,18 +175,22 @@ type failingWrites struct{ net.Conn }
 
 func (failingWrites) Write([]byte) (int, error) { return 0, syscall.ECONNRESET }
 
+// TestOutcomeKnownBeforeAnythingWasWritten: only provably-unsent failures may be retried at once, on either protocol.
 func TestOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
+	for name, submit := range map[string]submitFunc{"inphp": submitTo, "createtask": createAt} {
+		t.Run(name, func(t *testing.T) { assertUnsentAreKnown(t, submit) })
+	}
+}
+
+func assertUnsentAreKnown(t *testing.T, submit submitFunc) {
 	t.Run("connection refused", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := l.Addr().String()
-		require.NoError(t, l.Close())
-		err = submitTo(t, "http://"+addr, 5*time.Second)
+		err := submit(t, "http://"+closedAddr(t), 5*time.Second)
 		assert.False(t, OutcomeUnknown(err), "%v", err)
 		assert.Equal(t, callback.ClassTransient, ClassOf(err))
+		assert.True(t, IsTransportError(err))
 	})
 	t.Run("DNS failure", func(t *testing.T) {
-		err := submitTo(t, "http://captchaflow-no-such-host.invalid", 5*time.Second)
+		err := submit(t, "http://captchaflow-no-such-host.invalid", 5*time.Second)
 		assert.False(t, OutcomeUnknown(err), "%v", err)
 	})
 	t.Run("TLS handshake fails", func(t *testing.T) {
@@ -186,50 +198,45 @@ func TestOutcomeKnownBeforeAnythingWasWritten(t *testing.T) {
 			t.Error("no request may reach the handler")
 		}))
 		defer srv.Close()
-		err := submitTo(t, srv.URL, 5*time.Second) // the test server's certificate is not trusted
+		err := submit(t, srv.URL, 5*time.Second) // the test server's certificate is not trusted
 		assert.False(t, OutcomeUnknown(err), "%v", err)
 	})
 	t.Run("request never written", func(t *testing.T) {
 		g := newFakeGateway(t, 200, `{"status":1,"request":"1"}`)
 		dialer := &net.Dialer{Timeout: time.Second}
-		failing := func(c *conn) {
-			c.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				conn, err := dialer.DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				return failingWrites{conn}, nil
-			}
-		}
-		err := submitTo(t, g.srv.URL, 5*time.Second, failing)
-		assert.False(t, OutcomeUnknown(err), "%v", err)
-		assert.Equal(t, callback.ClassTransient, ClassOf(err))
-		assert.Zero(t, g.created.Load())
-
-		// A caller's own transport does not count bytes: the headers being written is taken for reached.
-		h := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		failing := func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := dialer.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
 			return failingWrites{conn}, nil
-		}}}
-		err = submitTo(t, g.srv.URL, 5*time.Second, WithHTTPClient(h))
+		}
+		err := submit(t, g.srv.URL, 5*time.Second, WithHTTPClient(newHTTPClient(5*time.Second, failing)))
+		assert.False(t, OutcomeUnknown(err), "%v", err)
+		assert.Equal(t, callback.ClassTransient, ClassOf(err))
+		assert.Zero(t, g.created.Load())
+
+		// A caller's own transport does not count bytes: a connection got is taken for reached.
+		err = submit(t, g.srv.URL, 5*time.Second, WithHTTPClient(&http.Client{Transport: &http.Transport{DialContext: failing}}))
 		assert.True(t, OutcomeUnknown(err), "%v", err)
 	})
-	t.Run("a TLS connection is counted underneath", func(t *testing.T) {
-		a, b := net.Pipe()
-		defer a.Close()
-		defer b.Close()
-		cc := &countingConn{Conn: a}
-		assert.Same(t, cc, countingOf(tls.Client(cc, &tls.Config{})))
-		assert.Same(t, cc, countingOf(cc))
-		assert.Nil(t, countingOf(b))
-	})
+}
+
+func TestATLSConnectionIsCountedUnderneath(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	cc := &countingConn{Conn: a}
+	assert.Same(t, cc, countingOf(tls.Client(cc, &tls.Config{})))
+	assert.Same(t, cc, countingOf(cc))
+	assert.Nil(t, countingOf(b))
+}
+
+func TestOutcomeUnknownReadsTheError(t *testing.T) {
 	assert.False(t, OutcomeUnknown(nil))
 	assert.False(t, OutcomeUnknown(errors.New("plain")))
-	assert.True(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, Err: errors.New("EOF")}))
-	assert.True(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, HTTPStatus: 502}))
-	assert.False(t, OutcomeUnknown(&Error{Op: opSubmit, Class: callback.ClassTransient, Written: true, HTTPStatus: 429}))
-	assert.False(t, OutcomeUnknown(fmt.Errorf("wrapped: %w", &Error{Op: opSubmit, Code: "ERROR_NO_SLOT_AVAILABLE", Written: true})))
+	assert.True(t, OutcomeUnknown(&Error{Op: "submit", Class: callback.ClassTransient, Written: true, Err: errors.New("EOF")}))
+	assert.True(t, OutcomeUnknown(&Error{Op: "submit", Class: callback.ClassTransient, Written: true, HTTPStatus: 502}))
+	assert.False(t, OutcomeUnknown(&Error{Op: "submit", Class: callback.ClassTransient, Written: true, HTTPStatus: 429}))
+	assert.False(t, OutcomeUnknown(fmt.Errorf("wrapped: %w", &Error{Op: "submit", Code: "ERROR_NO_SLOT_AVAILABLE", Written: true})))
 }
