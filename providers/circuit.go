@@ -29,24 +29,24 @@ const (
 	StateOpen
 )
 
-// CircuitSettings are the worker's bounds on circuits (PROVIDER_* variables, docs/operations.md).
+// The documented circuit bounds (docs/operations.md).
+const (
+	openAfter      = 3                // unreachable answers in a row that open the circuit
+	openBase       = 30 * time.Second // an unreachable run's staleness, and how long it and no-slot open the circuit
+	maxOpenFor     = 5 * time.Minute  // an unreachable circuit's time doubles up to it while its one probe fails
+	zeroBalanceFor = time.Minute
+	keyRefusedFor  = 10 * time.Minute
+	probeTimeout   = time.Minute // a half-open probe not reported back within it lets another through
+)
+
+// CircuitSettings are the worker's PROVIDER_* bounds on circuits.
 type CircuitSettings struct {
-	Failures int // unreachable answers in a row that open the circuit
-	// OpenFor: an unreachable provider's circuit stays open this long before one probe, doubling while probes fail,
-	// up to MaxOpenFor; a run of unreachable answers also ends OpenFor after its latest (stale evidence).
-	OpenFor, MaxOpenFor           time.Duration
-	ZeroBalanceFor, KeyRefusedFor time.Duration // how long those answers open it
-	NoSlotBudget                  time.Duration // no-slot answers without a break this long: skipped for OpenFor
-	GiveUp                        time.Duration // unreachable this long: its open submissions are given up
-	ProbeTimeout                  time.Duration // a half-open probe not reported back within it lets another through
+	NoSlotBudget time.Duration // no-slot answers without a break this long: skipped for openBase
+	GiveUp       time.Duration // unreachable this long: its open submissions are given up
 }
 
 // DefaultCircuitSettings are the documented defaults.
-var DefaultCircuitSettings = CircuitSettings{
-	Failures: 3, OpenFor: 30 * time.Second, MaxOpenFor: 5 * time.Minute,
-	ZeroBalanceFor: time.Minute, KeyRefusedFor: 10 * time.Minute,
-	NoSlotBudget: 60 * time.Second, GiveUp: 2 * time.Minute, ProbeTimeout: time.Minute,
-}
+var DefaultCircuitSettings = CircuitSettings{NoSlotBudget: 60 * time.Second, GiveUp: 2 * time.Minute}
 
 // Breaker holds one circuit per provider for every task of the worker; only activities read it (their results
 // record it). A nil Breaker (no PROVIDERS_FILE) is always closed.
@@ -58,12 +58,12 @@ type Breaker struct {
 }
 
 type circuit struct {
-	openUntil, probeAt  time.Time // openUntil zero: closed; probeAt: a half-open probe is out since then
-	openFor             time.Duration
-	reason              Outcome
-	failures            int       // unreachable answers in a row (a run), each within OpenFor of the one before
-	downSince, lastDown time.Time // the run's first and latest
-	noSlotSince         time.Time
+	openUntil, probeAt time.Time // openUntil zero: closed; probeAt: a half-open probe is out since then
+	openFor            time.Duration
+	reason             Outcome
+	run                Outcome // the latest answers' kind, count of them in a row, the first's and the latest's time
+	count              int
+	since, last        time.Time
 }
 
 // NewBreaker is a Breaker with every circuit closed.
@@ -93,8 +93,8 @@ func (b *Breaker) Allow(name string) (ok bool, retryAt time.Time, reason string)
 		case c.openUntil.IsZero():
 		case now.Before(c.openUntil):
 			ok, retryAt, reason = false, c.openUntil, string(c.reason)
-		case !c.probeAt.IsZero() && now.Sub(c.probeAt) < b.cfg.ProbeTimeout:
-			ok, retryAt, reason = false, c.probeAt.Add(b.cfg.ProbeTimeout), string(c.reason)
+		case !c.probeAt.IsZero() && now.Sub(c.probeAt) < probeTimeout:
+			ok, retryAt, reason = false, c.probeAt.Add(probeTimeout), string(c.reason)
 		default:
 			c.probeAt = now
 		}
@@ -105,43 +105,27 @@ func (b *Breaker) Allow(name string) (ok bool, retryAt time.Time, reason string)
 // Record feeds one request's outcome to name's circuit; opened is the reason when it just opened.
 func (b *Breaker) Record(name string, o Outcome) (opened string) {
 	b.with(name, func(c *circuit, now time.Time) {
-		wasOpen, openFor := !c.openUntil.IsZero(), time.Duration(0)
-		c.probeAt = time.Time{}
-		if o != OutcomeNoSlot {
-			c.noSlotSince = time.Time{}
-		} else if c.noSlotSince.IsZero() {
-			c.noSlotSince = now
+		wasOpen, d := !c.openUntil.IsZero(), time.Duration(0)
+		if c.run != o || o == OutcomeUnreachable && !c.down(now) { // a stale unreachable run ends
+			c.run, c.count, c.since = o, 0, now
 		}
-		switch o {
-		case OutcomeOK, OutcomeOther: // it answered: whatever it said, it is up
+		c.count, c.last, c.probeAt = c.count+1, now, time.Time{}
+		switch {
+		case o == OutcomeOK || o == OutcomeOther: // it answered: whatever it said, it is up
 			*c = circuit{}
-		case OutcomeZeroBalance:
-			openFor = b.cfg.ZeroBalanceFor
-		case OutcomeKeyRefused:
-			openFor = b.cfg.KeyRefusedFor
-		case OutcomeNoSlot:
-			if now.Sub(c.noSlotSince) >= b.cfg.NoSlotBudget {
-				openFor = b.cfg.OpenFor
-			}
-		case OutcomeUnreachable:
-			if !c.down(now, b.cfg.OpenFor) { // no run, or a stale one: this answer starts a new run
-				c.failures, c.downSince = 0, now
-			}
-			c.failures, c.lastDown = c.failures+1, now
-			switch { // while open, a request (a poll) changes nothing
-			case !wasOpen && c.failures >= b.cfg.Failures:
-				openFor = b.cfg.OpenFor
-			case wasOpen && !now.Before(c.openUntil): // a failed probe: open again, for longer
-				openFor = min(max(2*c.openFor, b.cfg.OpenFor), b.cfg.MaxOpenFor)
-			}
+		case o == OutcomeZeroBalance:
+			d = zeroBalanceFor
+		case o == OutcomeKeyRefused:
+			d = keyRefusedFor
+		case o == OutcomeNoSlot && now.Sub(c.since) >= b.cfg.NoSlotBudget, o == OutcomeUnreachable && !wasOpen && c.count >= openAfter:
+			d = openBase
+		case o == OutcomeUnreachable && wasOpen && !now.Before(c.openUntil): // a failed probe: open again, for longer
+			d = min(max(2*c.openFor, openBase), maxOpenFor)
+		} // while open, an unreachable answer to a request sent anyway (a poll) changes nothing
+		if d > 0 {
+			c.openUntil, c.openFor, c.reason = now.Add(d), d, o
 		}
-		if o != OutcomeUnreachable {
-			c.failures = 0
-		}
-		if openFor > 0 {
-			c.openUntil, c.openFor, c.reason = now.Add(openFor), openFor, o
-		}
-		if !wasOpen && openFor > 0 {
+		if d > 0 && !wasOpen {
 			opened = string(o)
 		}
 	})
@@ -149,30 +133,32 @@ func (b *Breaker) Record(name string, o Outcome) (opened string) {
 }
 
 // RecordPoll feeds a result request's outcome: an answer proves reachability only (a provider out of money or slots
-// still answers for its tasks), so it closes only an unreachable circuit.
+// still answers for its tasks), so it closes only an unreachable circuit and ends only an unreachable run.
 func (b *Breaker) RecordPoll(name string, o Outcome) (opened string) {
 	if o == OutcomeUnreachable {
 		return b.Record(name, o)
 	}
 	b.with(name, func(c *circuit, _ time.Time) {
 		if c.reason == OutcomeUnreachable {
-			*c = circuit{noSlotSince: c.noSlotSince}
+			c.openUntil, c.openFor, c.reason, c.probeAt = time.Time{}, 0, "", time.Time{}
 		}
-		c.failures = 0
+		if c.run == OutcomeUnreachable {
+			c.run = ""
+		}
 	})
 	return ""
 }
 
-// down tells whether a run of unreachable answers is going on: its latest came within the last `within`.
-func (c *circuit) down(now time.Time, within time.Duration) bool {
-	return c.failures > 0 && now.Sub(c.lastDown) <= within
+// down tells whether a run of unreachable answers is going on: its latest came within openBase.
+func (c *circuit) down(now time.Time) bool {
+	return c.run == OutcomeUnreachable && now.Sub(c.last) <= openBase
 }
 
 // DownFor is name's run of unreachable answers, first to latest (0: none): silence is no evidence.
 func (b *Breaker) DownFor(name string) (d time.Duration) {
 	b.with(name, func(c *circuit, now time.Time) {
-		if c.down(now, b.cfg.OpenFor) {
-			d = c.lastDown.Sub(c.downSince)
+		if c.down(now) {
+			d = c.last.Sub(c.since)
 		}
 	})
 	return d
