@@ -14,12 +14,8 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-type okBody struct {
-	Status string `json:"status"`
-}
-
 // The same body for every accepted callback: an untokened caller must not learn whether a task exists.
-var accepted = okBody{Status: "ok"}
+var accepted = map[string]string{"status": "ok"}
 
 // createTaskAckWithin bounds a createTask provider's callback signal: CapMonster drops the connection after 2 s, and a
 // callback lost that way is recovered by the task's poll.

@@ -56,41 +56,39 @@ var ErrMalformed = errors.New("malformed provider answer")
 // into the untokened route's visibility query.
 var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// multipartMemory: the ingress's body limit is far below it, so nothing spills to disk.
-const multipartMemory = 1 << 20
-
 // Parse reads the callback r carries: without a flavor (or 2captcha's) the in.php pingback's id and code from the form
 // body (urlencoded or multipart, winning) or the query; else the flavor's getTaskResult-shaped JSON body, whose taskId
 // is optional (CapMonster's has none: the tokened URL names the workflow).
-func Parse(r *http.Request, f Flavor) (Result, error) {
-	if f == "" || FormBody(f) {
-		return parseForm(r)
-	}
-	if !slices.Contains(Flavors, f) {
+func Parse(r *http.Request, f Flavor) (res Result, err error) {
+	form, id, code := f == "" || FormBody(f), "taskId", "solution"
+	switch {
+	case form:
+		id, code = "id", "code"
+		res, err = parseForm(r)
+	case !slices.Contains(Flavors, f):
 		return Result{}, &Error{Field: "flavor", Why: fmt.Sprintf("%.20q is not a flavor", string(f))}
+	default:
+		res, err = parseJSON(r.Body, f)
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return Result{}, &Error{Field: "body", Why: "cannot be read", Err: err}
-	}
-	res, err := parseJSON(body)
 	switch {
 	case err != nil:
-		return Result{}, &Error{Field: "body", Why: fmt.Sprintf("not a %s callback body", f), Err: err}
+		return Result{}, err
+	case form && res.TaskID == "":
+		return Result{}, &Error{Field: id, Why: "required (the provider's task ID)"}
 	case res.TaskID != "" && !taskIDPattern.MatchString(res.TaskID):
-		return Result{}, &Error{Field: "taskId", Why: "must be 1-64 characters of A-Z a-z 0-9 _ -"}
+		return Result{}, &Error{Field: id, Why: "must be 1-64 characters of A-Z a-z 0-9 _ -"}
+	case res.Code == "":
+		return Result{TaskID: res.TaskID}, &Error{Field: code, Why: "required (the solved CAPTCHA)"}
 	case len(res.Code) > captchaflow.MaxCodeBytes:
-		return Result{TaskID: res.TaskID}, &Error{Field: "solution", Why: codeTooLong}
+		return Result{TaskID: res.TaskID}, &Error{Field: code, Why: fmt.Sprintf("longer than %d bytes", captchaflow.MaxCodeBytes)}
 	}
 	return res, nil
 }
 
-var codeTooLong = fmt.Sprintf("longer than %d bytes", captchaflow.MaxCodeBytes)
-
 func parseForm(r *http.Request) (Result, error) {
 	var err error
 	if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); media == "multipart/form-data" {
-		err = r.ParseMultipartForm(multipartMemory)
+		err = r.ParseMultipartForm(1 << 20) // the ingress's body limit is far below it: nothing spills to disk
 	} else {
 		err = r.ParseForm()
 	}
@@ -98,36 +96,29 @@ func parseForm(r *http.Request) (Result, error) {
 		return Result{}, &Error{Field: "form", Why: "the query string or form body cannot be parsed", Err: err}
 	}
 	get := func(k string) string { return cmp.Or(r.PostForm.Get(k), r.Form.Get(k)) } // a multipart body's too
-	res := Result{TaskID: get("id"), Code: get("code")}
-	switch {
-	case res.TaskID == "":
-		return Result{}, &Error{Field: "id", Why: "required (the provider's task ID)"}
-	case !taskIDPattern.MatchString(res.TaskID):
-		return Result{}, &Error{Field: "id", Why: "must be 1-64 characters of A-Z a-z 0-9 _ -"}
-	case res.Code == "":
-		return Result{TaskID: res.TaskID}, &Error{Field: "code", Why: "required (the solved CAPTCHA)"}
-	case len(res.Code) > captchaflow.MaxCodeBytes:
-		return Result{TaskID: res.TaskID}, &Error{Field: "code", Why: codeTooLong}
-	}
-	return res, nil
+	return Result{TaskID: get("id"), Code: get("code")}, nil
 }
 
 // parseJSON reads a getTaskResult-shaped callback; an error (errorId other than 0) is only ever its status word.
-func parseJSON(body []byte) (Result, error) {
-	env, err := ParseEnvelope(body)
+func parseJSON(body io.Reader, f Flavor) (Result, error) {
+	raw, err := io.ReadAll(body)
 	if err != nil {
-		return Result{}, err
+		return Result{}, &Error{Field: "body", Why: "cannot be read", Err: err}
 	}
+	env, err := ParseEnvelope(raw)
 	var out Result
 	var n json.Number
-	if len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &n) == nil {
+	switch {
+	case err != nil:
+	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &n) == nil:
 		out.TaskID = n.String()
-	} else if len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &out.TaskID) != nil {
-		return Result{}, errors.New("taskId is neither a number nor a string")
+	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &out.TaskID) != nil:
+		err = errors.New("taskId is neither a number nor a string")
 	}
 	switch {
+	case err != nil:
 	case env.Failed() && !IsStatusWord(Canonical(env.ErrorCode)): // else its text would be taken for a solution
-		return Result{}, fmt.Errorf("errorCode %s is not a status word", Snippet([]byte(env.ErrorCode)))
+		err = fmt.Errorf("errorCode %s is not a status word", Snippet([]byte(env.ErrorCode)))
 	case env.Failed():
 		out.Code = Canonical(env.ErrorCode)
 	case env.Status == "failed":
@@ -137,39 +128,34 @@ func parseJSON(body []byte) (Result, error) {
 	default:
 		err = fmt.Errorf("status %s", Snippet([]byte(strings.TrimSpace(env.Status))))
 	}
-	return out, err
+	if err != nil {
+		return Result{}, &Error{Field: "body", Why: fmt.Sprintf("not a %s callback body", f), Err: err}
+	}
+	return out, nil
 }
 
 // Envelope is every createTask-protocol answer: the error fields plus whatever the call returns.
 type Envelope struct {
-	ErrorID          json.RawMessage `json:"errorId"`
+	ErrorID          json.Number     `json:"errorId"` // a number or a string of one
 	ErrorCode        string          `json:"errorCode"`
 	ErrorDescription string          `json:"errorDescription"`
 	TaskID           json.RawMessage `json:"taskId"`
 	Status           string          `json:"status"`
 	Solution         json.RawMessage `json:"solution"`
 	Balance          json.RawMessage `json:"balance"`
-
-	errorID int64 // ErrorID, parsed
 }
 
-// ParseEnvelope decodes an answer; one without an integer errorId (a number or a string of one) is not createTask's.
+// ParseEnvelope decodes an answer; one without an integer errorId is not createTask's.
 func ParseEnvelope(raw []byte) (Envelope, error) {
 	var env Envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return Envelope{}, fmt.Errorf("%w: invalid JSON: %s", ErrMalformed, Snippet(raw))
 	}
-	var id json.Number
-	if len(env.ErrorID) == 0 || json.Unmarshal(env.ErrorID, &id) != nil {
-		return Envelope{}, fmt.Errorf("%w: no errorId", ErrMalformed)
+	if _, err := env.ErrorID.Int64(); err != nil {
+		return Envelope{}, fmt.Errorf("%w: errorId %s is not an integer", ErrMalformed, Snippet([]byte(env.ErrorID)))
 	}
-	n, err := id.Int64()
-	if err != nil {
-		return Envelope{}, fmt.Errorf("%w: errorId %s is not an integer", ErrMalformed, Snippet(env.ErrorID))
-	}
-	env.errorID = n
 	return env, nil
 }
 
 // Failed reports whether the envelope carries an error (errorId other than 0).
-func (e Envelope) Failed() bool { return e.errorID != 0 }
+func (e Envelope) Failed() bool { n, _ := e.ErrorID.Int64(); return n != 0 }
