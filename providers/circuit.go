@@ -9,8 +9,7 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// Outcome is what one provider request came to, as far as its circuit cares; the ones that open it are the reason
-// label of MetricCircuitOpened.
+// Outcome is what one provider request says about its provider; one that opens a circuit is MetricCircuitOpened's reason.
 type Outcome string
 
 const (
@@ -48,8 +47,7 @@ type CircuitSettings struct {
 // DefaultCircuitSettings are the documented defaults.
 var DefaultCircuitSettings = CircuitSettings{NoSlotBudget: 60 * time.Second, GiveUp: 2 * time.Minute}
 
-// Breaker holds one circuit per provider for every task of the worker; only activities read it (their results
-// record it). A nil Breaker (no PROVIDERS_FILE) is always closed.
+// Breaker holds the worker's circuit of each provider; only activities read it. A nil Breaker is always closed.
 type Breaker struct {
 	cfg   CircuitSettings
 	now   func() time.Time
@@ -84,8 +82,7 @@ func (b *Breaker) with(name string, f func(c *circuit, now time.Time)) {
 	f(b.state[name], b.now())
 }
 
-// Allow tells whether a request may go to name now, else when to ask again; an open circuit past its time lets one
-// probe through (half-open) and others wait for its report.
+// Allow tells whether a request may go to name now, else when to ask again; a half-open circuit lets one probe through.
 func (b *Breaker) Allow(name string) (ok bool, retryAt time.Time, reason string) {
 	ok = true
 	b.with(name, func(c *circuit, now time.Time) {
@@ -132,8 +129,7 @@ func (b *Breaker) Record(name string, o Outcome) (opened string) {
 	return opened
 }
 
-// RecordPoll feeds a result request's outcome: an answer proves reachability only (a provider out of money or slots
-// still answers for its tasks), so it closes only an unreachable circuit and ends only an unreachable run.
+// RecordPoll: a result request's answer proves reachability only, so it closes only an unreachable circuit and run.
 func (b *Breaker) RecordPoll(name string, o Outcome) (opened string) {
 	if o == OutcomeUnreachable {
 		return b.Record(name, o)

@@ -88,8 +88,7 @@ func (s *Set) Get(name string) (*Provider, bool) {
 	return s.list[i], true
 }
 
-// Candidates are the providers a submission may go to, in order: preferred restricts and reorders the file's list
-// (an unknown name is skipped), excluded are dropped, avoided go last.
+// Candidates are where a submission may go: preferred restricts and reorders the list, excluded drop, avoided go last.
 func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	order := s.list
 	if len(preferred) > 0 {
@@ -136,8 +135,7 @@ type Spec struct {
 	PollIntervalSeconds int `yaml:"poll_interval_seconds"`
 }
 
-// ParseFile reads and validates a providers file, every problem at once, each naming its field (providers[1].flavor);
-// of an API key it reads only whether its variable is set.
+// ParseFile validates a providers file, every problem at once, each naming its field; of a key, only whether it is set.
 func ParseFile(content []byte, getenv func(string) string) (File, error) {
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(content))

@@ -17,8 +17,7 @@ import (
 // The same body for every accepted callback: an untokened caller must not learn whether a task exists.
 var accepted = map[string]string{"status": "ok"}
 
-// createTaskAckWithin bounds a createTask provider's callback signal: CapMonster drops the connection after 2 s, and a
-// callback lost that way is recovered by the task's poll.
+// createTaskAckWithin: CapMonster drops a callback's connection after 2 s (the task's poll recovers a lost one).
 const createTaskAckWithin = 1500 * time.Millisecond
 
 // Bounds on what a pingback URL can name: far above any real run ID or submission count.
@@ -73,8 +72,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// callbackFields is the callback c carries (callback.Parse: flavor "" for the in.php pingback), refused with a 413
-// past the body limit, else a 400 naming the field.
+// callbackFields is callback.Parse of c (flavor "": the in.php pingback); a refusal is a 413 or a 400 naming the field.
 func callbackFields(c echo.Context, flavor string) (id, code string, err error) {
 	res, err := callback.Parse(c.Request(), callback.Flavor(flavor))
 	if tooLarge := asBodyTooLarge(err); tooLarge != nil {
@@ -101,8 +99,7 @@ func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Sub
 	return sub, nil
 }
 
-// signal answers only once Temporal accepted the signal or said no such workflow runs; anything else is a 503
-// the provider may retry, and the workflow's poll recovers regardless.
+// signal answers once Temporal took the signal or said no such workflow runs; else a 503 (the poll recovers anyway).
 func (s *Server) signal(ctx context.Context, wait time.Duration, workflowID string, cb captchaflow.Callback) (outcome string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()

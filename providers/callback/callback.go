@@ -18,7 +18,6 @@ import (
 // Flavor names a createTask provider (the flavor query parameter of its pingback URL names it too).
 type Flavor string
 
-// The known flavors.
 const (
 	AntiCaptcha Flavor = "anticaptcha"
 	TwoCaptcha  Flavor = "2captcha" // API v2 (api.2captcha.com); API v1 is the in.php protocol
@@ -29,8 +28,7 @@ const (
 // Flavors lists every flavor, in a fixed order.
 var Flavors = []Flavor{AntiCaptcha, TwoCaptcha, CapMonster, CapSolver}
 
-// FormBody: the flavor POSTs the in.php pingback's form id + code (2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback);
-// the others POST a getTaskResult-shaped JSON document.
+// FormBody: the flavor POSTs the in.php pingback's form (id, code); the others a getTaskResult-shaped JSON document.
 func FormBody(f Flavor) bool { return f == TwoCaptcha }
 
 // Result is what a callback says: the task and its code or a status word (IsStatusWord).
@@ -39,8 +37,7 @@ type Result struct {
 	Code   string
 }
 
-// Error is a refused callback; "Field: Why" is the ingress's 400 and never echoes the code. Err is the body's read
-// error (an *http.MaxBytesError is the ingress's 413).
+// Error is a refused callback: "Field: Why" (the ingress's 400) never echoes the code; Err may be the body's 413.
 type Error struct {
 	Field, Why string
 	Err        error
@@ -52,13 +49,11 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrMalformed: an answer in neither protocol's documented shape.
 var ErrMalformed = errors.New("malformed provider answer")
 
-// taskIDPattern bounds a provider's task ID (providers use numeric IDs); it also keeps anything from being injected
-// into the untokened route's visibility query.
+// taskIDPattern bounds a provider's task ID; it also keeps anything out of the untokened route's visibility query.
 var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// Parse reads the callback r carries: without a flavor (or 2captcha's) the in.php pingback's id and code from the form
-// body (urlencoded or multipart, winning) or the query; else the flavor's getTaskResult-shaped JSON body, whose taskId
-// is optional (CapMonster's has none: the tokened URL names the workflow).
+// Parse reads the callback r carries: the in.php form (no flavor, or 2captcha's) from the body (urlencoded or
+// multipart, winning) or the query; else the flavor's JSON body, whose taskId is optional (CapMonster sends none).
 func Parse(r *http.Request, f Flavor) (res Result, err error) {
 	form, id, code := f == "" || FormBody(f), "taskId", "solution"
 	switch {

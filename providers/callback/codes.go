@@ -77,8 +77,7 @@ const (
 // Canonical is a code as the table spells it: trimmed, upper case.
 func Canonical(c string) string { return strings.ToUpper(strings.TrimSpace(c)) }
 
-// ClassifyCode maps a status word to what to do about it (pure: the workflow uses it on callback codes); 2captcha's
-// numbered "ERROR: 1001" .. "ERROR: 1005" are temporary bans.
+// ClassifyCode maps a status word to what to do about it; 2captcha's numbered "ERROR: 1001".."ERROR: 1005" are bans.
 func ClassifyCode(c string) Class {
 	c = Canonical(c)
 	if class, ok := codes[c]; ok {
@@ -93,8 +92,7 @@ func ClassifyCode(c string) Class {
 // RetryAfter is the documented wait after code, or 0 (the caller's own backoff applies).
 func RetryAfter(c string) time.Duration { return waits[Canonical(c)] }
 
-// KnownCode returns a documented code's canonical spelling and true: a fixed set, so it can label a metric without
-// letting a provider grow the label's cardinality.
+// KnownCode is a documented code's canonical spelling: a fixed set, so a metric label it makes cannot grow.
 func KnownCode(c string) (string, bool) {
 	if _, ok := codes[Canonical(c)]; ok {
 		return Canonical(c), true
@@ -106,13 +104,8 @@ func KnownCode(c string) (string, bool) {
 // ERROR_… word or "ERROR: 1001", upper case only, so a text CAPTCHA's answer ("error_x") is never one.
 func IsStatusWord(s string) bool {
 	s = strings.TrimSpace(s)
-	if !IsCode(s) {
-		return false
-	}
-	if _, ok := codes[s]; ok {
-		return true
-	}
-	return strings.HasPrefix(s, "ERROR_") || strings.HasPrefix(s, "ERROR:")
+	_, known := codes[s]
+	return IsCode(s) && (known || strings.HasPrefix(s, "ERROR_") || strings.HasPrefix(s, "ERROR:"))
 }
 
 // IsCode reports whether s has a provider code's shape: ERROR_FOO, IP_BANNED, CAPCHA_NOT_READY, or "ERROR: 1001".
@@ -126,9 +119,8 @@ func IsCode(s string) bool {
 
 // Snippet quotes the start of an unparseable body for diagnostics (at most 64 bytes).
 func Snippet(b []byte) string {
-	const maxSnippet = 64
-	if len(b) > maxSnippet {
-		return strconv.Quote(string(b[:maxSnippet])) + "..."
+	if len(b) > 64 {
+		return strconv.Quote(string(b[:64])) + "..."
 	}
 	return strconv.Quote(string(b))
 }
