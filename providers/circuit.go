@@ -9,53 +9,45 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// Outcome is what one provider request came to, as far as its circuit cares.
-type Outcome int
+// Outcome is what one provider request says about its provider; one that opens a circuit is MetricCircuitOpened's reason.
+type Outcome string
 
 const (
-	OutcomeOK          Outcome = iota // an answer that says the provider works (a task taken, a result, not ready)
-	OutcomeUnreachable                // no answer (network) or a 5xx, after the client's own timeout
-	OutcomeZeroBalance                // ERROR_ZERO_BALANCE
-	OutcomeNoSlot                     // ERROR_NO_SLOT_AVAILABLE
-	OutcomeKeyRefused                 // the key or the worker's IP refused
-	OutcomeOther                      // any other answer: says nothing about the provider's health
-)
-
-// Reasons a circuit opens (the reason label of MetricCircuitOpened).
-const (
-	ReasonUnreachable = "unreachable"
-	ReasonZeroBalance = "zero_balance"
-	ReasonNoSlot      = "no_slot"
-	ReasonKeyRefused  = "key_refused"
+	OutcomeOK          Outcome = "ok"           // an answer that says the provider works (a task taken, a result, not ready)
+	OutcomeUnreachable Outcome = "unreachable"  // no answer (network) or a 5xx, after the client's own timeout
+	OutcomeZeroBalance Outcome = "zero_balance" // ERROR_ZERO_BALANCE
+	OutcomeNoSlot      Outcome = "no_slot"      // ERROR_NO_SLOT_AVAILABLE
+	OutcomeKeyRefused  Outcome = "key_refused"  // the key or the worker's IP refused
+	OutcomeOther       Outcome = "other"        // any other answer: says nothing about the provider's health
 )
 
 // Circuit states, as the MetricCircuitState gauge shows them.
 const (
-	StateClosed   = 0
-	StateHalfOpen = 1
-	StateOpen     = 2
+	StateClosed = iota
+	StateHalfOpen
+	StateOpen
 )
 
-// CircuitSettings are the worker's bounds on circuits (PROVIDER_* variables, docs/operations.md).
+// The documented circuit bounds (docs/operations.md).
+const (
+	openAfter      = 3                // unreachable answers in a row that open the circuit
+	openBase       = 30 * time.Second // an unreachable run's staleness, and how long it and no-slot open the circuit
+	maxOpenFor     = 5 * time.Minute  // an unreachable circuit's time doubles up to it while its one probe fails
+	zeroBalanceFor = time.Minute
+	keyRefusedFor  = 10 * time.Minute
+	probeTimeout   = time.Minute // a half-open probe not reported back within it lets another through
+)
+
+// CircuitSettings are the worker's PROVIDER_* bounds on circuits.
 type CircuitSettings struct {
-	Failures int // unreachable answers in a row that open the circuit
-	// OpenFor: an unreachable provider's circuit stays open this long before one probe, doubling while probes fail,
-	// up to MaxOpenFor; a run of unreachable answers also ends OpenFor after its latest (stale evidence).
-	OpenFor, MaxOpenFor           time.Duration
-	ZeroBalanceFor, KeyRefusedFor time.Duration // how long those answers open it
-	NoSlotBudget                  time.Duration // no-slot answers without a break this long: skipped for OpenFor
-	GiveUp                        time.Duration // unreachable this long: its open submissions are given up
-	ProbeTimeout                  time.Duration // a half-open probe not reported back within it lets another through
+	NoSlotBudget time.Duration // no-slot answers without a break this long: skipped for openBase
+	GiveUp       time.Duration // unreachable this long: its open submissions are given up
 }
 
 // DefaultCircuitSettings are the documented defaults.
-var DefaultCircuitSettings = CircuitSettings{
-	Failures: 3, OpenFor: 30 * time.Second, MaxOpenFor: 5 * time.Minute,
-	ZeroBalanceFor: time.Minute, KeyRefusedFor: 10 * time.Minute,
-	NoSlotBudget: 60 * time.Second, GiveUp: 2 * time.Minute, ProbeTimeout: time.Minute,
-}
+var DefaultCircuitSettings = CircuitSettings{NoSlotBudget: 60 * time.Second, GiveUp: 2 * time.Minute}
 
-// Breaker holds one circuit per provider for every task of the worker; only activities read it (their results record it).
+// Breaker holds the worker's circuit of each provider; only activities read it. A nil Breaker is always closed.
 type Breaker struct {
 	cfg   CircuitSettings
 	now   func() time.Time
@@ -64,14 +56,12 @@ type Breaker struct {
 }
 
 type circuit struct {
-	openUntil   time.Time // zero: closed
-	openFor     time.Duration
-	reason      string
-	probeAt     time.Time // a half-open probe is out since then
-	failures    int       // unreachable answers in a row (a run), each within OpenFor of the one before
-	downSince   time.Time // the run's first
-	lastDown    time.Time // the run's latest
-	noSlotSince time.Time
+	openUntil, probeAt time.Time // openUntil zero: closed; probeAt: a half-open probe is out since then
+	openFor            time.Duration
+	reason             Outcome
+	run                Outcome // the latest answers' kind, count of them in a row, the first's and the latest's time
+	count              int
+	since, last        time.Time
 }
 
 // NewBreaker is a Breaker with every circuit closed.
@@ -79,134 +69,95 @@ func NewBreaker(cfg CircuitSettings, now func() time.Time) *Breaker {
 	return &Breaker{cfg: cfg, now: now, state: map[string]*circuit{}}
 }
 
-func (b *Breaker) get(name string) *circuit {
-	c := b.state[name]
-	if c == nil {
-		c = &circuit{}
-		b.state[name] = c
-	}
-	return c
-}
-
-// Allow tells whether a request may go to name now, else when to ask again; an open circuit past its time lets one
-// probe through (half-open) and others wait for its report.
-func (b *Breaker) Allow(name string) (ok bool, retryAt time.Time, reason string) {
+// with runs f on name's circuit under the lock; a nil Breaker runs nothing.
+func (b *Breaker) with(name string, f func(c *circuit, now time.Time)) {
 	if b == nil {
-		return true, time.Time{}, ""
+		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	c, now := b.get(name), b.now()
-	switch {
-	case c.openUntil.IsZero():
-		return true, time.Time{}, ""
-	case now.Before(c.openUntil):
-		return false, c.openUntil, c.reason
-	case !c.probeAt.IsZero() && now.Sub(c.probeAt) < b.cfg.ProbeTimeout:
-		return false, c.probeAt.Add(b.cfg.ProbeTimeout), c.reason
+	if b.state[name] == nil {
+		b.state[name] = &circuit{}
 	}
-	c.probeAt = now
-	return true, time.Time{}, ""
+	f(b.state[name], b.now())
+}
+
+// Allow tells whether a request may go to name now, else when to ask again; a half-open circuit lets one probe through.
+func (b *Breaker) Allow(name string) (ok bool, retryAt time.Time, reason string) {
+	ok = true
+	b.with(name, func(c *circuit, now time.Time) {
+		switch {
+		case c.openUntil.IsZero():
+		case now.Before(c.openUntil):
+			ok, retryAt, reason = false, c.openUntil, string(c.reason)
+		case !c.probeAt.IsZero() && now.Sub(c.probeAt) < probeTimeout:
+			ok, retryAt, reason = false, c.probeAt.Add(probeTimeout), string(c.reason)
+		default:
+			c.probeAt = now
+		}
+	})
+	return ok, retryAt, reason
 }
 
 // Record feeds one request's outcome to name's circuit; opened is the reason when it just opened.
 func (b *Breaker) Record(name string, o Outcome) (opened string) {
-	if b == nil {
-		return ""
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c, now := b.get(name), b.now()
-	c.probeAt = time.Time{}
-	if o != OutcomeUnreachable {
-		c.failures = 0
-	}
-	if o != OutcomeNoSlot {
-		c.noSlotSince = time.Time{}
-	}
-	switch o {
-	case OutcomeOK, OutcomeOther: // it answered: whatever it said, it is up
-		c.openUntil, c.openFor, c.reason = time.Time{}, 0, ""
-	case OutcomeUnreachable:
-		return b.unreachable(c, now)
-	case OutcomeZeroBalance:
-		return c.open(now, b.cfg.ZeroBalanceFor, ReasonZeroBalance)
-	case OutcomeKeyRefused:
-		return c.open(now, b.cfg.KeyRefusedFor, ReasonKeyRefused)
-	case OutcomeNoSlot:
-		if c.noSlotSince.IsZero() {
-			c.noSlotSince = now
+	b.with(name, func(c *circuit, now time.Time) {
+		wasOpen, d := !c.openUntil.IsZero(), time.Duration(0)
+		if c.run != o || o == OutcomeUnreachable && !c.down(now) { // a stale unreachable run ends
+			c.run, c.count, c.since = o, 0, now
 		}
-		if now.Sub(c.noSlotSince) >= b.cfg.NoSlotBudget {
-			return c.open(now, b.cfg.OpenFor, ReasonNoSlot)
+		c.count, c.last, c.probeAt = c.count+1, now, time.Time{}
+		switch {
+		case o == OutcomeOK || o == OutcomeOther: // it answered: whatever it said, it is up
+			*c = circuit{}
+		case o == OutcomeZeroBalance:
+			d = zeroBalanceFor
+		case o == OutcomeKeyRefused:
+			d = keyRefusedFor
+		case o == OutcomeNoSlot && now.Sub(c.since) >= b.cfg.NoSlotBudget, o == OutcomeUnreachable && !wasOpen && c.count >= openAfter:
+			d = openBase
+		case o == OutcomeUnreachable && wasOpen && !now.Before(c.openUntil): // a failed probe: open again, for longer
+			d = min(max(2*c.openFor, openBase), maxOpenFor)
+		} // while open, an unreachable answer to a request sent anyway (a poll) changes nothing
+		if d > 0 {
+			c.openUntil, c.openFor, c.reason = now.Add(d), d, o
 		}
-	}
-	return ""
+		if d > 0 && !wasOpen {
+			opened = string(o)
+		}
+	})
+	return opened
 }
 
-// RecordPoll feeds a result request's outcome: an answer proves reachability only (a provider out of money or slots
-// still answers for its tasks), so it closes only an unreachable circuit.
+// RecordPoll: a result request's answer proves reachability only, so it closes only an unreachable circuit and run.
 func (b *Breaker) RecordPoll(name string, o Outcome) (opened string) {
-	if b == nil {
-		return ""
-	}
 	if o == OutcomeUnreachable {
 		return b.Record(name, o)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.get(name)
-	c.failures = 0
-	if c.reason == ReasonUnreachable {
-		c.openUntil, c.openFor, c.reason, c.probeAt = time.Time{}, 0, "", time.Time{}
-	}
+	b.with(name, func(c *circuit, _ time.Time) {
+		if c.reason == OutcomeUnreachable {
+			c.openUntil, c.openFor, c.reason, c.probeAt = time.Time{}, 0, "", time.Time{}
+		}
+		if c.run == OutcomeUnreachable {
+			c.run = ""
+		}
+	})
 	return ""
 }
 
-func (b *Breaker) unreachable(c *circuit, now time.Time) string {
-	if !c.down(now, b.cfg.OpenFor) { // no run, or a stale one: this answer starts a new run
-		c.failures, c.downSince = 0, now
-	}
-	c.failures++
-	c.lastDown = now
-	if !c.openUntil.IsZero() && now.Before(c.openUntil) { // a request sent while open (a poll): changes nothing
-		return ""
-	}
-	if !c.openUntil.IsZero() { // a failed probe: open again, for longer
-		return c.open(now, min(max(2*c.openFor, b.cfg.OpenFor), b.cfg.MaxOpenFor), ReasonUnreachable)
-	}
-	if c.failures >= b.cfg.Failures {
-		return c.open(now, b.cfg.OpenFor, ReasonUnreachable)
-	}
-	return ""
-}
-
-func (c *circuit) open(now time.Time, d time.Duration, reason string) string {
-	wasOpen := !c.openUntil.IsZero()
-	c.openUntil, c.openFor, c.reason = now.Add(d), d, reason
-	if wasOpen {
-		return ""
-	}
-	return reason
-}
-
-// down tells whether a run of unreachable answers is going on: its latest came within the last `within`.
-func (c *circuit) down(now time.Time, within time.Duration) bool {
-	return c.failures > 0 && now.Sub(c.lastDown) <= within
+// down tells whether a run of unreachable answers is going on: its latest came within openBase.
+func (c *circuit) down(now time.Time) bool {
+	return c.run == OutcomeUnreachable && now.Sub(c.last) <= openBase
 }
 
 // DownFor is name's run of unreachable answers, first to latest (0: none): silence is no evidence.
-func (b *Breaker) DownFor(name string) time.Duration {
-	if b == nil {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.get(name)
-	if !c.down(b.now(), b.cfg.OpenFor) {
-		return 0
-	}
-	return c.lastDown.Sub(c.downSince)
+func (b *Breaker) DownFor(name string) (d time.Duration) {
+	b.with(name, func(c *circuit, now time.Time) {
+		if c.down(now) {
+			d = c.last.Sub(c.since)
+		}
+	})
+	return d
 }
 
 // GivenUp tells whether name's requests have failed for the give-up bound: its open submissions are abandoned.
@@ -215,20 +166,17 @@ func (b *Breaker) GivenUp(name string) bool {
 }
 
 // State is name's circuit as the gauge shows it.
-func (b *Breaker) State(name string) int {
-	if b == nil {
-		return StateClosed
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	c := b.get(name)
-	switch {
-	case c.openUntil.IsZero():
-		return StateClosed
-	case b.now().Before(c.openUntil):
-		return StateOpen
-	}
-	return StateHalfOpen
+func (b *Breaker) State(name string) (state int) {
+	b.with(name, func(c *circuit, now time.Time) {
+		switch {
+		case c.openUntil.IsZero():
+		case now.Before(c.openUntil):
+			state = StateOpen
+		default:
+			state = StateHalfOpen
+		}
+	})
+	return state
 }
 
 // IsOpen: open now, not half-open (unlike Allow, it takes no probe).
@@ -250,17 +198,14 @@ var keyCodes = map[string]bool{
 
 // OutcomeOf is what a provider request that ended with err says about the provider.
 func OutcomeOf(err error) Outcome {
-	if err == nil {
-		return OutcomeOK
-	}
-	if IsTransportError(err) {
-		return OutcomeUnreachable
-	}
 	var pe *Error
-	if !errors.As(err, &pe) {
-		return OutcomeOther
-	}
 	switch {
+	case err == nil:
+		return OutcomeOK
+	case IsTransportError(err):
+		return OutcomeUnreachable
+	case !errors.As(err, &pe):
+		return OutcomeOther
 	case pe.Code == callback.CodeZeroBalance:
 		return OutcomeZeroBalance
 	case pe.Code == callback.CodeNoSlot:

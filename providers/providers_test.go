@@ -136,7 +136,7 @@ func TestBreakerOpensOnUnreachableAndHalfOpensOneProbe(t *testing.T) {
 			t.Fatalf("request %d: opened %q", i, opened)
 		}
 	}
-	if ok, at, reason := b.Allow("a"); ok || reason != ReasonUnreachable || !at.Equal(c.t.Add(30*time.Second)) {
+	if ok, at, reason := b.Allow("a"); ok || reason != string(OutcomeUnreachable) || !at.Equal(c.t.Add(30*time.Second)) {
 		t.Fatalf("open circuit: ok %v at %v reason %s", ok, at, reason)
 	}
 	b.RecordPoll("a", OutcomeUnreachable) // a task's poll while open: the circuit half-opens on time all the same
@@ -167,10 +167,10 @@ func TestBreakerOpensOnUnreachableAndHalfOpensOneProbe(t *testing.T) {
 func TestBreakerZeroBalanceKeyAndNoSlotBudget(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	b := NewBreaker(DefaultCircuitSettings, c.now)
-	if b.Record("a", OutcomeZeroBalance) != ReasonZeroBalance || !b.IsOpen("a") {
+	if b.Record("a", OutcomeZeroBalance) != string(OutcomeZeroBalance) || !b.IsOpen("a") {
 		t.Fatal("zero balance did not open")
 	}
-	if b.Record("k", OutcomeKeyRefused) != ReasonKeyRefused {
+	if b.Record("k", OutcomeKeyRefused) != string(OutcomeKeyRefused) {
 		t.Fatal("a refused key did not open")
 	}
 	for range 12 { // no slot every 5 s: open once the 60 s budget is spent
@@ -179,7 +179,7 @@ func TestBreakerZeroBalanceKeyAndNoSlotBudget(t *testing.T) {
 		}
 		c.advance(5 * time.Second)
 	}
-	if b.Record("n", OutcomeNoSlot) != ReasonNoSlot {
+	if b.Record("n", OutcomeNoSlot) != string(OutcomeNoSlot) {
 		t.Fatal("no-slot past its budget did not open")
 	}
 }
@@ -195,11 +195,11 @@ func TestOutcomeOf(t *testing.T) {
 	}
 	for want, err := range cases {
 		if got := OutcomeOf(err); got != want {
-			t.Errorf("OutcomeOf(%v) = %d, want %d", err, got, want)
+			t.Errorf("OutcomeOf(%v) = %s, want %s", err, got, want)
 		}
 	}
 	if got := OutcomeOf(&Error{Op: "submit", HTTPStatus: 502, Class: callback.ClassTransient}); got != OutcomeUnreachable {
-		t.Errorf("502: %d", got)
+		t.Errorf("502: %s", got)
 	}
 }
 
@@ -215,7 +215,7 @@ func TestBreakerPollAnswersProveReachabilityOnly(t *testing.T) {
 		b.RecordPoll("n", OutcomeOther)
 		c.advance(5 * time.Second)
 	}
-	if b.Record("n", OutcomeNoSlot) != ReasonNoSlot {
+	if b.Record("n", OutcomeNoSlot) != string(OutcomeNoSlot) {
 		t.Fatal("polls answered during a no-slot run kept it from opening")
 	}
 	for range 3 {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,20 +58,15 @@ func NewSet(list []*Provider, b *Breaker) *Set { return &Set{list: list, Routed:
 // Build makes the clients of a validated file; timeout bounds each request.
 func Build(f File, getenv func(string) string, timeout time.Duration, circuits CircuitSettings) (*Set, error) {
 	set := NewSet(nil, NewBreaker(circuits, time.Now))
-	opts := []Option{WithTimeout(timeout)}
 	for i, spec := range f.Providers {
 		p := &Provider{Name: spec.Name, Flavor: Flavor(spec.Flavor), Threads: spec.Threads,
 			PollInterval: time.Duration(spec.PollIntervalSeconds) * time.Second}
+		var ct *CreateTask
 		var err error
 		if key := getenv(spec.APIKeyEnv); spec.Protocol == ProtocolInPHP {
-			p.Client, err = NewInPHP(spec.BaseURL, key, opts...)
-		} else {
-			var ct *CreateTask
-			ct, err = NewCreateTask(p.Flavor, spec.BaseURL, key, opts...)
-			p.Client = ct
-			if err == nil { // never more often than the provider documents
-				p.PollInterval = max(p.PollInterval, ct.profile.MinPollInterval)
-			}
+			p.Client, err = NewInPHP(spec.BaseURL, key, WithTimeout(timeout))
+		} else if ct, err = NewCreateTask(p.Flavor, spec.BaseURL, key, WithTimeout(timeout)); err == nil {
+			p.Client, p.PollInterval = ct, max(p.PollInterval, ct.profile.MinPollInterval) // never under its documented least
 		}
 		if err != nil { // the message names the URL (redacted) or the flavor, never the key
 			return nil, fmt.Errorf("providers[%d] (%s): %w", i, spec.Name, err)
@@ -85,20 +81,16 @@ func (s *Set) All() []*Provider { return s.list }
 
 // Get is the provider named name; "" is the first (the one provider of a worker without PROVIDERS_FILE).
 func (s *Set) Get(name string) (*Provider, bool) {
-	if name == "" && len(s.list) > 0 {
-		return s.list[0], true
-	}
-	i := slices.IndexFunc(s.list, func(p *Provider) bool { return p.Name == name })
+	i := slices.IndexFunc(s.list, func(p *Provider) bool { return p.Name == name || name == "" })
 	if i < 0 {
 		return nil, false
 	}
 	return s.list[i], true
 }
 
-// Candidates are the providers a submission may go to, in order: preferred restricts and reorders the file's list
-// (an unknown name is skipped), excluded are dropped, avoided go last.
+// Candidates are where a submission may go: preferred restricts and reorders the list, excluded drop, avoided go last.
 func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
-	order := slices.Clone(s.list)
+	order := s.list
 	if len(preferred) > 0 {
 		order = nil
 		for _, name := range preferred {
@@ -107,15 +99,17 @@ func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 			}
 		}
 	}
-	order = slices.DeleteFunc(order, func(p *Provider) bool { return slices.Contains(excluded, p.Name) })
-	avoid := func(p *Provider) int {
-		if slices.Contains(avoided, p.Name) {
-			return 1
+	var first, last []*Provider
+	for _, p := range order {
+		switch {
+		case slices.Contains(excluded, p.Name):
+		case slices.Contains(avoided, p.Name):
+			last = append(last, p)
+		default:
+			first = append(first, p)
 		}
-		return 0
 	}
-	slices.SortStableFunc(order, func(a, b *Provider) int { return avoid(a) - avoid(b) })
-	return order
+	return append(first, last...)
 }
 
 // Protocols a provider may speak.
@@ -141,72 +135,42 @@ type Spec struct {
 	PollIntervalSeconds int `yaml:"poll_interval_seconds"`
 }
 
-// ParseFile reads and validates a providers file, every problem at once, each naming its field (providers[1].flavor);
-// of an API key it reads only whether its variable is set.
+// ParseFile validates a providers file, every problem at once, each naming its field; of a key, only whether it is set.
 func ParseFile(content []byte, getenv func(string) string) (File, error) {
 	var f File
 	dec := yaml.NewDecoder(bytes.NewReader(content))
-	dec.KnownFields(true)
+	dec.KnownFields(true) // a field the code does not use is refused, not ignored
 	if err := dec.Decode(&f); err != nil {
 		return File{}, fmt.Errorf("not a providers file: %w", err)
 	}
 	var errs []error
-	if len(f.Providers) == 0 {
-		errs = append(errs, errors.New("providers: at least one provider is required"))
+	if n := len(f.Providers); n == 0 || n > captchaflow.MaxProviders {
+		errs = append(errs, fmt.Errorf("providers: 1 to %d providers", captchaflow.MaxProviders))
 	}
-	if len(f.Providers) > captchaflow.MaxProviders {
-		errs = append(errs, fmt.Errorf("providers: at most %d providers", captchaflow.MaxProviders))
-	}
-	seen := map[string]bool{}
-	for i, spec := range f.Providers {
-		errs = append(errs, spec.validate(fmt.Sprintf("providers[%d]", i), getenv)...)
-		if seen[spec.Name] {
-			errs = append(errs, fmt.Errorf("providers[%d].name: %q is used twice", i, spec.Name))
+	for i, s := range f.Providers {
+		inphp, key := s.Protocol == ProtocolInPHP, s.APIKeyEnv
+		for _, c := range []struct {
+			bad        bool
+			field, why string
+		}{
+			{!captchaflow.ProviderNamePattern.MatchString(s.Name), "name", "must match " + captchaflow.ProviderNamePattern.String()},
+			{slices.ContainsFunc(f.Providers[:i], func(o Spec) bool { return o.Name == s.Name }), "name", strconv.Quote(s.Name) + " is used twice"},
+			{!inphp && s.Protocol != ProtocolCreateTask, "protocol", "must be " + ProtocolInPHP + " or " + ProtocolCreateTask},
+			{inphp && s.Flavor != "", "flavor", "only for protocol " + ProtocolCreateTask},
+			{inphp && s.BaseURL == "", "base_url", "required for protocol " + ProtocolInPHP},
+			{s.Protocol == ProtocolCreateTask && !slices.Contains(Flavors, Flavor(s.Flavor)), "flavor", fmt.Sprint("must be one of ", Flavors)},
+			{key == "", "api_key_env", "required: the name of the environment variable holding the key (never the key itself)"},
+			{key != "" && !envName.MatchString(key), "api_key_env", "must be an environment variable's name"},
+			{envName.MatchString(key) && strings.TrimSpace(getenv(key)) == "", "api_key_env", key + " is not set or empty"},
+			{s.Threads < 0, "threads", "must not be negative"},
+			{s.PollIntervalSeconds < 0, "poll_interval_seconds", "must not be negative"},
+		} {
+			if c.bad {
+				errs = append(errs, fmt.Errorf("providers[%d].%s: %s", i, c.field, c.why))
+			}
 		}
-		seen[spec.Name] = true
 	}
 	return f, errors.Join(errs...)
-}
-
-// validate checks one provider; at names it in the messages.
-func (s Spec) validate(at string, getenv func(string) string) []error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s.%s: %s", at, field, fmt.Sprintf(format, args...)))
-	}
-	if !captchaflow.ProviderNamePattern.MatchString(s.Name) {
-		bad("name", "must match %s", captchaflow.ProviderNamePattern)
-	}
-	switch s.Protocol {
-	case ProtocolInPHP:
-		if s.Flavor != "" {
-			bad("flavor", "only for protocol %s", ProtocolCreateTask)
-		}
-		if s.BaseURL == "" {
-			bad("base_url", "required for protocol %s", ProtocolInPHP)
-		}
-	case ProtocolCreateTask:
-		if !slices.Contains(Flavors, Flavor(s.Flavor)) {
-			bad("flavor", "must be one of %v", Flavors)
-		}
-	default:
-		bad("protocol", "must be %s or %s", ProtocolInPHP, ProtocolCreateTask)
-	}
-	switch {
-	case s.APIKeyEnv == "":
-		bad("api_key_env", "required: the name of the environment variable holding the key (never the key itself)")
-	case !envName.MatchString(s.APIKeyEnv):
-		bad("api_key_env", "must be an environment variable's name")
-	case strings.TrimSpace(getenv(s.APIKeyEnv)) == "":
-		bad("api_key_env", "%s is not set or empty", s.APIKeyEnv)
-	}
-	if s.Threads < 0 {
-		bad("threads", "must not be negative")
-	}
-	if s.PollIntervalSeconds < 0 {
-		bad("poll_interval_seconds", "must not be negative")
-	}
-	return errs
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)

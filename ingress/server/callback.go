@@ -5,19 +5,20 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-type okBody struct {
-	Status string `json:"status"`
-}
-
 // The same body for every accepted callback: an untokened caller must not learn whether a task exists.
-var accepted = okBody{Status: "ok"}
+var accepted = map[string]string{"status": "ok"}
+
+// createTaskAckWithin: CapMonster drops a callback's connection after 2 s (the task's poll recovers a lost one).
+const createTaskAckWithin = 1500 * time.Millisecond
 
 // Bounds on what a pingback URL can name: far above any real run ID or submission count.
 const (
@@ -42,7 +43,8 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id, code, err := tokenedFields(c)
+	flavor := c.QueryParam(callbackauth.FlavorParam)
+	id, code, err := callbackFields(c, flavor)
 	info.providerTaskID = id
 	if err != nil {
 		return err
@@ -55,10 +57,12 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	case !s.tokenedBudget.take(workflowID, now):
 		info.outcome = outcomeSuppressed
 	default:
-		sigCtx, cancel := signalContext(c)
-		defer cancel()
-		info.outcome, err = s.signal(sigCtx, workflowID, captchaflow.Callback{ProviderTaskID: id, Code: code,
-			Authenticated: true, RunID: sub.RunID, Submission: sub.N, Provider: sub.Provider, ReceivedAt: now})
+		wait := s.cfg.SignalTimeout
+		if flavor != "" {
+			wait = min(wait, createTaskAckWithin)
+		}
+		info.outcome, err = s.signal(c.Request().Context(), wait, workflowID, captchaflow.Callback{ProviderTaskID: id,
+			Code: code, Authenticated: true, RunID: sub.RunID, Submission: sub.N, Provider: sub.Provider, ReceivedAt: now})
 		if err != nil {
 			s.tokenedBudget.refund(workflowID, s.now()) // the provider's retry finds the budget as it was
 			return err
@@ -66,6 +70,18 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		s.seen.add(key, s.now())
 	}
 	return c.JSON(http.StatusOK, accepted)
+}
+
+// callbackFields is callback.Parse of c (flavor "": the in.php pingback); a refusal is a 413 or a 400 naming the field.
+func callbackFields(c echo.Context, flavor string) (id, code string, err error) {
+	res, err := callback.Parse(c.Request(), callback.Flavor(flavor))
+	if tooLarge := asBodyTooLarge(err); tooLarge != nil {
+		return "", "", tooLarge
+	}
+	if err != nil {
+		err = &Error{Outcome: outcomeBadRequest, Message: err.Error()}
+	}
+	return res.TaskID, res.Code, err
 }
 
 // checkToken verifies the URL's token over the run, submission and provider the URL names.
@@ -83,10 +99,9 @@ func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Sub
 	return sub, nil
 }
 
-// signal answers only once Temporal accepted the signal or said no such workflow runs; anything else is a 503
-// the provider may retry, and the workflow's poll recovers regardless.
-func (s *Server) signal(ctx context.Context, workflowID string, cb captchaflow.Callback) (outcome string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.SignalTimeout)
+// signal answers once Temporal took the signal or said no such workflow runs; else a 503 (the poll recovers anyway).
+func (s *Server) signal(ctx context.Context, wait time.Duration, workflowID string, cb captchaflow.Callback) (outcome string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	err = s.temporal.SignalWorkflow(ctx, workflowID, "", captchaflow.CallbackSignal, cb)
 	if outcome = outcomeOf(err); outcome == outcomeUnavailable {

@@ -39,7 +39,7 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	if retryAfter, ok := s.clientLimit.allow(c.RealIP(), now); !ok {
 		return rateLimited(retryAfter)
 	}
-	id, code, err := callbackFields(c)
+	id, code, err := callbackFields(c, "")
 	info.providerTaskID = id
 	switch {
 	case err != nil:
@@ -150,7 +150,7 @@ func updateRejected(h client.WorkflowUpdateHandle) bool {
 	return err != nil && !errors.As(err, &pending) && !errors.Is(err, context.Canceled)
 }
 
-// lookupWorkflow resolves providerTaskID (which admits no quote: providerTaskIDPattern) to the running workflow
+// lookupWorkflow resolves providerTaskID (which admits no quote: callback.Parse) to the running workflow
 // that waits for its callback or polls, with one query bounded by LookupTimeout; "" if there is none.
 func (s *Server) lookupWorkflow(ctx context.Context, providerTaskID string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)

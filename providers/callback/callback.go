@@ -1,19 +1,23 @@
 package callback
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
-	"net/url"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 // Flavor names a createTask provider (the flavor query parameter of its pingback URL names it too).
 type Flavor string
 
-// The known flavors.
 const (
 	AntiCaptcha Flavor = "anticaptcha"
 	TwoCaptcha  Flavor = "2captcha" // API v2 (api.2captcha.com); API v1 is the in.php protocol
@@ -24,8 +28,7 @@ const (
 // Flavors lists every flavor, in a fixed order.
 var Flavors = []Flavor{AntiCaptcha, TwoCaptcha, CapMonster, CapSolver}
 
-// FormBody: the flavor POSTs 2captcha's form id + code (2captcha.com/h/how-to-configure-automatic-response-retrieval-via-pingback);
-// the others POST a getTaskResult-shaped JSON document.
+// FormBody: the flavor POSTs the in.php pingback's form (id, code); the others a getTaskResult-shaped JSON document.
 func FormBody(f Flavor) bool { return f == TwoCaptcha }
 
 // Result is what a callback says: the task and its code or a status word (IsStatusWord).
@@ -34,45 +37,83 @@ type Result struct {
 	Code   string
 }
 
-var (
-	ErrBody      = errors.New("not a callback body of this provider") // not the flavor's documented callback
-	ErrMalformed = errors.New("malformed provider answer")            // neither protocol's documented answer
-)
-
-// Parse reads a callback the flavor POSTed: 2captcha's form (id, code) or the others' getTaskResult-shaped JSON,
-// whose taskId is optional (CapMonster's has none: the tokened URL names the workflow). No error echoes the code.
-func Parse(f Flavor, contentType string, body []byte) (Result, error) {
-	if !slices.Contains(Flavors, f) {
-		return Result{}, fmt.Errorf("flavor %.20q: %w", string(f), ErrBody)
-	}
-	if !FormBody(f) {
-		return parseJSON(body)
-	}
-	if media, _, _ := mime.ParseMediaType(contentType); media != "application/x-www-form-urlencoded" {
-		return Result{}, fmt.Errorf("content type %.40q: %w", media, ErrBody)
-	}
-	form, err := url.ParseQuery(string(body))
-	if err != nil || form.Get("id") == "" || form.Get("code") == "" {
-		return Result{}, fmt.Errorf("want id and code: %w", ErrBody)
-	}
-	return Result{TaskID: form.Get("id"), Code: form.Get("code")}, nil
+// Error is a refused callback: "Field: Why" (the ingress's 400) never echoes the code; Err may be the body's 413.
+type Error struct {
+	Field, Why string
+	Err        error
 }
 
-func parseJSON(body []byte) (Result, error) {
-	env, err := ParseEnvelope(body)
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrBody, err)
-	}
-	var out Result
-	if len(env.TaskID) > 0 {
-		var n json.Number
-		if json.Unmarshal(env.TaskID, &n) == nil {
-			out.TaskID = n.String()
-		} else if json.Unmarshal(env.TaskID, &out.TaskID) != nil {
-			return Result{}, fmt.Errorf("taskId: %w", ErrBody)
-		}
+func (e *Error) Error() string { return e.Field + ": " + e.Why }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrMalformed: an answer in neither protocol's documented shape.
+var ErrMalformed = errors.New("malformed provider answer")
+
+// taskIDPattern bounds a provider's task ID; it also keeps anything out of the untokened route's visibility query.
+var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Parse reads the callback r carries: the in.php form (no flavor, or 2captcha's) from the body (urlencoded or
+// multipart, winning) or the query; else the flavor's JSON body, whose taskId is optional (CapMonster sends none).
+func Parse(r *http.Request, f Flavor) (res Result, err error) {
+	form, id, code := f == "" || FormBody(f), "taskId", "solution"
+	switch {
+	case form:
+		id, code = "id", "code"
+		res, err = parseForm(r)
+	case !slices.Contains(Flavors, f):
+		return Result{}, &Error{Field: "flavor", Why: fmt.Sprintf("%.20q is not a flavor", string(f))}
+	default:
+		res, err = parseJSON(r.Body, f)
 	}
 	switch {
+	case err != nil:
+		return Result{}, err
+	case form && res.TaskID == "":
+		return Result{}, &Error{Field: id, Why: "required (the provider's task ID)"}
+	case res.TaskID != "" && !taskIDPattern.MatchString(res.TaskID):
+		return Result{}, &Error{Field: id, Why: "must be 1-64 characters of A-Z a-z 0-9 _ -"}
+	case res.Code == "":
+		return Result{TaskID: res.TaskID}, &Error{Field: code, Why: "required (the solved CAPTCHA)"}
+	case len(res.Code) > captchaflow.MaxCodeBytes:
+		return Result{TaskID: res.TaskID}, &Error{Field: code, Why: fmt.Sprintf("longer than %d bytes", captchaflow.MaxCodeBytes)}
+	}
+	return res, nil
+}
+
+func parseForm(r *http.Request) (Result, error) {
+	var err error
+	if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); media == "multipart/form-data" {
+		err = r.ParseMultipartForm(1 << 20) // the ingress's body limit is far below it: nothing spills to disk
+	} else {
+		err = r.ParseForm()
+	}
+	if err != nil {
+		return Result{}, &Error{Field: "form", Why: "the query string or form body cannot be parsed", Err: err}
+	}
+	get := func(k string) string { return cmp.Or(r.PostForm.Get(k), r.Form.Get(k)) } // a multipart body's too
+	return Result{TaskID: get("id"), Code: get("code")}, nil
+}
+
+// parseJSON reads a getTaskResult-shaped callback; an error (errorId other than 0) is only ever its status word.
+func parseJSON(body io.Reader, f Flavor) (Result, error) {
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return Result{}, &Error{Field: "body", Why: "cannot be read", Err: err}
+	}
+	env, err := ParseEnvelope(raw)
+	var out Result
+	var n json.Number
+	switch {
+	case err != nil:
+	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &n) == nil:
+		out.TaskID = n.String()
+	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &out.TaskID) != nil:
+		err = errors.New("taskId is neither a number nor a string")
+	}
+	switch {
+	case err != nil:
+	case env.Failed() && !IsStatusWord(Canonical(env.ErrorCode)): // else its text would be taken for a solution
+		err = fmt.Errorf("errorCode %s is not a status word", Snippet([]byte(env.ErrorCode)))
 	case env.Failed():
 		out.Code = Canonical(env.ErrorCode)
 	case env.Status == "failed":
@@ -82,42 +123,34 @@ func parseJSON(body []byte) (Result, error) {
 	default:
 		err = fmt.Errorf("status %s", Snippet([]byte(strings.TrimSpace(env.Status))))
 	}
-	if err != nil || out.Code == "" {
-		return Result{}, fmt.Errorf("%w: no code (%v)", ErrBody, err)
+	if err != nil {
+		return Result{}, &Error{Field: "body", Why: fmt.Sprintf("not a %s callback body", f), Err: err}
 	}
 	return out, nil
 }
 
 // Envelope is every createTask-protocol answer: the error fields plus whatever the call returns.
 type Envelope struct {
-	ErrorID          json.RawMessage `json:"errorId"`
+	ErrorID          json.Number     `json:"errorId"` // a number or a string of one
 	ErrorCode        string          `json:"errorCode"`
 	ErrorDescription string          `json:"errorDescription"`
 	TaskID           json.RawMessage `json:"taskId"`
 	Status           string          `json:"status"`
 	Solution         json.RawMessage `json:"solution"`
 	Balance          json.RawMessage `json:"balance"`
-
-	errorID int64 // ErrorID, parsed
 }
 
-// ParseEnvelope decodes an answer; one without an integer errorId (a number or a string of one) is not createTask's.
+// ParseEnvelope decodes an answer; one without an integer errorId is not createTask's.
 func ParseEnvelope(raw []byte) (Envelope, error) {
 	var env Envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
 		return Envelope{}, fmt.Errorf("%w: invalid JSON: %s", ErrMalformed, Snippet(raw))
 	}
-	var id json.Number
-	if len(env.ErrorID) == 0 || json.Unmarshal(env.ErrorID, &id) != nil {
-		return Envelope{}, fmt.Errorf("%w: no errorId", ErrMalformed)
+	if _, err := env.ErrorID.Int64(); err != nil {
+		return Envelope{}, fmt.Errorf("%w: errorId %s is not an integer", ErrMalformed, Snippet([]byte(env.ErrorID)))
 	}
-	n, err := id.Int64()
-	if err != nil {
-		return Envelope{}, fmt.Errorf("%w: errorId %s is not an integer", ErrMalformed, Snippet(env.ErrorID))
-	}
-	env.errorID = n
 	return env, nil
 }
 
 // Failed reports whether the envelope carries an error (errorId other than 0).
-func (e Envelope) Failed() bool { return e.errorID != 0 }
+func (e Envelope) Failed() bool { n, _ := e.ErrorID.Int64(); return n != 0 }

@@ -19,12 +19,6 @@ const (
 	ClassUnknown   Class = "unknown"   // unknown provider code: non-retryable, code in message
 )
 
-// code is one documented status word: its class and, for a busy or ban answer, the documented wait (always transient).
-type code struct {
-	class Class
-	wait  time.Duration
-}
-
 // codes are the documented in.php / res.php codes (2captcha, CaptchaAI) and the createTask providers' own
 // (https://anti-captcha.com/apidoc/errors, https://2captcha.com/api-docs/error-codes, CapMonster's Error Types,
 // https://docs.capsolver.com/guide/api-error): same code, same class, same wait, whichever protocol answered it.
@@ -46,7 +40,10 @@ var codes = codeTable(map[Class]string{
 		ERROR_IMAGE_TYPE_NOT_SUPPORTED ERROR_UPLOAD ERROR_CAPTCHAIMAGE_BLOCKED ERROR_WRONG_ID_FORMAT
 		ERROR_WRONG_CAPTCHA_ID ERROR_NO_SUCH_CAPCHA_ID ERROR_TASK_ABSENT ERROR_TASKID_INVALID WRONG_CAPTCHA_ID
 		ERROR_DUPLICATE_REPORT ERROR_REPORT_NOT_RECORDED`,
-}, map[string]time.Duration{
+})
+
+// waits are the documented waits after a busy or ban answer (always transient).
+var waits = map[string]time.Duration{
 	"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second,  // CaptchaAI: every thread of the plan is busy
 	"MAX_USER_TURN":           10 * time.Second, // too many in.php requests in a row
 	"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second, // rate limited (CapMonster: 1 per 2 s)
@@ -55,13 +52,13 @@ var codes = codeTable(map[Class]string{
 	"IP_BANNED":               5 * time.Minute,  // lifted automatically after 5 minutes
 	"ERROR_IP_BLOCKED":        5 * time.Minute,  // banned for improper use, like IP_BANNED
 	"ERROR_IP_BANNED":         5 * time.Minute,  // CapMonster: too many wrong keys; "try again later"
-})
+}
 
-func codeTable(classes map[Class]string, waits map[string]time.Duration) map[string]code {
-	out := map[string]code{}
+func codeTable(classes map[Class]string) map[string]Class {
+	out := map[string]Class{}
 	for class, words := range classes {
 		for _, w := range strings.Fields(words) {
-			out[w] = code{class: class, wait: waits[w]}
+			out[w] = class
 		}
 	}
 	return out
@@ -80,12 +77,11 @@ const (
 // Canonical is a code as the table spells it: trimmed, upper case.
 func Canonical(c string) string { return strings.ToUpper(strings.TrimSpace(c)) }
 
-// ClassifyCode maps a status word to what to do about it (pure: the workflow uses it on callback codes); 2captcha's
-// numbered "ERROR: 1001" .. "ERROR: 1005" are temporary bans.
+// ClassifyCode maps a status word to what to do about it; 2captcha's numbered "ERROR: 1001".."ERROR: 1005" are bans.
 func ClassifyCode(c string) Class {
 	c = Canonical(c)
-	if e, ok := codes[c]; ok {
-		return e.class
+	if class, ok := codes[c]; ok {
+		return class
 	}
 	if strings.HasPrefix(c, "ERROR:") && IsCode(c) {
 		return ClassTransient
@@ -94,29 +90,22 @@ func ClassifyCode(c string) Class {
 }
 
 // RetryAfter is the documented wait after code, or 0 (the caller's own backoff applies).
-func RetryAfter(c string) time.Duration { return codes[Canonical(c)].wait }
+func RetryAfter(c string) time.Duration { return waits[Canonical(c)] }
 
-// KnownCode returns a documented code's canonical spelling and true: a fixed set, so it can label a metric without
-// letting a provider grow the label's cardinality.
+// KnownCode is a documented code's canonical spelling: a fixed set, so a metric label it makes cannot grow.
 func KnownCode(c string) (string, bool) {
-	_, ok := codes[Canonical(c)]
-	if !ok {
-		return "", false
+	if _, ok := codes[Canonical(c)]; ok {
+		return Canonical(c), true
 	}
-	return Canonical(c), true
+	return "", false
 }
 
 // IsStatusWord tells a status word from a solution (a pingback's one field holds either): a documented code, any
 // ERROR_… word or "ERROR: 1001", upper case only, so a text CAPTCHA's answer ("error_x") is never one.
 func IsStatusWord(s string) bool {
 	s = strings.TrimSpace(s)
-	if !IsCode(s) {
-		return false
-	}
-	if _, ok := codes[s]; ok {
-		return true
-	}
-	return strings.HasPrefix(s, "ERROR_") || strings.HasPrefix(s, "ERROR:")
+	_, known := codes[s]
+	return IsCode(s) && (known || strings.HasPrefix(s, "ERROR_") || strings.HasPrefix(s, "ERROR:"))
 }
 
 // IsCode reports whether s has a provider code's shape: ERROR_FOO, IP_BANNED, CAPCHA_NOT_READY, or "ERROR: 1001".
@@ -125,23 +114,13 @@ func IsCode(s string) bool {
 		_, err := strconv.Atoi(strings.TrimSpace(n))
 		return err == nil
 	}
-	if s == "" || s[0] < 'A' || s[0] > 'Z' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
+	return s != "" && s[0] >= 'A' && s[0] <= 'Z' && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == ""
 }
 
 // Snippet quotes the start of an unparseable body for diagnostics (at most 64 bytes).
 func Snippet(b []byte) string {
-	const maxSnippet = 64
-	if len(b) > maxSnippet {
-		return strconv.Quote(string(b[:maxSnippet])) + "..."
+	if len(b) > 64 {
+		return strconv.Quote(string(b[:64])) + "..."
 	}
 	return strconv.Quote(string(b))
 }

@@ -31,11 +31,7 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestRetryAfterCodesAreTransient(t *testing.T) {
-	for code, c := range codes {
-		wait := c.wait
-		if wait == 0 {
-			continue
-		}
+	for code, wait := range waits {
 		assert.Equal(t, ClassTransient, ClassifyCode(code), "%s has a wait, so it must be retried", code)
 		assert.Positive(t, wait, code)
 		assert.LessOrEqual(t, wait, 5*time.Minute, "%s: a wait longer than a task's default deadline is a typo", code)

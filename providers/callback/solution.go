@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Solution says where the code is in a getTaskResult solution; the code reads as res.php answers the same method.
@@ -47,30 +48,23 @@ func (s Solution) Code(raw json.RawMessage) (string, error) {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return "", fmt.Errorf("%w: the solution is not an object", errNoCode)
 	}
-	var b bytes.Buffer
-	sep := "{"
+	var object []string
 	for _, name := range s.Fields {
-		v := stringField(fields[name])
-		switch {
+		switch v := stringField(fields[name]); {
 		case !s.Object && v != "":
 			return v, nil
-		case !s.Object:
-			continue
-		case v == "":
+		case s.Object && v == "":
 			return "", fmt.Errorf("%w: %s is missing", errNoCode, name)
+		case s.Object:
+			key, _ := json.Marshal(s.Prefix + name)
+			val, _ := json.Marshal(v)
+			object = append(object, string(key)+":"+string(val))
 		}
-		key, _ := json.Marshal(s.Prefix + name)
-		val, _ := json.Marshal(v)
-		b.WriteString(sep)
-		sep = ","
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(val)
 	}
 	if !s.Object {
 		return "", fmt.Errorf("%w: none of %v is set", errNoCode, s.Fields)
 	}
-	return b.String() + "}", nil
+	return "{" + strings.Join(object, ",") + "}", nil
 }
 
 // stringField reads a JSON string, or a number's literal digits (GeeTest's gen_time may be a number); else "".

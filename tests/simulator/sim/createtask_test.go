@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -69,7 +70,8 @@ func startCallbacks(t *testing.T, flavor providers.Flavor) *callbacks {
 	cb := &callbacks{}
 	cb.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		res, err := callback.Parse(flavor, r.Header.Get("Content-Type"), body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		res, err := callback.Parse(r, flavor)
 		cb.mu.Lock()
 		defer cb.mu.Unlock()
 		cb.raw = append(cb.raw, r.Method+" "+string(body))
