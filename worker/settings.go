@@ -38,6 +38,8 @@ func checkSettings(cfg config.Worker) error {
 	check(low < 0 || math.IsNaN(low) || math.IsInf(low, 0), "PROVIDER_BALANCE_LOW: %v is not a balance (>= 0; 0 = no low-balance alert)", low)
 	check(cfg.ProviderThreads < 0, "PROVIDER_THREADS: %d is negative (0 or unset turns admission control off)", cfg.ProviderThreads)
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
+		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
+			"the plans; unset it and set threads in %s", cfg.ProvidersFile)
 		check(cfg.ProviderGiveUp < MinGiveUp || cfg.ProviderGiveUp > MaxGiveUp, "PROVIDER_GIVE_UP: %s is outside [%s, %s]",
 			cfg.ProviderGiveUp, MinGiveUp, MaxGiveUp)
 		check(cfg.ProviderNoSlotBudget < MinNoSlotBudget || cfg.ProviderNoSlotBudget > MaxGiveUp,
