@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -95,7 +96,7 @@ func (p *Params) UnmarshalJSON(data []byte) error {
 	}
 	out := make(Params, len(raw))
 	// Sorted, so of several bad values the same one is named on every replay.
-	for _, k := range sortedKeys(raw) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		v := bytes.TrimSpace(raw[k])
 		var s string
 		switch {
@@ -109,15 +110,6 @@ func (p *Params) UnmarshalJSON(data []byte) error {
 	}
 	*p = out
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // workflowIDPattern is the caller's task ID, the workflow ID and one segment of the callback URL.
@@ -146,7 +138,8 @@ var RequiredParams = map[string][]string{
 // ReservedParams are set by captchaflow itself; "key" passed in would put the provider key into history.
 var ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
 
-var methodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+// MethodPattern is a provider method's name (Input.method, CALLBACK_TIMEOUT_BY_METHOD).
+var MethodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 
 // ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.
 var ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
@@ -208,12 +201,12 @@ func (in Input) validateMethodParams() error {
 	switch {
 	case in.Method == "":
 		return fieldError("method", "required")
-	case !methodPattern.MatchString(in.Method):
+	case !MethodPattern.MatchString(in.Method):
 		return fieldError("method", "%.40q is not a provider method name", in.Method)
 	case in.Params == nil:
 		return fieldError("params", "required (an object of in.php parameters)")
 	}
-	for _, k := range sortedKeys(in.Params) {
+	for _, k := range slices.Sorted(maps.Keys(in.Params)) {
 		if slices.Contains(ReservedParams, strings.ToLower(k)) {
 			return fieldError("params."+k, "set by captchaflow, must not be passed")
 		}
@@ -256,11 +249,6 @@ func (in Input) SolveBudget() time.Duration     { return seconds(in.DeadlineSeco
 func (in Input) LostAnswerWait() time.Duration  { return seconds(in.LostAnswerWaitSeconds) }
 func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }
 
-// TokenTTL is how long a result stays usable after it is received; zero: it does not expire.
-func (in Input) TokenTTL() time.Duration {
-	return cmp.Or(seconds(in.TokenTTLSeconds), TokenLifetimes[in.Method])
-}
-
 // Refreshes is max_refreshes after defaults: how many fresh solves an expired, undelivered token may cost.
 func (in Input) Refreshes() int {
 	if in.MaxRefreshes == nil {
@@ -269,9 +257,10 @@ func (in Input) Refreshes() int {
 	return *in.MaxRefreshes
 }
 
-// ExpiresAt is when a result received at receivedAt expires; zero when it does not.
+// ExpiresAt is when a result received at receivedAt expires (token_ttl_seconds, else the method's TokenLifetimes
+// entry); zero when it does not.
 func (in Input) ExpiresAt(receivedAt time.Time) time.Time {
-	if ttl := in.TokenTTL(); ttl > 0 {
+	if ttl := cmp.Or(seconds(in.TokenTTLSeconds), TokenLifetimes[in.Method]); ttl > 0 {
 		return receivedAt.Add(ttl)
 	}
 	return time.Time{}

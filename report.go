@@ -20,14 +20,6 @@ const (
 	VerdictBad  Verdict = "bad"  // res.php action=reportbad (the provider may refund it)
 )
 
-// VerdictOf is the verdict for "the target site accepted the token".
-func VerdictOf(accepted bool) Verdict {
-	if accepted {
-		return VerdictGood
-	}
-	return VerdictBad
-}
-
 func (v Verdict) Validate() error {
 	if v != VerdictGood && v != VerdictBad {
 		return fieldError("verdict", "must be %q or %q, got %.20q", VerdictGood, VerdictBad, string(v))
@@ -73,7 +65,11 @@ func ReportedTaskID(reportWorkflowID string) (string, error) {
 
 // Report tells the provider whether the task's token worked (reportgood / reportbad); see SendReport.
 func Report(ctx context.Context, c client.Client, taskID string, accepted bool, opts ...StartOptions) error {
-	_, err := SendReport(ctx, c, taskID, VerdictOf(accepted), opts...)
+	verdict := VerdictBad
+	if accepted {
+		verdict = VerdictGood
+	}
+	_, err := SendReport(ctx, c, taskID, verdict, opts...)
 	return err
 }
 

@@ -32,8 +32,6 @@ func TestReportWorkflowID(t *testing.T) {
 }
 
 func TestVerdict(t *testing.T) {
-	assert.Equal(t, VerdictGood, VerdictOf(true))
-	assert.Equal(t, VerdictBad, VerdictOf(false))
 	assert.NoError(t, VerdictGood.Validate())
 	assert.Error(t, Verdict("Good").Validate())
 }

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,10 +23,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/internal/config"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+var taskQueue = cmp.Or(os.Getenv("TASK_QUEUE"), captchaflow.DefaultTaskQueue) // the worker's
 
 // params collects repeated --param k=v flags.
 type params map[string]string
@@ -56,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	deadline := fs.Duration("deadline", 0, "give up after this long (default 10m)")
 	maxSubmits := fs.Int("max-submits", 0, "submissions allowed for unsolvable answers (default 2)")
 	notifyURL := fs.String("notify-url", "", "POST the result here (Standard Webhooks signed)")
-	queue := fs.String("task-queue", config.WorkerTaskQueue(), "task queue")
+	queue := fs.String("task-queue", taskQueue, "task queue")
 	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
 	timeout := fs.Duration("timeout", 0, "with --wait, stop waiting after this long (0 = until the workflow ends)")
 	if !parse(fs, args, "id", "method") {
@@ -84,7 +86,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	id := fs.String("id", "", "task ID of the solved task (required)")
 	verdict := fs.String("verdict", "", "good (the target site accepted the token) or bad (it refused it) (required)")
-	queue := fs.String("task-queue", config.WorkerTaskQueue(), "task queue")
+	queue := fs.String("task-queue", taskQueue, "task queue")
 	timeout := fs.Duration("timeout", 0, "stop waiting after this long (0 = until the report is done)")
 	if !parse(fs, args, "id", "verdict") {
 		return 2
