@@ -53,20 +53,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	id := fs.String("id", "", "task ID, used as the workflow ID (required)")
 	method := fs.String("method", "", "provider method, e.g. userrecaptcha, hcaptcha, turnstile, base64 (required)")
 	fs.Var(p, "param", "in.php parameter key=value (repeatable)")
-	callbackTimeout := fs.Duration("callback-timeout", 0, "wait this long for the callback before polling (default 120s)")
-	pollInterval := fs.Duration("poll-interval", 0, "res.php poll interval (default 5s)")
-	deadline := fs.Duration("deadline", 0, "give up after this long (default 10m)")
-	maxSubmits := fs.Int("max-submits", 0, "submissions allowed for unsolvable answers (default 2)")
-	notifyURL := fs.String("notify-url", "", "POST the result here (Standard Webhooks signed)")
+	fields := fs.String("input", "{}", `more input fields as JSON, e.g. {"deadline_seconds":300} (docs/contract.md)`)
 	queue := fs.String("task-queue", taskQueue, "task queue")
 	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
 	timeout := fs.Duration("timeout", 0, "with --wait, stop waiting after this long (0 = until the workflow ends)")
 	if !parse(fs, args, "id", "method") {
 		return 2
 	}
-	in := captchaflow.Input{Method: *method, Params: captchaflow.Params(p), MaxSubmits: *maxSubmits, NotifyURL: *notifyURL,
-		CallbackTimeoutSeconds: wholeSeconds(*callbackTimeout), PollIntervalSeconds: wholeSeconds(*pollInterval),
-		DeadlineSeconds: wholeSeconds(*deadline)}
+	var in captchaflow.Input
+	if err := json.Unmarshal([]byte(*fields), &in); err != nil {
+		fmt.Fprintln(stderr, "starter: --input:", err)
+		return 2
+	}
+	in.Method, in.Params = *method, captchaflow.Params(p) // a bad field of --input is Start's FieldError
 	return execute("starter", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
 		run, err := captchaflow.Start(ctx, c, *id, in, captchaflow.StartOptions{TaskQueue: *queue})
 		switch {
@@ -159,5 +158,3 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 	_ = enc.Encode(res)
 	return 0
 }
-
-func wholeSeconds(d time.Duration) int { return int((max(d, 0) + time.Second - 1) / time.Second) }
