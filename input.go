@@ -172,21 +172,20 @@ func (in Input) Validate() error {
 	}
 	const day = 24 * 60 * 60
 	for _, r := range []struct {
-		field        string
-		v, lo, hi    int
-		skipWhenZero bool
+		field     string
+		v, lo, hi int
 	}{
-		{"callback_timeout_seconds", in.CallbackTimeoutSeconds, 1, day, false},
-		{"poll_interval_seconds", in.PollIntervalSeconds, 1, 60 * 60, false},
-		{"deadline_seconds", in.DeadlineSeconds, 1, 7 * day, false},
-		{"max_submits", in.MaxSubmits, 1, 10, false},
-		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30 * day, false},
-		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60 * 60, false},
-		// Shorter, a token could not even be offered to notify_url before it expired.
-		{"token_ttl_seconds", in.TokenTTLSeconds, MinTokenTTLSeconds, day, true},
-		{"max_refreshes", in.Refreshes(), 0, MaxMaxRefreshes, false},
+		{"callback_timeout_seconds", in.CallbackTimeoutSeconds, 1, day},
+		{"poll_interval_seconds", in.PollIntervalSeconds, 1, 60 * 60},
+		{"deadline_seconds", in.DeadlineSeconds, 1, 7 * day},
+		{"max_submits", in.MaxSubmits, 1, 10},
+		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30 * day},
+		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60 * 60},
+		// 0: the method's lifetime. Shorter, a token could not even be offered to notify_url before it expired.
+		{"token_ttl_seconds", cmp.Or(in.TokenTTLSeconds, MinTokenTTLSeconds), MinTokenTTLSeconds, day},
+		{"max_refreshes", in.Refreshes(), 0, MaxMaxRefreshes},
 	} {
-		if (r.v != 0 || !r.skipWhenZero) && (r.v < r.lo || r.v > r.hi) {
+		if r.v < r.lo || r.v > r.hi {
 			return fieldError(r.field, "%d is out of range [%d, %d]", r.v, r.lo, r.hi)
 		}
 	}

@@ -63,17 +63,8 @@ func ReportedTaskID(reportWorkflowID string) (string, error) {
 	return taskID, ValidateWorkflowID(taskID)
 }
 
-// Report tells the provider whether the task's token worked (reportgood / reportbad); see SendReport.
-func Report(ctx context.Context, c client.Client, taskID string, accepted bool, opts ...StartOptions) error {
-	verdict := VerdictBad
-	if accepted {
-		verdict = VerdictGood
-	}
-	_, err := SendReport(ctx, c, taskID, verdict, opts...)
-	return err
-}
-
-// SendReport reports verdict on the task's final provider task exactly once: it starts or joins ReportVerdict and
+// SendReport tells the provider whether the task's token worked (reportgood / reportbad), on the task's final
+// provider task and exactly once: it starts or joins ReportVerdict and
 // waits for it. The same verdict again returns the same result; the other one fails FailureVerdictConflict with
 // the standing ReportResult in its details. A failed report can be sent again, with either verdict.
 func SendReport(ctx context.Context, c client.Client, taskID string, verdict Verdict, opts ...StartOptions) (ReportResult, error) {
