@@ -29,19 +29,6 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 var taskQueue = cmp.Or(os.Getenv("TASK_QUEUE"), captchaflow.DefaultTaskQueue) // the worker's
 
-// params collects repeated --param k=v flags.
-type params map[string]string
-
-func (p params) String() string { return fmt.Sprint(map[string]string(p)) }
-func (p params) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", v)
-	}
-	p[k] = val
-	return nil
-}
-
 // run returns the exit code: 0 done, 1 failed, 2 bad usage or configuration.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "report" {
@@ -49,10 +36,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	p := params{}
+	p := captchaflow.Params{}
 	id := fs.String("id", "", "task ID, used as the workflow ID (required)")
 	method := fs.String("method", "", "provider method, e.g. userrecaptcha, hcaptcha, turnstile, base64 (required)")
-	fs.Var(p, "param", "in.php parameter key=value (repeatable)")
+	fs.Func("param", "in.php parameter key=value (repeatable)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want key=value, got %q", v)
+		}
+		p[k] = val
+		return nil
+	})
 	fields := fs.String("input", "{}", `more input fields as JSON, e.g. {"deadline_seconds":300} (docs/contract.md)`)
 	queue := fs.String("task-queue", taskQueue, "task queue")
 	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
@@ -65,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "starter: --input:", err)
 		return 2
 	}
-	in.Method, in.Params = *method, captchaflow.Params(p) // a bad field of --input is Start's FieldError
+	in.Method, in.Params = *method, p // a bad field of --input is Start's FieldError
 	return execute("starter", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
 		run, err := captchaflow.Start(ctx, c, *id, in, captchaflow.StartOptions{TaskQueue: *queue})
 		switch {

@@ -168,16 +168,17 @@ func checkSearchAttributes(ctx context.Context, c client.Client, namespace strin
 	if !routed { // CaptchaProvider, the last, is upserted only by tasks of a worker with PROVIDERS_FILE
 		keys = keys[:len(keys)-1]
 	}
-	var missing, how []string
+	var missing []string
+	how := "temporal operator search-attribute create --namespace " + namespace
 	for _, key := range keys {
 		if name := key.GetName(); resp.GetCustomAttributes()[name] != enums.INDEXED_VALUE_TYPE_KEYWORD {
 			missing = append(missing, name)
-			how = append(how, "temporal operator search-attribute create --namespace "+namespace+" --name "+name+" --type Keyword")
+			how += " --name " + name + " --type Keyword"
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("namespace %q lacks the Keyword search attribute(s) %s; register them with:\n  %s",
-		namespace, strings.Join(missing, ", "), strings.Join(how, "\n  "))
+	return fmt.Errorf("namespace %q lacks the Keyword search attribute(s) %s; register them with: %s",
+		namespace, strings.Join(missing, ", "), how)
 }
