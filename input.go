@@ -48,9 +48,7 @@ type Input struct {
 }
 
 // FieldError is an input problem; Field names the JSON field (params.<key> for a parameter).
-type FieldError struct {
-	Field, Problem string
-}
+type FieldError struct{ Field, Problem string }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
 
@@ -155,10 +153,7 @@ func (in Input) WithDefaults() Input {
 	in.MaxSubmits = cmp.Or(in.MaxSubmits, DefaultMaxSubmits)
 	in.LostAnswerWaitSeconds = cmp.Or(in.LostAnswerWaitSeconds, DefaultLostAnswerWaitSeconds)
 	in.DeliveryTimeoutSeconds = cmp.Or(in.DeliveryTimeoutSeconds, DefaultDeliveryTimeoutSeconds)
-	if in.MaxRefreshes == nil {
-		n := DefaultMaxRefreshes
-		in.MaxRefreshes = &n
-	}
+	in.MaxRefreshes = cmp.Or(in.MaxRefreshes, new(DefaultMaxRefreshes))
 	return in
 }
 
@@ -249,12 +244,7 @@ func (in Input) LostAnswerWait() time.Duration  { return seconds(in.LostAnswerWa
 func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }
 
 // Refreshes is max_refreshes after defaults: how many fresh solves an expired, undelivered token may cost.
-func (in Input) Refreshes() int {
-	if in.MaxRefreshes == nil {
-		return DefaultMaxRefreshes
-	}
-	return *in.MaxRefreshes
-}
+func (in Input) Refreshes() int { return *cmp.Or(in.MaxRefreshes, new(DefaultMaxRefreshes)) }
 
 // ExpiresAt is when a result received at receivedAt expires (token_ttl_seconds, else the method's TokenLifetimes
 // entry); zero when it does not.
