@@ -1,5 +1,5 @@
-// Command starter starts one SolveCaptcha task and, with --wait, prints its result as JSON; `starter report` tells
-// the provider whether a solved task's token worked.
+// Command starter starts one SolveCaptcha task and prints its workflow and run IDs, or with --wait its result, as
+// JSON; `starter report` tells the provider whether a solved task's token worked.
 //
 //	go run ./starter --id demo-1 --method userrecaptcha --param googlekey=6Le... --param pageurl=https://example.com --wait
 //	go run ./starter report --id demo-1 --verdict bad
@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case err != nil:
 			return nil, err
 		case !*wait:
-			return fmt.Sprintf("started workflow %s (run %s)", run.GetID(), run.GetRunID()), nil
+			return map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()}, nil
 		}
 		var res captchaflow.Result
 		return res, run.Get(ctx, &res)
@@ -113,7 +113,7 @@ func parse(fs *flag.FlagSet, args []string, required ...string) bool {
 	return true
 }
 
-// execute dials Temporal and runs fn, printing its result (a string as it is, anything else as JSON).
+// execute dials Temporal and runs fn, printing its result as JSON.
 func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn func(context.Context, client.Client) (any, error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -142,10 +142,6 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 	case err != nil:
 		fmt.Fprintln(stderr, name+":", err)
 		return 1
-	}
-	if s, ok := res.(string); ok {
-		fmt.Fprintln(stdout, s)
-		return 0
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")

@@ -62,7 +62,7 @@ func run(logger *slog.Logger) error {
 		return configError{fmt.Errorf("temporal client configuration: %w", err)}
 	}
 	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
-	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), m.Handler()
+	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), m.handler
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)

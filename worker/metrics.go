@@ -24,7 +24,7 @@ import (
 // metrics exports the SDK's and the workflows' metrics (both through the client's handler) on /metrics.
 type metrics struct {
 	registry *prom.Registry
-	scope    tally.Scope
+	handler  sdkclient.MetricsHandler
 	io.Closer
 }
 
@@ -40,15 +40,13 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	}
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{CachedReporter: reporter, Separator: tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions}, time.Second)
-	return &metrics{registry, sdktally.NewPrometheusNamingScope(scope), closer}, nil
+	return &metrics{registry, sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer}, nil
 }
-
-func (m *metrics) Handler() sdkclient.MetricsHandler { return sdktally.NewMetricsHandler(m.scope) }
 
 // serve exports the worker's gauges and, unless WORKER_METRICS_ADDR is empty, serves them.
 func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) error {
 	if low := cfg.ProviderBalanceLow; low > 0 { // the low-balance alert's threshold
-		m.Handler().WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
+		m.handler.WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
 	}
 	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil || cfg.MetricsAddr == "" {
 		return err
