@@ -63,10 +63,10 @@ func ReportedTaskID(reportWorkflowID string) (string, error) {
 	return taskID, ValidateWorkflowID(taskID)
 }
 
-// SendReport tells the provider whether the task's token worked (reportgood / reportbad), on the task's final
-// provider task and exactly once: it starts or joins ReportVerdict and
-// waits for it. The same verdict again returns the same result; the other one fails FailureVerdictConflict with
-// the standing ReportResult in its details. A failed report can be sent again, with either verdict.
+// SendReport tells the provider whether the task's token worked (reportgood / reportbad), on its final provider
+// task and exactly once: it starts or joins ReportVerdict and waits for it. The same verdict again returns the
+// same result; the other one fails FailureVerdictConflict with the standing ReportResult in its details. A failed
+// report can be sent again, with either verdict.
 func SendReport(ctx context.Context, c client.Client, taskID string, verdict Verdict, opts ...StartOptions) (ReportResult, error) {
 	id, err := ReportWorkflowID(taskID)
 	if err == nil {
