@@ -29,11 +29,10 @@ const MaxCodeBytes = 16 << 10
 
 // Search attributes the workflow upserts (Keyword); CaptchaProvider only on a worker with PROVIDERS_FILE.
 var (
-	TaskIDKey               = temporal.NewSearchAttributeKeyKeyword("CaptchaTaskId") // routes a bare callback
-	PhaseKey                = temporal.NewSearchAttributeKeyKeyword("CaptchaPhase")
-	ProviderKey             = temporal.NewSearchAttributeKeyKeyword("CaptchaProvider")
-	SearchAttributeKeys     = []temporal.SearchAttributeKeyKeyword{TaskIDKey, PhaseKey, ProviderKey}
-	BaseSearchAttributeKeys = []temporal.SearchAttributeKeyKeyword{TaskIDKey, PhaseKey}
+	TaskIDKey           = temporal.NewSearchAttributeKeyKeyword("CaptchaTaskId") // routes a bare callback
+	PhaseKey            = temporal.NewSearchAttributeKeyKeyword("CaptchaPhase")
+	ProviderKey         = temporal.NewSearchAttributeKeyKeyword("CaptchaProvider")
+	SearchAttributeKeys = []temporal.SearchAttributeKeyKeyword{TaskIDKey, PhaseKey, ProviderKey}
 )
 
 // Failure types: the temporal.ApplicationError types a failed SolveCaptcha carries, for callers to branch on.
@@ -151,6 +150,3 @@ var TokenLifetimes = map[string]time.Duration{
 	"geetest":       120 * time.Second,
 	"geetest_v4":    120 * time.Second,
 }
-
-// TokenLifetime is method's entry in TokenLifetimes, zero when its code does not expire.
-func TokenLifetime(method string) time.Duration { return TokenLifetimes[method] }

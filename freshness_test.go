@@ -15,18 +15,17 @@ func TestTokenFreshnessFieldsDecodeAndDefault(t *testing.T) {
 	require.NotNil(t, in.MaxRefreshes)
 	assert.Equal(t, DefaultMaxRefreshes, *in.MaxRefreshes)
 	assert.Equal(t, 1, in.Refreshes())
-	assert.Equal(t, 300*time.Second, in.TokenTTL())
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	assert.Equal(t, at.Add(300*time.Second), in.ExpiresAt(at))
 
 	in = decode(t, `{"method":"turnstile","params":{"sitekey":"k","pageurl":"https://e.com"},"max_refreshes":0,"token_ttl_seconds":90}`)
 	require.NoError(t, in.Validate())
 	assert.Equal(t, 0, in.Refreshes(), "an explicit 0 turns refreshing off; it is not the default")
-	assert.Equal(t, 90*time.Second, in.TokenTTL())
+	assert.Equal(t, at.Add(90*time.Second), in.ExpiresAt(at))
 
 	in = decode(t, `{"method":"base64","params":{"body":"aGk="}}`)
-	assert.Zero(t, in.TokenTTL(), "an image code does not expire")
-	assert.True(t, in.ExpiresAt(time.Now()).IsZero())
+	assert.True(t, in.ExpiresAt(time.Now()).IsZero(), "an image code does not expire")
 	in.TokenTTLSeconds = 30
-	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	assert.Equal(t, at.Add(30*time.Second), in.ExpiresAt(at))
 }
 
@@ -73,6 +72,6 @@ func TestResultAndStatusCarryTokenTimes(t *testing.T) {
 	assert.Equal(t, FailureTokenExpired, "TokenExpired")
 	for method, ttl := range map[string]time.Duration{"userrecaptcha": 120 * time.Second, "turnstile": 300 * time.Second,
 		"hcaptcha": 120 * time.Second, "base64": 0, "post": 0, "textcaptcha": 0} {
-		assert.Equal(t, ttl, TokenLifetime(method), method)
+		assert.Equal(t, ttl, TokenLifetimes[method], method)
 	}
 }

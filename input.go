@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -47,9 +48,7 @@ type Input struct {
 }
 
 // FieldError is an input problem; Field names the JSON field (params.<key> for a parameter).
-type FieldError struct {
-	Field, Problem string
-}
+type FieldError struct{ Field, Problem string }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
 
@@ -95,7 +94,7 @@ func (p *Params) UnmarshalJSON(data []byte) error {
 	}
 	out := make(Params, len(raw))
 	// Sorted, so of several bad values the same one is named on every replay.
-	for _, k := range sortedKeys(raw) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		v := bytes.TrimSpace(raw[k])
 		var s string
 		switch {
@@ -109,15 +108,6 @@ func (p *Params) UnmarshalJSON(data []byte) error {
 	}
 	*p = out
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // workflowIDPattern is the caller's task ID, the workflow ID and one segment of the callback URL.
@@ -146,7 +136,8 @@ var RequiredParams = map[string][]string{
 // ReservedParams are set by captchaflow itself; "key" passed in would put the provider key into history.
 var ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
 
-var methodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+// MethodPattern is a provider method's name (Input.method, CALLBACK_TIMEOUT_BY_METHOD).
+var MethodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 
 // ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.
 var ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
@@ -162,10 +153,7 @@ func (in Input) WithDefaults() Input {
 	in.MaxSubmits = cmp.Or(in.MaxSubmits, DefaultMaxSubmits)
 	in.LostAnswerWaitSeconds = cmp.Or(in.LostAnswerWaitSeconds, DefaultLostAnswerWaitSeconds)
 	in.DeliveryTimeoutSeconds = cmp.Or(in.DeliveryTimeoutSeconds, DefaultDeliveryTimeoutSeconds)
-	if in.MaxRefreshes == nil {
-		n := DefaultMaxRefreshes
-		in.MaxRefreshes = &n
-	}
+	in.MaxRefreshes = cmp.Or(in.MaxRefreshes, new(DefaultMaxRefreshes))
 	return in
 }
 
@@ -179,21 +167,20 @@ func (in Input) Validate() error {
 	}
 	const day = 24 * 60 * 60
 	for _, r := range []struct {
-		field        string
-		v, lo, hi    int
-		skipWhenZero bool
+		field     string
+		v, lo, hi int
 	}{
-		{"callback_timeout_seconds", in.CallbackTimeoutSeconds, 1, day, false},
-		{"poll_interval_seconds", in.PollIntervalSeconds, 1, 60 * 60, false},
-		{"deadline_seconds", in.DeadlineSeconds, 1, 7 * day, false},
-		{"max_submits", in.MaxSubmits, 1, 10, false},
-		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30 * day, false},
-		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60 * 60, false},
-		// Shorter, a token could not even be offered to notify_url before it expired.
-		{"token_ttl_seconds", in.TokenTTLSeconds, MinTokenTTLSeconds, day, true},
-		{"max_refreshes", in.Refreshes(), 0, MaxMaxRefreshes, false},
+		{"callback_timeout_seconds", in.CallbackTimeoutSeconds, 1, day},
+		{"poll_interval_seconds", in.PollIntervalSeconds, 1, 60 * 60},
+		{"deadline_seconds", in.DeadlineSeconds, 1, 7 * day},
+		{"max_submits", in.MaxSubmits, 1, 10},
+		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30 * day},
+		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60 * 60},
+		// 0: the method's lifetime. Shorter, a token could not even be offered to notify_url before it expired.
+		{"token_ttl_seconds", cmp.Or(in.TokenTTLSeconds, MinTokenTTLSeconds), MinTokenTTLSeconds, day},
+		{"max_refreshes", in.Refreshes(), 0, MaxMaxRefreshes},
 	} {
-		if (r.v != 0 || !r.skipWhenZero) && (r.v < r.lo || r.v > r.hi) {
+		if r.v < r.lo || r.v > r.hi {
 			return fieldError(r.field, "%d is out of range [%d, %d]", r.v, r.lo, r.hi)
 		}
 	}
@@ -208,12 +195,12 @@ func (in Input) validateMethodParams() error {
 	switch {
 	case in.Method == "":
 		return fieldError("method", "required")
-	case !methodPattern.MatchString(in.Method):
+	case !MethodPattern.MatchString(in.Method):
 		return fieldError("method", "%.40q is not a provider method name", in.Method)
 	case in.Params == nil:
 		return fieldError("params", "required (an object of in.php parameters)")
 	}
-	for _, k := range sortedKeys(in.Params) {
+	for _, k := range slices.Sorted(maps.Keys(in.Params)) {
 		if slices.Contains(ReservedParams, strings.ToLower(k)) {
 			return fieldError("params."+k, "set by captchaflow, must not be passed")
 		}
@@ -256,22 +243,13 @@ func (in Input) SolveBudget() time.Duration     { return seconds(in.DeadlineSeco
 func (in Input) LostAnswerWait() time.Duration  { return seconds(in.LostAnswerWaitSeconds) }
 func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTimeoutSeconds) }
 
-// TokenTTL is how long a result stays usable after it is received; zero: it does not expire.
-func (in Input) TokenTTL() time.Duration {
-	return cmp.Or(seconds(in.TokenTTLSeconds), TokenLifetimes[in.Method])
-}
-
 // Refreshes is max_refreshes after defaults: how many fresh solves an expired, undelivered token may cost.
-func (in Input) Refreshes() int {
-	if in.MaxRefreshes == nil {
-		return DefaultMaxRefreshes
-	}
-	return *in.MaxRefreshes
-}
+func (in Input) Refreshes() int { return *cmp.Or(in.MaxRefreshes, new(DefaultMaxRefreshes)) }
 
-// ExpiresAt is when a result received at receivedAt expires; zero when it does not.
+// ExpiresAt is when a result received at receivedAt expires (token_ttl_seconds, else the method's TokenLifetimes
+// entry); zero when it does not.
 func (in Input) ExpiresAt(receivedAt time.Time) time.Time {
-	if ttl := in.TokenTTL(); ttl > 0 {
+	if ttl := cmp.Or(seconds(in.TokenTTLSeconds), TokenLifetimes[in.Method]); ttl > 0 {
 		return receivedAt.Add(ttl)
 	}
 	return time.Time{}

@@ -20,14 +20,6 @@ const (
 	VerdictBad  Verdict = "bad"  // res.php action=reportbad (the provider may refund it)
 )
 
-// VerdictOf is the verdict for "the target site accepted the token".
-func VerdictOf(accepted bool) Verdict {
-	if accepted {
-		return VerdictGood
-	}
-	return VerdictBad
-}
-
 func (v Verdict) Validate() error {
 	if v != VerdictGood && v != VerdictBad {
 		return fieldError("verdict", "must be %q or %q, got %.20q", VerdictGood, VerdictBad, string(v))
@@ -71,15 +63,10 @@ func ReportedTaskID(reportWorkflowID string) (string, error) {
 	return taskID, ValidateWorkflowID(taskID)
 }
 
-// Report tells the provider whether the task's token worked (reportgood / reportbad); see SendReport.
-func Report(ctx context.Context, c client.Client, taskID string, accepted bool, opts ...StartOptions) error {
-	_, err := SendReport(ctx, c, taskID, VerdictOf(accepted), opts...)
-	return err
-}
-
-// SendReport reports verdict on the task's final provider task exactly once: it starts or joins ReportVerdict and
-// waits for it. The same verdict again returns the same result; the other one fails FailureVerdictConflict with
-// the standing ReportResult in its details. A failed report can be sent again, with either verdict.
+// SendReport tells the provider whether the task's token worked (reportgood / reportbad), on its final provider
+// task and exactly once: it starts or joins ReportVerdict and waits for it. The same verdict again returns the
+// same result; the other one fails FailureVerdictConflict with the standing ReportResult in its details. A failed
+// report can be sent again, with either verdict.
 func SendReport(ctx context.Context, c client.Client, taskID string, verdict Verdict, opts ...StartOptions) (ReportResult, error) {
 	id, err := ReportWorkflowID(taskID)
 	if err == nil {

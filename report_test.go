@@ -32,8 +32,6 @@ func TestReportWorkflowID(t *testing.T) {
 }
 
 func TestVerdict(t *testing.T) {
-	assert.Equal(t, VerdictGood, VerdictOf(true))
-	assert.Equal(t, VerdictBad, VerdictOf(false))
 	assert.NoError(t, VerdictGood.Validate())
 	assert.Error(t, Verdict("Good").Validate())
 }
@@ -55,7 +53,8 @@ func reportClient(t *testing.T, standing Verdict) (*mocks.Client, *client.StartW
 
 func TestReportSameVerdictIsIdempotent(t *testing.T) {
 	c, opts := reportClient(t, VerdictBad)
-	require.NoError(t, Report(context.Background(), c, "order-42", false))
+	_, err := SendReport(context.Background(), c, "order-42", VerdictBad)
+	require.NoError(t, err)
 	assert.Equal(t, "order-42/report", opts.ID)
 	assert.Equal(t, DefaultTaskQueue, opts.TaskQueue)
 	assert.Equal(t, enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING, opts.WorkflowIDConflictPolicy)
@@ -78,8 +77,9 @@ func TestReportOtherVerdictConflicts(t *testing.T) {
 
 func TestReportRefusesBadArguments(t *testing.T) {
 	c := &mocks.Client{} // nothing may be started
-	assert.Error(t, Report(context.Background(), c, "not a task id", true))
-	_, err := SendReport(context.Background(), c, "order-42", "maybe")
+	_, err := SendReport(context.Background(), c, "not a task id", VerdictGood)
+	assert.Error(t, err)
+	_, err = SendReport(context.Background(), c, "order-42", "maybe")
 	assert.Error(t, err)
 	c.AssertExpectations(t)
 }

@@ -1,11 +1,12 @@
-// Command starter starts one SolveCaptcha task and, with --wait, prints its result as JSON; `starter report` tells
-// the provider whether a solved task's token worked.
+// Command starter starts one SolveCaptcha task and prints its workflow and run IDs, or with --wait its result, as
+// JSON; `starter report` tells the provider whether a solved task's token worked.
 //
 //	go run ./starter --id demo-1 --method userrecaptcha --param googlekey=6Le... --param pageurl=https://example.com --wait
 //	go run ./starter report --id demo-1 --verdict bad
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,23 +23,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/internal/config"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// params collects repeated --param k=v flags.
-type params map[string]string
-
-func (p params) String() string { return fmt.Sprint(map[string]string(p)) }
-func (p params) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", v)
-	}
-	p[k] = val
-	return nil
-}
+var taskQueue = cmp.Or(os.Getenv("TASK_QUEUE"), captchaflow.DefaultTaskQueue) // the worker's
 
 // run returns the exit code: 0 done, 1 failed, 2 bad usage or configuration.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -47,31 +36,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	p := params{}
+	p := captchaflow.Params{}
 	id := fs.String("id", "", "task ID, used as the workflow ID (required)")
 	method := fs.String("method", "", "provider method, e.g. userrecaptcha, hcaptcha, turnstile, base64 (required)")
-	fs.Var(p, "param", "in.php parameter key=value (repeatable)")
-	callbackTimeout := fs.Duration("callback-timeout", 0, "wait this long for the callback before polling (default 120s)")
-	pollInterval := fs.Duration("poll-interval", 0, "res.php poll interval (default 5s)")
-	deadline := fs.Duration("deadline", 0, "give up after this long (default 10m)")
-	maxSubmits := fs.Int("max-submits", 0, "submissions allowed for unsolvable answers (default 2)")
-	notifyURL := fs.String("notify-url", "", "POST the result here (Standard Webhooks signed)")
-	queue := fs.String("task-queue", config.WorkerTaskQueue(), "task queue")
+	fs.Func("param", "in.php parameter key=value (repeatable)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want key=value, got %q", v)
+		}
+		p[k] = val
+		return nil
+	})
+	fields := fs.String("input", "{}", `more input fields as JSON, e.g. {"deadline_seconds":300} (docs/contract.md)`)
+	queue := fs.String("task-queue", taskQueue, "task queue")
 	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
 	timeout := fs.Duration("timeout", 0, "with --wait, stop waiting after this long (0 = until the workflow ends)")
 	if !parse(fs, args, "id", "method") {
 		return 2
 	}
-	in := captchaflow.Input{Method: *method, Params: captchaflow.Params(p), MaxSubmits: *maxSubmits, NotifyURL: *notifyURL,
-		CallbackTimeoutSeconds: wholeSeconds(*callbackTimeout), PollIntervalSeconds: wholeSeconds(*pollInterval),
-		DeadlineSeconds: wholeSeconds(*deadline)}
+	var in captchaflow.Input
+	if err := json.Unmarshal([]byte(*fields), &in); err != nil {
+		fmt.Fprintln(stderr, "starter: --input:", err)
+		return 2
+	}
+	in.Method, in.Params = *method, p // a bad field of --input is Start's FieldError
 	return execute("starter", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
 		run, err := captchaflow.Start(ctx, c, *id, in, captchaflow.StartOptions{TaskQueue: *queue})
 		switch {
 		case err != nil:
 			return nil, err
 		case !*wait:
-			return fmt.Sprintf("started workflow %s (run %s)", run.GetID(), run.GetRunID()), nil
+			return map[string]string{"workflow_id": run.GetID(), "run_id": run.GetRunID()}, nil
 		}
 		var res captchaflow.Result
 		return res, run.Get(ctx, &res)
@@ -84,7 +79,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	id := fs.String("id", "", "task ID of the solved task (required)")
 	verdict := fs.String("verdict", "", "good (the target site accepted the token) or bad (it refused it) (required)")
-	queue := fs.String("task-queue", config.WorkerTaskQueue(), "task queue")
+	queue := fs.String("task-queue", taskQueue, "task queue")
 	timeout := fs.Duration("timeout", 0, "stop waiting after this long (0 = until the report is done)")
 	if !parse(fs, args, "id", "verdict") {
 		return 2
@@ -118,7 +113,7 @@ func parse(fs *flag.FlagSet, args []string, required ...string) bool {
 	return true
 }
 
-// execute dials Temporal and runs fn, printing its result (a string as it is, anything else as JSON).
+// execute dials Temporal and runs fn, printing its result as JSON.
 func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn func(context.Context, client.Client) (any, error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -148,14 +143,8 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 		fmt.Fprintln(stderr, name+":", err)
 		return 1
 	}
-	if s, ok := res.(string); ok {
-		fmt.Fprintln(stdout, s)
-		return 0
-	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(res)
 	return 0
 }
-
-func wholeSeconds(d time.Duration) int { return int((max(d, 0) + time.Second - 1) / time.Second) }

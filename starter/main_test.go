@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -17,10 +16,10 @@ func TestRequiredFlags(t *testing.T) {
 	assert.Contains(t, errOut.String(), "want key=value")
 }
 
-func TestWholeSecondsRoundsUp(t *testing.T) {
-	assert.Equal(t, 0, wholeSeconds(0))
-	assert.Equal(t, 1, wholeSeconds(10*time.Millisecond))
-	assert.Equal(t, 120, wholeSeconds(2*time.Minute))
+func TestInputFlagMustBeJSON(t *testing.T) {
+	var out, errOut bytes.Buffer
+	assert.Equal(t, 2, run([]string{"--id", "x", "--method", "turnstile", "--input", "deadline_seconds=5"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "--input")
 }
 
 func TestReportFlags(t *testing.T) {

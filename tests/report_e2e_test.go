@@ -1,6 +1,6 @@
 package tests
 
-// The refund loop of issue #10 §4 on the real stack: captchaflow.Report sends the caller's verdict on a solved task
+// The refund loop of issue #10 §4 on the real stack: captchaflow.SendReport sends the caller's verdict on a solved task
 // to the provider exactly once, durably, and refuses a different one.
 
 import (
@@ -35,7 +35,10 @@ func TestE2E_ReportVerdict(t *testing.T) {
 	require.NoError(t, s.simDo(ctx, http.MethodPut, "/_sim/report_stall", `{"requests":1,"stall_ms":20000}`, http.StatusOK))
 	reported := make(chan error, 1)
 	started := time.Now()
-	go func() { reported <- captchaflow.Report(ctx, s.c, tr.ID, false) }()
+	go func() {
+		_, err := captchaflow.SendReport(ctx, s.c, tr.ID, captchaflow.VerdictBad)
+		reported <- err
+	}()
 	providerTask := func() sim.Task {
 		tasks, err := s.simTasks(ctx, "/callback/"+tr.ID)
 		require.NoError(t, err)
@@ -63,7 +66,7 @@ func TestE2E_ReportVerdict(t *testing.T) {
 	assert.True(t, again.SubmittedAt.Equal(solved.SubmittedAt))
 
 	// The other verdict: refused, naming the one that stands.
-	err = captchaflow.Report(ctx, s.c, tr.ID, true)
+	_, err = captchaflow.SendReport(ctx, s.c, tr.ID, captchaflow.VerdictGood)
 	require.Error(t, err)
 	assert.Equal(t, captchaflow.FailureVerdictConflict, captchaflow.FailureType(err), "%v", err)
 	assert.Contains(t, err.Error(), "already reported bad")
@@ -79,7 +82,7 @@ func TestE2E_ReportVerdict(t *testing.T) {
 
 	// A task that never was: refused, and the refusal does not stand in the way of a later report.
 	never := sc.prefix + "never"
-	err = captchaflow.Report(ctx, s.c, never, true)
+	_, err = captchaflow.SendReport(ctx, s.c, never, captchaflow.VerdictGood)
 	assert.Equal(t, captchaflow.FailureTaskNotSolved, captchaflow.FailureType(err), "%v", err)
 
 	// The report's history holds neither the code nor a secret, and replays.

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -13,21 +13,18 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // MinBalanceInterval is the shortest PROVIDER_BALANCE_INTERVAL: at most one read a minute per namespace.
 const MinBalanceInterval = time.Minute
 
-// balanceCheckWorkflowID is the ID of the workflows the schedule starts (the server appends the start time).
-const balanceCheckWorkflowID = "captchaflow-balance-check"
-
 // balanceSchedule is captchaflow.BalanceScheduleID as this worker wants it: CheckBalance on its queue every interval.
 func balanceSchedule(taskQueue string, every time.Duration) (client.ScheduleSpec, *client.ScheduleWorkflowAction) {
 	return client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: every}}},
 		&client.ScheduleWorkflowAction{
-			ID:                  balanceCheckWorkflowID,
+			ID:                  "captchaflow-balance-check", // the server appends the start time
 			Workflow:            captchaflow.BalanceWorkflowType,
 			TaskQueue:           taskQueue,
 			WorkflowRunTimeout:  workflows.BalanceCheckTimeout + 10*time.Second,
@@ -35,46 +32,37 @@ func balanceSchedule(taskQueue string, every time.Duration) (client.ScheduleSpec
 		}
 }
 
-// ensureBalanceSchedule creates the balance Schedule (first run at once), or brings an existing one to this worker's
+// keepBalanceSchedule creates the balance Schedule (first run at once), or brings an existing one to this worker's
 // interval, queue and overlap policy (one already so is untouched): the schedule, not the workers, sets the pace.
-func ensureBalanceSchedule(ctx context.Context, sc client.ScheduleClient, taskQueue string, every time.Duration, logger *slog.Logger) error {
-	spec, action := balanceSchedule(taskQueue, every)
-	_, err := sc.Create(ctx, client.ScheduleOptions{
-		ID:                 captchaflow.BalanceScheduleID,
-		Spec:               spec,
-		Action:             action,
-		Overlap:            enumspb.SCHEDULE_OVERLAP_POLICY_SKIP,
-		CatchupWindow:      time.Minute,
-		TriggerImmediately: true,
-		Note:               "created by the captchaflow worker: reads the provider balance (res.php?action=getbalance)",
-	})
-	if err == nil {
-		logger.Info("balance schedule created", "schedule_id", captchaflow.BalanceScheduleID, "every", every)
-		return nil
+// A failure costs the gauge, never a task.
+func keepBalanceSchedule(ctx context.Context, sc client.ScheduleClient, cfg config.Worker, logger *slog.Logger) {
+	if cfg.ProviderBalanceInterval <= 0 {
+		return
 	}
-	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-		return fmt.Errorf("creating schedule %s: %w", captchaflow.BalanceScheduleID, err)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	spec, action := balanceSchedule(cfg.TaskQueue, cfg.ProviderBalanceInterval)
+	_, err := sc.Create(ctx, client.ScheduleOptions{ID: captchaflow.BalanceScheduleID, Spec: spec, Action: action,
+		Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: time.Minute, TriggerImmediately: true,
+		Note: "created by the captchaflow worker: reads the provider balance (res.php?action=getbalance)"})
+	if errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		err = sc.GetHandle(ctx, captchaflow.BalanceScheduleID).Update(ctx, client.ScheduleUpdateOptions{
+			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+				s := in.Description.Schedule
+				if balanceScheduleIsAsWanted(s, spec, action) {
+					return nil, temporal.ErrSkipScheduleUpdate
+				}
+				s.Spec, s.Action = &spec, action
+				s.Policy = cmp.Or(s.Policy, &client.SchedulePolicies{})
+				s.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+				return &client.ScheduleUpdate{Schedule: &s}, nil
+			},
+		})
 	}
-	err = sc.GetHandle(ctx, captchaflow.BalanceScheduleID).Update(ctx, client.ScheduleUpdateOptions{
-		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
-			s := in.Description.Schedule
-			if balanceScheduleIsAsWanted(s, spec, action) {
-				return nil, temporal.ErrSkipScheduleUpdate
-			}
-			s.Spec = &spec
-			s.Action = action
-			if s.Policy == nil {
-				s.Policy = &client.SchedulePolicies{}
-			}
-			s.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
-			logger.Info("balance schedule updated", "schedule_id", captchaflow.BalanceScheduleID, "every", every)
-			return &client.ScheduleUpdate{Schedule: &s}, nil
-		},
-	})
 	if err != nil {
-		return fmt.Errorf("updating schedule %s: %w", captchaflow.BalanceScheduleID, err)
+		logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read",
+			"schedule_id", captchaflow.BalanceScheduleID, "error", err)
 	}
-	return nil
 }
 
 func balanceScheduleIsAsWanted(s client.Schedule, spec client.ScheduleSpec, action *client.ScheduleWorkflowAction) bool {
@@ -86,12 +74,4 @@ func balanceScheduleIsAsWanted(s client.Schedule, spec client.ScheduleSpec, acti
 	return name == captchaflow.BalanceWorkflowType && have.TaskQueue == action.TaskQueue && have.ID == action.ID &&
 		have.WorkflowRunTimeout == action.WorkflowRunTimeout &&
 		slices.Equal(s.Spec.Intervals, spec.Intervals) && len(s.Spec.Calendars) == 0 && len(s.Spec.CronExpressions) == 0
-}
-
-// exportBalanceLowThreshold sets MetricProviderBalanceLowThreshold to PROVIDER_BALANCE_LOW (> 0) for the alert.
-func (m *metrics) exportBalanceLowThreshold(namespace string, low float64) {
-	if low <= 0 {
-		return
-	}
-	m.Handler().WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
 }

@@ -18,7 +18,9 @@ func TestCircuitGaugeFollowsTimeWithoutRequests(t *testing.T) {
 	b := providers.NewBreaker(providers.DefaultCircuitSettings, func() time.Time { return now })
 	set := providers.NewSet([]*providers.Provider{{Name: "a"}, {Name: "b"}}, b)
 	reg := prom.NewRegistry()
-	reg.MustRegister(newCircuitCollector(set, "default", "captcha-solve"))
+	if err := (&metrics{registry: reg}).exportCircuits(set, "default", "captcha-solve"); err != nil {
+		t.Fatal(err)
+	}
 	b.Record("a", providers.OutcomeZeroBalance)
 	want := func(a int) string {
 		return "# HELP captchaflow_provider_circuit_state a provider's circuit: 0 closed, 1 half-open, 2 open\n" +

@@ -6,19 +6,22 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/providers"
@@ -29,7 +32,6 @@ func main() {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(os.Getenv("LOG_LEVEL"))) // unset or unknown: Info
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	flag.Parse()
 	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)
 		if errors.As(err, new(configError)) {
@@ -42,22 +44,28 @@ func main() {
 // configError marks problems an operator must fix before the worker can start.
 type configError struct{ error }
 
-// run is Dial → New → Register → Run, with the checks that stop a misconfigured worker before it takes a task.
+// run is Dial → New → Register → Run, after the checks that stop a misconfigured worker before it takes a task.
 func run(logger *slog.Logger) error {
 	cfg, acts, err := loadConfig()
 	if err != nil {
-		return err
+		return configError{err}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	metrics, err := newMetrics(logger)
+	m, err := newMetrics(logger)
 	if err != nil {
 		return err
 	}
-	defer metrics.Close()
-	c, opts, err := dialTemporal(ctx, logger, metrics.Handler())
+	defer m.Close()
+	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		return err
+		return configError{fmt.Errorf("temporal client configuration: %w", err)}
+	}
+	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
+	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), m.handler
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
 	}
 	defer c.Close()
 	logger = logger.With("task_queue", cfg.TaskQueue, "namespace", opts.Namespace)
@@ -75,8 +83,8 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
-	keepBalanceSchedule(ctx, c, cfg, logger)
-	if err := metrics.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
+	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
+	if err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
 	}
 	logger.Info("worker ready", "temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile,
@@ -93,28 +101,10 @@ func loadConfig() (config.Worker, *activities.Activities, error) {
 		err = checkSettings(cfg)
 	}
 	if err != nil {
-		return cfg, nil, configError{fmt.Errorf("worker configuration: %w", err)}
+		return cfg, nil, err
 	}
 	acts, err := newActivities(cfg)
-	if err != nil {
-		return cfg, nil, configError{err}
-	}
-	return cfg, acts, nil
-}
-
-// dialTemporal connects with the environment's Temporal settings; handler may be nil.
-func dialTemporal(ctx context.Context, logger *slog.Logger, handler client.MetricsHandler) (client.Client, client.Options, error) {
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return nil, opts, configError{fmt.Errorf("temporal client configuration: %w", err)}
-	}
-	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
-	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), handler
-	c, err := client.DialContext(ctx, opts)
-	if err != nil {
-		return nil, opts, fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
-	}
-	return c, opts, nil
+	return cfg, acts, err
 }
 
 // newWorker creates the task-queue worker and registers the workflows and their activities on it.
@@ -131,18 +121,6 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	return w
 }
 
-// keepBalanceSchedule keeps the balance schedule as configured; a failure costs the gauge, never a task.
-func keepBalanceSchedule(ctx context.Context, c client.Client, cfg config.Worker, logger *slog.Logger) {
-	if cfg.ProviderBalanceInterval <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := ensureBalanceSchedule(ctx, c.ScheduleClient(), cfg.TaskQueue, cfg.ProviderBalanceInterval, logger); err != nil {
-		logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read", "error", err)
-	}
-}
-
 // newActivities builds the activities: the providers of PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
 func newActivities(cfg config.Worker) (*activities.Activities, error) {
 	acts := &activities.Activities{
@@ -154,33 +132,53 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 		CallbackTimeoutByMethod: cfg.CallbackTimeoutByMethod,
 		ProviderThreads:         cfg.ProviderThreads,
 	}
-	if cfg.ProvidersFile != "" {
-		set, err := loadProviders(cfg)
-		acts.Providers = set
-		return acts, err
+	if cfg.ProvidersFile == "" {
+		var err error
+		acts.Provider, err = providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout))
+		if err != nil {
+			return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
+		}
+		return acts, nil
 	}
-	provider, err := providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout))
-	if err != nil {
-		return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
-	}
-	acts.Provider = provider
-	return acts, nil
-}
-
-// loadProviders reads PROVIDERS_FILE and builds its clients; each key variable is unset once read.
-func loadProviders(cfg config.Worker) (*providers.Set, error) {
 	f, err := providers.ReadFile(cfg.ProvidersFile, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	circuits := providers.DefaultCircuitSettings
 	circuits.GiveUp, circuits.NoSlotBudget = cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget
-	set, err := providers.Build(f, os.Getenv, cfg.ProviderTimeout, circuits)
-	for _, spec := range f.Providers {
+	acts.Providers, err = providers.Build(f, os.Getenv, cfg.ProviderTimeout, circuits)
+	for _, spec := range f.Providers { // each key variable is unset once read
 		_ = os.Unsetenv(spec.APIKeyEnv)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("PROVIDERS_FILE %s: %w", cfg.ProvidersFile, err)
 	}
-	return set, nil
+	return acts, nil
+}
+
+// checkSearchAttributes refuses to start without the workflow's search attributes (its upserts would stick every task).
+func checkSearchAttributes(ctx context.Context, c client.Client, namespace string, routed bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("listing search attributes of namespace %q: %w", namespace, err)
+	}
+	keys := captchaflow.SearchAttributeKeys
+	if !routed { // CaptchaProvider, the last, is upserted only by tasks of a worker with PROVIDERS_FILE
+		keys = keys[:len(keys)-1]
+	}
+	var missing []string
+	how := "temporal operator search-attribute create --namespace " + namespace
+	for _, key := range keys {
+		if name := key.GetName(); resp.GetCustomAttributes()[name] != enums.INDEXED_VALUE_TYPE_KEYWORD {
+			missing = append(missing, name)
+			how += " --name " + name + " --type Keyword"
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("namespace %q lacks the Keyword search attribute(s) %s; register them with: %s",
+		namespace, strings.Join(missing, ", "), how)
 }

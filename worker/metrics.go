@@ -1,9 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	sdkclient "go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 
+	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/providers"
 )
@@ -24,10 +24,8 @@ import (
 // metrics exports the SDK's and the workflows' metrics (both through the client's handler) on /metrics.
 type metrics struct {
 	registry *prom.Registry
-	scope    tally.Scope
-	closer   interface{ Close() error }
-	server   *http.Server
-	logger   *slog.Logger
+	handler  sdkclient.MetricsHandler
+	io.Closer
 }
 
 func newMetrics(logger *slog.Logger) (*metrics, error) {
@@ -42,21 +40,18 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	}
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{CachedReporter: reporter, Separator: tallyprom.DefaultSeparator,
 		SanitizeOptions: &sdktally.PrometheusSanitizeOptions}, time.Second)
-	return &metrics{registry: registry, scope: sdktally.NewPrometheusNamingScope(scope), closer: closer, logger: logger}, nil
+	return &metrics{registry, sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer}, nil
 }
-
-func (m *metrics) Handler() sdkclient.MetricsHandler { return sdktally.NewMetricsHandler(m.scope) }
 
 // serve exports the worker's gauges and, unless WORKER_METRICS_ADDR is empty, serves them.
 func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) error {
-	m.exportBalanceLowThreshold(namespace, cfg.ProviderBalanceLow)
-	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil {
+	if low := cfg.ProviderBalanceLow; low > 0 { // the low-balance alert's threshold
+		m.handler.WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
+	}
+	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil || cfg.MetricsAddr == "" {
 		return err
 	}
-	if cfg.MetricsAddr == "" {
-		return nil
-	}
-	addr, err := m.Serve(cfg.MetricsAddr)
+	addr, err := m.listen(cfg.MetricsAddr, logger)
 	if err != nil {
 		return fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
 	}
@@ -64,8 +59,8 @@ func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string,
 	return nil
 }
 
-// Serve serves /metrics and /healthz on addr and returns the bound address (addr may use port 0).
-func (m *metrics) Serve(addr string) (string, error) {
+// listen serves /metrics and /healthz on addr (which may use port 0) until the process exits.
+func (m *metrics) listen(addr string, logger *slog.Logger) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", err
@@ -73,20 +68,24 @@ func (m *metrics) Serve(addr string) (string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	m.server = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
-	go func() {
-		if err := m.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			m.logger.Error("metrics server", "error", err)
-		}
-	}()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	go func() { logger.Error("metrics server", "error", srv.Serve(ln)) }()
 	return ln.Addr().String(), nil
 }
 
-func (m *metrics) Close() {
-	if m.server != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = m.server.Shutdown(ctx)
+// exportCircuits registers a routed worker's circuit gauges (PROVIDERS_FILE), read at scrape so a circuit
+// half-opened by time alone shows it (and its alert clears).
+func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string) error {
+	if set == nil || !set.Routed {
+		return nil
 	}
-	_ = m.closer.Close()
+	for _, p := range set.All() {
+		labels := prom.Labels{"namespace": namespace, "task_queue": taskQueue, "provider": p.Name}
+		if err := m.registry.Register(prom.NewGaugeFunc(prom.GaugeOpts{Name: activities.MetricCircuitState, ConstLabels: labels,
+			Help: "a provider's circuit: 0 closed, 1 half-open, 2 open"},
+			func() float64 { return float64(set.Breaker.State(p.Name)) })); err != nil {
+			return err
+		}
+	}
+	return nil
 }

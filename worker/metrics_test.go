@@ -8,20 +8,24 @@ import (
 	"testing"
 	"time"
 
+	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
+	sdktally "go.temporal.io/sdk/contrib/tally"
+
+	"github.com/captchaflow/captchaflow/internal/config"
 )
 
 func TestMetricsExportsDomainCountersInPrometheusFormat(t *testing.T) {
 	m, err := newMetrics(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
-	t.Cleanup(m.Close)
-	addr, err := m.Serve("127.0.0.1:0")
+	t.Cleanup(func() { _ = m.Close() })
+	addr, err := m.listen("127.0.0.1:0", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 
-	m.Handler().WithTags(map[string]string{"outcome": "poll"}).Counter("captchaflow_tasks_finished_total").Inc(2)
-	m.Handler().Timer("captchaflow_result_latency_seconds").Record(1500 * time.Millisecond)
+	m.handler.WithTags(map[string]string{"outcome": "poll"}).Counter("captchaflow_tasks_finished_total").Inc(2)
+	m.handler.Timer("captchaflow_result_latency_seconds").Record(1500 * time.Millisecond)
 
 	// tally reports on an interval; scrape until the series shows up (bounded).
 	var body string
@@ -47,7 +51,8 @@ func TestMetricsExportsDomainCountersInPrometheusFormat(t *testing.T) {
 func TestBalanceLowThresholdIsExportedOnlyWhenSet(t *testing.T) {
 	gauges := func(low float64) map[string]tally.GaugeSnapshot {
 		scope := tally.NewTestScope("", nil)
-		(&metrics{scope: scope}).exportBalanceLowThreshold("prod", low)
+		m := &metrics{registry: prom.NewRegistry(), handler: sdktally.NewMetricsHandler(scope)}
+		require.NoError(t, m.serve(config.Worker{ProviderBalanceLow: low}, nil, "prod", slog.New(slog.DiscardHandler)))
 		return scope.Snapshot().Gauges()
 	}
 	got := gauges(25.5)

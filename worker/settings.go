@@ -23,13 +23,30 @@ const (
 
 // checkSettings refuses, all at once and never quoting a secret, the settings that would fail every task later.
 func checkSettings(cfg config.Worker) error {
-	errs := []error{checkCallbackBaseURL(cfg.CallbackBaseURL), activities.CheckNotifySecret(cfg.NotifySecret.Reveal()),
-		checkRequestTimeout("CAPTCHAAI_TIMEOUT", cfg.ProviderTimeout, workflows.ProviderStartToClose, "provider"),
-		checkRequestTimeout("NOTIFY_REQUEST_TIMEOUT", cfg.DeliveryRequestTimeout, workflows.DeliverStartToClose, "delivery")}
+	errs := []error{activities.CheckNotifySecret(cfg.NotifySecret.Reveal())}
 	check := func(bad bool, format string, args ...any) {
 		if bad {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
+	}
+	// What Submit extends (the same URLFor), and no query or fragment, which every pingback URL keeps.
+	u, err := url.Parse(cfg.CallbackBaseURL)
+	if err == nil && (u.RawQuery != "" || u.Fragment != "" || u.ForceQuery) {
+		err = fmt.Errorf("%q must not have a query or fragment", u.Redacted())
+	} else if err == nil {
+		_, err = callbackauth.URLFor(cfg.CallbackBaseURL, "preflight", "x", callbackauth.Submission{RunID: "preflight", N: 1})
+	}
+	check(err != nil, "CALLBACK_BASE_URL: %v", err)
+	// A request its activity attempt cuts short ends as a timed-out activity (a dead worker, to Temporal) instead
+	// of failing with its own, classified error.
+	for _, t := range []struct {
+		name           string
+		timeout, limit time.Duration
+		activity       string
+	}{{"CAPTCHAAI_TIMEOUT", cfg.ProviderTimeout, workflows.ProviderStartToClose, "provider"},
+		{"NOTIFY_REQUEST_TIMEOUT", cfg.DeliveryRequestTimeout, workflows.DeliverStartToClose, "delivery"}} {
+		check(t.timeout <= 0 || t.timeout >= t.limit, "%s: %s must be positive and shorter than %s, the start-to-close "+
+			"timeout of one %s activity attempt", t.name, t.timeout, t.limit, t.activity)
 	}
 	check(cfg.ProviderBalanceInterval != 0 && cfg.ProviderBalanceInterval < MinBalanceInterval, "PROVIDER_BALANCE_INTERVAL: "+
 		"%s is shorter than %s (the balance is read at most once a minute per namespace); 0 leaves the schedule alone",
@@ -38,39 +55,12 @@ func checkSettings(cfg config.Worker) error {
 	check(low < 0 || math.IsNaN(low) || math.IsInf(low, 0), "PROVIDER_BALANCE_LOW: %v is not a balance (>= 0; 0 = no low-balance alert)", low)
 	check(cfg.ProviderThreads < 0, "PROVIDER_THREADS: %d is negative (0 or unset turns admission control off)", cfg.ProviderThreads)
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
+		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
+			"the plans; unset it and set threads in %s", cfg.ProvidersFile)
 		check(cfg.ProviderGiveUp < MinGiveUp || cfg.ProviderGiveUp > MaxGiveUp, "PROVIDER_GIVE_UP: %s is outside [%s, %s]",
 			cfg.ProviderGiveUp, MinGiveUp, MaxGiveUp)
 		check(cfg.ProviderNoSlotBudget < MinNoSlotBudget || cfg.ProviderNoSlotBudget > MaxGiveUp,
 			"PROVIDER_NO_SLOT_BUDGET: %s is outside [%s, %s]", cfg.ProviderNoSlotBudget, MinNoSlotBudget, MaxGiveUp)
 	}
 	return errors.Join(errs...)
-}
-
-// checkRequestTimeout refuses a client timeout its activity attempt would cut short: the request would end as a
-// timed-out activity (a dead worker, to Temporal) instead of failing with its own, classified error.
-func checkRequestTimeout(name string, timeout, limit time.Duration, activity string) error {
-	switch {
-	case timeout <= 0:
-		return fmt.Errorf("%s: %s is not a positive duration", name, timeout)
-	case timeout >= limit:
-		return fmt.Errorf("%s: %s must be shorter than %s, the start-to-close timeout of one %s activity attempt",
-			name, timeout, limit, activity)
-	}
-	return nil
-}
-
-// checkCallbackBaseURL accepts what Submit can extend (the same URLFor) and every pingback URL keeps: no query
-// or fragment.
-func checkCallbackBaseURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err == nil && (u.RawQuery != "" || u.Fragment != "" || u.ForceQuery) {
-		err = fmt.Errorf("%q must not have a query or fragment", u.Redacted())
-	}
-	if err == nil {
-		_, err = callbackauth.URLFor(raw, "preflight", "x", callbackauth.Submission{RunID: "preflight", N: 1})
-	}
-	if err != nil {
-		return fmt.Errorf("CALLBACK_BASE_URL: %w", err)
-	}
-	return nil
 }

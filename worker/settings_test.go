@@ -125,3 +125,14 @@ func TestCheckSettingsRoutingBounds(t *testing.T) {
 	assert.Contains(t, err.Error(), "PROVIDER_GIVE_UP: 1s")
 	assert.Contains(t, err.Error(), "PROVIDER_NO_SLOT_BUDGET: 1h")
 }
+
+// With PROVIDERS_FILE each provider's threads is its plan: a PROVIDER_THREADS the worker would not read stops it.
+func TestCheckSettingsRefusesProviderThreadsWithProvidersFile(t *testing.T) {
+	cfg := goodSettings()
+	cfg.ProvidersFile, cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget = "providers.yaml", 2*time.Minute, time.Minute
+	cfg.ProviderThreads = 4
+	err := checkSettings(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "PROVIDER_THREADS: not read with PROVIDERS_FILE")
+	assert.Contains(t, err.Error(), "providers.yaml")
+}

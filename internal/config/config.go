@@ -81,14 +81,6 @@ func LoadWorker() (Worker, error) {
 	return cfg, err
 }
 
-// WorkerTaskQueue is TASK_QUEUE alone, for commands that need nothing else.
-func WorkerTaskQueue() string {
-	if q := os.Getenv("TASK_QUEUE"); q != "" {
-		return q
-	}
-	return captchaflow.DefaultTaskQueue
-}
-
 // LoadIngress reads Ingress from the environment.
 func LoadIngress() (Ingress, error) {
 	var cfg Ingress

@@ -2,15 +2,14 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 // MethodTimeouts is "method=duration,…" (e.g. "turnstile=60s"), whole seconds from 1 s to 24 h, each method once.
 type MethodTimeouts map[string]time.Duration
-
-var methodName = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 
 func (m *MethodTimeouts) UnmarshalText(text []byte) error {
 	out := MethodTimeouts{}
@@ -24,7 +23,7 @@ func (m *MethodTimeouts) UnmarshalText(text []byte) error {
 		switch d, err := time.ParseDuration(value); {
 		case !ok:
 			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not method=duration", entry)
-		case !methodName.MatchString(method):
+		case !captchaflow.MethodPattern.MatchString(method):
 			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not a provider method name", method)
 		case out[method] != 0:
 			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %s appears twice", method)

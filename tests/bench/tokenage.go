@@ -71,7 +71,7 @@ func (b *bench) tokenAge(ctx context.Context) []TokenAgeResult {
 }
 
 func (b *bench) tokenAgeTask(ctx context.Context, method string, params captchaflow.Params, solve time.Duration) TokenAgeResult {
-	r := TokenAgeResult{Method: method, SolveS: solve.Seconds(), LifetimeS: captchaflow.TokenLifetime(method).Seconds()}
+	r := TokenAgeResult{Method: method, SolveS: solve.Seconds(), LifetimeS: captchaflow.TokenLifetimes[method].Seconds()}
 	p := captchaflow.Params{"sim_fault": "drop_pingback", "sim_solve_ms": strconv.FormatInt(solve.Milliseconds(), 10)}
 	for k, v := range params {
 		p[k] = v
