@@ -22,62 +22,57 @@ const outcomeQueued = "queued"
 
 func callbackInfoOf(c echo.Context) *callbackInfo {
 	info, _ := c.Get(callbackInfoKey).(*callbackInfo)
-	if info == nil {
-		info = &callbackInfo{}
-		c.Set(callbackInfoKey, info)
-	}
 	return info
 }
 
-// observeCallback settles a callback's outcome and counts it; outside the body limit, so a 413 counts too.
-func (s *Server) observeCallback(route string) echo.MiddlewareFunc {
+// callbackRoute marks a callback route for the access log and the counter, and answers 413 past the body limit.
+// Not Echo's BodyLimit: its reader hands mime/multipart the bytes past the limit with the error, so a small
+// chunked multipart body over the limit parsed; http.MaxBytesReader never does.
+func (s *Server) callbackRoute(route string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			info := &callbackInfo{route: route}
-			c.Set(callbackInfoKey, info)
-			err := next(c)
-			if err != nil {
-				info.outcome = resolveError(err).outcome
+			c.Set(callbackInfoKey, &callbackInfo{route: route})
+			if c.Request().ContentLength > s.bodyLimit {
+				return echo.ErrStatusRequestEntityTooLarge
 			}
-			if info.outcome != "" && info.outcome != outcomeQueued {
-				s.metrics.callbacks.WithLabelValues(route, info.outcome).Inc()
-			}
-			return err
+			c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, s.bodyLimit)
+			return next(c)
 		}
 	}
 }
 
 // accessLog writes one line per request with safe fields only: the route pattern, never the URL (it holds the
-// token). Callbacks log at Info, probes and scrapes at Debug, a 503 at Warn, other 5xx at Error.
+// token), and counts callbacks by outcome. Callbacks log at Info, probes at Debug, a 503 at Warn (Temporal is
+// out of reach; Error stays for bugs), other 5xx at Error.
 func (s *Server) accessLog() echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		HandleError: true, LogStatus: true, LogLatency: true, LogMethod: true, LogRoutePath: true, LogError: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			log, level, msg := s.log.With("method", v.Method, "route", v.RoutePath, "status", v.Status,
 				"duration_ms", float64(v.Latency.Microseconds())/1000), slog.LevelDebug, "request"
-			if info, ok := c.Get(callbackInfoKey).(*callbackInfo); ok {
+			if info := callbackInfoOf(c); info != nil {
+				if v.Error != nil {
+					info.outcome = resolveError(v.Error).Outcome
+				}
+				if info.outcome != "" && info.outcome != outcomeQueued {
+					s.metrics.callbacks.WithLabelValues(info.route, info.outcome).Inc()
+				}
 				// client_ip tells an operator the provider's sources, for UNTOKENED_ALLOW_CIDRS.
 				log, level, msg = log.With("callback_route", info.route, "client_ip", c.RealIP(),
 					"workflow_id", info.workflowID, "provider_task_id", info.providerTaskID, "outcome", info.outcome),
 					slog.LevelInfo, "callback"
 			}
 			if v.Error != nil {
-				log = log.With("error", v.Error.Error())
-				level = max(level, levelForStatus(v.Status))
+				log, level = log.With("error", v.Error.Error()), max(level, slog.LevelInfo)
+				switch {
+				case v.Status == http.StatusServiceUnavailable:
+					level = slog.LevelWarn
+				case v.Status >= 500:
+					level = slog.LevelError
+				}
 			}
 			log.Log(context.WithoutCancel(c.Request().Context()), level, msg)
 			return nil
 		},
 	})
-}
-
-// levelForStatus keeps a Temporal outage (503) at Warn so Error stays for bugs.
-func levelForStatus(status int) slog.Level {
-	switch {
-	case status == http.StatusServiceUnavailable:
-		return slog.LevelWarn
-	case status >= 500:
-		return slog.LevelError
-	}
-	return slog.LevelInfo
 }

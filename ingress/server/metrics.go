@@ -36,20 +36,17 @@ type metrics struct {
 	callbacks *prometheus.CounterVec
 }
 
-func opts(name, help string) prometheus.Opts {
-	return prometheus.Opts{Namespace: "captchaflow", Subsystem: "ingress", Name: name, Help: help}
-}
-
-// newMetrics registers the callback counter, the untokened queue's gauges and the HTTP metrics' middleware.
+// newMetrics registers the callback counter, the untokened queue's gauges and the HTTP metrics' middleware, which
+// counts and times every request by route pattern and the status the error handler will answer.
 func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, echo.MiddlewareFunc, error) {
-	m := &metrics{callbacks: prometheus.NewCounterVec(prometheus.CounterOpts(opts("callbacks_total",
-		"Provider callbacks by route and outcome; an untokened one is counted when its background lookup ends.")),
+	m := &metrics{callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "captchaflow_ingress_callbacks_total",
+		Help: "Provider callbacks by route and outcome; an untokened one is counted when its background lookup ends."},
 		[]string{"route", "outcome"})}
-	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("untokened_queue_depth",
-		"Untokened callbacks accepted and waiting for their lookup.")), func() float64 { return float64(q.waiting()) })
-	capacity := prometheus.NewGauge(prometheus.GaugeOpts(opts("untokened_queue_capacity",
-		"INGRESS_UNTOKENED_QUEUE: past it untokened callbacks are answered 503 (outcome dropped).")))
-	capacity.Set(float64(q.capacity()))
+	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "captchaflow_ingress_untokened_queue_depth",
+		Help: "Untokened callbacks accepted and waiting for their lookup."}, func() float64 { return float64(len(q.jobs)) })
+	capacity := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "captchaflow_ingress_untokened_queue_capacity",
+		Help: "INGRESS_UNTOKENED_QUEUE: past it untokened callbacks are answered 503 (outcome dropped)."},
+		func() float64 { return float64(cap(q.jobs)) })
 	for _, c := range []prometheus.Collector{m.callbacks, depth, capacity} {
 		if err := reg.Register(c); err != nil {
 			return nil, nil, err
@@ -61,24 +58,17 @@ func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, echo.Middlewa
 			m.callbacks.WithLabelValues(route, outcome)
 		}
 	}
-	hm, err := httpMetrics(reg)
-	return m, hm, err
-}
-
-// httpMetrics counts and times every request by route pattern and the status the error handler will answer.
-func httpMetrics(reg prometheus.Registerer) (echo.MiddlewareFunc, error) {
-	return echoprometheus.MiddlewareConfig{
-		Namespace:                 "captchaflow",
-		Subsystem:                 "ingress",
-		Registerer:                reg,
+	hm, err := echoprometheus.MiddlewareConfig{
+		Namespace: "captchaflow", Subsystem: "ingress", Registerer: reg,
 		DoNotUseRequestPathFor404: true, // a scanner's URLs must not become series
 		// The Host header is the caller's: a constant keeps the label set bounded.
 		LabelFuncs: map[string]echoprometheus.LabelValueFunc{"host": func(echo.Context, error) string { return "" }},
 		StatusCodeResolver: func(c echo.Context, err error) int {
 			if err != nil {
-				return resolveError(err).status
+				return resolveError(err).Status
 			}
 			return c.Response().Status
 		},
 	}.ToMiddleware()
+	return m, hm, err
 }

@@ -7,23 +7,30 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 )
 
 // ListenAndServe binds INGRESS_ADDR and, unless empty, INGRESS_METRICS_ADDR, and serves until ctx is done. It then
 // reports not ready, lets in-flight callbacks finish and drains the untokened queue within SHUTDOWN_TIMEOUT (a
 // callback cut off mid-signal would only come through the slower poll); the metrics listener closes last.
 func (s *Server) ListenAndServe(ctx context.Context) error {
-	ln, mln, err := s.listen()
+	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("ingress: listening on INGRESS_ADDR %q: %w", s.cfg.Addr, err)
 	}
 	public, metrics := s.httpServer(s.echo), s.httpServer(s.metricsHandler)
+	defer metrics.Close()
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- fmt.Errorf("ingress: serving: %w", public.Serve(ln)) }()
-	if mln != nil {
+	if s.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("ingress: listening on INGRESS_METRICS_ADDR %q: %w", s.cfg.MetricsAddr, err)
+		}
+		s.bound(&s.metricsAddr, mln, "ingress metrics listening")
 		go func() { serveErr <- fmt.Errorf("ingress: serving metrics: %w", metrics.Serve(mln)) }()
 	}
+	s.bound(&s.addr, ln, "ingress listening")
+	go func() { serveErr <- fmt.Errorf("ingress: serving: %w", public.Serve(ln)) }()
 	var errs []error
 	select {
 	case err := <-serveErr:
@@ -41,49 +48,23 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	if err := s.queue.drain(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("ingress: untokened queue not drained within %s: %w", s.cfg.ShutdownTimeout, err))
 	}
-	if mln != nil {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		if metrics.Shutdown(mctx) != nil {
-			_ = metrics.Close()
-		}
-	}
 	if len(errs) == 0 {
 		s.log.Info("ingress stopped")
 	}
 	return errors.Join(errs...)
 }
 
-// listen binds both addresses or neither; an error names its variable.
-func (s *Server) listen() (ln, mln net.Listener, err error) {
-	if ln, err = net.Listen("tcp", s.cfg.Addr); err != nil {
-		return nil, nil, fmt.Errorf("ingress: listening on INGRESS_ADDR %q: %w", s.cfg.Addr, err)
-	}
-	if s.cfg.MetricsAddr != "" {
-		if mln, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
-			_ = ln.Close()
-			return nil, nil, fmt.Errorf("ingress: listening on INGRESS_METRICS_ADDR %q: %w", s.cfg.MetricsAddr, err)
-		}
-		s.log.Info("ingress metrics listening", "addr", mln.Addr().String())
-	}
+// bound records and logs the address ln is bound to (the real port for port 0).
+func (s *Server) bound(addr *string, ln net.Listener, msg string) {
 	s.mu.Lock()
-	s.addr = ln.Addr().String()
-	if mln != nil {
-		s.metricsAddrBound = mln.Addr().String()
-	}
+	*addr = ln.Addr().String()
 	s.mu.Unlock()
-	s.log.Info("ingress listening", "addr", ln.Addr().String())
-	return ln, mln, nil
+	s.log.Info(msg, "addr", ln.Addr().String())
 }
 
 // httpServer bounds h by the configured timeouts, alike for the callback and the metrics listeners.
 func (s *Server) httpServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		WriteTimeout:      s.cfg.WriteTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
+	return &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, ReadTimeout: s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 }

@@ -43,28 +43,28 @@ type TemporalClient interface {
 
 // Server is the ingress HTTP server.
 type Server struct {
-	cfg         config.Ingress
-	temporal    TemporalClient
-	log         *slog.Logger
-	metrics     *metrics
-	echo        *echo.Echo
-	secrets     []string // the current callback secret and, during a rotation, the previous one
-	lookupDelay time.Duration
-	bodyLimit   int64
-	draining    atomic.Bool
-	now         func() time.Time // the clock of budgets and rate limits; tests step it
+	cfg            config.Ingress
+	temporal       TemporalClient
+	log            *slog.Logger
+	metrics        *metrics
+	echo           *echo.Echo
+	metricsHandler http.Handler
+	secrets        []string // the current callback secret and, during a rotation, the previous one
+	lookupDelay    time.Duration
+	bodyLimit      int64
+	draining       atomic.Bool
+	now            func() time.Time // the clock of budgets and rate limits; tests step it
 
 	clientLimit     *clientRateLimit
 	allowSources    []*net.IPNet
 	seen            ttlCache[struct{}] // hashes of callbacks handed over (never the code), for exact repeats
 	rejectedIDs     ttlCache[struct{}] // provider task IDs whose untokened update the workflow rejected
-	tokenedBudget   *signalBudget
-	untokenedBudget *signalBudget
+	tokenedBudget   *limiters
+	untokenedBudget *limiters
 	queue           *jobQueue
-	metricsHandler  *http.ServeMux
 
-	mu                     sync.Mutex
-	addr, metricsAddrBound string
+	mu                sync.Mutex
+	addr, metricsAddr string // bound, for port 0
 }
 
 // New builds the server; ListenAndServe, or Close for one that never serves, drains its untokened queue.
@@ -82,9 +82,10 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 		tokenedBudget:   newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		untokenedBudget: newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		queue:           newJobQueue(cfg.UntokenedQueue, cfg.UntokenedWorkers),
-		metricsHandler:  http.NewServeMux(),
 	}
-	s.metricsHandler.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	s.metricsHandler = mux
 	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated
 	var hm echo.MiddlewareFunc
 	var err error
@@ -162,11 +163,11 @@ func (s *Server) routes(httpMetrics echo.MiddlewareFunc, proxies []*net.IPNet) *
 		},
 	}))
 	methods := []string{http.MethodGet, http.MethodPost}
-	tokened := []echo.MiddlewareFunc{s.observeCallback(routeTokened), bodyLimit(s.bodyLimit)}
-	e.Match(methods, callbackauth.CallbackPath+":workflow_id", s.handleTokenedCallback, tokened...)
-	e.Match(methods, callbackauth.CallbackPath, s.handleTokenedCallback, tokened...) // a 400 naming the empty ID
+	tokened := s.callbackRoute(routeTokened)
+	e.Match(methods, callbackauth.CallbackPath+":workflow_id", s.handleTokenedCallback, tokened)
+	e.Match(methods, callbackauth.CallbackPath, s.handleTokenedCallback, tokened) // a 400 naming the empty ID
 	e.Match(methods, strings.TrimSuffix(callbackauth.CallbackPath, "/"), s.handleUntokenedCallback,
-		s.observeCallback(routeUntokened), bodyLimit(s.bodyLimit))
+		s.callbackRoute(routeUntokened))
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, accepted) })
 	e.GET("/readyz", s.handleReadyz)
 	return e
@@ -183,20 +184,6 @@ func (s *Server) handleReadyz(c echo.Context) error {
 		return unavailable(err)
 	}
 	return c.JSON(http.StatusOK, accepted)
-}
-
-// bodyLimit answers 413 past limit. Not Echo's BodyLimit: its reader hands mime/multipart the bytes past the
-// limit with the error, so a small chunked multipart body over the limit parsed; http.MaxBytesReader never does.
-func bodyLimit(limit int64) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if c.Request().ContentLength > limit {
-				return echo.ErrStatusRequestEntityTooLarge
-			}
-			c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, limit)
-			return next(c)
-		}
-	}
 }
 
 // asBodyTooLarge turns the reader's over-limit error, however wrapped, into its 413; nil for any other error.
@@ -217,7 +204,7 @@ func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
 // Addr and MetricsAddr are the bound addresses (the real port for port 0), "" before listening.
 func (s *Server) Addr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.addr }
 
-func (s *Server) MetricsAddr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.metricsAddrBound }
+func (s *Server) MetricsAddr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.metricsAddr }
 
 // Close stops the untokened queue of a server that is not serving; queued callbacks still run within ctx.
 func (s *Server) Close(ctx context.Context) error { return s.queue.drain(ctx) }

@@ -173,25 +173,29 @@ type untokenedJob struct {
 	arrived             time.Time // wall clock: the lookup waits untokenedLookupDelay after it
 }
 
-// jobQueue runs untokened callbacks in the background, at most cap(accepted) waiting or running and
-// cap(running) at once: a request is answered at once (no timing oracle) and a flood costs a bounded number of
-// lookups.
+// jobQueue runs untokened callbacks on a fixed number of workers, at most cap(jobs) waiting: a request is answered
+// at once (no timing oracle) and a flood costs a bounded number of lookups.
 type jobQueue struct {
-	accepted, running chan struct{}
-	ctx               context.Context // cancelled only when a drain runs out of time
-	cancel            context.CancelFunc
-	wg                sync.WaitGroup
-	mu                sync.RWMutex // orders enqueue's Add before drain's Wait
-	closed            bool
+	jobs    chan func(context.Context)
+	ctx     context.Context // cancelled only when a drain runs out of time
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
+	mu      sync.RWMutex // orders enqueue's send before drain's close
+	closed  bool
 }
 
 func newJobQueue(size, workers int) *jobQueue {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &jobQueue{accepted: make(chan struct{}, size+workers), running: make(chan struct{}, workers), ctx: ctx, cancel: cancel}
+	q := &jobQueue{jobs: make(chan func(context.Context), size)}
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	for range workers {
+		q.workers.Go(func() {
+			for run := range q.jobs {
+				run(q.ctx)
+			}
+		})
+	}
+	return q
 }
-
-func (q *jobQueue) waiting() int  { return len(q.accepted) - len(q.running) }
-func (q *jobQueue) capacity() int { return cap(q.accepted) - cap(q.running) }
 
 func (q *jobQueue) enqueue(run func(context.Context)) error {
 	q.mu.RLock()
@@ -200,27 +204,24 @@ func (q *jobQueue) enqueue(run func(context.Context)) error {
 		return unavailable(errDraining)
 	}
 	select {
-	case q.accepted <- struct{}{}:
+	case q.jobs <- run:
+		return nil
 	default:
 		return errQueueFull
 	}
-	q.wg.Go(func() {
-		defer func() { <-q.accepted }()
-		q.running <- struct{}{}
-		defer func() { <-q.running }()
-		run(q.ctx)
-	})
-	return nil
 }
 
 // drain stops taking jobs and waits for the accepted ones; if ctx ends first, they are cancelled (the waiting
 // ones count as dropped) and ctx's error returned. Safe to call more than once.
 func (q *jobQueue) drain(ctx context.Context) error {
 	q.mu.Lock()
-	q.closed = true
+	if !q.closed {
+		q.closed = true
+		close(q.jobs)
+	}
 	q.mu.Unlock()
 	done := make(chan struct{})
-	go func() { q.wg.Wait(); close(done) }()
+	go func() { q.workers.Wait(); close(done) }()
 	defer q.cancel()
 	select {
 	case <-done:
