@@ -313,3 +313,17 @@ func (s *Server) metricsText(t testing.TB) string {
 	require.Equal(t, http.StatusOK, rec.Code)
 	return rec.Body.String()
 }
+
+// Handler is the public HTTP handler (callbacks and probes).
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// MetricsHandler serves /metrics as the metrics listener does.
+func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
+
+// Addr and MetricsAddr are the bound addresses (the real port for port 0), "" before listening.
+func (s *Server) Addr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.addr }
+
+func (s *Server) MetricsAddr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.metricsAddr }
+
+// Close drains the untokened queue of a server that never served; queued callbacks still run within ctx.
+func (s *Server) Close(ctx context.Context) error { return s.queue.drain(ctx) }

@@ -67,16 +67,17 @@ type Server struct {
 	addr, metricsAddr string // bound, for port 0
 }
 
-// New builds the server; ListenAndServe, or Close for one that never serves, drains its untokened queue.
+// New builds the server; ListenAndServe drains its untokened queue.
 func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
-	if err := validate(cfg, tc); err != nil {
+	bodyLimit, proxies, allow, err := parse(cfg, tc)
+	if err != nil {
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, temporal: tc, log: log, lookupDelay: untokenedLookupDelay, now: time.Now,
+		cfg: cfg, temporal: tc, log: log, lookupDelay: untokenedLookupDelay, now: time.Now, bodyLimit: bodyLimit,
 		secrets:         []string{cfg.CallbackSecret.Reveal(), cfg.CallbackSecretPrevious.Reveal()},
 		clientLimit:     newClientRateLimit(cfg.UntokenedRate, cfg.UntokenedRatePerIP),
-		allowSources:    parseCIDRs(cfg.UntokenedAllowCIDRs),
+		allowSources:    allow,
 		seen:            newTTLCache[struct{}](maxSeenCallbacks, seenCallbackTTL),
 		rejectedIDs:     newTTLCache[struct{}](maxSeenCallbacks, rejectedHintTTL),
 		tokenedBudget:   newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
@@ -86,18 +87,17 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.metricsHandler = mux
-	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated
 	var hm echo.MiddlewareFunc
-	var err error
 	if s.metrics, hm, err = newMetrics(reg, s.queue); err != nil {
 		return nil, fmt.Errorf("registering ingress metrics: %w", err)
 	}
-	s.echo = s.routes(hm, parseCIDRs(cfg.TrustedProxies))
+	s.echo = s.routes(hm, proxies)
 	return s, nil
 }
 
-// validate reports every configuration problem at once, so a bad deployment is fixed in one round.
-func validate(cfg config.Ingress, tc TemporalClient) error {
+// parse checks cfg and parses its body limit and CIDRs (blank entries skipped); it reports every problem at once,
+// so a bad deployment is fixed in one round.
+func parse(cfg config.Ingress, tc TemporalClient) (bodyLimit int64, proxies, allow []*net.IPNet, err error) {
 	var problems []string
 	add := func(bad bool, format string, args ...any) {
 		if bad {
@@ -106,8 +106,8 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 	}
 	add(tc == nil, "Temporal client is nil")
 	add(cfg.CallbackSecret.Reveal() == "", "CALLBACK_SECRET is empty")
-	limit, err := bytes.Parse(cfg.BodyLimit)
-	add(err != nil || limit <= 0, "INGRESS_BODY_LIMIT %q is not a positive size like 64K", cfg.BodyLimit)
+	bodyLimit, err = bytes.Parse(cfg.BodyLimit)
+	add(err != nil || bodyLimit <= 0, "INGRESS_BODY_LIMIT %q is not a positive size like 64K", cfg.BodyLimit)
 	for env, v := range map[string]float64{
 		"INGRESS_SIGNAL_TIMEOUT": float64(cfg.SignalTimeout), "INGRESS_LOOKUP_TIMEOUT": float64(cfg.LookupTimeout),
 		"SHUTDOWN_TIMEOUT": float64(cfg.ShutdownTimeout), "INGRESS_UNTOKENED_RATE": cfg.UntokenedRate,
@@ -117,28 +117,22 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 	} {
 		add(!(v > 0), "%s must be positive", env) // also refuses NaN
 	}
-	for env, cidrs := range map[string][]string{"INGRESS_TRUSTED_PROXIES": cfg.TrustedProxies, "UNTOKENED_ALLOW_CIDRS": cfg.UntokenedAllowCIDRs} {
-		for _, c := range cidrs {
-			_, _, err := net.ParseCIDR(strings.TrimSpace(c))
+	cidrs := func(env string, list []string) (nets []*net.IPNet) {
+		for _, c := range list {
+			_, n, err := net.ParseCIDR(strings.TrimSpace(c))
 			add(strings.TrimSpace(c) != "" && err != nil, "%s: %q is not a CIDR like 10.0.0.0/8 (a single address is 192.0.2.1/32)", env, c)
+			if err == nil {
+				nets = append(nets, n)
+			}
 		}
+		return nets
 	}
+	proxies, allow = cidrs("INGRESS_TRUSTED_PROXIES", cfg.TrustedProxies), cidrs("UNTOKENED_ALLOW_CIDRS", cfg.UntokenedAllowCIDRs)
 	if len(problems) > 0 {
 		slices.Sort(problems)
-		return fmt.Errorf("ingress: %s", strings.Join(problems, "; "))
+		return 0, nil, nil, fmt.Errorf("ingress: %s", strings.Join(problems, "; "))
 	}
-	return nil
-}
-
-// parseCIDRs parses the CIDRs validate accepted; blank entries are skipped.
-func parseCIDRs(cidrs []string) []*net.IPNet {
-	var nets []*net.IPNet
-	for _, c := range cidrs {
-		if _, n, err := net.ParseCIDR(strings.TrimSpace(c)); err == nil {
-			nets = append(nets, n)
-		}
-	}
-	return nets
+	return bodyLimit, proxies, allow, nil
 }
 
 // routes builds the Echo instance; the access log and the metrics see the final status, recovered panics included.
@@ -194,17 +188,3 @@ func asBodyTooLarge(err error) error {
 	}
 	return nil
 }
-
-// Handler is the public HTTP handler (callbacks and probes).
-func (s *Server) Handler() http.Handler { return s.echo }
-
-// MetricsHandler serves /metrics on the metrics listener.
-func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
-
-// Addr and MetricsAddr are the bound addresses (the real port for port 0), "" before listening.
-func (s *Server) Addr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.addr }
-
-func (s *Server) MetricsAddr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.metricsAddr }
-
-// Close stops the untokened queue of a server that is not serving; queued callbacks still run within ctx.
-func (s *Server) Close(ctx context.Context) error { return s.queue.drain(ctx) }

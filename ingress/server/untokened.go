@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,7 +33,8 @@ const (
 // the task's budget and those of a rejected ID cost no Temporal call.
 func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
-	if !s.untokenedSourceAllowed(c.RealIP()) {
+	ip := net.ParseIP(c.RealIP()) // every source when UNTOKENED_ALLOW_CIDRS is empty, else only its networks
+	if len(s.allowSources) > 0 && !slices.ContainsFunc(s.allowSources, func(n *net.IPNet) bool { return n.Contains(ip) }) {
 		return errSourceRefused
 	}
 	now := s.now()
@@ -49,8 +51,8 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	case s.rejectedIDs.has(id, now) || !s.untokenedBudget.take(id, now):
 		info.outcome = outcomeSuppressed
 	default:
-		job := untokenedJob{providerTaskID: id, key: callbackKey(routeUntokened, "", id, code), arrived: time.Now()}
-		if err := s.queue.enqueue(func(ctx context.Context) { s.runUntokened(ctx, job) }); err != nil {
+		key, arrived := callbackKey(routeUntokened, "", id, code), time.Now() // wall clock: the lookup waits after it
+		if err := s.queue.enqueue(func(ctx context.Context) { s.runUntokened(ctx, id, key, arrived) }); err != nil {
 			s.untokenedBudget.refund(id, now)
 			return err
 		}
@@ -59,36 +61,25 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// untokenedSourceAllowed: every source when UNTOKENED_ALLOW_CIDRS is empty, else only its networks.
-func (s *Server) untokenedSourceAllowed(clientIP string) bool {
-	ip := net.ParseIP(clientIP)
-	for _, n := range s.allowSources {
-		if ip != nil && n.Contains(ip) {
-			return true
-		}
-	}
-	return len(s.allowSources) == 0
-}
-
 // runUntokened is the background half: lookup, hint, then the count and log line the request could not have.
-func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
+func (s *Server) runUntokened(ctx context.Context, id, key string, arrived time.Time) {
 	start := time.Now()
 	workflowID, outcome, err := "", outcomeDropped, ctx.Err() // the shutdown's drain ran out of time first
 	if err == nil {
-		workflowID, outcome, err = s.lookupAndDeliver(ctx, job)
+		workflowID, outcome, err = s.lookupAndDeliver(ctx, id, arrived)
 	}
 	now := s.now()
 	switch outcome {
 	case outcomeSignalled, outcomeLateOrUnknown:
-		s.seen.add(job.key, now)
+		s.seen.add(key, now)
 	case outcomeUntokenedRejected:
-		s.rejectedIDs.add(job.providerTaskID, now)
+		s.rejectedIDs.add(id, now)
 	default:
-		s.untokenedBudget.refund(job.providerTaskID, now) // not handed over: a later callback may try again
+		s.untokenedBudget.refund(id, now) // not handed over: a later callback may try again
 	}
 	s.metrics.callbacks.WithLabelValues(routeUntokened, outcome).Inc()
 	log := s.log.With("callback_route", routeUntokened, "workflow_id", workflowID,
-		"provider_task_id", job.providerTaskID, "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		"provider_task_id", id, "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	if err != nil {
 		log.Warn("untokened callback processed", "error", err.Error())
 		return
@@ -98,13 +89,13 @@ func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
 
 // lookupAndDeliver finds the running workflow waiting for the provider task ID (one visibility query, after
 // untokenedLookupDelay) and hands it the hint as the UntokenedUpdate, which carries no code.
-func (s *Server) lookupAndDeliver(ctx context.Context, job untokenedJob) (workflowID, outcome string, err error) {
+func (s *Server) lookupAndDeliver(ctx context.Context, id string, arrived time.Time) (workflowID, outcome string, err error) {
 	select {
 	case <-ctx.Done():
 		return "", outcomeDropped, ctx.Err()
-	case <-time.After(time.Until(job.arrived.Add(s.lookupDelay))):
+	case <-time.After(time.Until(arrived.Add(s.lookupDelay))):
 	}
-	workflowID, err = s.lookupWorkflow(ctx, job.providerTaskID)
+	workflowID, err = s.lookupWorkflow(ctx, id)
 	switch {
 	case err != nil:
 		return "", outcomeUnavailable, err
@@ -116,7 +107,7 @@ func (s *Server) lookupAndDeliver(ctx context.Context, job untokenedJob) (workfl
 	handle, err := s.temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   captchaflow.UntokenedUpdate,
-		Args:         []any{captchaflow.UntokenedHint{ProviderTaskID: job.providerTaskID}},
+		Args:         []any{captchaflow.UntokenedHint{ProviderTaskID: id}},
 		WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
 	switch outcome = outcomeOf(err); {
@@ -165,12 +156,6 @@ func (s *Server) lookupWorkflow(ctx context.Context, providerTaskID string) (str
 		return "", err
 	}
 	return resp.GetExecutions()[0].GetExecution().GetWorkflowId(), nil
-}
-
-// untokenedJob is one accepted untokened callback waiting for its lookup.
-type untokenedJob struct {
-	providerTaskID, key string    // key: callbackKey, for exact repeats once handed over
-	arrived             time.Time // wall clock: the lookup waits untokenedLookupDelay after it
 }
 
 // jobQueue runs untokened callbacks on a fixed number of workers, at most cap(jobs) waiting: a request is answered
