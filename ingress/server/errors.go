@@ -76,10 +76,6 @@ func resolveError(err error) *Error {
 	return &Error{Status: http.StatusInternalServerError, Message: http.StatusText(http.StatusInternalServerError)}
 }
 
-type errorBody struct {
-	Error string `json:"error"`
-}
-
 // handleError is Echo's one HTTPErrorHandler: every error becomes {"error": "..."} with its status.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
@@ -93,5 +89,5 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.NoContent(r.Status)
 		return
 	}
-	_ = c.JSON(r.Status, errorBody{Error: r.Message})
+	_ = c.JSON(r.Status, echo.Map{"error": r.Message})
 }

@@ -58,7 +58,7 @@ func TestErrorTypesAgreeWithWhatTheServerAnswers(t *testing.T) {
 
 			// The response.
 			require.Equal(t, tc.want.Status, rec.Code)
-			var body errorBody
+			var body struct{ Error string }
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
 			assert.Equal(t, tc.want.Message, body.Error)
 			if tc.want.RetryAfter > 0 {

@@ -71,10 +71,11 @@ type sentUpdate struct {
 
 // fakeTemporal records calls; its behaviour is set per test through the func fields.
 type fakeTemporal struct {
-	mu      sync.Mutex
-	signals []sentSignal
-	updates []sentUpdate
-	queries []string
+	client.Client // the ingress calls only the methods below
+	mu            sync.Mutex
+	signals       []sentSignal
+	updates       []sentUpdate
+	queries       []string
 
 	signalFn func(ctx context.Context) error
 	// updateFn decides an update: an error from the call, or the rejection its handle holds (nil: accepted). Unset,

@@ -26,25 +26,16 @@ import (
 	"github.com/labstack/gommon/bytes"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/internal/config"
 )
 
-// TemporalClient is the part of client.Client the ingress uses, so tests can pass a fake.
-type TemporalClient interface {
-	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
-	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
-	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
-	CheckHealth(ctx context.Context, request *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
-}
-
 // Server is the ingress HTTP server.
 type Server struct {
 	cfg            config.Ingress
-	temporal       TemporalClient
+	temporal       client.Client
 	log            *slog.Logger
 	metrics        *metrics
 	echo           *echo.Echo
@@ -68,7 +59,7 @@ type Server struct {
 }
 
 // New builds the server; ListenAndServe drains its untokened queue.
-func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
+func New(cfg config.Ingress, tc client.Client, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
 	bodyLimit, proxies, allow, err := parse(cfg, tc)
 	if err != nil {
 		return nil, err
@@ -97,7 +88,7 @@ func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheu
 
 // parse checks cfg and parses its body limit and CIDRs (blank entries skipped); it reports every problem at once,
 // so a bad deployment is fixed in one round.
-func parse(cfg config.Ingress, tc TemporalClient) (bodyLimit int64, proxies, allow []*net.IPNet, err error) {
+func parse(cfg config.Ingress, tc client.Client) (bodyLimit int64, proxies, allow []*net.IPNet, err error) {
 	var problems []string
 	add := func(bad bool, format string, args ...any) {
 		if bad {

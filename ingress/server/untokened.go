@@ -64,10 +64,7 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 // runUntokened is the background half: lookup, hint, then the count and log line the request could not have.
 func (s *Server) runUntokened(ctx context.Context, id, key string, arrived time.Time) {
 	start := time.Now()
-	workflowID, outcome, err := "", outcomeDropped, ctx.Err() // the shutdown's drain ran out of time first
-	if err == nil {
-		workflowID, outcome, err = s.lookupAndDeliver(ctx, id, arrived)
-	}
+	workflowID, outcome, err := s.lookupAndDeliver(ctx, id, arrived)
 	now := s.now()
 	switch outcome {
 	case outcomeSignalled, outcomeLateOrUnknown:
@@ -87,21 +84,29 @@ func (s *Server) runUntokened(ctx context.Context, id, key string, arrived time.
 	log.Info("untokened callback processed")
 }
 
-// lookupAndDeliver finds the running workflow waiting for the provider task ID (one visibility query, after
-// untokenedLookupDelay) and hands it the hint as the UntokenedUpdate, which carries no code.
+// lookupAndDeliver finds the running workflow waiting for the provider task ID (one visibility query bounded by
+// LookupTimeout, after untokenedLookupDelay) and hands it the hint as the UntokenedUpdate, which carries no code.
 func (s *Server) lookupAndDeliver(ctx context.Context, id string, arrived time.Time) (workflowID, outcome string, err error) {
 	select {
 	case <-ctx.Done():
-		return "", outcomeDropped, ctx.Err()
 	case <-time.After(time.Until(arrived.Add(s.lookupDelay))):
 	}
-	workflowID, err = s.lookupWorkflow(ctx, id)
+	if ctx.Err() != nil {
+		return "", outcomeDropped, ctx.Err() // the shutdown's drain ran out of time first
+	}
+	// id admits no quote (providerTaskIDPattern); only a task waiting for its callback or polling can use the hint.
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)
+	resp, err := s.temporal.ListWorkflow(lctx, &workflowservice.ListWorkflowExecutionsRequest{PageSize: 1,
+		Query: fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running' AND %s IN ('%s', '%s')", captchaflow.TaskIDKey.GetName(),
+			id, captchaflow.PhaseKey.GetName(), captchaflow.PhaseAwaitingCallback, captchaflow.PhasePolling)})
+	cancel()
 	switch {
 	case err != nil:
 		return "", outcomeUnavailable, err
-	case workflowID == "":
+	case len(resp.GetExecutions()) == 0:
 		return "", outcomeLateOrUnknown, nil
 	}
+	workflowID = resp.GetExecutions()[0].GetExecution().GetWorkflowId()
 	uctx, cancel := context.WithTimeout(ctx, min(untokenedUpdateTimeout, s.cfg.SignalTimeout))
 	defer cancel()
 	handle, err := s.temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
@@ -139,23 +144,6 @@ func updateRejected(h client.WorkflowUpdateHandle) bool {
 	err := h.Get(ctx, nil)
 	var pending *client.WorkflowUpdateServiceTimeoutOrCanceledError
 	return err != nil && !errors.As(err, &pending) && !errors.Is(err, context.Canceled)
-}
-
-// lookupWorkflow resolves providerTaskID (which admits no quote: providerTaskIDPattern) to the running workflow
-// that waits for its callback or polls, with one query bounded by LookupTimeout; "" if there is none.
-func (s *Server) lookupWorkflow(ctx context.Context, providerTaskID string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)
-	defer cancel()
-	resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		PageSize: 1,
-		Query: fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running' AND %s IN ('%s', '%s')",
-			captchaflow.TaskIDKey.GetName(), providerTaskID, captchaflow.PhaseKey.GetName(),
-			captchaflow.PhaseAwaitingCallback, captchaflow.PhasePolling),
-	})
-	if err != nil || len(resp.GetExecutions()) == 0 {
-		return "", err
-	}
-	return resp.GetExecutions()[0].GetExecution().GetWorkflowId(), nil
 }
 
 // jobQueue runs untokened callbacks on a fixed number of workers, at most cap(jobs) waiting: a request is answered
