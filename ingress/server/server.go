@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,4 +179,147 @@ func asBodyTooLarge(err error) error {
 		return echo.ErrStatusRequestEntityTooLarge
 	}
 	return nil
+}
+
+// ListenAndServe binds INGRESS_ADDR and, unless empty, INGRESS_METRICS_ADDR, and serves until ctx is done. It then
+// reports not ready, lets in-flight callbacks finish and drains the untokened queue within SHUTDOWN_TIMEOUT (a
+// callback cut off mid-signal would only come through the slower poll); the metrics listener closes last.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("ingress: listening on INGRESS_ADDR %q: %w", s.cfg.Addr, err)
+	}
+	public, metrics := s.httpServer(s.echo), s.httpServer(s.metricsHandler)
+	defer metrics.Close()
+	serveErr := make(chan error, 2)
+	if s.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("ingress: listening on INGRESS_METRICS_ADDR %q: %w", s.cfg.MetricsAddr, err)
+		}
+		s.bound(&s.metricsAddr, mln, "ingress metrics listening")
+		go func() { serveErr <- fmt.Errorf("ingress: serving metrics: %w", metrics.Serve(mln)) }()
+	}
+	s.bound(&s.addr, ln, "ingress listening")
+	go func() { serveErr <- fmt.Errorf("ingress: serving: %w", public.Serve(ln)) }()
+	var errs []error
+	select {
+	case err := <-serveErr:
+		errs = append(errs, err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("ingress shutting down", slog.Duration("timeout", s.cfg.ShutdownTimeout))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := public.Shutdown(ctx); err != nil {
+		_ = public.Close()
+		errs = append(errs, fmt.Errorf("ingress: graceful shutdown incomplete after %s: %w", s.cfg.ShutdownTimeout, err))
+	}
+	if err := s.queue.drain(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("ingress: untokened queue not drained within %s: %w", s.cfg.ShutdownTimeout, err))
+	}
+	if len(errs) == 0 {
+		s.log.Info("ingress stopped")
+	}
+	return errors.Join(errs...)
+}
+
+// bound records and logs the address ln is bound to (the real port for port 0).
+func (s *Server) bound(addr *string, ln net.Listener, msg string) {
+	s.mu.Lock()
+	*addr = ln.Addr().String()
+	s.mu.Unlock()
+	s.log.Info(msg, "addr", ln.Addr().String())
+}
+
+// httpServer bounds h by the configured timeouts, alike for the callback and the metrics listeners.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, ReadTimeout: s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+}
+
+// Error is the one error handlers return: Status is what the caller gets, Outcome the callbacks counter's label,
+// Message all the caller is told; Err is logged and never sent.
+type Error struct {
+	Status     int
+	Outcome    string
+	Message    string
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// unavailableRetryAfter is the hint sent with a 503; providers honour it, and the workflow polls anyway.
+const unavailableRetryAfter = 5 * time.Second
+
+const unavailableMessage = "temporarily unable to accept the callback, retry later"
+
+var (
+	errForged        = &Error{http.StatusForbidden, outcomeForged, "missing or invalid callback token", 0, nil}
+	errSourceRefused = &Error{http.StatusForbidden, outcomeSourceRefused, "untokened callbacks are accepted only " +
+		"from the provider's addresses (UNTOKENED_ALLOW_CIDRS); use the tokened callback URL", 0, nil}
+	errQueueFull = &Error{http.StatusServiceUnavailable, outcomeDropped, unavailableMessage, unavailableRetryAfter,
+		errors.New("untokened callback queue full")}
+	errDraining = errors.New("shutting down")
+)
+
+// badRequest is input the provider must fix; the message names the field.
+func badRequest(field, msg string) error {
+	return &Error{Status: http.StatusBadRequest, Outcome: outcomeBadRequest, Message: field + ": " + msg}
+}
+
+// unavailable means Temporal did not take the callback in time: the provider may retry, and the poll recovers it.
+func unavailable(cause error) error {
+	return &Error{http.StatusServiceUnavailable, outcomeUnavailable, unavailableMessage, unavailableRetryAfter, cause}
+}
+
+func rateLimited(retryAfter time.Duration) error {
+	return &Error{http.StatusTooManyRequests, outcomeRateLimited, "too many untokened callbacks, retry later", retryAfter, nil}
+}
+
+// resolveError is the one place an error becomes a response; an error not of ours is a bug: a bare 500.
+func resolveError(err error) *Error {
+	var e *Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &he):
+		msg, ok := he.Message.(string)
+		if !ok {
+			msg = http.StatusText(he.Code)
+		}
+		if he.Code < 500 {
+			return &Error{Status: he.Code, Outcome: outcomeBadRequest, Message: msg} // an oversized body, mostly
+		}
+		return &Error{Status: he.Code, Message: msg}
+	}
+	return &Error{Status: http.StatusInternalServerError, Message: http.StatusText(http.StatusInternalServerError)}
+}
+
+// handleError is Echo's one HTTPErrorHandler: every error becomes {"error": "..."} with its status.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	r := resolveError(err)
+	if r.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int((r.RetryAfter+time.Second-1)/time.Second)))
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(r.Status)
+		return
+	}
+	_ = c.JSON(r.Status, echo.Map{"error": r.Message})
 }
