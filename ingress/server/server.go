@@ -203,27 +203,25 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	}
 	s.bound(&s.addr, ln, "ingress listening")
 	go func() { serveErr <- fmt.Errorf("ingress: serving: %w", public.Serve(ln)) }()
-	var errs []error
 	select {
-	case err := <-serveErr:
-		errs = append(errs, err)
+	case err = <-serveErr:
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
 	s.log.Info("ingress shutting down", slog.Duration("timeout", s.cfg.ShutdownTimeout))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := public.Shutdown(ctx); err != nil {
+	if e := public.Shutdown(ctx); e != nil {
 		_ = public.Close()
-		errs = append(errs, fmt.Errorf("ingress: graceful shutdown incomplete after %s: %w", s.cfg.ShutdownTimeout, err))
+		err = errors.Join(err, fmt.Errorf("ingress: graceful shutdown incomplete after %s: %w", s.cfg.ShutdownTimeout, e))
 	}
-	if err := s.queue.drain(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("ingress: untokened queue not drained within %s: %w", s.cfg.ShutdownTimeout, err))
+	if e := s.queue.drain(ctx); e != nil {
+		err = errors.Join(err, fmt.Errorf("ingress: untokened queue not drained within %s: %w", s.cfg.ShutdownTimeout, e))
 	}
-	if len(errs) == 0 {
+	if err == nil {
 		s.log.Info("ingress stopped")
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // bound records and logs the address ln is bound to (the real port for port 0).
