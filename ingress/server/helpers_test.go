@@ -269,7 +269,7 @@ func (e *testEnv) get(t testing.TB, target string) *httptest.ResponseRecorder {
 }
 
 func (e *testEnv) callbacks(route, outcome string) float64 {
-	return testutil.ToFloat64(e.srv.metrics.callbacks.WithLabelValues(route, outcome))
+	return testutil.ToFloat64(e.srv.callbacks.WithLabelValues(route, outcome))
 }
 
 func tokenedURL(workflowID, secret string, query url.Values) string {

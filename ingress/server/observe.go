@@ -57,7 +57,7 @@ func (s *Server) accessLog() echo.MiddlewareFunc {
 					info.outcome = resolveError(v.Error).Outcome
 				}
 				if info.outcome != "" && info.outcome != outcomeQueued {
-					s.metrics.callbacks.WithLabelValues(info.route, info.outcome).Inc()
+					s.callbacks.WithLabelValues(info.route, info.outcome).Inc()
 				}
 				// client_ip tells an operator the provider's sources, for UNTOKENED_ALLOW_CIDRS.
 				log, level, msg = log.With("callback_route", info.route, "client_ip", c.RealIP(),
@@ -105,22 +105,18 @@ var outcomes = []string{
 	outcomeSuppressed, outcomeRateLimited, outcomeDropped, outcomeUntokenedRejected, outcomeSourceRefused,
 }
 
-type metrics struct {
-	callbacks *prometheus.CounterVec
-}
-
 // newMetrics registers the callback counter, the untokened queue's gauges and the HTTP metrics' middleware, which
 // counts and times every request by route pattern and the status the error handler will answer.
-func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, echo.MiddlewareFunc, error) {
-	m := &metrics{callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "captchaflow_ingress_callbacks_total",
+func newMetrics(reg prometheus.Registerer, q *jobQueue) (*prometheus.CounterVec, echo.MiddlewareFunc, error) {
+	callbacks := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "captchaflow_ingress_callbacks_total",
 		Help: "Provider callbacks by route and outcome; an untokened one is counted when its background lookup ends."},
-		[]string{"route", "outcome"})}
+		[]string{"route", "outcome"})
 	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "captchaflow_ingress_untokened_queue_depth",
 		Help: "Untokened callbacks accepted and waiting for their lookup."}, func() float64 { return float64(len(q.jobs)) })
 	capacity := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "captchaflow_ingress_untokened_queue_capacity",
 		Help: "INGRESS_UNTOKENED_QUEUE: past it untokened callbacks are answered 503 (outcome dropped)."},
 		func() float64 { return float64(cap(q.jobs)) })
-	for _, c := range []prometheus.Collector{m.callbacks, depth, capacity} {
+	for _, c := range []prometheus.Collector{callbacks, depth, capacity} {
 		if err := reg.Register(c); err != nil {
 			return nil, nil, err
 		}
@@ -128,7 +124,7 @@ func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, echo.Middlewa
 	// Zeros instead of absent series, so alerts on rate() work from the start.
 	for _, route := range []string{routeTokened, routeUntokened} {
 		for _, outcome := range outcomes {
-			m.callbacks.WithLabelValues(route, outcome)
+			callbacks.WithLabelValues(route, outcome)
 		}
 	}
 	hm, err := echoprometheus.MiddlewareConfig{
@@ -143,5 +139,5 @@ func newMetrics(reg prometheus.Registerer, q *jobQueue) (*metrics, echo.Middlewa
 			return c.Response().Status
 		},
 	}.ToMiddleware()
-	return m, hm, err
+	return callbacks, hm, err
 }

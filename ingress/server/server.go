@@ -38,7 +38,7 @@ type Server struct {
 	cfg            config.Ingress
 	temporal       client.Client
 	log            *slog.Logger
-	metrics        *metrics
+	callbacks      *prometheus.CounterVec // captchaflow_ingress_callbacks_total{route,outcome}
 	echo           *echo.Echo
 	metricsHandler http.Handler
 	secrets        []string // the current callback secret and, during a rotation, the previous one
@@ -80,7 +80,7 @@ func New(cfg config.Ingress, tc client.Client, log *slog.Logger, reg *prometheus
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	s.metricsHandler = mux
 	var hm echo.MiddlewareFunc
-	if s.metrics, hm, err = newMetrics(reg, s.queue); err != nil {
+	if s.callbacks, hm, err = newMetrics(reg, s.queue); err != nil {
 		return nil, fmt.Errorf("registering ingress metrics: %w", err)
 	}
 	s.echo = s.routes(hm, proxies)

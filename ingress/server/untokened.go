@@ -74,7 +74,7 @@ func (s *Server) runUntokened(ctx context.Context, id, key string, arrived time.
 	default:
 		s.untokenedBudget.refund(id, now) // not handed over: a later callback may try again
 	}
-	s.metrics.callbacks.WithLabelValues(routeUntokened, outcome).Inc()
+	s.callbacks.WithLabelValues(routeUntokened, outcome).Inc()
 	log := s.log.With("callback_route", routeUntokened, "workflow_id", workflowID,
 		"provider_task_id", id, "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	if err != nil {
