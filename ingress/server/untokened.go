@@ -193,15 +193,10 @@ func (q *jobQueue) drain(ctx context.Context) error {
 		close(q.jobs)
 	}
 	q.mu.Unlock()
-	done := make(chan struct{})
-	go func() { q.workers.Wait(); close(done) }()
-	defer q.cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		q.cancel()
-		<-done
+	stop := context.AfterFunc(ctx, q.cancel) // the jobs still waiting then run cancelled: dropped
+	q.workers.Wait()
+	if !stop() {
 		return ctx.Err()
 	}
+	return nil
 }
