@@ -23,11 +23,20 @@ import (
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	srv, err := setup(logger)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2) // a configuration error, told apart from a crash
-	}
+	cfg, err := config.LoadIngress()
+	check(err, "")
+	opts, err := envconfig.LoadDefaultClientOptions()
+	check(err, "temporal client configuration: ")
+	opts.Logger = sdklog.NewStructuredLogger(logger)
+	// Lazy: /healthz answers while Temporal is still starting; /readyz and callbacks say 503 until it answers.
+	tc, err := client.NewLazyClient(opts)
+	check(err, "temporal client: ")
+	logger.Info("ingress starting", "temporal_address", cmp.Or(opts.HostPort, client.DefaultHostPort),
+		"namespace", cmp.Or(opts.Namespace, client.DefaultNamespace))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := server.New(cfg, tc, logger, reg)
+	check(err, "")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := srv.ListenAndServe(ctx); err != nil {
@@ -36,24 +45,10 @@ func main() {
 	}
 }
 
-func setup(logger *slog.Logger) (*server.Server, error) {
-	cfg, err := config.LoadIngress()
+// check stops on a configuration error with exit code 2, told apart from a crash.
+func check(err error, prefix string) {
 	if err != nil {
-		return nil, err
+		fmt.Fprintln(os.Stderr, prefix+err.Error())
+		os.Exit(2)
 	}
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return nil, fmt.Errorf("temporal client configuration: %w", err)
-	}
-	opts.Logger = sdklog.NewStructuredLogger(logger)
-	// Lazy: /healthz answers while Temporal is still starting; /readyz and callbacks say 503 until it answers.
-	tc, err := client.NewLazyClient(opts)
-	if err != nil {
-		return nil, fmt.Errorf("temporal client: %w", err)
-	}
-	logger.Info("ingress starting", "temporal_address", cmp.Or(opts.HostPort, client.DefaultHostPort),
-		"namespace", cmp.Or(opts.Namespace, client.DefaultNamespace))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return server.New(cfg, tc, logger, reg)
 }

@@ -96,20 +96,23 @@ func TestSixFloodingClientsDoNotStarveTheProvider(t *testing.T) {
 func TestFairShareFollowsTheActiveSources(t *testing.T) {
 	l := newClientRateLimit(50, 10)
 	now := time.Now()
-	_, share := l.limiterFor("198.51.100.7", now)
-	assert.EqualValues(t, 10, share, "alone: the per-client cap")
+	assert.EqualValues(t, 10, l.limiterFor("198.51.100.7", now).Limit(), "alone: the per-client cap")
 	for i := range 9 {
 		l.allow(fmt.Sprintf("203.0.113.%d", i), now)
 	}
 	assert.Equal(t, 10, l.activeSources(now))
-	_, share = l.limiterFor("198.51.100.7", now)
-	assert.EqualValues(t, 5, share, "ten sources share 50/s")
+	assert.EqualValues(t, 5, l.limiterFor("198.51.100.7", now).Limit(), "ten sources share 50/s")
 
 	later := now.Add(activeSourceWindow - time.Second)
-	_, share = l.limiterFor("198.51.100.7", later)
-	assert.EqualValues(t, 5, share, "the others are still active")
+	assert.EqualValues(t, 5, l.limiterFor("198.51.100.7", later).Limit(), "the others are still active")
 	later = now.Add(activeSourceWindow + time.Second)
 	assert.Equal(t, 1, l.activeSources(later), "the quiet ones no longer count")
-	_, share = l.limiterFor("198.51.100.7", later)
-	assert.EqualValues(t, 10, share)
+	assert.EqualValues(t, 10, l.limiterFor("198.51.100.7", later).Limit())
+}
+
+// activeSources is how many client networks count toward the fair share at now.
+func (l *clientRateLimit) activeSources(now time.Time) int {
+	l.clients.mu.Lock()
+	defer l.clients.mu.Unlock()
+	return l.clients.keys.live(now)
 }

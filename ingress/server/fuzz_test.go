@@ -36,7 +36,8 @@ var contractStatuses = map[int]bool{
 // fuzzTemporal accepts every signal without keeping it (a fuzz run sends millions) and remembers only whether an
 // out-of-contract code reached it. Provider IDs ending in an even digit have a running workflow.
 type fuzzTemporal struct {
-	badCode atomic.Bool
+	client.Client // the ingress calls only the methods below
+	badCode       atomic.Bool
 }
 
 func (f *fuzzTemporal) SignalWorkflow(_ context.Context, _, _, _ string, arg any) error {

@@ -71,10 +71,11 @@ type sentUpdate struct {
 
 // fakeTemporal records calls; its behaviour is set per test through the func fields.
 type fakeTemporal struct {
-	mu      sync.Mutex
-	signals []sentSignal
-	updates []sentUpdate
-	queries []string
+	client.Client // the ingress calls only the methods below
+	mu            sync.Mutex
+	signals       []sentSignal
+	updates       []sentUpdate
+	queries       []string
 
 	signalFn func(ctx context.Context) error
 	// updateFn decides an update: an error from the call, or the rejection its handle holds (nil: accepted). Unset,
@@ -268,7 +269,7 @@ func (e *testEnv) get(t testing.TB, target string) *httptest.ResponseRecorder {
 }
 
 func (e *testEnv) callbacks(route, outcome string) float64 {
-	return testutil.ToFloat64(e.srv.metrics.callbacks.WithLabelValues(route, outcome))
+	return testutil.ToFloat64(e.srv.callbacks.WithLabelValues(route, outcome))
 }
 
 func tokenedURL(workflowID, secret string, query url.Values) string {
@@ -313,3 +314,17 @@ func (s *Server) metricsText(t testing.TB) string {
 	require.Equal(t, http.StatusOK, rec.Code)
 	return rec.Body.String()
 }
+
+// Handler is the public HTTP handler (callbacks and probes).
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// MetricsHandler serves /metrics as the metrics listener does.
+func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
+
+// Addr and MetricsAddr are the bound addresses (the real port for port 0), "" before listening.
+func (s *Server) Addr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.addr }
+
+func (s *Server) MetricsAddr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.metricsAddr }
+
+// Close drains the untokened queue of a server that never served; queued callbacks still run within ctx.
+func (s *Server) Close(ctx context.Context) error { return s.queue.drain(ctx) }

@@ -439,7 +439,7 @@ func TestSignalBudgetMemoryIsBounded(t *testing.T) {
 	for i := range maxClientLimiters + 1000 {
 		l.allow(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), now)
 	}
-	assert.Equal(t, maxClientLimiters, l.clients.live(now))
+	assert.Equal(t, maxClientLimiters, l.activeSources(now))
 }
 
 func TestClientNetworkGroupsAnIPv6Slash64(t *testing.T) {

@@ -40,12 +40,11 @@ func newTTLCache[V any](size int, ttl time.Duration) ttlCache[V] {
 
 // get returns key's live value and renews it.
 func (c ttlCache[V]) get(key string, now time.Time) (V, bool) {
-	if e, ok := c.lru.Get(key); ok && now.Before(e.expires) {
+	e, ok := c.lru.Get(key)
+	if ok = ok && now.Before(e.expires); ok {
 		c.put(key, e.val, now)
-		return e.val, true
 	}
-	var zero V
-	return zero, false
+	return e.val, ok
 }
 
 func (c ttlCache[V]) has(key string, now time.Time) bool { _, ok := c.get(key, now); return ok }
@@ -64,54 +63,46 @@ func (c ttlCache[V]) live(now time.Time) int {
 	return c.lru.Len()
 }
 
-// bucket is a token bucket that can give a token back, which x/time/rate cannot once time moved.
-type bucket struct {
-	tokens float64
-	last   time.Time
+// limiters is a token bucket per key (workflow ID, provider task ID, client network), forgotten ttl after its last use.
+type limiters struct {
+	mu    sync.Mutex
+	keys  ttlCache[*rate.Limiter]
+	limit rate.Limit
+	burst int
+}
+
+func newLimiters(size int, ttl time.Duration, limit rate.Limit, burst int) *limiters {
+	return &limiters{keys: newTTLCache[*rate.Limiter](size, ttl), limit: limit, burst: burst}
+}
+
+// get is key's limiter, a full one if key is new; live is how many keys were used within ttl, key included.
+func (l *limiters) get(key string, now time.Time) (lim *rate.Limiter, live int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim, ok := l.keys.get(key, now)
+	if !ok {
+		lim = rate.NewLimiter(l.limit, l.burst)
+		l.keys.put(key, lim, now)
+	}
+	return lim, l.keys.live(now)
 }
 
 // signalBudget caps the signals one key (workflow ID, provider task ID) gets: burst at once, then one per refill,
-// so a flood adds a constant number of events to a workflow's history.
-type signalBudget struct {
-	mu     sync.Mutex
-	burst  float64
-	refill time.Duration
-	keys   ttlCache[*bucket]
-}
-
-func newSignalBudget(burst int, refill time.Duration) *signalBudget {
-	// An idle key is forgotten once its bucket would be full again, which a new one is.
-	return &signalBudget{burst: float64(burst), refill: refill,
-		keys: newTTLCache[*bucket](maxBudgetKeys, time.Duration(burst)*refill)}
+// so a flood adds a constant number of events to a workflow's history. An idle key is forgotten once its bucket
+// would be full again, which a new one is.
+func newSignalBudget(burst int, refill time.Duration) *limiters {
+	return newLimiters(maxBudgetKeys, time.Duration(burst)*refill, rate.Every(refill), burst)
 }
 
 // take spends one signal of key's budget; false means it is spent for now.
-func (b *signalBudget) take(key string, now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	bk, ok := b.keys.get(key, now)
-	if !ok {
-		bk = &bucket{tokens: b.burst, last: now}
-		b.keys.put(key, bk, now)
-	}
-	if elapsed := now.Sub(bk.last); elapsed > 0 {
-		bk.tokens, bk.last = math.Min(b.burst, bk.tokens+float64(elapsed)/float64(b.refill)), now
-	}
-	if bk.tokens < 1 {
-		return false
-	}
-	bk.tokens--
-	return true
+func (l *limiters) take(key string, now time.Time) bool {
+	lim, _ := l.get(key, now)
+	return lim.AllowN(now, 1)
 }
 
-// refund returns a token taken for a signal Temporal never accepted, so the provider's retry is not suppressed.
-func (b *signalBudget) refund(key string, now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if bk, ok := b.keys.get(key, now); ok {
-		bk.tokens = math.Min(b.burst, bk.tokens+1)
-	}
-}
+// refund gives back a token taken for a signal Temporal never accepted, so the provider's retry is not suppressed;
+// x/time/rate caps the bucket at its burst again on its next use.
+func (l *limiters) refund(key string, now time.Time) { lim, _ := l.get(key, now); lim.AllowN(now, -1) }
 
 // callbackKey identifies one callback's content on one route; no ID can hold NUL, so the encoding is unambiguous.
 func callbackKey(route, workflowID, providerTaskID, code string) string {
@@ -121,69 +112,37 @@ func callbackKey(route, workflowID, providerTaskID, code string) string {
 
 // clientRateLimit admits untokened callbacks: each active source refills at a fair share (global / active
 // sources, at most the per-client rate) and the global limiter caps the sum, so a few flooders cannot starve the
-// provider's own callbacks.
+// provider's own callbacks. Bursts are two seconds' worth: a short burst of honest callbacks passes, a flood not.
 type clientRateLimit struct {
-	global     *rate.Limiter
-	globalRate float64
-	perClient  float64
-	mu         sync.Mutex
-	clients    ttlCache[*rate.Limiter]
+	global    *rate.Limiter
+	perClient float64
+	clients   *limiters
 }
 
-func newClientRateLimit(globalPerSecond, perClientPerSecond float64) *clientRateLimit {
-	return &clientRateLimit{
-		global:     rate.NewLimiter(rate.Limit(globalPerSecond), burstFor(globalPerSecond)),
-		globalRate: globalPerSecond,
-		perClient:  perClientPerSecond,
-		clients:    newTTLCache[*rate.Limiter](maxClientLimiters, activeSourceWindow),
-	}
+func newClientRateLimit(global, perClient float64) *clientRateLimit {
+	burst := func(perSecond float64) int { return max(1, int(math.Ceil(2*perSecond))) }
+	return &clientRateLimit{rate.NewLimiter(rate.Limit(global), burst(global)), perClient,
+		newLimiters(maxClientLimiters, activeSourceWindow, rate.Limit(perClient), burst(perClient))}
 }
-
-// burstFor is two seconds' worth: a short burst of honest callbacks passes, a sustained flood does not.
-func burstFor(perSecond float64) int { return max(1, int(math.Ceil(2*perSecond))) }
 
 // allow admits one request from clientIP at now, or says how long the caller should wait.
 func (l *clientRateLimit) allow(clientIP string, now time.Time) (retryAfter time.Duration, ok bool) {
-	lim, share := l.limiterFor(clientNetwork(clientIP), now)
-	if !lim.AllowN(now, 1) {
-		return retryAfterFor(share), false
-	}
-	if !l.global.AllowN(now, 1) {
-		return retryAfterFor(l.global.Limit()), false
+	for _, lim := range []*rate.Limiter{l.limiterFor(clientNetwork(clientIP), now), l.global} {
+		if !lim.AllowN(now, 1) {
+			// The time one token takes to come back, in whole seconds, at least one.
+			return max(time.Second, time.Duration(math.Ceil(1/float64(lim.Limit())))*time.Second), false
+		}
 	}
 	return 0, true
 }
 
 // limiterFor is key's limiter, set to the fair share of the sources active at now (key included).
-func (l *clientRateLimit) limiterFor(key string, now time.Time) (*rate.Limiter, rate.Limit) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lim, found := l.clients.get(key, now)
-	if !found {
-		l.clients.put(key, nil, now) // counted before its share is computed
-	}
-	share := rate.Limit(math.Min(l.perClient, l.globalRate/float64(l.clients.live(now))))
-	if !found {
-		lim = rate.NewLimiter(share, burstFor(l.perClient))
-		l.clients.put(key, lim, now)
-	} else if lim.Limit() != share {
+func (l *clientRateLimit) limiterFor(key string, now time.Time) *rate.Limiter {
+	lim, active := l.clients.get(key, now)
+	if share := rate.Limit(math.Min(l.perClient, float64(l.global.Limit())/float64(active))); lim.Limit() != share {
 		lim.SetLimitAt(now, share)
 	}
-	return lim, share
-}
-
-func (l *clientRateLimit) activeSources(now time.Time) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.clients.live(now)
-}
-
-// retryAfterFor is the time one token takes to come back at limit, in whole seconds, at least one.
-func retryAfterFor(limit rate.Limit) time.Duration {
-	if limit <= 0 {
-		return time.Second
-	}
-	return max(time.Second, time.Duration(math.Ceil(1/float64(limit)))*time.Second)
+	return lim
 }
 
 // clientNetwork keys the rate limit: the IPv4 address, or the /64 of an IPv6 one (one host usually holds a /64).

@@ -16,7 +16,7 @@ import (
 
 func TestCallbackCounterIsPreinitialised(t *testing.T) {
 	e := newTestEnv(t)
-	assert.Equal(t, 2*len(outcomes), testutil.CollectAndCount(e.srv.metrics.callbacks, "captchaflow_ingress_callbacks_total"))
+	assert.Equal(t, 2*len(outcomes), testutil.CollectAndCount(e.srv.callbacks, "captchaflow_ingress_callbacks_total"))
 	assert.Equal(t, 0.0, e.callbacks(routeUntokened, outcomeUnavailable))
 }
 

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,77 +27,69 @@ import (
 	"github.com/labstack/gommon/bytes"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/internal/config"
 )
 
-// TemporalClient is the part of client.Client the ingress uses, so tests can pass a fake.
-type TemporalClient interface {
-	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
-	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
-	ListWorkflow(ctx context.Context, request *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error)
-	CheckHealth(ctx context.Context, request *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
-}
-
 // Server is the ingress HTTP server.
 type Server struct {
-	cfg         config.Ingress
-	temporal    TemporalClient
-	log         *slog.Logger
-	metrics     *metrics
-	echo        *echo.Echo
-	secrets     []string // the current callback secret and, during a rotation, the previous one
-	lookupDelay time.Duration
-	bodyLimit   int64
-	draining    atomic.Bool
-	now         func() time.Time // the clock of budgets and rate limits; tests step it
+	cfg            config.Ingress
+	temporal       client.Client
+	log            *slog.Logger
+	callbacks      *prometheus.CounterVec // captchaflow_ingress_callbacks_total{route,outcome}
+	echo           *echo.Echo
+	metricsHandler http.Handler
+	secrets        []string // the current callback secret and, during a rotation, the previous one
+	lookupDelay    time.Duration
+	bodyLimit      int64
+	draining       atomic.Bool
+	now            func() time.Time // the clock of budgets and rate limits; tests step it
 
 	clientLimit     *clientRateLimit
 	allowSources    []*net.IPNet
 	seen            ttlCache[struct{}] // hashes of callbacks handed over (never the code), for exact repeats
 	rejectedIDs     ttlCache[struct{}] // provider task IDs whose untokened update the workflow rejected
-	tokenedBudget   *signalBudget
-	untokenedBudget *signalBudget
+	tokenedBudget   *limiters
+	untokenedBudget *limiters
 	queue           *jobQueue
-	metricsHandler  *http.ServeMux
 
-	mu                     sync.Mutex
-	addr, metricsAddrBound string
+	mu                sync.Mutex
+	addr, metricsAddr string // bound, for port 0
 }
 
-// New builds the server; ListenAndServe, or Close for one that never serves, drains its untokened queue.
-func New(cfg config.Ingress, tc TemporalClient, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
-	if err := validate(cfg, tc); err != nil {
+// New builds the server; ListenAndServe drains its untokened queue.
+func New(cfg config.Ingress, tc client.Client, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
+	bodyLimit, proxies, allow, err := parse(cfg, tc)
+	if err != nil {
 		return nil, err
 	}
 	s := &Server{
-		cfg: cfg, temporal: tc, log: log, lookupDelay: untokenedLookupDelay, now: time.Now,
+		cfg: cfg, temporal: tc, log: log, lookupDelay: untokenedLookupDelay, now: time.Now, bodyLimit: bodyLimit,
 		secrets:         []string{cfg.CallbackSecret.Reveal(), cfg.CallbackSecretPrevious.Reveal()},
 		clientLimit:     newClientRateLimit(cfg.UntokenedRate, cfg.UntokenedRatePerIP),
-		allowSources:    parseCIDRs(cfg.UntokenedAllowCIDRs),
+		allowSources:    allow,
 		seen:            newTTLCache[struct{}](maxSeenCallbacks, seenCallbackTTL),
 		rejectedIDs:     newTTLCache[struct{}](maxSeenCallbacks, rejectedHintTTL),
 		tokenedBudget:   newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		untokenedBudget: newSignalBudget(cfg.CallbackBurst, cfg.CallbackRefill),
 		queue:           newJobQueue(cfg.UntokenedQueue, cfg.UntokenedWorkers),
-		metricsHandler:  http.NewServeMux(),
 	}
-	s.metricsHandler.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	s.bodyLimit, _ = bytes.Parse(cfg.BodyLimit) // validated
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	s.metricsHandler = mux
 	var hm echo.MiddlewareFunc
-	var err error
-	if s.metrics, hm, err = newMetrics(reg, s.queue); err != nil {
+	if s.callbacks, hm, err = newMetrics(reg, s.queue); err != nil {
 		return nil, fmt.Errorf("registering ingress metrics: %w", err)
 	}
-	s.echo = s.routes(hm, parseCIDRs(cfg.TrustedProxies))
+	s.echo = s.routes(hm, proxies)
 	return s, nil
 }
 
-// validate reports every configuration problem at once, so a bad deployment is fixed in one round.
-func validate(cfg config.Ingress, tc TemporalClient) error {
+// parse checks cfg and parses its body limit and CIDRs (blank entries skipped); it reports every problem at once,
+// so a bad deployment is fixed in one round.
+func parse(cfg config.Ingress, tc client.Client) (bodyLimit int64, proxies, allow []*net.IPNet, err error) {
 	var problems []string
 	add := func(bad bool, format string, args ...any) {
 		if bad {
@@ -105,8 +98,8 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 	}
 	add(tc == nil, "Temporal client is nil")
 	add(cfg.CallbackSecret.Reveal() == "", "CALLBACK_SECRET is empty")
-	limit, err := bytes.Parse(cfg.BodyLimit)
-	add(err != nil || limit <= 0, "INGRESS_BODY_LIMIT %q is not a positive size like 64K", cfg.BodyLimit)
+	bodyLimit, err = bytes.Parse(cfg.BodyLimit)
+	add(err != nil || bodyLimit <= 0, "INGRESS_BODY_LIMIT %q is not a positive size like 64K", cfg.BodyLimit)
 	for env, v := range map[string]float64{
 		"INGRESS_SIGNAL_TIMEOUT": float64(cfg.SignalTimeout), "INGRESS_LOOKUP_TIMEOUT": float64(cfg.LookupTimeout),
 		"SHUTDOWN_TIMEOUT": float64(cfg.ShutdownTimeout), "INGRESS_UNTOKENED_RATE": cfg.UntokenedRate,
@@ -116,28 +109,22 @@ func validate(cfg config.Ingress, tc TemporalClient) error {
 	} {
 		add(!(v > 0), "%s must be positive", env) // also refuses NaN
 	}
-	for env, cidrs := range map[string][]string{"INGRESS_TRUSTED_PROXIES": cfg.TrustedProxies, "UNTOKENED_ALLOW_CIDRS": cfg.UntokenedAllowCIDRs} {
-		for _, c := range cidrs {
-			_, _, err := net.ParseCIDR(strings.TrimSpace(c))
+	cidrs := func(env string, list []string) (nets []*net.IPNet) {
+		for _, c := range list {
+			_, n, err := net.ParseCIDR(strings.TrimSpace(c))
 			add(strings.TrimSpace(c) != "" && err != nil, "%s: %q is not a CIDR like 10.0.0.0/8 (a single address is 192.0.2.1/32)", env, c)
+			if err == nil {
+				nets = append(nets, n)
+			}
 		}
+		return nets
 	}
+	proxies, allow = cidrs("INGRESS_TRUSTED_PROXIES", cfg.TrustedProxies), cidrs("UNTOKENED_ALLOW_CIDRS", cfg.UntokenedAllowCIDRs)
 	if len(problems) > 0 {
 		slices.Sort(problems)
-		return fmt.Errorf("ingress: %s", strings.Join(problems, "; "))
+		return 0, nil, nil, fmt.Errorf("ingress: %s", strings.Join(problems, "; "))
 	}
-	return nil
-}
-
-// parseCIDRs parses the CIDRs validate accepted; blank entries are skipped.
-func parseCIDRs(cidrs []string) []*net.IPNet {
-	var nets []*net.IPNet
-	for _, c := range cidrs {
-		if _, n, err := net.ParseCIDR(strings.TrimSpace(c)); err == nil {
-			nets = append(nets, n)
-		}
-	}
-	return nets
+	return bodyLimit, proxies, allow, nil
 }
 
 // routes builds the Echo instance; the access log and the metrics see the final status, recovered panics included.
@@ -162,11 +149,11 @@ func (s *Server) routes(httpMetrics echo.MiddlewareFunc, proxies []*net.IPNet) *
 		},
 	}))
 	methods := []string{http.MethodGet, http.MethodPost}
-	tokened := []echo.MiddlewareFunc{s.observeCallback(routeTokened), bodyLimit(s.bodyLimit)}
-	e.Match(methods, callbackauth.CallbackPath+":workflow_id", s.handleTokenedCallback, tokened...)
-	e.Match(methods, callbackauth.CallbackPath, s.handleTokenedCallback, tokened...) // a 400 naming the empty ID
+	tokened := s.callbackRoute(routeTokened)
+	e.Match(methods, callbackauth.CallbackPath+":workflow_id", s.handleTokenedCallback, tokened)
+	e.Match(methods, callbackauth.CallbackPath, s.handleTokenedCallback, tokened) // a 400 naming the empty ID
 	e.Match(methods, strings.TrimSuffix(callbackauth.CallbackPath, "/"), s.handleUntokenedCallback,
-		s.observeCallback(routeUntokened), bodyLimit(s.bodyLimit))
+		s.callbackRoute(routeUntokened))
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, accepted) })
 	e.GET("/readyz", s.handleReadyz)
 	return e
@@ -185,20 +172,6 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// bodyLimit answers 413 past limit. Not Echo's BodyLimit: its reader hands mime/multipart the bytes past the
-// limit with the error, so a small chunked multipart body over the limit parsed; http.MaxBytesReader never does.
-func bodyLimit(limit int64) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if c.Request().ContentLength > limit {
-				return echo.ErrStatusRequestEntityTooLarge
-			}
-			c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, limit)
-			return next(c)
-		}
-	}
-}
-
 // asBodyTooLarge turns the reader's over-limit error, however wrapped, into its 413; nil for any other error.
 func asBodyTooLarge(err error) error {
 	var tooLarge *http.MaxBytesError
@@ -208,16 +181,143 @@ func asBodyTooLarge(err error) error {
 	return nil
 }
 
-// Handler is the public HTTP handler (callbacks and probes).
-func (s *Server) Handler() http.Handler { return s.echo }
+// ListenAndServe binds INGRESS_ADDR and, unless empty, INGRESS_METRICS_ADDR, and serves until ctx is done. It then
+// reports not ready, lets in-flight callbacks finish and drains the untokened queue within SHUTDOWN_TIMEOUT (a
+// callback cut off mid-signal would only come through the slower poll); the metrics listener closes last.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("ingress: listening on INGRESS_ADDR %q: %w", s.cfg.Addr, err)
+	}
+	public, metrics := s.httpServer(s.echo), s.httpServer(s.metricsHandler)
+	defer metrics.Close()
+	serveErr := make(chan error, 2)
+	if s.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("ingress: listening on INGRESS_METRICS_ADDR %q: %w", s.cfg.MetricsAddr, err)
+		}
+		s.bound(&s.metricsAddr, mln, "ingress metrics listening")
+		go func() { serveErr <- fmt.Errorf("ingress: serving metrics: %w", metrics.Serve(mln)) }()
+	}
+	s.bound(&s.addr, ln, "ingress listening")
+	go func() { serveErr <- fmt.Errorf("ingress: serving: %w", public.Serve(ln)) }()
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("ingress shutting down", slog.Duration("timeout", s.cfg.ShutdownTimeout))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if e := public.Shutdown(ctx); e != nil {
+		_ = public.Close()
+		err = errors.Join(err, fmt.Errorf("ingress: graceful shutdown incomplete after %s: %w", s.cfg.ShutdownTimeout, e))
+	}
+	if e := s.queue.drain(ctx); e != nil {
+		err = errors.Join(err, fmt.Errorf("ingress: untokened queue not drained within %s: %w", s.cfg.ShutdownTimeout, e))
+	}
+	if err == nil {
+		s.log.Info("ingress stopped")
+	}
+	return err
+}
 
-// MetricsHandler serves /metrics on the metrics listener.
-func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
+// bound records and logs the address ln is bound to (the real port for port 0).
+func (s *Server) bound(addr *string, ln net.Listener, msg string) {
+	s.mu.Lock()
+	*addr = ln.Addr().String()
+	s.mu.Unlock()
+	s.log.Info(msg, "addr", ln.Addr().String())
+}
 
-// Addr and MetricsAddr are the bound addresses (the real port for port 0), "" before listening.
-func (s *Server) Addr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.addr }
+// httpServer bounds h by the configured timeouts, alike for the callback and the metrics listeners.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, ReadTimeout: s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+}
 
-func (s *Server) MetricsAddr() string { s.mu.Lock(); defer s.mu.Unlock(); return s.metricsAddrBound }
+// Error is the one error handlers return: Status is what the caller gets, Outcome the callbacks counter's label,
+// Message all the caller is told; Err is logged and never sent.
+type Error struct {
+	Status     int
+	Outcome    string
+	Message    string
+	RetryAfter time.Duration
+	Err        error
+}
 
-// Close stops the untokened queue of a server that is not serving; queued callbacks still run within ctx.
-func (s *Server) Close(ctx context.Context) error { return s.queue.drain(ctx) }
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// unavailableRetryAfter is the hint sent with a 503; providers honour it, and the workflow polls anyway.
+const unavailableRetryAfter = 5 * time.Second
+
+const unavailableMessage = "temporarily unable to accept the callback, retry later"
+
+var (
+	errForged        = &Error{http.StatusForbidden, outcomeForged, "missing or invalid callback token", 0, nil}
+	errSourceRefused = &Error{http.StatusForbidden, outcomeSourceRefused, "untokened callbacks are accepted only " +
+		"from the provider's addresses (UNTOKENED_ALLOW_CIDRS); use the tokened callback URL", 0, nil}
+	errQueueFull = &Error{http.StatusServiceUnavailable, outcomeDropped, unavailableMessage, unavailableRetryAfter,
+		errors.New("untokened callback queue full")}
+	errDraining = errors.New("shutting down")
+)
+
+// badRequest is input the provider must fix; the message names the field.
+func badRequest(field, msg string) error {
+	return &Error{Status: http.StatusBadRequest, Outcome: outcomeBadRequest, Message: field + ": " + msg}
+}
+
+// unavailable means Temporal did not take the callback in time: the provider may retry, and the poll recovers it.
+func unavailable(cause error) error {
+	return &Error{http.StatusServiceUnavailable, outcomeUnavailable, unavailableMessage, unavailableRetryAfter, cause}
+}
+
+func rateLimited(retryAfter time.Duration) error {
+	return &Error{http.StatusTooManyRequests, outcomeRateLimited, "too many untokened callbacks, retry later", retryAfter, nil}
+}
+
+// resolveError is the one place an error becomes a response; an error not of ours is a bug: a bare 500.
+func resolveError(err error) *Error {
+	var e *Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &he):
+		msg, ok := he.Message.(string)
+		if !ok {
+			msg = http.StatusText(he.Code)
+		}
+		if he.Code < 500 {
+			return &Error{Status: he.Code, Outcome: outcomeBadRequest, Message: msg} // an oversized body, mostly
+		}
+		return &Error{Status: he.Code, Message: msg}
+	}
+	return &Error{Status: http.StatusInternalServerError, Message: http.StatusText(http.StatusInternalServerError)}
+}
+
+// handleError is Echo's one HTTPErrorHandler: every error becomes {"error": "..."} with its status.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	r := resolveError(err)
+	if r.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int((r.RetryAfter+time.Second-1)/time.Second)))
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(r.Status)
+		return
+	}
+	_ = c.JSON(r.Status, echo.Map{"error": r.Message})
+}

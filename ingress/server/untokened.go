@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,7 +33,8 @@ const (
 // the task's budget and those of a rejected ID cost no Temporal call.
 func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
-	if !s.untokenedSourceAllowed(c.RealIP()) {
+	ip := net.ParseIP(c.RealIP()) // every source when UNTOKENED_ALLOW_CIDRS is empty, else only its networks
+	if len(s.allowSources) > 0 && !slices.ContainsFunc(s.allowSources, func(n *net.IPNet) bool { return n.Contains(ip) }) {
 		return errSourceRefused
 	}
 	now := s.now()
@@ -49,8 +51,8 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	case s.rejectedIDs.has(id, now) || !s.untokenedBudget.take(id, now):
 		info.outcome = outcomeSuppressed
 	default:
-		job := untokenedJob{providerTaskID: id, key: callbackKey(routeUntokened, "", id, code), arrived: time.Now()}
-		if err := s.queue.enqueue(func(ctx context.Context) { s.runUntokened(ctx, job) }); err != nil {
+		key, arrived := callbackKey(routeUntokened, "", id, code), time.Now() // wall clock: the lookup waits after it
+		if err := s.queue.enqueue(func(ctx context.Context) { s.runUntokened(ctx, id, key, arrived) }); err != nil {
 			s.untokenedBudget.refund(id, now)
 			return err
 		}
@@ -59,36 +61,22 @@ func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// untokenedSourceAllowed: every source when UNTOKENED_ALLOW_CIDRS is empty, else only its networks.
-func (s *Server) untokenedSourceAllowed(clientIP string) bool {
-	ip := net.ParseIP(clientIP)
-	for _, n := range s.allowSources {
-		if ip != nil && n.Contains(ip) {
-			return true
-		}
-	}
-	return len(s.allowSources) == 0
-}
-
 // runUntokened is the background half: lookup, hint, then the count and log line the request could not have.
-func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
+func (s *Server) runUntokened(ctx context.Context, id, key string, arrived time.Time) {
 	start := time.Now()
-	workflowID, outcome, err := "", outcomeDropped, ctx.Err() // the shutdown's drain ran out of time first
-	if err == nil {
-		workflowID, outcome, err = s.lookupAndDeliver(ctx, job)
-	}
+	workflowID, outcome, err := s.lookupAndDeliver(ctx, id, arrived)
 	now := s.now()
 	switch outcome {
 	case outcomeSignalled, outcomeLateOrUnknown:
-		s.seen.add(job.key, now)
+		s.seen.add(key, now)
 	case outcomeUntokenedRejected:
-		s.rejectedIDs.add(job.providerTaskID, now)
+		s.rejectedIDs.add(id, now)
 	default:
-		s.untokenedBudget.refund(job.providerTaskID, now) // not handed over: a later callback may try again
+		s.untokenedBudget.refund(id, now) // not handed over: a later callback may try again
 	}
-	s.metrics.callbacks.WithLabelValues(routeUntokened, outcome).Inc()
+	s.callbacks.WithLabelValues(routeUntokened, outcome).Inc()
 	log := s.log.With("callback_route", routeUntokened, "workflow_id", workflowID,
-		"provider_task_id", job.providerTaskID, "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		"provider_task_id", id, "outcome", outcome, "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	if err != nil {
 		log.Warn("untokened callback processed", "error", err.Error())
 		return
@@ -96,27 +84,35 @@ func (s *Server) runUntokened(ctx context.Context, job untokenedJob) {
 	log.Info("untokened callback processed")
 }
 
-// lookupAndDeliver finds the running workflow waiting for the provider task ID (one visibility query, after
-// untokenedLookupDelay) and hands it the hint as the UntokenedUpdate, which carries no code.
-func (s *Server) lookupAndDeliver(ctx context.Context, job untokenedJob) (workflowID, outcome string, err error) {
+// lookupAndDeliver finds the running workflow waiting for the provider task ID (one visibility query bounded by
+// LookupTimeout, after untokenedLookupDelay) and hands it the hint as the UntokenedUpdate, which carries no code.
+func (s *Server) lookupAndDeliver(ctx context.Context, id string, arrived time.Time) (workflowID, outcome string, err error) {
 	select {
 	case <-ctx.Done():
-		return "", outcomeDropped, ctx.Err()
-	case <-time.After(time.Until(job.arrived.Add(s.lookupDelay))):
+	case <-time.After(time.Until(arrived.Add(s.lookupDelay))):
 	}
-	workflowID, err = s.lookupWorkflow(ctx, job.providerTaskID)
+	if ctx.Err() != nil {
+		return "", outcomeDropped, ctx.Err() // the shutdown's drain ran out of time first
+	}
+	// id admits no quote (callback.Parse); only a task waiting for its callback or polling can use the hint.
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)
+	resp, err := s.temporal.ListWorkflow(lctx, &workflowservice.ListWorkflowExecutionsRequest{PageSize: 1,
+		Query: fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running' AND %s IN ('%s', '%s')", captchaflow.TaskIDKey.GetName(),
+			id, captchaflow.PhaseKey.GetName(), captchaflow.PhaseAwaitingCallback, captchaflow.PhasePolling)})
+	cancel()
 	switch {
 	case err != nil:
 		return "", outcomeUnavailable, err
-	case workflowID == "":
+	case len(resp.GetExecutions()) == 0:
 		return "", outcomeLateOrUnknown, nil
 	}
+	workflowID = resp.GetExecutions()[0].GetExecution().GetWorkflowId()
 	uctx, cancel := context.WithTimeout(ctx, min(untokenedUpdateTimeout, s.cfg.SignalTimeout))
 	defer cancel()
 	handle, err := s.temporal.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   captchaflow.UntokenedUpdate,
-		Args:         []any{captchaflow.UntokenedHint{ProviderTaskID: job.providerTaskID}},
+		Args:         []any{captchaflow.UntokenedHint{ProviderTaskID: id}},
 		WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
 	switch outcome = outcomeOf(err); {
@@ -150,48 +146,29 @@ func updateRejected(h client.WorkflowUpdateHandle) bool {
 	return err != nil && !errors.As(err, &pending) && !errors.Is(err, context.Canceled)
 }
 
-// lookupWorkflow resolves providerTaskID (which admits no quote: callback.Parse) to the running workflow
-// that waits for its callback or polls, with one query bounded by LookupTimeout; "" if there is none.
-func (s *Server) lookupWorkflow(ctx context.Context, providerTaskID string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.LookupTimeout)
-	defer cancel()
-	resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		PageSize: 1,
-		Query: fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running' AND %s IN ('%s', '%s')",
-			captchaflow.TaskIDKey.GetName(), providerTaskID, captchaflow.PhaseKey.GetName(),
-			captchaflow.PhaseAwaitingCallback, captchaflow.PhasePolling),
-	})
-	if err != nil || len(resp.GetExecutions()) == 0 {
-		return "", err
-	}
-	return resp.GetExecutions()[0].GetExecution().GetWorkflowId(), nil
-}
-
-// untokenedJob is one accepted untokened callback waiting for its lookup.
-type untokenedJob struct {
-	providerTaskID, key string    // key: callbackKey, for exact repeats once handed over
-	arrived             time.Time // wall clock: the lookup waits untokenedLookupDelay after it
-}
-
-// jobQueue runs untokened callbacks in the background, at most cap(accepted) waiting or running and
-// cap(running) at once: a request is answered at once (no timing oracle) and a flood costs a bounded number of
-// lookups.
+// jobQueue runs untokened callbacks on a fixed number of workers, at most cap(jobs) waiting: a request is answered
+// at once (no timing oracle) and a flood costs a bounded number of lookups.
 type jobQueue struct {
-	accepted, running chan struct{}
-	ctx               context.Context // cancelled only when a drain runs out of time
-	cancel            context.CancelFunc
-	wg                sync.WaitGroup
-	mu                sync.RWMutex // orders enqueue's Add before drain's Wait
-	closed            bool
+	jobs    chan func(context.Context)
+	ctx     context.Context // cancelled only when a drain runs out of time
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
+	mu      sync.RWMutex // orders enqueue's send before drain's close
+	closed  bool
 }
 
 func newJobQueue(size, workers int) *jobQueue {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &jobQueue{accepted: make(chan struct{}, size+workers), running: make(chan struct{}, workers), ctx: ctx, cancel: cancel}
+	q := &jobQueue{jobs: make(chan func(context.Context), size)}
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	for range workers {
+		q.workers.Go(func() {
+			for run := range q.jobs {
+				run(q.ctx)
+			}
+		})
+	}
+	return q
 }
-
-func (q *jobQueue) waiting() int  { return len(q.accepted) - len(q.running) }
-func (q *jobQueue) capacity() int { return cap(q.accepted) - cap(q.running) }
 
 func (q *jobQueue) enqueue(run func(context.Context)) error {
 	q.mu.RLock()
@@ -200,34 +177,26 @@ func (q *jobQueue) enqueue(run func(context.Context)) error {
 		return unavailable(errDraining)
 	}
 	select {
-	case q.accepted <- struct{}{}:
+	case q.jobs <- run:
+		return nil
 	default:
 		return errQueueFull
 	}
-	q.wg.Go(func() {
-		defer func() { <-q.accepted }()
-		q.running <- struct{}{}
-		defer func() { <-q.running }()
-		run(q.ctx)
-	})
-	return nil
 }
 
 // drain stops taking jobs and waits for the accepted ones; if ctx ends first, they are cancelled (the waiting
 // ones count as dropped) and ctx's error returned. Safe to call more than once.
 func (q *jobQueue) drain(ctx context.Context) error {
 	q.mu.Lock()
-	q.closed = true
+	if !q.closed {
+		q.closed = true
+		close(q.jobs)
+	}
 	q.mu.Unlock()
-	done := make(chan struct{})
-	go func() { q.wg.Wait(); close(done) }()
-	defer q.cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		q.cancel()
-		<-done
+	stop := context.AfterFunc(ctx, q.cancel) // the jobs still waiting then run cancelled: dropped
+	q.workers.Wait()
+	if !stop() {
 		return ctx.Err()
 	}
+	return nil
 }
