@@ -24,6 +24,8 @@ type DeliverRequest struct {
 	NotifyURL string          `json:"notify_url"`
 	Body      json.RawMessage `json:"body"`
 	Refresh   int             `json:"refresh,omitempty"` // N for the token of the Nth refresh: a new result, a new webhook-id
+	// RunID is the run the task's reset chain started from, so a reset run delivers under the same webhook-id.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // MetricDeliveries counts delivery attempts by result (ok, error).
@@ -43,7 +45,7 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) error {
 }
 
 // DeliveryID is the webhook-id of one result: "<workflow ID>.<run ID>" (".r<N>" after the Nth refresh). Retries
-// keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
+// and resets keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
 // recoverable though workflow IDs may contain dots.
 func DeliveryID(workflowID, runID string, refresh int) string {
 	id := workflowID + "." + runID
@@ -94,7 +96,7 @@ func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*ht
 		return nil, temporal.NewApplicationError(err.Error(), FailureWorkerConfig)
 	}
 	exec := activity.GetInfo(ctx).WorkflowExecution
-	msgID, now := DeliveryID(exec.ID, exec.RunID, req.Refresh), time.Now()
+	msgID, now := DeliveryID(exec.ID, cmp.Or(req.RunID, exec.RunID), req.Refresh), time.Now()
 	signature, err := signer.Sign(msgID, now, req.Body)
 	if err != nil {
 		return nil, temporal.NewApplicationError("signing delivery: "+err.Error(), FailureWorkerConfig)
