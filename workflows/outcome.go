@@ -36,8 +36,6 @@ type outcome struct {
 
 func failed(err error) outcome { return outcome{kind: outFailed, err: err} }
 
-func resubmit(kind outcomeKind, reason string) outcome { return outcome{kind: kind, reason: reason} }
-
 // classify maps a failed provider activity to what the task does next. A timeout, or a retryable error with no time
 // left to retry it, means the task's deadline (the activity's schedule-to-close) ran out.
 func (s *solver) classify(err error) outcome {
@@ -47,7 +45,7 @@ func (s *solver) classify(err error) outcome {
 		activities.FailureProviderZeroBalance, activities.FailureProviderUnavailable}, t):
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	case t == activities.FailureResubmit:
-		return resubmit(outResubmit, appErr.Message())
+		return outcome{kind: outResubmit, reason: appErr.Message()}
 	}
 	return failed(err)
 }

@@ -188,8 +188,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	if remaining <= 0 {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
-	sub := &submission{N: len(s.table.subs) + 1, Round: s.table.round, State: subSubmitting, SubmittedAt: workflow.Now(ctx)}
-	s.table.subs = append(s.table.subs, sub)
+	sub := s.table.add(workflow.Now(ctx))
 	submitCtx, cancelSubmit := workflow.WithCancel(ctx)
 	// Transient provider trouble (no free slot, 5xx, network) is retried until the deadline; a lost answer and a zero
 	// balance come to the workflow instead.
@@ -253,7 +252,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	}
 	s.in.PollIntervalSeconds = max(s.in.PollIntervalSeconds, r.PollIntervalSeconds)
 	s.submitted(sub, r.ProviderTaskID, workflow.Now(ctx))
-	s.learnID(ctx, sub, r.ProviderTaskID)
+	s.learnID(ctx, sub, r.ProviderTaskID, subWaiting)
 	if r.Code != "" {
 		return s.solvedBy(sub, captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: r.Code,
 			Via: captchaflow.ViaSubmit, ReceivedAt: workflow.Now(ctx)})
@@ -314,7 +313,7 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 	end := workflow.Now(ctx).Add(min(s.in.LostAnswerWait(), s.remaining(ctx)))
 	s.logger.Warn("in.php's answer was lost; waiting for the submission's callback before submitting again",
 		"Submits", s.status.Submits, "Until", end, "Error", cause)
-	s.markLost(sub)
+	s.learnID(ctx, sub, "", subAnswerLost)
 	settled := func() bool { return s.table.answered() != nil || sub.State == subUnsolvable }
 	for !settled() && workflow.Now(ctx).Before(end) {
 		d := end.Sub(workflow.Now(ctx))

@@ -187,7 +187,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 	case sub != cur || !sub.open():
 		stale("a callback of an earlier or settled submission (" + string(sub.State) + ")")
 	case sub.State == subSubmitting:
-		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID or markLost replays it
+		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID replays it
 	default:
 		s.onCallback(ctx, sub, cb)
 	}
@@ -212,7 +212,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 		s.confirm(ctx, sub, "a callback naming another provider task")
 	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(word) == callback.ClassResubmit:
 		s.logger.Info("the provider called back that it gave up", "ProviderTaskID", sub.ProviderID, "Code", cb.Code)
-		sub.file(resubmit(outResubmit, "the callback said "+word))
+		sub.file(outcome{kind: outResubmit, reason: "the callback said " + word})
 	case callback.IsStatusWord(cb.Code):
 		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", word))
 	default:
@@ -238,20 +238,15 @@ func (s *solver) lostCallback(lost *submission, cb captchaflow.Callback, stale f
 	}
 }
 
-// learnID records the ID in.php gave sub and routes what came for it meanwhile.
-func (s *solver) learnID(ctx workflow.Context, sub *submission, id string) {
-	sub.ProviderID, sub.State = id, subWaiting
+// learnID records what in.php answered for sub (its ID, or its answer lost) and routes what came meanwhile.
+func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state subState) {
+	sub.ProviderID, sub.State = id, state
 	for _, cb := range sub.inbox {
-		s.onCallback(ctx, sub, cb)
-	}
-	sub.inbox = nil
-}
-
-// markLost marks sub's in.php answer lost; a callback that came while it was submitting may be its answer.
-func (s *solver) markLost(sub *submission) {
-	sub.State = subAnswerLost
-	for _, cb := range sub.inbox {
-		s.lostCallback(sub, cb, func(string) {})
+		if state == subAnswerLost {
+			s.lostCallback(sub, cb, func(string) {})
+		} else {
+			s.onCallback(ctx, sub, cb)
+		}
 	}
 	sub.inbox = nil
 }
