@@ -134,8 +134,7 @@ func (s *solver) giveUp(ctx workflow.Context, sub *submission) outcome {
 	return outcome{kind: outGaveUp, reason: fmt.Sprintf("provider %s unreachable past PROVIDER_GIVE_UP", sub.Provider)}
 }
 
-// providerGivenUp asks the worker (a local activity: one recorded marker) whether provider is down past
-// PROVIDER_GIVE_UP; a failure to ask counts as no.
+// providerGivenUp asks the worker (a local activity: one marker) whether provider is down past PROVIDER_GIVE_UP.
 func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 5 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})

@@ -10,8 +10,7 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// RegisterWorkflow registers the workflows under their contract names. A replayer takes only this; a worker takes
-// Register.
+// RegisterWorkflow registers the workflows under their contract names: a replayer takes this, a worker Register.
 func RegisterWorkflow(r worker.WorkflowRegistry) {
 	registerWorkflows(r, Settings{})
 }
@@ -27,9 +26,8 @@ func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
 	registerThreads(r) // ProviderThreads
 }
 
-// Register registers everything a SolveCaptcha worker runs: the workflows bound to the worker's settings, and the
-// activities as one struct so they share the provider client and secrets. Every worker (the worker process, tests,
-// the benchmark) registers through here, so none of them can drift from the others.
+// Register registers everything a SolveCaptcha worker runs, the activities as one struct sharing the provider client
+// and secrets. Every worker (the worker process, tests, the benchmark) registers here, so none can drift.
 func Register(r worker.Registry, acts *activities.Activities, settings Settings) {
 	registerWorkflows(r, settings)
 	r.RegisterActivity(acts)
@@ -38,8 +36,7 @@ func Register(r worker.Registry, acts *activities.Activities, settings Settings)
 // BalanceCheckTimeout bounds one CheckBalance run: less than the schedule's minute, so runs never overlap.
 const BalanceCheckTimeout = 50 * time.Second
 
-// CheckBalance reads the provider account's balance once (FetchBalance records it as a gauge on its worker); the
-// Schedule captchaflow.BalanceScheduleID starts it.
+// CheckBalance reads the balance once (FetchBalance records it as a gauge), started by captchaflow.BalanceScheduleID.
 func CheckBalance(ctx workflow.Context) (activities.BalanceResult, error) {
 	opts := withRetry(ctx, ProviderStartToClose, BalanceCheckTimeout,
 		backoff(2*time.Second, 10*time.Second, activities.NonRetryableProviderErrors...))

@@ -38,8 +38,7 @@ var reportFinalTypes = []string{captchaflow.FailureProviderConfig, captchaflow.F
 	captchaflow.FailureReportRefused, captchaflow.FailureReportWindowClosed, captchaflow.FailureInvalidInput}
 
 const (
-	// reportSettleTimeout: long enough for a task whose webhook was just delivered to complete, short enough to
-	// tell a caller soon that an unsolved task has nothing to report.
+	// reportSettleTimeout: long enough for a just-delivered task to complete, short enough to refuse an unsolved one soon.
 	reportSettleTimeout = time.Minute
 	minReportTime       = time.Second // a report with less of its window left is not attempted
 )

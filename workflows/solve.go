@@ -1,8 +1,7 @@
 package workflows
 
 // One task's life: admit → submit → await the answer or the callback timeout → poll → resubmit → deliver. The
-// listener (table.go) routes every callback, hint and grant into the table; this file awaits "an answer has arrived"
-// and acts on it.
+// listener (table.go) files every callback, hint and grant in the table; this file awaits an answer and acts on it.
 
 import (
 	"cmp"
@@ -48,8 +47,7 @@ type Settings struct {
 	ProviderThreads int
 }
 
-// SolveCaptcha submits one CAPTCHA task and returns its solution, from the provider's callback or from polling,
-// resubmitting unsolvable answers up to max_submits; the result is delivered to notify_url if set.
+// SolveCaptcha solves one CAPTCHA task (callback, else polling; resubmitting up to max_submits) and delivers it.
 func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
 	return solveCaptcha(ctx, in, Settings{})
 }
@@ -362,8 +360,7 @@ func (s *solver) solvedBy(sub *submission, res captchaflow.Result) outcome {
 	return outcome{kind: outSolved, res: res}
 }
 
-// awaitBalance pauses submissions after ERROR_ZERO_BALANCE for the activity's paced wait; the deadline keeps
-// counting (a token past it is of no use, and it bounds a pause that never ends).
+// awaitBalance pauses after ERROR_ZERO_BALANCE for the paced wait; the deadline keeps counting, bounding the pause.
 func (s *solver) awaitBalance(ctx workflow.Context, err error) outcome {
 	if s.status.Waiting == "" {
 		s.status.Waiting, s.status.WaitingSince = captchaflow.WaitingZeroBalance, workflow.Now(ctx)
@@ -391,8 +388,7 @@ type notification struct {
 }
 
 // deliver POSTs res to notify_url until delivery_timeout_seconds or, for a token that expires first, until just
-// before it does: expired then says so. The durable retry is the dead-letter queue: the pending activity shows in
-// the Web UI with its last error.
+// before it does (expired). The retrying activity is the dead-letter queue, visible in the Web UI.
 func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired bool, err error) {
 	s.setPhaseSearchable(ctx, captchaflow.PhaseDelivering)
 	// Marshalling a struct is deterministic; workflowcheck cannot see through encoding/json's type cache.
