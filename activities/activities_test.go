@@ -174,6 +174,11 @@ func (s *ActivitiesSuite) TestDeliverSignsPerStandardWebhooks() {
 	s.Require().Len(*seen, 1)
 	s.Equal("default-test-workflow-id.default-test-run-id", (*seen)[0].Get("webhook-id"))
 	s.True(strings.HasPrefix((*seen)[0].Get("webhook-signature"), "v1,"))
+
+	// A reset run names its chain's first run: the receiver sees the delivery it already has.
+	_, err = s.env.ExecuteActivity(s.acts.Deliver, DeliverRequest{NotifyURL: srv.URL, Body: body, RunID: "first-run"})
+	s.Require().NoError(err)
+	s.Equal("default-test-workflow-id.first-run", (*seen)[1].Get("webhook-id"))
 }
 
 func (s *ActivitiesSuite) TestDeliverWithWhsecSecret() {

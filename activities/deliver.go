@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,8 @@ type DeliverRequest struct {
 	NotifyURL string          `json:"notify_url"`
 	Body      json.RawMessage `json:"body"`
 	Refresh   int             `json:"refresh,omitempty"` // N for the token of the Nth refresh: a new result, a new webhook-id
+	// RunID is the run the task's reset chain started from, so a reset run delivers under the same webhook-id.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // MetricDeliveries counts delivery attempts by result (ok, error).
@@ -93,7 +96,7 @@ func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*ht
 		return nil, temporal.NewApplicationError(err.Error(), FailureWorkerConfig)
 	}
 	exec := activity.GetInfo(ctx).WorkflowExecution
-	msgID, now := deliveryID(exec.ID, exec.RunID, req.Refresh), time.Now()
+	msgID, now := deliveryID(exec.ID, cmp.Or(req.RunID, exec.RunID), req.Refresh), time.Now()
 	signature, _ := signer.Sign(msgID, now, req.Body) // an HMAC: never fails
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set(standardwebhooks.HeaderWebhookID, msgID)

@@ -228,6 +228,17 @@ func checkResetFigures(ctx context.Context, t *testing.T, sc *scenario, cases []
 		failedRuns, len(cases), paidAgain, paid)
 	assert.Zero(t, failedRuns, "reset runs with a failed workflow task")
 	assert.Zero(t, paidAgain, "tasks that paid again after a reset")
+	deliveries := sc.s.down.Deliveries()
+	for _, c := range cases {
+		c.tr.redelivered = len(c.to) // a reset run may repeat what the run it was reset from delivered
+		ids := 0
+		for _, d := range deliveries {
+			if d.Payload.TaskID == c.tr.ID {
+				ids++
+			}
+		}
+		assert.Equal(t, 1, ids, "%s: one webhook-id however often it was reset, so the receiver drops repeats", c.tr.ID)
+	}
 	sc.verify(ctx)
 }
 

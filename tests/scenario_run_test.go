@@ -42,6 +42,8 @@ type taskRun struct {
 	ID     string
 	Result captchaflow.Result
 	Err    error
+	// redelivered: deliveries a reset repeats under the first run's webhook-id, which the receiver drops.
+	redelivered int
 }
 
 // scenario is a batch of tasks with distinct workflow IDs, its own simulator rules and its figures.

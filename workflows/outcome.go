@@ -26,43 +26,39 @@ const (
 	outGaveUp                      // its provider was unreachable past PROVIDER_GIVE_UP: submit elsewhere, uncounted
 )
 
-// outcome is one attempt's result as a value.
+// outcome is one attempt's result as a value; reason says why a resubmission, for the log and the Unsolvable message.
 type outcome struct {
 	kind   outcomeKind
 	res    captchaflow.Result
 	err    error
-	reason string // why a resubmission, for the log and the Unsolvable message
+	reason string
 }
 
 func failed(err error) outcome { return outcome{kind: outFailed, err: err} }
 
-func resubmit(kind outcomeKind, reason string) outcome { return outcome{kind: kind, reason: reason} }
-
-// classify maps a failed provider activity to what the task does next.
+// classify maps a failed provider activity to what the task does next. A timeout, or a retryable error with no time
+// left to retry it, means the task's deadline (the activity's schedule-to-close) ran out.
 func (s *solver) classify(err error) outcome {
-	if retryBudgetSpent(err) {
+	appErr, _ := errors.AsType[*temporal.ApplicationError](err)
+	switch t := failureType(err); {
+	case isTimeout(err) || slices.Contains([]string{activities.FailureNotReady, activities.FailureProviderTransient,
+		activities.FailureProviderZeroBalance, activities.FailureProviderUnavailable}, t):
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
-	}
-	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.Type() == activities.FailureResubmit {
-		return resubmit(outResubmit, appErr.Message())
+	case t == activities.FailureResubmit:
+		return outcome{kind: outResubmit, reason: appErr.Message()}
 	}
 	return failed(err)
-}
-
-// retryBudgetSpent tells whether a provider activity stopped because the task's deadline (its schedule-to-close)
-// ran out: as a timeout, or as a retryable error with no time left to retry it.
-func retryBudgetSpent(err error) bool {
-	switch failureType(err) {
-	case activities.FailureNotReady, activities.FailureProviderTransient, activities.FailureProviderZeroBalance,
-		activities.FailureProviderUnavailable:
-		return true
-	}
-	return isTimeout(err)
 }
 
 func isTimeout(err error) bool {
 	_, ok := errors.AsType[*temporal.TimeoutError](err)
 	return ok
+}
+
+// nonRetryable: err is an application error no retry policy retries.
+func nonRetryable(err error) bool {
+	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+	return ok && appErr.NonRetryable()
 }
 
 // failureType is err's application error type, "" when it has none.
@@ -102,20 +98,13 @@ func submitOutcomeUnknown(err error) bool {
 
 // lostAt is the provider of a lost Submit and its give-up bound (0: the task has nowhere else to go).
 func lostAt(err error) (provider string, giveUp time.Duration) {
-	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
-	if !ok || !appErr.HasDetails() {
-		return "", 0
-	}
 	var d activities.LostDetails
-	if appErr.Details(&d) != nil || d.Alternatives == 0 {
+	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+	if !ok || !appErr.HasDetails() || appErr.Details(&d) != nil || d.Alternatives == 0 {
 		return d.Provider, 0
 	}
 	return d.Provider, time.Duration(d.GiveUpSeconds) * time.Second
 }
-
-func gaveUp(err error) bool { return failureType(err) == activities.FailureProviderGaveUp }
-
-func zeroBalance(err error) bool { return failureType(err) == activities.FailureProviderZeroBalance }
 
 // balanceWait is the paced wait the zero-balance failure carries (a minute when it carries none).
 func balanceWait(err error) time.Duration {
@@ -133,40 +122,19 @@ type route struct {
 	avoid   []string // found this task unsolvable: asked last
 }
 
-// accepted takes from the Submit result the provider, whether the task may give it up, and its poll spacing.
-func (r *route) accepted(sub *submission, res activities.SubmitResult, in *captchaflow.Input) {
-	sub.Provider = res.Provider
-	if res.Alternatives > 0 {
-		sub.giveUp = time.Duration(res.GiveUpSeconds) * time.Second
-	}
-	in.PollIntervalSeconds = max(in.PollIntervalSeconds, res.PollIntervalSeconds)
-}
-
-// unsolvable moves the next submission away from the provider that gave up on sub.
-func (r *route) unsolvable(ctx workflow.Context, sub *submission) {
-	if sub.Provider == "" {
-		return
-	}
-	countProvider(ctx, MetricProviderUnsolvable, sub.Provider)
-	if !slices.Contains(r.avoid, sub.Provider) {
-		r.avoid = append(r.avoid, sub.Provider)
-	}
-}
-
 // giveUp abandons sub: its provider has been unreachable past PROVIDER_GIVE_UP (at most one extra payment).
 func (s *solver) giveUp(ctx workflow.Context, sub *submission) outcome {
 	sub.State = subAbandoned
 	if !slices.Contains(s.route.exclude, sub.Provider) {
 		s.route.exclude = append(s.route.exclude, sub.Provider)
 	}
-	countProvider(ctx, MetricProviderGaveUp, sub.Provider)
+	count(ctx, MetricProviderGaveUp, "provider", sub.Provider)
 	s.logger.Warn("provider unreachable past PROVIDER_GIVE_UP: submission abandoned, submitting elsewhere",
 		"Provider", sub.Provider, "Submission", sub.N, "ProviderTaskID", sub.ProviderID)
 	return outcome{kind: outGaveUp, reason: fmt.Sprintf("provider %s unreachable past PROVIDER_GIVE_UP", sub.Provider)}
 }
 
-// providerGivenUp asks the worker (a local activity: one recorded marker) whether provider is down past
-// PROVIDER_GIVE_UP; a failure to ask counts as no.
+// providerGivenUp asks the worker (a local activity: one marker) whether provider is down past PROVIDER_GIVE_UP.
 func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 5 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})

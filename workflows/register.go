@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -11,8 +10,7 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// RegisterWorkflow registers SolveCaptcha under its contract name. A replayer takes only this; a worker takes
-// Register.
+// RegisterWorkflow registers the workflows under their contract names: a replayer takes this, a worker Register.
 func RegisterWorkflow(r worker.WorkflowRegistry) {
 	registerWorkflows(r, Settings{})
 }
@@ -28,28 +26,21 @@ func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
 	registerThreads(r) // ProviderThreads
 }
 
-// Register registers everything a SolveCaptcha worker runs: the workflows bound to the worker's settings, and the
-// activities as one struct so they share the provider client and secrets. Every worker (the worker process,
-// tests, the benchmark) registers through here, so none of them can drift from the others.
+// Register registers everything a SolveCaptcha worker runs, the activities as one struct sharing the provider client
+// and secrets. Every worker (the worker process, tests, the benchmark) registers here, so none can drift.
 func Register(r worker.Registry, acts *activities.Activities, settings Settings) {
 	registerWorkflows(r, settings)
 	r.RegisterActivity(acts)
 }
 
-// CheckBalance reads the provider account's balance once (FetchBalance records it as a gauge on its worker); the
-// Schedule captchaflow.BalanceScheduleID starts it.
-func CheckBalance(ctx workflow.Context) (activities.BalanceResult, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    ProviderStartToClose,
-		ScheduleToCloseTimeout: BalanceCheckTimeout,
-		HeartbeatTimeout:       heartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
-			MaximumInterval: 10 * time.Second, NonRetryableErrorTypes: activities.NonRetryableProviderErrors},
-	})
-	var res activities.BalanceResult
-	err := workflow.ExecuteActivity(ctx, acts.FetchBalance).Get(ctx, &res)
-	return res, err
-}
-
 // BalanceCheckTimeout bounds one CheckBalance run: less than the schedule's minute, so runs never overlap.
 const BalanceCheckTimeout = 50 * time.Second
+
+// CheckBalance reads the balance once (FetchBalance records it as a gauge), started by captchaflow.BalanceScheduleID.
+func CheckBalance(ctx workflow.Context) (activities.BalanceResult, error) {
+	opts := withRetry(ctx, ProviderStartToClose, BalanceCheckTimeout,
+		backoff(2*time.Second, 10*time.Second, activities.NonRetryableProviderErrors...))
+	var res activities.BalanceResult
+	err := workflow.ExecuteActivity(opts, acts.FetchBalance).Get(ctx, &res)
+	return res, err
+}

@@ -38,8 +38,7 @@ var reportFinalTypes = []string{captchaflow.FailureProviderConfig, captchaflow.F
 	captchaflow.FailureReportRefused, captchaflow.FailureReportWindowClosed, captchaflow.FailureInvalidInput}
 
 const (
-	// reportSettleTimeout: long enough for a task whose webhook was just delivered to complete, short enough to
-	// tell a caller soon that an unsolved task has nothing to report.
+	// reportSettleTimeout: long enough for a just-delivered task to complete, short enough to refuse an unsolved one soon.
 	reportSettleTimeout = time.Minute
 	minReportTime       = time.Second // a report with less of its window left is not attempted
 )
@@ -92,13 +91,14 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** sending for provider task %s (window closes %s)",
 		in.Verdict, target.ProviderTaskID, closes.UTC().Format(time.RFC3339)))
 	var sent activities.SendReportResult
-	err = workflow.ExecuteActivity(sendReportOptions(ctx, left), acts.SendReport,
+	opts := withRetry(ctx, ProviderStartToClose, left, backoff(time.Second, 30*time.Second, reportFinalTypes...))
+	err = workflow.ExecuteActivity(opts, acts.SendReport,
 		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
 			Provider: target.Provider, Kind: target.Kind}).Get(ctx, &sent)
-	if err != nil && (isTimeout(err) || isRetryable(err)) {
+	switch {
+	case err != nil && (isTimeout(err) || isRetryable(err)):
 		return captchaflow.ReportResult{}, windowClosed(taskID, target, closes, err) // retries ran into its end
-	}
-	if err != nil {
+	case err != nil:
 		return captchaflow.ReportResult{}, err
 	}
 	return captchaflow.ReportResult{TaskID: taskID, ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
@@ -129,12 +129,6 @@ func windowClosed(taskID string, target activities.ReportTarget, closes time.Tim
 		fmt.Sprintf("the provider's report window for task %s (provider task %s, submitted %s) closed at %s",
 			taskID, target.ProviderTaskID, target.SubmittedAt.UTC().Format(time.RFC3339), closes.UTC().Format(time.RFC3339)),
 		captchaflow.FailureReportWindowClosed, cause)
-}
-
-// sendReportOptions retry transient provider trouble with backoff until the window closes.
-func sendReportOptions(ctx workflow.Context, left time.Duration) workflow.Context {
-	return providerOptions(ctx, left, &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-		MaximumInterval: 30 * time.Second, NonRetryableErrorTypes: reportFinalTypes})
 }
 
 // isRetryable: the retry policy would have retried err, so only the window's end stopped the retries.

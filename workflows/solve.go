@@ -1,12 +1,14 @@
 package workflows
 
-// One task's life: admit → submit → await the answer or the callback timeout → poll → resubmit → deliver. Every
-// callback, hint and grant is routed into the table by the listener (table.go); this file only awaits "an answer
-// has arrived" and acts on it.
+// One task's life: admit → submit → await the answer or the callback timeout → poll → resubmit → deliver. The
+// listener (table.go) files every callback, hint and grant in the table; this file awaits an answer and acts on it.
 
 import (
 	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/log"
@@ -20,29 +22,34 @@ import (
 // acts is only used for its method values: ExecuteActivity takes the activity's name and signature from them.
 var acts *activities.Activities
 
+// changeProviderThreads is no patch and never retires: its marker records whether the task takes slots (the
+// worker's plan when the task first asked), so replay on a worker with another plan agrees.
+const changeProviderThreads = "provider-threads-admission"
+
+// Activity timeouts: a provider request is bounded by the worker's own client timeout (30 s by default), which the
+// worker refuses to start unless shorter than these, so a slow request never looks like a dead worker.
+const (
+	ProviderStartToClose = 45 * time.Second // one attempt of submit, poll, confirm
+	DeliverStartToClose  = 30 * time.Second // one attempt of a delivery
+	heartbeatTimeout     = 10 * time.Second // notices a dead worker during a slow request
+	// maxConfirmsPerSubmission bounds the res.php confirmations (of confirmAttempts requests) callbacks may start.
+	maxConfirmsPerSubmission = 2
+	confirmAttempts          = 3
+	firstResubmitBackoff     = 5 * time.Second // doubling up to maxResubmitBackoff after each refused in.php request
+	maxResubmitBackoff       = time.Minute
+	// deliveryExpiryMargin ends a token's delivery this long before expires_at: workers' clocks may be a little apart.
+	deliveryExpiryMargin = 2 * time.Second
+)
+
 // Settings are the worker settings that change what SolveCaptcha does.
 type Settings struct {
 	// ProviderThreads is PROVIDER_THREADS (0: unset): each submission then holds one of the plan's slots.
 	ProviderThreads int
 }
 
-// SolveCaptcha submits one CAPTCHA task and returns its solution, from the provider's callback or from polling,
-// resubmitting unsolvable answers up to max_submits; the result is delivered to notify_url if set.
+// SolveCaptcha solves one CAPTCHA task (callback, else polling; resubmitting up to max_submits) and delivers it.
 func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
 	return solveCaptcha(ctx, in, Settings{})
-}
-
-func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings) (captchaflow.Result, error) {
-	s := &solver{settings: settings, in: in.WithDefaults(), logger: workflow.GetLogger(ctx),
-		status: captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
-		// Read before WithDefaults fills it in: such a task takes the worker's per-method default.
-		callbackTimeoutUnset: in.CallbackTimeoutSeconds == 0}
-	if err := s.setup(ctx); err != nil {
-		return captchaflow.Result{}, err
-	}
-	res, err := s.run(ctx)
-	_ = workflow.Await(ctx, s.quiet) // late duplicates are routed (and dropped) before the run closes
-	return res, err
 }
 
 type solver struct {
@@ -51,7 +58,8 @@ type solver struct {
 	status     captchaflow.Status
 	deadlineAt time.Time // when deadline_seconds runs out for the current solve
 	logger     log.Logger
-	signals    signals
+	callbacks  workflow.ReceiveChannel // the listener routes them into table
+	grants     workflow.ReceiveChannel // and these into admission
 	table      table
 	route      route
 	admission  admission
@@ -62,24 +70,42 @@ type solver struct {
 	callbackTimeoutUnset bool
 }
 
-// setup starts the listener and registers the status query and the hint Update before anything can block.
-func (s *solver) setup(ctx workflow.Context) error {
-	s.table = table{runID: chainRunID(workflow.GetInfo(ctx))}
-	s.signals = signals{callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
-		grants: workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)}
+// solveCaptcha starts the listener and registers the status query and the hint Update before anything can block.
+func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings) (captchaflow.Result, error) {
+	info := workflow.GetInfo(ctx)
+	s := &solver{settings: settings, in: in.WithDefaults(), logger: workflow.GetLogger(ctx),
+		status: captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
+		// Read before WithDefaults fills it in: such a task takes the worker's per-method default.
+		callbackTimeoutUnset: in.CallbackTimeoutSeconds == 0,
+		// Pingback URLs and webhook-ids name the run the reset chain started from: the runs it was reset from are its own.
+		table:     table{runID: cmp.Or(info.OriginalRunID, info.WorkflowExecution.RunID)},
+		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
+		grants:    workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)}
 	workflow.Go(ctx, s.listen)
-	if err := workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, func() (captchaflow.Status, error) {
-		return s.statusNow(), nil
-	}); err != nil {
-		return err
+	err := workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, func() (captchaflow.Status, error) { return s.statusNow(), nil })
+	if err == nil {
+		err = s.handleHints(ctx)
 	}
-	return s.handleHints(ctx)
+	if err != nil {
+		return captchaflow.Result{}, err
+	}
+	res, err := s.run(ctx)
+	_ = workflow.Await(ctx, s.quiet) // late duplicates are routed (and dropped) before the run closes
+	return res, err
 }
 
 // run validates, solves and delivers; every way out goes through fail or PhaseDone, so metrics see the outcome.
 func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
-	if err := s.validate(ctx); err != nil {
-		return captchaflow.Result{}, s.fail(ctx, OutcomeInvalidInput, err)
+	// The workflow ID is checked too, as a segment of the callback URL.
+	err := captchaflow.ValidateWorkflowID(workflow.GetInfo(ctx).WorkflowExecution.ID)
+	if err == nil {
+		// Validate sorts a map's keys and parses URLs: pure.
+		//workflowcheck:ignore
+		err = s.in.Validate()
+	}
+	if err != nil {
+		return captchaflow.Result{}, s.fail(ctx, temporal.NewNonRetryableApplicationError(
+			"invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil))
 	}
 	s.deadlineAt = workflow.Now(ctx).Add(s.in.SolveBudget())
 	s.setPhase(ctx, captchaflow.PhaseSubmitting)
@@ -88,25 +114,11 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 		res, err = s.deliverFresh(ctx, res)
 	}
 	if err != nil {
-		return captchaflow.Result{}, s.fail(ctx, failureOutcome(err), err)
+		return captchaflow.Result{}, s.fail(ctx, err)
 	}
 	s.setPhase(ctx, captchaflow.PhaseDone)
-	countFinished(ctx, successOutcome(res.Via))
+	count(ctx, MetricTasksFinished, "outcome", cmp.Or(outcomes[string(res.Via)], OutcomeCallback))
 	return res, nil
-}
-
-// validate refuses an input the task cannot serve; the workflow ID is checked too, as a segment of the callback URL.
-func (s *solver) validate(ctx workflow.Context) error {
-	err := captchaflow.ValidateWorkflowID(workflow.GetInfo(ctx).WorkflowExecution.ID)
-	if err == nil {
-		// Validate sorts a map's keys and parses URLs: pure.
-		//workflowcheck:ignore
-		err = s.in.Validate()
-	}
-	if err != nil {
-		return temporal.NewNonRetryableApplicationError("invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil)
-	}
-	return nil
 }
 
 // solve attempts until a submission yields a code, resubmitting while the provider answers unsolvable.
@@ -121,8 +133,17 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 			}
 		}
 		switch o.kind {
-		case outSolved:
-			return s.received(ctx, o.res), nil
+		case outSolved: // stamped with its expiry, it is the status's token
+			res := o.res
+			res.ExpiresAt, res.Refreshes = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes
+			s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
+			metrics := workflow.GetMetricsHandler(ctx)
+			metrics.Timer(MetricResultLatency).Record(res.ReceivedAt.Sub(res.SubmittedAt))
+			if res.Provider != "" {
+				metrics.WithTags(map[string]string{"provider": res.Provider}).Timer(MetricProviderSolveSeconds).
+					Record(res.ReceivedAt.Sub(res.SubmittedAt))
+			}
+			return res, nil
 		case outFailed:
 			return captchaflow.Result{}, o.err
 		case outBalance:
@@ -135,7 +156,12 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 				fmt.Sprintf("the provider could not solve the task in %d submission(s); last: %s", n, o.reason),
 				captchaflow.FailureUnsolvable, nil)
 		}
-		if err := s.beforeResubmit(ctx, o); err != nil {
+		s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits, "Reason", o.reason)
+		count(ctx, MetricResubmits)
+		if o.kind != outRefused {
+			continue
+		}
+		if err := s.sleep(ctx, resubmitBackoff(s.refusals)); err != nil { // after an in.php refusal, back off
 			return captchaflow.Result{}, err
 		}
 	}
@@ -162,7 +188,11 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	}
 	sub := s.table.add(workflow.Now(ctx))
 	submitCtx, cancelSubmit := workflow.WithCancel(ctx)
-	f := workflow.ExecuteActivity(submitOptions(submitCtx, remaining), acts.Submit, activities.SubmitRequest{
+	// Transient provider trouble (no free slot, 5xx, network) is retried until the deadline; a lost answer and a zero
+	// balance come to the workflow instead.
+	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
+		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
+	f := workflow.ExecuteActivity(opts, acts.Submit, activities.SubmitRequest{
 		Method: s.in.Method, Params: s.in.Params, RunID: s.table.runID, Submission: sub.N,
 		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.answered() != nil }); err != nil {
@@ -189,17 +219,24 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 	case submitOutcomeUnknown(err):
 		sub.Provider, sub.giveUp = lostAt(err)
 		return s.awaitLost(ctx, sub, err)
-	case zeroBalance(err):
+	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
 	}
 	o := s.classify(err)
-	if o.kind == outResubmit {
-		// A refused request is a submission all the same, and the next one must back off.
+	if o.kind == outResubmit { // a refused request is a submission all the same, and the next one must back off
 		s.status.Submits++
 		s.refusals++
-		return resubmit(outRefused, "in.php refused the submission: "+o.reason)
+		return outcome{kind: outRefused, reason: "in.php refused the submission: " + o.reason}
 	}
 	return o
+}
+
+// submitted counts sub in the status: in.php answered something, so no zero-balance pause goes on.
+func (s *solver) submitted(sub *submission, providerTaskID string, at time.Time) {
+	s.status.Waiting, s.status.WaitingSince = "", time.Time{}
+	s.status.ProviderTaskID, s.status.Provider = providerTaskID, sub.Provider
+	s.status.Submits++
+	s.status.SubmittedAt = at
 }
 
 // accepted records what in.php answered and awaits the code.
@@ -207,14 +244,16 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	if s.callbackTimeoutUnset && r.CallbackTimeoutSeconds > 0 {
 		s.in.CallbackTimeoutSeconds = r.CallbackTimeoutSeconds // the worker's default, from history
 	}
-	s.route.accepted(sub, r, &s.in)
-	s.status.Waiting, s.status.WaitingSince = "", time.Time{} // the balance is back
-	s.status.ProviderTaskID, s.status.Provider = r.ProviderTaskID, r.Provider
-	s.status.Submits++
-	s.status.SubmittedAt = workflow.Now(ctx)
-	s.learnID(ctx, sub, r.ProviderTaskID)
+	sub.Provider = r.Provider
+	if r.Alternatives > 0 {
+		sub.giveUp = time.Duration(r.GiveUpSeconds) * time.Second
+	}
+	s.in.PollIntervalSeconds = max(s.in.PollIntervalSeconds, r.PollIntervalSeconds)
+	s.submitted(sub, r.ProviderTaskID, workflow.Now(ctx))
+	s.learnID(ctx, sub, r.ProviderTaskID, subWaiting)
 	if r.Code != "" {
-		return s.solvedBy(sub, solution(sub, r.Code, captchaflow.ViaSubmit, workflow.Now(ctx)))
+		return s.solvedBy(sub, captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: r.Code,
+			Via: captchaflow.ViaSubmit, ReceivedAt: workflow.Now(ctx)})
 	}
 	return s.awaitCode(ctx, sub)
 }
@@ -233,30 +272,31 @@ func (s *solver) awaitCode(ctx workflow.Context, sub *submission) outcome {
 		}
 		s.logger.Info("no callback in time; polling res.php", "ProviderTaskID", sub.ProviderID)
 		s.setPhaseSearchable(ctx, captchaflow.PhasePolling)
-		countFallbackPoll(ctx)
+		count(ctx, MetricFallbackPollsStarts)
 		stop := s.poll(ctx, sub)
 		defer stop()
 		if err := s.await(ctx, arrived); err != nil {
 			return failed(err)
 		}
 	}
-	if sub.answer == nil {
-		return s.lostAnswered(ctx, s.table.answered())
+	if sub.answer == nil { // a lost submission's
+		o, _ := s.takeLostAnswer(ctx)
+		return o
 	}
-	return s.take(ctx, sub)
-}
-
-// take acts on sub's answer.
-func (s *solver) take(ctx workflow.Context, sub *submission) outcome {
 	o := *sub.answer
 	switch o.kind {
 	case outSolved:
 		return s.solvedBy(sub, o.res)
-	case outResubmit:
-		sub.State = subUnsolvable
-		s.route.unsolvable(ctx, sub)
 	case outGaveUp:
 		return s.giveUp(ctx, sub)
+	case outResubmit:
+		sub.State = subUnsolvable
+		if sub.Provider != "" { // the next submission asks it last
+			count(ctx, MetricProviderUnsolvable, "provider", sub.Provider)
+			if !slices.Contains(s.route.avoid, sub.Provider) {
+				s.route.avoid = append(s.route.avoid, sub.Provider)
+			}
+		}
 	}
 	return o
 }
@@ -264,22 +304,18 @@ func (s *solver) take(ctx workflow.Context, sub *submission) outcome {
 // awaitLost handles a Submit whose outcome is unknown: it may have been paid for, so no other in.php request is
 // made until its authenticated callback comes or lost_answer_wait_seconds (cut to the deadline) pass.
 func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) outcome {
-	s.status.ProviderTaskID, s.status.Provider = "", sub.Provider
-	s.status.Submits++
-	s.status.SubmittedAt = sub.SubmittedAt
-	s.status.Waiting, s.status.WaitingSince = "", time.Time{} // in.php answered something: no zero-balance pause
+	s.submitted(sub, "", sub.SubmittedAt)
 	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**phase:** %s · submission %d/%d: in.php's answer was lost, waiting for its callback",
 		captchaflow.PhaseAwaitingCallback, s.status.Submits, s.in.MaxSubmits))
 	end := workflow.Now(ctx).Add(min(s.in.LostAnswerWait(), s.remaining(ctx)))
 	s.logger.Warn("in.php's answer was lost; waiting for the submission's callback before submitting again",
 		"Submits", s.status.Submits, "Until", end, "Error", cause)
-	s.markLost(sub)
+	s.learnID(ctx, sub, "", subAnswerLost)
 	settled := func() bool { return s.table.answered() != nil || sub.State == subUnsolvable }
 	for !settled() && workflow.Now(ctx).Before(end) {
-		// A task that may go elsewhere asks every sub.giveUp whether its provider is down for good.
 		d := end.Sub(workflow.Now(ctx))
-		if sub.giveUp > 0 {
+		if sub.giveUp > 0 { // a task that may go elsewhere asks this often whether its provider is down for good
 			d = min(d, sub.giveUp)
 		}
 		if ok, err := s.awaitFor(ctx, d, settled); err != nil {
@@ -288,52 +324,43 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 			return s.giveUp(ctx, sub)
 		}
 	}
-	return s.lostWaitOver(ctx, sub)
-}
-
-// lostWaitOver is what a lost submission's wait came to; unanswered, it stays open: a late answer still counts.
-func (s *solver) lostWaitOver(ctx workflow.Context, sub *submission) outcome {
-	switch {
-	case s.table.answered() != nil:
-		o := s.lostAnswered(ctx, s.table.answered())
+	// Unanswered, the submission stays open: a late answer still counts.
+	switch o, answered := s.takeLostAnswer(ctx); {
+	case answered:
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback) // CaptchaTaskId: the ID its callback named
 		return o
 	case sub.State == subUnsolvable:
-		countLostSubmit(ctx, LostOutcomeUnsolvable)
-		return resubmit(outResubmit, "the submission whose in.php answer was lost called back unsolvable")
+		count(ctx, MetricSubmitsLost, "outcome", LostOutcomeUnsolvable)
+		return outcome{kind: outResubmit, reason: "the submission whose in.php answer was lost called back unsolvable"}
 	case s.remaining(ctx) <= 0:
-		countLostSubmit(ctx, LostOutcomeDeadline)
+		count(ctx, MetricSubmitsLost, "outcome", LostOutcomeDeadline)
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
-	countLostSubmit(ctx, LostOutcomeResubmit)
-	return resubmit(outResubmit, "in.php's answer was lost and no callback came in time")
+	count(ctx, MetricSubmitsLost, "outcome", LostOutcomeResubmit)
+	return outcome{kind: outResubmit, reason: "in.php's answer was lost and no callback came in time"}
 }
 
-// takeLostAnswer is the answer of a lost submission that came while the task did something else.
+// takeLostAnswer takes the answer of a lost submission, if one came, as the result.
 func (s *solver) takeLostAnswer(ctx workflow.Context) (outcome, bool) {
-	if sub := s.table.answered(); sub != nil {
-		return s.lostAnswered(ctx, sub), true
+	sub := s.table.answered()
+	if sub == nil {
+		return outcome{}, false
 	}
-	return outcome{}, false
-}
-
-// lostAnswered takes a lost submission's answer as the result.
-func (s *solver) lostAnswered(ctx workflow.Context, sub *submission) outcome {
-	countLostSubmit(ctx, LostOutcomeCallback)
+	count(ctx, MetricSubmitsLost, "outcome", LostOutcomeCallback)
 	s.status.ProviderTaskID = sub.ProviderID
 	s.logger.Info("a submission whose in.php answer was lost called back", "ProviderTaskID", sub.ProviderID, "Submission", sub.N)
-	return s.solvedBy(sub, sub.answer.res)
+	return s.solvedBy(sub, sub.answer.res), true
 }
 
 // solvedBy settles the solve with sub's code.
 func (s *solver) solvedBy(sub *submission, res captchaflow.Result) outcome {
-	s.table.settle(sub)
+	sub.State = subSolved
+	s.table.supersede()
 	res.SubmittedAt, res.Submits = sub.SubmittedAt, s.status.Submits
 	return outcome{kind: outSolved, res: res}
 }
 
-// awaitBalance pauses submissions after ERROR_ZERO_BALANCE for the activity's paced wait; the deadline keeps
-// counting (a token past it is of no use, and it bounds a pause that never ends).
+// awaitBalance pauses after ERROR_ZERO_BALANCE for the paced wait; the deadline keeps counting, bounding the pause.
 func (s *solver) awaitBalance(ctx workflow.Context, err error) outcome {
 	if s.status.Waiting == "" {
 		s.status.Waiting, s.status.WaitingSince = captchaflow.WaitingZeroBalance, workflow.Now(ctx)
@@ -354,14 +381,48 @@ func (s *solver) awaitBalance(ctx workflow.Context, err error) outcome {
 	return outcome{kind: outBalance}
 }
 
-// beforeResubmit counts the resubmission and, after an in.php refusal, backs off.
-func (s *solver) beforeResubmit(ctx workflow.Context, o outcome) error {
-	s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits, "Reason", o.reason)
-	countResubmit(ctx)
-	if o.kind != outRefused {
-		return nil
+// notification is the body POSTed to notify_url.
+type notification struct {
+	TaskID string `json:"task_id"`
+	captchaflow.Result
+}
+
+// deliver POSTs res to notify_url until delivery_timeout_seconds or, for a token that expires first, until just
+// before it does (expired). The retrying activity is the dead-letter queue, visible in the Web UI.
+func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired bool, err error) {
+	s.setPhaseSearchable(ctx, captchaflow.PhaseDelivering)
+	// Marshalling a struct is deterministic; workflowcheck cannot see through encoding/json's type cache.
+	//workflowcheck:ignore
+	body, err := json.Marshal(notification{TaskID: workflow.GetInfo(ctx).WorkflowExecution.ID, Result: res})
+	if err != nil {
+		return false, err
 	}
-	return s.sleep(ctx, resubmitBackoff(s.refusals))
+	timeout, maxInterval, byExpiry := s.in.DeliveryTimeout(), time.Minute, false
+	if !res.ExpiresAt.IsZero() {
+		left := res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
+		if left <= 0 {
+			return true, errors.New("the token expired before its delivery began")
+		}
+		// Expiring first, retries are spaced at most an eighth of the token's life: notify_url is tried close to its end.
+		if byExpiry = left < timeout; byExpiry {
+			timeout, maxInterval = left, min(time.Minute, max(time.Second, left/8))
+		}
+	}
+	f := workflow.ExecuteActivity(withRetry(ctx, DeliverStartToClose, timeout, backoff(time.Second, maxInterval)), acts.Deliver,
+		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body, Refresh: res.Refreshes, RunID: s.table.runID})
+	s.waitFor(ctx, f)
+	switch err = f.Get(ctx, nil); {
+	case err == nil:
+		return false, nil
+	case temporal.IsCanceledError(err) && ctx.Err() != nil:
+		return false, temporal.NewCanceledError(res) // cancelled as asked, the result in the details
+	case byExpiry && (isTimeout(err) || !nonRetryable(err)):
+		// Time ran out rather than notify_url refusing for good, which a fresh token would not change.
+		return true, fmt.Errorf("the token expired while notify_url kept failing: %w", err)
+	}
+	// The result stays in the failure's details: a failed delivery never loses it.
+	return false, temporal.NewNonRetryableApplicationError("delivering the result to notify_url failed: "+err.Error(),
+		captchaflow.FailureDeliveryFailed, err, res)
 }
 
 // deliverFresh delivers res while its token lives; expired undelivered, it solves again up to max_refreshes.
@@ -369,36 +430,36 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 	for {
 		expired, err := s.deliver(ctx, res)
 		if err == nil {
-			recordTokenAgeAtDelivery(ctx, workflow.Now(ctx).Sub(res.ReceivedAt))
+			workflow.GetMetricsHandler(ctx).Timer(MetricTokenAgeAtDelivery).Record(workflow.Now(ctx).Sub(res.ReceivedAt))
 			return res, nil
 		}
 		if !expired {
 			return res, err
 		}
-		if s.status.Refreshes >= s.in.Refreshes() || workerConfigFailure(err) {
-			return res, tokenExpired(res, s.in.Refreshes(), err)
+		// A worker that cannot sign (NOTIFY_SECRET unset) would meet a paid refresh the same way.
+		if s.status.Refreshes >= s.in.Refreshes() || failureType(err) == activities.FailureWorkerConfig {
+			msg := fmt.Sprintf("the token expired at %s before notify_url accepted it", res.ExpiresAt.UTC().Format(time.RFC3339))
+			if s.in.Refreshes() > 0 {
+				msg += fmt.Sprintf(", after %d refresh(es) (max_refreshes=%d)", res.Refreshes, s.in.Refreshes())
+			} else {
+				msg += " (max_refreshes=0: no refresh)"
+			}
+			// The last result stays in the failure's details.
+			return res, temporal.NewNonRetryableApplicationError(msg+": "+err.Error(), captchaflow.FailureTokenExpired, err, res)
 		}
 		s.status.Refreshes++
-		countTokenRefresh(ctx)
+		count(ctx, MetricTokenRefreshes)
 		s.logger.Warn("the token expired undelivered; solving again", "ProviderTaskID", res.ProviderTaskID,
 			"ExpiresAt", res.ExpiresAt, "Refresh", s.status.Refreshes, "Error", err)
 		// A refresh is a solve of its own: a fresh deadline and max_submits, no backoff carried over.
 		s.deadlineAt = workflow.Now(ctx).Add(s.in.SolveBudget())
 		s.refusals = 0
-		s.table.newRound()
+		s.table.round++ // nothing an earlier submission says is fresh any more
+		s.table.supersede()
 		if res, err = s.solve(ctx); err != nil {
 			return res, err
 		}
 	}
-}
-
-// received stamps a fresh result with its expiry, records its latency and makes it the status's token.
-func (s *solver) received(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {
-	res.ExpiresAt = s.in.ExpiresAt(res.ReceivedAt)
-	res.Refreshes = s.status.Refreshes
-	s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
-	recordResultLatency(ctx, res.Provider, res.ReceivedAt.Sub(res.SubmittedAt))
-	return res
 }
 
 func (s *solver) remaining(ctx workflow.Context) time.Duration {
@@ -406,15 +467,30 @@ func (s *solver) remaining(ctx workflow.Context) time.Duration {
 }
 
 // fail records a terminal failure once (phase, outcome metric, log) and returns err.
-func (s *solver) fail(ctx workflow.Context, outcome string, err error) error {
+func (s *solver) fail(ctx workflow.Context, err error) error {
+	outcome := cmp.Or(outcomes[failureType(err)], OutcomeError)
+	if temporal.IsCanceledError(err) {
+		outcome = OutcomeCancelled
+	}
 	s.setPhase(ctx, captchaflow.PhaseFailed)
-	countFinished(ctx, outcome)
+	count(ctx, MetricTasksFinished, "outcome", outcome)
 	s.logger.Warn("task failed", "Outcome", outcome, "Error", err)
 	return err
 }
 
-// chainRunID names this run in its pingback URLs: the run its reset chain started from, so callbacks to the runs
-// it was reset from are its own.
-func chainRunID(info *workflow.Info) string {
-	return cmp.Or(info.OriginalRunID, info.WorkflowExecution.RunID)
+// resubmitBackoff is the wait before the in.php request that follows the n-th refused one (n >= 1).
+func resubmitBackoff(n int) time.Duration {
+	return min(firstResubmitBackoff<<min(max(n-1, 0), 8), maxResubmitBackoff)
+}
+
+// withRetry bounds an activity by timeout (each attempt by attempt at most), heartbeats it and retries it by retry.
+func withRetry(ctx workflow.Context, attempt, timeout time.Duration, retry *temporal.RetryPolicy) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: min(attempt, timeout),
+		HeartbeatTimeout: heartbeatTimeout, ScheduleToCloseTimeout: timeout, RetryPolicy: retry})
+}
+
+// backoff retries from first, doubling up to maxInterval (0: the server's default), never retrying final.
+func backoff(first, maxInterval time.Duration, final ...string) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{InitialInterval: first, BackoffCoefficient: 2, MaximumInterval: maxInterval,
+		NonRetryableErrorTypes: final}
 }

@@ -46,66 +46,20 @@ const (
 	LostOutcomeUnsolvable = "unsolvable"  // its own pingback said the provider gave up
 )
 
-// successOutcome: Via values are contract and outcomes are labels, so the mapping is written out.
-func successOutcome(via captchaflow.Via) string {
-	switch via {
-	case captchaflow.ViaPoll:
-		return OutcomePoll
-	case captchaflow.ViaSubmit:
-		return OutcomeSubmit
-	}
-	return OutcomeCallback
-}
+// outcomes are the MetricTasksFinished outcomes of a result's Via and of a failure's type (any other is
+// OutcomeError): Via values and failure types are contract and outcomes are labels, so the mapping is written out.
+var outcomes = map[string]string{string(captchaflow.ViaPoll): OutcomePoll, string(captchaflow.ViaSubmit): OutcomeSubmit,
+	string(captchaflow.ViaCallback): OutcomeCallback, captchaflow.FailureDeadlineExceeded: OutcomeDeadlineExceeded,
+	captchaflow.FailureUnsolvable: OutcomeUnsolvable, captchaflow.FailureDeliveryFailed: OutcomeDeliveryFailed,
+	captchaflow.FailureTokenExpired: OutcomeTokenExpired, captchaflow.FailureInvalidInput: OutcomeInvalidInput}
 
-// failureOutcome is the MetricTasksFinished outcome of a failure.
-func failureOutcome(err error) string {
-	if temporal.IsCanceledError(err) {
-		return OutcomeCancelled
-	}
-	switch failureType(err) {
-	case captchaflow.FailureDeadlineExceeded:
-		return OutcomeDeadlineExceeded
-	case captchaflow.FailureUnsolvable:
-		return OutcomeUnsolvable
-	case captchaflow.FailureDeliveryFailed:
-		return OutcomeDeliveryFailed
-	case captchaflow.FailureTokenExpired:
-		return OutcomeTokenExpired
-	}
-	return OutcomeError
-}
-
-func count(ctx workflow.Context, metric string, tags ...string) {
+// count adds one to metric, tagged with the tag/value pair if one is given.
+func count(ctx workflow.Context, metric string, tag ...string) {
 	h := workflow.GetMetricsHandler(ctx)
-	if len(tags) == 2 {
-		h = h.WithTags(map[string]string{tags[0]: tags[1]})
+	if len(tag) == 2 {
+		h = h.WithTags(map[string]string{tag[0]: tag[1]})
 	}
 	h.Counter(metric).Inc(1)
-}
-
-func countFinished(ctx workflow.Context, outcome string) {
-	count(ctx, MetricTasksFinished, "outcome", outcome)
-}
-func countLostSubmit(ctx workflow.Context, outcome string) {
-	count(ctx, MetricSubmitsLost, "outcome", outcome)
-}
-func countProvider(ctx workflow.Context, metric, provider string) {
-	count(ctx, metric, "provider", provider)
-}
-func countFallbackPoll(ctx workflow.Context) { count(ctx, MetricFallbackPollsStarts) }
-func countResubmit(ctx workflow.Context)     { count(ctx, MetricResubmits) }
-func countTokenRefresh(ctx workflow.Context) { count(ctx, MetricTokenRefreshes) }
-
-func recordTokenAgeAtDelivery(ctx workflow.Context, d time.Duration) {
-	workflow.GetMetricsHandler(ctx).Timer(MetricTokenAgeAtDelivery).Record(d)
-}
-
-func recordResultLatency(ctx workflow.Context, provider string, d time.Duration) {
-	workflow.GetMetricsHandler(ctx).Timer(MetricResultLatency).Record(d)
-	if provider != "" {
-		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": provider}).
-			Timer(MetricProviderSolveSeconds).Record(d)
-	}
 }
 
 // setPhase records the phase for the status query and the Web UI's current details; it adds no history event.
@@ -152,7 +106,10 @@ func (s *solver) balancePhase(ctx workflow.Context) {
 // statusNow is the status the query answers, with the token's age by the answering worker's clock.
 func (s *solver) statusNow() captchaflow.Status {
 	st := s.status
-	st.Submissions = s.table.statuses()
+	for _, sub := range s.table.subs {
+		st.Submissions = append(st.Submissions, captchaflow.SubmissionStatus{N: sub.N, ProviderTaskID: sub.ProviderID,
+			Provider: sub.Provider, State: string(sub.State)})
+	}
 	if !st.ReceivedAt.IsZero() {
 		// A query changes nothing in the workflow; the wall clock only shapes its answer.
 		//workflowcheck:ignore

@@ -1,19 +1,20 @@
 package workflows
 
+// The run's submissions, and the listener that routes every callback, hint and grant into them whatever the main
+// line is doing. Routing only files answers; the main line acts on them (solve.go).
+
 import (
 	"fmt"
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
-
-// The table of a run's submissions, and the listener that routes every callback, hint and grant into it whatever
-// the main line is doing. Routing only files answers; the main line acts on them (solve.go).
 
 // subState is what became of one submission (the status query shows it).
 type subState string
@@ -41,8 +42,7 @@ type submission struct {
 	inbox       []captchaflow.Callback // callbacks that came while in.php was asked
 	untokened   int                    // untokened hints taken (captchaflow.UntokenedHintsPerSubmission)
 	confirms    int                    // res.php confirmations started (maxConfirmsPerSubmission)
-	confirming  bool
-	polling     bool
+	asking      int                    // polls and confirmations running (a poll runs until sub settles)
 }
 
 // open tells whether the provider may still answer it.
@@ -57,10 +57,10 @@ func (sub *submission) file(o outcome) {
 	}
 }
 
-// solution is sub's code as a result, received at captchaflow at receivedAt.
-func solution(sub *submission, code string, via captchaflow.Via, receivedAt time.Time) captchaflow.Result {
-	return captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: code, Via: via,
-		ReceivedAt: receivedAt}
+// solved files code, received at captchaflow at receivedAt, as sub's answer.
+func (sub *submission) solved(code string, via captchaflow.Via, receivedAt time.Time) {
+	sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider,
+		Code: code, Via: via, ReceivedAt: receivedAt}})
 }
 
 // table is the run's submissions, oldest first.
@@ -83,9 +83,8 @@ func (t *table) add(at time.Time) *submission {
 	return sub
 }
 
-// newRound starts a refresh: nothing an earlier submission says is fresh any more.
-func (t *table) newRound() {
-	t.round++
+// supersede closes every open submission: another answer, or a refresh, came first.
+func (t *table) supersede() {
 	for _, sub := range t.subs {
 		if sub.open() {
 			sub.State = subSuperseded
@@ -103,47 +102,20 @@ func (t *table) answered() *submission {
 	return nil
 }
 
-// settle closes the solve once winner's code is the result.
-func (t *table) settle(winner *submission) {
-	winner.State = subSolved
-	for _, sub := range t.subs {
-		if sub != winner && sub.open() {
-			sub.State = subSuperseded
-		}
-	}
-}
-
-func (t *table) statuses() []captchaflow.SubmissionStatus {
-	out := make([]captchaflow.SubmissionStatus, 0, len(t.subs))
-	for _, sub := range t.subs {
-		out = append(out, captchaflow.SubmissionStatus{N: sub.N, ProviderTaskID: sub.ProviderID, Provider: sub.Provider,
-			State: string(sub.State)})
-	}
-	return out
-}
-
-// signals are the channels the listener receives from.
-type signals struct {
-	callbacks workflow.ReceiveChannel
-	grants    workflow.ReceiveChannel
-}
-
-// listen routes every callback and grant as it arrives, for the whole run. ReceiveAsync: a corrupt payload is
-// dropped by the SDK and must not block the listener.
+// listen routes every callback and grant as it arrives. Values stay in their channels until routed, so quiet() is
+// exact; ReceiveAsync, because the SDK drops a corrupt payload and that must not block the listener.
 func (s *solver) listen(ctx workflow.Context) {
-	// Values stay in their channels until routed here, so quiet() is exact: a Select would take one out of the
-	// channel before its callback ran, and the main line could act in between.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	for {
 		_ = workflow.Await(dctx, func() bool { return !s.quiet() })
 		var cb captchaflow.Callback
-		for s.signals.callbacks.ReceiveAsync(&cb) {
+		for s.callbacks.ReceiveAsync(&cb) {
 			s.routeCallback(ctx, cb)
 			s.releaseKept(ctx, false) // a lost submission this callback settled holds its slot no longer
 			cb = captchaflow.Callback{}
 		}
 		var g activities.SlotGrant
-		for s.signals.grants.ReceiveAsync(&g) {
+		for s.grants.ReceiveAsync(&g) {
 			s.receiveGrant(ctx, g)
 			g = activities.SlotGrant{}
 		}
@@ -151,43 +123,27 @@ func (s *solver) listen(ctx workflow.Context) {
 }
 
 // quiet tells whether every signal that arrived has been routed: the main line acts only then.
-func (s *solver) quiet() bool {
-	return s.signals.callbacks.Len() == 0 && s.signals.grants.Len() == 0
+func (s *solver) quiet() bool { return s.callbacks.Len() == 0 && s.grants.Len() == 0 }
+
+// await blocks until every signal that arrived is routed and cond holds.
+func (s *solver) await(ctx workflow.Context, cond func() bool) error {
+	return workflow.Await(ctx, func() bool { return s.quiet() && cond() })
 }
 
-// awaitFor blocks until cond holds (true) or d passes (false), keeping a held slot meanwhile.
+func (s *solver) waitFor(ctx workflow.Context, f workflow.Future) { _ = s.await(ctx, f.IsReady) }
+
+// awaitFor is await for at most d: true when cond holds, false when d passed (no timer when d <= 0 or cond holds).
 func (s *solver) awaitFor(ctx workflow.Context, d time.Duration, cond func() bool) (bool, error) {
-	if err := workflow.Await(ctx, s.quiet); err != nil {
-		return false, err
-	}
-	if cond() || d <= 0 {
-		return cond(), nil
+	if err := workflow.Await(ctx, s.quiet); err != nil || cond() || d <= 0 {
+		return err == nil && cond(), err
 	}
 	timerCtx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	return s.awaitTimer(ctx, workflow.NewTimer(timerCtx, d), cond)
-}
-
-// await blocks until cond holds.
-func (s *solver) await(ctx workflow.Context, cond func() bool) error {
-	_, err := s.awaitTimer(ctx, nil, cond)
-	return err
-}
-
-// awaitTimer is the one wait: every signal that arrived is routed before cond is asked.
-func (s *solver) awaitTimer(ctx workflow.Context, timer workflow.Future, cond func() bool) (bool, error) {
-	fired := func() bool { return timer != nil && timer.IsReady() }
-	if err := workflow.Await(ctx, func() bool { return s.quiet() && (cond() || fired()) }); err != nil {
-		return false, err
-	}
-	if cond() {
-		return true, nil
+	timer := workflow.NewTimer(timerCtx, d)
+	if err := s.await(ctx, func() bool { return cond() || timer.IsReady() }); err != nil || cond() {
+		return err == nil, err
 	}
 	return false, timer.Get(ctx, nil)
-}
-
-func (s *solver) waitFor(ctx workflow.Context, f workflow.Future) {
-	_ = s.await(ctx, f.IsReady)
 }
 
 // sleep waits d (cut to the deadline), ending early when a lost submission answers.
@@ -231,21 +187,19 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 	case sub != cur || !sub.open():
 		stale("a callback of an earlier or settled submission (" + string(sub.State) + ")")
 	case sub.State == subSubmitting:
-		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID or markLost replays it
+		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID replays it
 	default:
 		s.onCallback(ctx, sub, cb)
 	}
 }
 
-// onCallback acts on a callback for the waiting submission: an authenticated code is its answer, "unsolvable"
-// means resubmit, and anything nothing vouches for is confirmed with res.php.
+// onCallback files a callback's code or "unsolvable" as the waiting sub's answer, or confirms it with res.php.
 func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflow.Callback) {
-	switch {
+	switch word := strings.TrimSpace(cb.Code); {
 	case otherCandidate(sub, cb) && lostSubmissionAnswer(cb):
 		// A provider the pingback URL was handed to created a task after all: its solution is that provider's.
-		res := solution(sub, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
-		res.Provider, res.ProviderTaskID = cb.Provider, cb.ProviderTaskID
-		sub.file(outcome{kind: outSolved, res: res})
+		sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: cb.ProviderTaskID, Provider: cb.Provider,
+			Code: cb.Code, Via: captchaflow.ViaCallback, ReceivedAt: cb.ReceivedAt}})
 	case otherCandidate(sub, cb):
 		s.logger.Warn("ignoring a callback of another candidate that is not a solution", "CallbackProvider", cb.Provider,
 			"CallbackProviderTaskID", cb.ProviderTaskID, "Provider", sub.Provider)
@@ -256,18 +210,17 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 		s.confirm(ctx, sub, "unauthenticated callback")
 	case cb.ProviderTaskID != sub.ProviderID:
 		s.confirm(ctx, sub, "a callback naming another provider task")
-	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(strings.TrimSpace(cb.Code)) == callback.ClassResubmit:
+	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(word) == callback.ClassResubmit:
 		s.logger.Info("the provider called back that it gave up", "ProviderTaskID", sub.ProviderID, "Code", cb.Code)
-		sub.file(resubmit(outResubmit, "the callback said "+strings.TrimSpace(cb.Code)))
+		sub.file(outcome{kind: outResubmit, reason: "the callback said " + word})
 	case callback.IsStatusWord(cb.Code):
-		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", strings.TrimSpace(cb.Code)))
+		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", word))
 	default:
-		sub.file(outcome{kind: outSolved, res: solution(sub, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)})
+		sub.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
 	}
 }
 
-// lostCallback takes cb as a lost submission's answer when it is one: nothing else can be learned about a
-// submission with no ID to poll, so status words and hints are dropped.
+// lostCallback takes cb as the answer of a submission with no ID to poll: hints and status words are dropped.
 func (s *solver) lostCallback(lost *submission, cb captchaflow.Callback, stale func(string)) {
 	switch {
 	case cb.Authenticated && !otherCandidate(lost, cb) &&
@@ -280,25 +233,20 @@ func (s *solver) lostCallback(lost *submission, cb captchaflow.Callback, stale f
 		if cb.Provider != "" {
 			lost.Provider = cb.Provider
 		}
-		lost.file(outcome{kind: outSolved, res: solution(lost, cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)})
+		lost.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
 		lost.State = subSolved
 	}
 }
 
-// learnID records the ID in.php gave sub and routes what came for it meanwhile.
-func (s *solver) learnID(ctx workflow.Context, sub *submission, id string) {
-	sub.ProviderID, sub.State = id, subWaiting
+// learnID records what in.php answered for sub (its ID, or its answer lost) and routes what came meanwhile.
+func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state subState) {
+	sub.ProviderID, sub.State = id, state
 	for _, cb := range sub.inbox {
-		s.onCallback(ctx, sub, cb)
-	}
-	sub.inbox = nil
-}
-
-// lost marks sub's in.php answer lost; a callback that came while it was submitting may be its answer.
-func (s *solver) markLost(sub *submission) {
-	sub.State = subAnswerLost
-	for _, cb := range sub.inbox {
-		s.lostCallback(sub, cb, func(string) {})
+		if state == subAnswerLost {
+			s.lostCallback(sub, cb, func(string) {})
+		} else {
+			s.onCallback(ctx, sub, cb)
+		}
 	}
 	sub.inbox = nil
 }
@@ -307,7 +255,7 @@ func (s *solver) markLost(sub *submission) {
 // costs at most maxConfirmsPerSubmission requests, and the timer and poll still recover the result.
 func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 	switch {
-	case sub.polling || sub.confirming:
+	case sub.asking > 0:
 		s.logger.Info(why+" while res.php is being asked; ignored", "ProviderTaskID", sub.ProviderID)
 		return
 	case sub.confirms >= maxConfirmsPerSubmission:
@@ -316,46 +264,47 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 	}
 	s.logger.Info(why+"; confirming with res.php", "ProviderTaskID", sub.ProviderID)
 	sub.confirms++
-	sub.confirming = true
-	f := workflow.ExecuteActivity(confirmOptions(ctx, s.remaining(ctx)), acts.Poll,
-		activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider})
+	// NotReady means the hint was wrong (or early): not retried.
+	s.ask(ctx, ctx, sub, captchaflow.ViaCallback, false, &temporal.RetryPolicy{InitialInterval: time.Second,
+		BackoffCoefficient: 2, MaximumAttempts: confirmAttempts,
+		NonRetryableErrorTypes: append([]string{activities.FailureNotReady}, activities.NonRetryableProviderErrors...)})
+}
+
+// poll asks res.php every poll interval until the deadline and files what it gets; stop cancels it. The retry
+// policy is the loop (NotReady retried every interval), so the history holds one scheduled/started/completed trio.
+func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
+	pollCtx, stop := workflow.WithCancel(ctx)
+	interval := s.in.PollInterval()
+	s.ask(ctx, pollCtx, sub, captchaflow.ViaPoll, sub.giveUp > 0, &temporal.RetryPolicy{InitialInterval: interval,
+		BackoffCoefficient: 1, MaximumInterval: interval, NonRetryableErrorTypes: activities.NonRetryableProviderErrors})
+	return stop
+}
+
+// ask runs one Poll activity (in actx) and files its answer; a confirmation that fails leaves the task waiting.
+func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflow.Via, giveUp bool, retry *temporal.RetryPolicy) {
+	sub.asking++
+	f := workflow.ExecuteActivity(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), acts.Poll,
+		activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var r activities.PollResult
 		err := f.Get(ctx, &r)
-		sub.confirming = false
-		if err == nil {
-			sub.file(outcome{kind: outSolved, res: solution(sub, r.Code, captchaflow.ViaCallback, workflow.Now(ctx))})
-		} else if o := s.classify(err); o.kind == outResubmit {
+		if via == captchaflow.ViaCallback {
+			sub.asking--
+		}
+		switch o := s.classify(err); {
+		case err == nil:
+			sub.solved(r.Code, via, workflow.Now(ctx))
+		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
+			sub.file(outcome{kind: outGaveUp})
+		case via == captchaflow.ViaPoll || o.kind == outResubmit:
 			sub.file(o)
-		} else {
+		default:
 			s.logger.Warn("callback not confirmed by res.php; still waiting", "ProviderTaskID", sub.ProviderID, "Error", err)
 		}
 	})
 }
 
-// poll asks res.php every poll interval until the deadline (the Poll activity's retry policy is the loop) and files
-// what it gets; stop cancels it.
-func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
-	pollCtx, stop := workflow.WithCancel(ctx)
-	sub.polling = true
-	f := workflow.ExecuteActivity(pollOptions(pollCtx, s.in.PollInterval(), s.remaining(ctx)), acts.Poll,
-		activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: sub.giveUp > 0})
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		var r activities.PollResult
-		switch err := f.Get(ctx, &r); {
-		case err == nil:
-			sub.file(outcome{kind: outSolved, res: solution(sub, r.Code, captchaflow.ViaPoll, workflow.Now(ctx))})
-		case gaveUp(err):
-			sub.file(outcome{kind: outGaveUp})
-		default:
-			sub.file(s.classify(err))
-		}
-	})
-	return stop
-}
-
-// handleHints registers the untokened hint's Update: its validator refuses, without a history event, a hint the
-// task cannot use; the handler counts it against the submission's budget and confirms with res.php.
+// handleHints registers the untokened hint's Update; its validator refuses an unusable hint without a history event.
 func (s *solver) handleHints(ctx workflow.Context) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, captchaflow.UntokenedUpdate,
 		func(workflow.Context, captchaflow.UntokenedHint) error {
@@ -396,8 +345,7 @@ func otherCandidate(sub *submission, cb captchaflow.Callback) bool {
 	return cb.Provider != "" && sub.Provider != "" && cb.Provider != sub.Provider
 }
 
-// lostSubmissionAnswer tells whether cb can be a solution: authenticated, naming a provider task, with a code that
-// is not empty, not over captchaflow.MaxCodeBytes and not a status word.
+// lostSubmissionAnswer tells whether cb can be a solution: authenticated, naming a provider task, with a code.
 func lostSubmissionAnswer(cb captchaflow.Callback) bool {
 	return cb.Authenticated && cb.ProviderTaskID != "" && strings.TrimSpace(cb.Code) != "" &&
 		len(cb.Code) <= captchaflow.MaxCodeBytes && !callback.IsStatusWord(cb.Code)
