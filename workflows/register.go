@@ -15,6 +15,7 @@ import (
 // Register.
 func RegisterWorkflow(r worker.WorkflowRegistry) {
 	registerWorkflows(r, Settings{})
+	registerThreads(r) // ProviderThreads: its own worker runs it (RegisterThreads)
 }
 
 // registerWorkflows registers every workflow, SolveCaptcha bound to the worker's settings.
@@ -25,7 +26,6 @@ func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
 	r.RegisterWorkflowWithOptions(solve, workflow.RegisterOptions{Name: captchaflow.WorkflowType})
 	r.RegisterWorkflowWithOptions(ReportVerdict, workflow.RegisterOptions{Name: captchaflow.ReportWorkflowType})
 	r.RegisterWorkflowWithOptions(CheckBalance, workflow.RegisterOptions{Name: captchaflow.BalanceWorkflowType})
-	registerThreads(r) // ProviderThreads
 }
 
 // Register registers everything a SolveCaptcha worker runs: the workflows bound to the worker's settings, and the

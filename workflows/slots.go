@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -14,73 +15,57 @@ import (
 // askPatience bounds the retries of one AcquireSlot or ReleaseSlot (Temporal unreachable from the worker).
 const askPatience = time.Minute
 
-// admission is the task's side of provider thread admission: before each submission it asks its provider's
-// semaphore for a slot (phase queued) and holds it until that submission settles.
+// admission is the task's side: before each submission it asks its provider's semaphore for a slot (phase queued)
+// and holds it until that submission settles.
 type admission struct {
 	decided, on bool
 	seq         int // the submission whose slot is asked or held
 	granted     bool
-	released    bool // the current request's slot was given back
-	ticket      activities.SlotTicket
-	// kept are the slots of submissions still open when their attempt ended (a lost answer whose wait is over).
-	kept []keptSlot
-	// releasing are the releases not yet known delivered: the solve waits for them before it ends.
-	releasing []workflow.Future
+	ticket      activities.SlotTicket // Semaphore "" once the slot is given back
+	kept        []keptSlot            // slots of submissions still open when their attempt ended (a lost answer)
+	releasing   int                   // releases not yet tried: the solve waits for them to end
 }
 
 type keptSlot struct {
-	seq       int
-	semaphore string
-	sub       *submission
+	rel activities.SlotRelease
+	sub *submission
 }
 
-// stopHold marks the current request's slot given back.
-func (a *admission) stopHold() { a.granted, a.released = false, true }
-
-// onGrant takes a grant for the request being asked at the semaphore its ticket names, and tells whether it is this
-// run's but for another request or semaphore (it is sent back).
+// onGrant takes a grant for the request being asked at its ticket's semaphore, and tells whether it is this run's
+// but for another request or semaphore (it is sent back).
 func (a *admission) onGrant(g activities.SlotGrant, ours func(runID string) bool) (stray bool) {
-	switch {
-	case !ours(g.RunID):
-		return false
-	case g.Seq == a.seq && !a.released && g.Semaphore == a.ticket.Semaphore:
+	if g.Seq == a.seq && g.Semaphore == a.ticket.Semaphore && ours(g.RunID) {
 		a.granted = true
 		return false
 	}
-	return true
+	return ours(g.RunID)
 }
 
-// slotsInEffect decides once per task whether it takes slots, recorded by changeProviderThreads (versions.go):
-// asked only when this worker has a plan or the task replays, so a task without one records nothing.
-func (s *solver) slotsInEffect(ctx workflow.Context) bool {
-	a := &s.admission
-	if !a.decided {
+// admit holds a slot for the next submission. It returns the release to run on every way out of the attempt, or
+// the outcome that ends the attempt before it submits. Whether a task takes slots is decided once and recorded by
+// changeProviderThreads (versions.go): asked only when this worker has a plan or the task replays.
+func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool) {
+	a, none := &s.admission, func() {}
+	if !a.decided && s.remaining(ctx) > 0 {
 		a.decided = true
 		if s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx) {
 			a.on = workflow.GetVersion(ctx, changeProviderThreads, workflow.DefaultVersion, 1) == 1
 		}
 	}
-	return a.on
-}
-
-// admit holds a slot for the next submission. It returns the release to run on every way out of the attempt, or
-// the outcome that ends the attempt before it submits.
-func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool) {
-	none := func() {}
-	if s.remaining(ctx) <= 0 || !s.slotsInEffect(ctx) {
+	if s.remaining(ctx) <= 0 || !a.on {
 		return none, outcome{}, true
 	}
-	a := &s.admission
 	a.seq++
-	a.granted, a.released, a.ticket = false, false, activities.SlotTicket{}
+	a.granted, a.ticket = false, activities.SlotTicket{}
 	seq, made := a.seq, len(s.table.subs)
 	release = func() {
-		a.stopHold()
+		rel := activities.SlotRelease{Semaphore: a.ticket.Semaphore, Seq: seq, Ungranted: !a.granted}
+		a.granted, a.ticket.Semaphore = false, ""
 		if len(s.table.subs) > made && s.table.subs[made].open() {
-			a.kept = append(a.kept, keptSlot{seq, a.ticket.Semaphore, s.table.subs[made]})
-			return
+			a.kept = append(a.kept, keptSlot{rel, s.table.subs[made]})
+		} else {
+			s.releaseTo(ctx, rel)
 		}
-		s.releaseTo(ctx, a.ticket.Semaphore, seq)
 	}
 	if err := s.acquireSlot(ctx); err != nil {
 		release()
@@ -102,14 +87,20 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 		phase = captchaflow.PhaseAwaitingBalance // a zero-balance pause goes on while the task queues
 	}
 	s.setPhaseSearchable(ctx, phase)
-	queuedAt := workflow.Now(ctx)
+	queuedAt, info := workflow.Now(ctx), workflow.GetInfo(ctx).WorkflowExecution
 	for !a.granted && s.table.answered() == nil {
 		s.releaseKept(ctx, false)
-		f := workflow.ExecuteLocalActivity(localOptions(ctx, s.remaining(ctx)), activities.AcquireSlotName, s.slotAsk(ctx))
+		ask := activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: a.seq},
+			Method: s.in.Method, Params: s.in.Params, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid}
+		if t := a.ticket; t.Semaphore != "" {
+			ask.Ticket = &t
+		}
+		f := workflow.ExecuteLocalActivity(localOptions(ctx, s.remaining(ctx)), activities.AcquireSlotName, ask)
 		s.waitFor(ctx, f)
 		err := f.Get(ctx, &a.ticket)
+		d := min(s.remaining(ctx), activities.SlotReaskInterval)
 		switch {
-		case err != nil && (temporal.IsCanceledError(err) || s.remaining(ctx) <= 0):
+		case err != nil && (temporal.IsCanceledError(err) || d <= 0):
 			return cmp.Or(ctx.Err(), deadlineExceeded(s.in.DeadlineSeconds))
 		case err != nil || a.ticket.Stuck:
 			s.logger.Warn("the provider-threads semaphore does not answer: submitting without a slot", "Error", err)
@@ -117,23 +108,17 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 			return nil
 		case a.ticket.Semaphore == "":
 			return nil // the provider has no plan
+		case d <= 0:
+			return deadlineExceeded(s.in.DeadlineSeconds)
 		}
-		if err := s.awaitGrant(ctx); err != nil {
-			return err
+		timerCtx, cancelTimer := workflow.WithCancel(ctx)
+		_, err = s.awaitTimer(ctx, workflow.NewTimer(timerCtx, d), func() bool { return a.granted || s.table.answered() != nil })
+		if cancelTimer(); err != nil {
+			return err // the task was cancelled
 		}
 	}
 	workflow.GetMetricsHandler(ctx).Timer(MetricSlotQueueWait).Record(workflow.Now(ctx).Sub(queuedAt))
 	return nil
-}
-
-func (s *solver) slotAsk(ctx workflow.Context) activities.SlotAsk {
-	info := workflow.GetInfo(ctx).WorkflowExecution
-	ask := activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: s.admission.seq},
-		Method: s.in.Method, Params: s.in.Params, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid}
-	if t := s.admission.ticket; t.Semaphore != "" {
-		ask.Ticket = &t
-	}
-	return ask
 }
 
 // localOptions bound a slot's local activity by askPatience and the time left.
@@ -143,52 +128,42 @@ func localOptions(ctx workflow.Context, remaining time.Duration) workflow.Contex
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second}})
 }
 
-// awaitGrant waits for the grant one re-ask interval at most, ending early when a lost submission answers.
-func (s *solver) awaitGrant(ctx workflow.Context) error {
-	a := &s.admission
-	d := min(s.remaining(ctx), activities.SlotReaskInterval)
-	if d <= 0 {
-		return deadlineExceeded(s.in.DeadlineSeconds)
-	}
-	timerCtx, cancelTimer := workflow.WithCancel(ctx)
-	defer cancelTimer()
-	timer := workflow.NewTimer(timerCtx, d)
-	_ = s.await(ctx, func() bool { return a.granted || timer.IsReady() || s.table.answered() != nil })
-	if timer.IsReady() && !a.granted {
-		return timer.Get(ctx, nil) // nil (ask again), or the task was cancelled
-	}
-	return nil
-}
-
 // releaseKept gives back the kept slots whose submissions settled, or all of them (the solve ended: it then waits
-// until every release is delivered).
+// until every release has been tried).
 func (s *solver) releaseKept(ctx workflow.Context, all bool) {
 	a := &s.admission
-	still := a.kept[:0]
-	for _, k := range a.kept {
+	a.kept = slices.DeleteFunc(a.kept, func(k keptSlot) bool {
 		if all || !k.sub.open() {
-			s.releaseTo(ctx, k.semaphore, k.seq)
-		} else {
-			still = append(still, k)
+			s.releaseTo(ctx, k.rel)
 		}
-	}
-	a.kept = still
-	for ; all && len(a.releasing) > 0; a.releasing = a.releasing[1:] {
-		dctx, _ := workflow.NewDisconnectedContext(ctx)
-		if err := a.releasing[0].Get(dctx, nil); err != nil {
-			s.logger.Warn("could not release the provider slot; the semaphore reclaims it when the task ends", "Error", err)
-		}
+		return all || !k.sub.open()
+	})
+	if dctx, _ := workflow.NewDisconnectedContext(ctx); all {
+		_ = workflow.Await(dctx, func() bool { return a.releasing == 0 })
 	}
 }
 
-// releaseTo gives the slot of request seq back to semaphore, from a disconnected context so that a cancelled task
-// still releases.
-func (s *solver) releaseTo(ctx workflow.Context, semaphore string, seq int) {
-	if semaphore == "" {
+// releaseTo gives rel's slot back, from a disconnected context so that a cancelled task still releases. A release
+// that fails is tried again every SlotReaskInterval while the task runs, so no later step holds the slot.
+func (s *solver) releaseTo(ctx workflow.Context, rel activities.SlotRelease) {
+	if rel.Semaphore == "" {
 		return
 	}
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
 	info := workflow.GetInfo(ctx).WorkflowExecution
-	s.admission.releasing = append(s.admission.releasing, workflow.ExecuteLocalActivity(localOptions(dctx, askPatience),
-		activities.ReleaseSlotName, activities.SlotRelease{Semaphore: semaphore, WorkflowID: info.ID, RunID: info.RunID, Seq: seq}))
+	rel.WorkflowID, rel.RunID = info.ID, info.RunID
+	send := func() workflow.Future {
+		return workflow.ExecuteLocalActivity(localOptions(ctx, askPatience), activities.ReleaseSlotName, rel)
+	}
+	f := send()
+	s.admission.releasing++
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		err := f.Get(ctx, nil)
+		for s.admission.releasing--; err != nil; err = send().Get(ctx, nil) {
+			s.logger.Warn("could not release the provider slot; trying again", "Error", err)
+			if workflow.Sleep(ctx, activities.SlotReaskInterval) != nil {
+				return
+			}
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -18,8 +19,7 @@ const (
 	MetricSlotsPlan      = "captchaflow_provider_slots_plan"
 	MetricSlotsQueue     = "captchaflow_provider_slots_queued"
 	MetricSlotsReclaimed = "captchaflow_provider_slots_reclaimed_total"
-	// MetricSlotsOverPlan counts slots used beside the count: released into a semaphore that did not know them (it
-	// replaced the one that granted them), or taken without a grant from a semaphore that does not answer.
+	// MetricSlotsOverPlan: slots granted by a semaphore run since replaced, or taken from one that does not answer.
 	MetricSlotsOverPlan = "captchaflow_provider_slots_over_plan_total"
 	MetricSlotQueueWait = "captchaflow_slot_queue_wait_seconds"
 )
@@ -31,10 +31,18 @@ func registerThreads(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(ProviderThreads, workflow.RegisterOptions{Name: activities.ThreadsWorkflowType})
 }
 
-// RegisterThreads registers what a worker of activities.ThreadsTaskQueue runs.
-func RegisterThreads(r worker.Registry, acts *activities.Activities) {
-	registerThreads(r)
-	r.RegisterActivity(acts.CheckSlotHolders)
+// StartThreadsWorker serves taskQueue's semaphores on their own task queue when acts has a plan (stop is never nil).
+func StartThreadsWorker(c client.Client, taskQueue string, o worker.Options, acts *activities.Activities) (stop func(), err error) {
+	if activities.PlannedThreads(acts) == 0 {
+		return func() {}, nil
+	}
+	w := worker.New(c, activities.ThreadsTaskQueue(taskQueue), o)
+	registerThreads(w)
+	w.RegisterActivity(acts.CheckSlotHolders)
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("starting the provider-threads worker: %w", err)
+	}
+	return w.Stop, nil
 }
 
 func same(a activities.SlotRequest) func(activities.SlotRequest) bool {
@@ -66,10 +74,18 @@ func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
 	release := workflow.GetSignalChannel(ctx, activities.ReleaseSlotSignal)
 	for {
 		s.drain(ctx, acquire, release)
-		s.grant(ctx)
+		for ; len(s.holders) < s.plan && len(s.queue) > 0; s.queue = s.queue[1:] {
+			s.holders = append(s.holders, s.queue[0])
+			s.send(ctx, s.queue[0])
+		}
 		s.report(ctx)
 		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() >= semaphoreMaxEvents || info.GetContinueAsNewSuggested() {
-			return s.continueAsNew(ctx, acquire, release)
+			if err := workflow.Await(ctx, func() bool { return s.inFlight == 0 }); err != nil {
+				return err
+			}
+			s.drain(ctx, acquire, release)
+			return workflow.NewContinueAsNewError(ctx, activities.ThreadsWorkflowType,
+				activities.SemaphoreState{Plan: s.plan, Holders: s.holders, Queue: s.queue})
 		}
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(acquire, func(workflow.ReceiveChannel, bool) {})
@@ -85,6 +101,7 @@ func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
 	}
 }
 
+// drain takes every ask and release; a granted slot it does not know was granted over the plan by another run.
 func (s *semaphore) drain(ctx workflow.Context, acquire, release workflow.ReceiveChannel) {
 	for {
 		var r activities.SlotRequest
@@ -92,7 +109,7 @@ func (s *semaphore) drain(ctx workflow.Context, acquire, release workflow.Receiv
 		case acquire.ReceiveAsync(&r):
 			s.onAcquire(ctx, r)
 		case release.ReceiveAsync(&r):
-			if !s.drop(r) {
+			if !s.drop(r) && !r.Ungranted {
 				workflow.GetMetricsHandler(ctx).Counter(MetricSlotsOverPlan).Inc(1)
 			}
 		default:
@@ -101,13 +118,12 @@ func (s *semaphore) drain(ctx workflow.Context, acquire, release workflow.Receiv
 	}
 }
 
-// onAcquire queues an ask; one already held is granted again to the run asking (its grant was lost, or a reset run
-// asks), one already queued keeps its place.
+// onAcquire queues an ask (the latest ask's plan is the plan); one held is granted again to the run asking (its
+// grant was lost, or a reset run asks), one queued keeps its place.
 func (s *semaphore) onAcquire(ctx workflow.Context, r activities.SlotRequest) {
 	if r.Plan > 0 {
-		s.plan = r.Plan // the latest ask's plan is the plan
+		s.plan, r.Plan = r.Plan, 0
 	}
-	r.Plan = 0
 	if i := slices.IndexFunc(s.holders, same(r)); i >= 0 {
 		s.holders[i] = r
 		s.send(ctx, r)
@@ -125,32 +141,20 @@ func (s *semaphore) drop(r activities.SlotRequest) bool {
 	return len(s.holders)+len(s.queue) < n
 }
 
-func (s *semaphore) grant(ctx workflow.Context) {
-	for ; len(s.holders) < s.plan && len(s.queue) > 0; s.queue = s.queue[1:] {
-		s.holders = append(s.holders, s.queue[0])
-		s.send(ctx, s.queue[0])
-	}
-}
-
 // send signals the grant; one that cannot be delivered (the run is gone) frees the slot.
 func (s *semaphore) send(ctx workflow.Context, r activities.SlotRequest) {
 	f := workflow.SignalExternalWorkflow(ctx, r.WorkflowID, r.RunID, activities.SlotGrantedSignal,
 		activities.SlotGrant{Seq: r.Seq, RunID: r.RunID, Semaphore: s.id})
-	s.inFlight++
-	workflow.Go(ctx, func(ctx workflow.Context) {
+	s.background(ctx, func(ctx workflow.Context) {
 		if f.Get(ctx, nil) != nil && slices.Contains(s.holders, r) {
 			s.drop(r)
 		}
-		s.inFlight--
-		s.wake.SendAsync(nil)
 	})
 }
 
 // reclaim frees, in the background, the slots of holders whose task ended.
 func (s *semaphore) reclaim(ctx workflow.Context) {
-	s.inFlight++
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		defer func() { s.inFlight--; s.wake.SendAsync(nil) }()
+	s.background(ctx, func(ctx workflow.Context) {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
 		var dead []activities.SlotRequest
@@ -164,20 +168,20 @@ func (s *semaphore) reclaim(ctx workflow.Context) {
 	})
 }
 
+// background runs f as a goroutine counted in inFlight, and wakes the main loop when it ends.
+func (s *semaphore) background(ctx workflow.Context, f func(workflow.Context)) {
+	s.inFlight++
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		f(ctx)
+		s.inFlight--
+		s.wake.SendAsync(nil)
+	})
+}
+
 func (s *semaphore) report(ctx workflow.Context) {
 	m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"semaphore": s.id})
 	m.Gauge(MetricSlotsInUse).Update(float64(len(s.holders)))
 	m.Gauge(MetricSlotsPlan).Update(float64(s.plan))
 	m.Gauge(MetricSlotsQueue).Update(float64(len(s.queue)))
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**provider threads:** %d/%d in use · %d queued", len(s.holders), s.plan, len(s.queue)))
-}
-
-// continueAsNew hands holders and queue to the next run once every grant and check has settled.
-func (s *semaphore) continueAsNew(ctx workflow.Context, acquire, release workflow.ReceiveChannel) error {
-	if err := workflow.Await(ctx, func() bool { return s.inFlight == 0 }); err != nil {
-		return err
-	}
-	s.drain(ctx, acquire, release)
-	return workflow.NewContinueAsNewError(ctx, activities.ThreadsWorkflowType,
-		activities.SemaphoreState{Plan: s.plan, Holders: s.holders, Queue: s.queue})
 }
