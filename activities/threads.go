@@ -106,11 +106,8 @@ func PlannedThreads(a *Activities) (most int) {
 // AcquireSlot asks the chosen provider's semaphore for the slot, starting it when none runs. A re-ask sends nothing
 // while the semaphore run that took the ask still runs and the ticket is this task run's (a reset run asks anew).
 func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, error) {
-	t, k := SlotTicket{RunID: ask.RunID, Provider: a.chooseProvider(ask)}, ask.Ticket
-	if k != nil {
-		t.Provider = k.Provider
-	}
-	if ask.Plan = a.planOf(t.Provider); ask.Plan <= 0 {
+	t, k := SlotTicket{RunID: ask.RunID}, ask.Ticket
+	if t.Provider, ask.Plan = a.slotOf(ask); ask.Plan <= 0 {
 		return t, nil
 	}
 	c, tq := activity.GetClient(ctx), activity.GetInfo(ctx).TaskQueue
@@ -141,27 +138,22 @@ func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRelease) error {
 	return err
 }
 
-// chooseProvider is the candidate Submit tries first: it serves the method and its circuit is not open (every
-// circuit open: Submit waits for the first, so its plan is the one to hold).
-func (a *Activities) chooseProvider(ask SlotAsk) string {
+// slotOf is the provider Submit is pinned to, and its plan: the ticket's, or the first candidate serving the method
+// whose circuit is not open (every circuit open: the first, which Submit waits for).
+func (a *Activities) slotOf(ask SlotAsk) (provider string, plan int) {
 	if a.Providers == nil {
-		return ""
+		return "", a.ProviderThreads
 	}
-	cands, _ := supported(a.Providers.Candidates(ask.Providers, ask.Exclude, ask.Avoid), SubmitRequest{Method: ask.Method, Params: ask.Params})
-	if len(cands) == 0 {
-		return ""
+	if ask.Ticket != nil {
+		provider = ask.Ticket.Provider
+	} else if cands, _ := supported(a.Providers.Candidates(ask.Providers, ask.Exclude, ask.Avoid),
+		SubmitRequest{Method: ask.Method, Params: ask.Params}); len(cands) > 0 {
+		provider = cands[max(0, slices.IndexFunc(cands, func(p *providers.Provider) bool { return !a.Providers.Breaker.IsOpen(p.Name) }))].Name
 	}
-	return cands[max(0, slices.IndexFunc(cands, func(p *providers.Provider) bool { return !a.Providers.Breaker.IsOpen(p.Name) }))].Name
-}
-
-func (a *Activities) planOf(provider string) int {
-	if a.Providers == nil {
-		return a.ProviderThreads
+	if p, ok := a.Providers.Get(provider); ok && provider != "" {
+		return provider, p.Threads
 	}
-	if p, ok := a.Providers.Get(provider); ok && provider != "" { // "": no candidate serves the task
-		return p.Threads
-	}
-	return 0
+	return provider, 0
 }
 
 // movedFrom fails a Submit pinned to its slot's provider when it would go elsewhere: that provider is no candidate

@@ -15,7 +15,7 @@ import (
 // Register.
 func RegisterWorkflow(r worker.WorkflowRegistry) {
 	registerWorkflows(r, Settings{})
-	registerThreads(r) // ProviderThreads: its own worker runs it (RegisterThreads)
+	r.RegisterWorkflowWithOptions(ProviderThreads, workflow.RegisterOptions{Name: activities.ThreadsWorkflowType}) // for the replayer
 }
 
 // registerWorkflows registers every workflow, SolveCaptcha bound to the worker's settings.
