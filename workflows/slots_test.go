@@ -22,7 +22,7 @@ type slotEnv struct {
 	env      *testsuite.TestWorkflowEnvironment
 	acquired []activities.SlotRequest
 	released []activities.SlotRequest
-	stuck    bool // re-asks find the semaphore's workflow task failing
+	stuck    bool     // re-asks find the semaphore's workflow task failing
 	provider []string // the tickets' providers, one per ask (the last one repeats)
 	failRel  int      // releases that fail before they go through
 }
