@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/providers"
 )
 
@@ -166,13 +167,19 @@ func movedFrom(pin string, cands []*providers.Provider, b *providers.Breaker) er
 	return temporal.NewNonRetryableApplicationError("the slot's provider "+pin+" is skipped: admitting elsewhere", FailureProviderMoved, nil)
 }
 
-// CheckSlotHolders returns the holders whose workflow ID has no running run; one it cannot describe is kept.
+// CheckSlotHolders returns the holders whose workflow ID has no running run, or one delivering (its solve ended, so
+// it holds no slot even if its release failed); one it cannot describe is kept.
 func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotRequest) ([]SlotRequest, error) {
 	var dead []SlotRequest
 	for _, h := range holders {
 		desc, err := activity.GetClient(ctx).DescribeWorkflow(ctx, h.WorkflowID, "")
-		if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) || (err == nil && desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+		if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) {
 			dead = append(dead, h)
+		} else if err == nil {
+			phase, _ := desc.TypedSearchAttributes.GetKeyword(captchaflow.PhaseKey)
+			if desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING || phase == string(captchaflow.PhaseDelivering) {
+				dead = append(dead, h)
+			}
 		}
 	}
 	return dead, nil

@@ -191,7 +191,7 @@ type admission struct {
 	granted     bool
 	ticket      activities.SlotTicket // Semaphore "" once the slot is given back
 	kept        []keptSlot            // slots of submissions still open when their attempt ended (a lost answer)
-	releasing   int                   // releases not yet tried: the solve waits for them to end
+	releasing   []workflow.Future     // releases not yet known delivered: the solve waits for them to end
 }
 
 type keptSlot struct {
@@ -306,32 +306,21 @@ func (s *solver) releaseKept(ctx workflow.Context, all bool) {
 		}
 		return all || !k.sub.open()
 	})
-	if dctx, _ := workflow.NewDisconnectedContext(ctx); all {
-		_ = workflow.Await(dctx, func() bool { return a.releasing == 0 })
+	for dctx, _ := workflow.NewDisconnectedContext(ctx); all && len(a.releasing) > 0; a.releasing = a.releasing[1:] {
+		if err := a.releasing[0].Get(dctx, nil); err != nil {
+			s.logger.Warn("could not release the provider slot; the semaphore takes it back once the task delivers", "Error", err)
+		}
 	}
 }
 
-// releaseTo gives rel's slot back, from a disconnected context so that a cancelled task still releases. A release
-// that fails is tried again every SlotReaskInterval while the task runs, so no later step holds the slot.
+// releaseTo gives rel's slot back, from a disconnected context so that a cancelled task still releases.
 func (s *solver) releaseTo(ctx workflow.Context, rel activities.SlotRelease) {
 	if rel.Semaphore == "" {
 		return
 	}
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	info := workflow.GetInfo(ctx).WorkflowExecution
 	rel.WorkflowID, rel.RunID = info.ID, info.RunID
-	send := func() workflow.Future {
-		return workflow.ExecuteLocalActivity(localOptions(ctx, askPatience), activities.ReleaseSlotName, rel)
-	}
-	f := send()
-	s.admission.releasing++
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		err := f.Get(ctx, nil)
-		for s.admission.releasing--; err != nil; err = send().Get(ctx, nil) {
-			s.logger.Warn("could not release the provider slot; trying again", "Error", err)
-			if workflow.Sleep(ctx, activities.SlotReaskInterval) != nil {
-				return
-			}
-		}
-	})
+	s.admission.releasing = append(s.admission.releasing, workflow.ExecuteLocalActivity(localOptions(dctx, askPatience),
+		activities.ReleaseSlotName, rel))
 }
