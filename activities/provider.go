@@ -29,6 +29,7 @@ type SubmitRequest struct {
 	Providers []string `json:"providers,omitempty"`
 	Exclude   []string `json:"exclude,omitempty"`
 	Avoid     []string `json:"avoid,omitempty"`
+	Provider  string   `json:"provider,omitempty"` // the slot's (admission): no other is tried
 }
 
 // SubmitResult is the provider's task ID for the new submission.
@@ -78,6 +79,9 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	var retryAt time.Time
 	var lastErr error
 	for _, p := range cands {
+		if req.Provider != "" && p.Name != req.Provider {
+			continue
+		}
 		if ok, at, reason := set.Breaker.Allow(p.Name); !ok {
 			a.countSubmission(ctx, p.Name, "skipped")
 			activity.GetLogger(ctx).Info("provider skipped: circuit open", "Provider", p.Name, "Reason", reason, "Until", at)
@@ -91,6 +95,11 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 			return res, err
 		}
 		lastErr = err
+	}
+	if req.Provider != "" {
+		if err := movedFrom(req.Provider, cands, set.Breaker); err != nil {
+			return SubmitResult{}, err
+		}
 	}
 	if lastErr != nil {
 		return SubmitResult{}, lastErr

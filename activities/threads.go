@@ -3,17 +3,22 @@ package activities
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
-// Provider thread admission, in the shape of samples-go `mutex`: a ProviderThreads workflow per task queue and
-// provider counts the slots; a task asks by signal-with-start (AcquireSlot), is granted by the SlotGrantedSignal
-// and gives the slot back with the ReleaseSlotSignal (ReleaseSlot).
+// Provider thread admission (samples-go `mutex`): a task signals-with-start its provider's semaphore (AcquireSlot),
+// is granted by signal and gives the slot back by signal (ReleaseSlot).
 const (
 	ThreadsWorkflowType = "ProviderThreads"
 	AcquireSlotSignal   = "acquire"
@@ -22,31 +27,29 @@ const (
 	SlotsQuery          = "slots"
 	AcquireSlotName     = "AcquireSlot"
 	ReleaseSlotName     = "ReleaseSlot"
+	// FailureProviderMoved: Submit would go elsewhere than the slot's provider; the task takes a slot there first.
+	FailureProviderMoved = "ProviderMoved"
+	// SlotReaskInterval bounds a task's wait for a grant before it asks again, and spaces the holder checks.
+	SlotReaskInterval = 30 * time.Second
 )
 
-// SlotReaskInterval bounds a task's wait for a grant before it asks again, and spaces the semaphore's holder checks.
-const SlotReaskInterval = 30 * time.Second
-
-// ThreadsTaskQueue is where a task queue's semaphores run, so that their workflow tasks (on the path of every slot
-// handed on) do not wait behind the tasks'.
+// ThreadsTaskQueue is where a task queue's semaphores run, so their workflow tasks do not wait behind the tasks'.
 func ThreadsTaskQueue(taskQueue string) string { return taskQueue + "/threads" }
 
 // ThreadsWorkflowID is the semaphore of a provider ("" without PROVIDERS_FILE); task IDs cannot hold a '/'.
 func ThreadsWorkflowID(taskQueue, provider string) string {
-	if provider == "" {
-		return "captchaflow/threads/" + taskQueue
-	}
-	return "captchaflow/threads/" + taskQueue + "/" + provider
+	return strings.TrimSuffix("captchaflow/threads/"+taskQueue+"/"+provider, "/")
 }
 
 // SlotRequest names submission Seq of the task run WorkflowID/RunID: an ask (carrying the asking worker's plan), a
-// grant or a release (naming its semaphore).
+// grant or a release (naming its semaphore; Ungranted: the slot was never granted, so it was not over the plan).
 type SlotRequest struct {
 	WorkflowID string `json:"workflow_id,omitempty"`
 	RunID      string `json:"run_id"`
 	Seq        int    `json:"seq"`
 	Plan       int    `json:"plan,omitempty"`
 	Semaphore  string `json:"semaphore,omitempty"`
+	Ungranted  bool   `json:"ungranted,omitempty"`
 }
 
 type (
@@ -54,7 +57,7 @@ type (
 	SlotRelease = SlotRequest
 )
 
-// SlotAsk is AcquireSlot's input: the request, what chooses the provider as Submit will, and the previous answer.
+// SlotAsk is AcquireSlot's input: the request, what chooses the provider as Submit would, and the previous answer.
 type SlotAsk struct {
 	SlotRequest
 	Method    string            `json:"method"`
@@ -65,8 +68,8 @@ type SlotAsk struct {
 	Ticket    *SlotTicket       `json:"ticket,omitempty"`
 }
 
-// SlotTicket is AcquireSlot's answer (Semaphore empty: the provider has no plan). RunID is the task run that asked:
-// a run reset from it replays its grants. Stuck: the semaphore's workflow task keeps failing, no grant will come.
+// SlotTicket is AcquireSlot's answer (Semaphore "": no plan); Submit is pinned to Provider. RunID: the task run that
+// asked (a run reset from it replays its grants). Stuck: the semaphore's workflow task keeps failing.
 type SlotTicket struct {
 	Semaphore string `json:"semaphore,omitempty"`
 	Run       string `json:"run,omitempty"` // the semaphore run that took the ask
@@ -91,11 +94,10 @@ type SlotsView struct {
 }
 
 // PlannedThreads is the largest plan of a's providers (0: none). Not a method: those are registered as activities.
-func PlannedThreads(a *Activities) int {
+func PlannedThreads(a *Activities) (most int) {
 	if a.Providers == nil {
 		return a.ProviderThreads
 	}
-	most := 0
 	for _, p := range a.Providers.All() {
 		most = max(most, p.Threads)
 	}
@@ -105,18 +107,13 @@ func PlannedThreads(a *Activities) int {
 // AcquireSlot asks the chosen provider's semaphore for the slot, starting it when none runs. A re-ask sends nothing
 // while the semaphore run that took the ask still runs and the ticket is this task run's (a reset run asks anew).
 func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, error) {
-	t := SlotTicket{RunID: ask.RunID}
-	if k := ask.Ticket; k != nil {
-		t.Provider = k.Provider
-	} else {
-		t.Provider = a.chooseProvider(ask)
-	}
-	if ask.Plan = a.planOf(t.Provider); ask.Plan <= 0 {
+	t, k := SlotTicket{RunID: ask.RunID}, ask.Ticket
+	if t.Provider, ask.Plan = a.slotOf(ask); ask.Plan <= 0 {
 		return t, nil
 	}
 	c, tq := activity.GetClient(ctx), activity.GetInfo(ctx).TaskQueue
 	t.Semaphore = ThreadsWorkflowID(tq, t.Provider)
-	if k := ask.Ticket; k != nil && k.RunID == ask.RunID {
+	if k != nil && k.RunID == ask.RunID {
 		if desc, err := c.DescribeWorkflow(ctx, t.Semaphore, ""); err == nil && desc.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING &&
 			desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() == k.Run {
 			t.Run, t.Stuck = k.Run, desc.RawResponse.GetPendingWorkflowTask().GetAttempt() > 2
@@ -133,8 +130,7 @@ func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, 
 	return t, nil
 }
 
-// ReleaseSlot gives the slot back: a local activity, so that a task releasing as it completes needs no further
-// workflow task. A semaphore that no longer runs has nothing to give back to.
+// ReleaseSlot gives the slot back (a semaphore that no longer runs has nothing to give back to).
 func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRelease) error {
 	err := activity.GetClient(ctx).SignalWorkflow(ctx, rel.Semaphore, "", ReleaseSlotSignal, rel)
 	if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) {
@@ -143,41 +139,47 @@ func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRelease) error {
 	return err
 }
 
-// chooseProvider is the candidate submitRouted tries first: it serves the method and its circuit is not open.
-func (a *Activities) chooseProvider(ask SlotAsk) string {
+// slotOf is the provider Submit is pinned to, and its plan: the ticket's, or the first candidate serving the method
+// whose circuit is not open (every circuit open: the first, which Submit waits for).
+func (a *Activities) slotOf(ask SlotAsk) (provider string, plan int) {
 	if a.Providers == nil {
-		return ""
+		return "", a.ProviderThreads
 	}
-	cands, _ := supported(a.Providers.Candidates(ask.Providers, ask.Exclude, ask.Avoid), SubmitRequest{Method: ask.Method, Params: ask.Params})
-	for _, p := range cands {
-		if !a.Providers.Breaker.IsOpen(p.Name) {
-			return p.Name
-		}
+	if ask.Ticket != nil {
+		provider = ask.Ticket.Provider
+	} else if cands, _ := supported(a.Providers.Candidates(ask.Providers, ask.Exclude, ask.Avoid),
+		SubmitRequest{Method: ask.Method, Params: ask.Params}); len(cands) > 0 {
+		provider = cands[max(0, slices.IndexFunc(cands, func(p *providers.Provider) bool { return !a.Providers.Breaker.IsOpen(p.Name) }))].Name
 	}
-	if len(cands) > 0 { // every circuit open: Submit waits for the first, so its plan is the one to hold
-		return cands[0].Name
+	if p, ok := a.Providers.Get(provider); ok && provider != "" {
+		return provider, p.Threads
 	}
-	return ""
+	return provider, 0
 }
 
-func (a *Activities) planOf(provider string) int {
-	if a.Providers == nil {
-		return a.ProviderThreads
+// movedFrom fails a Submit pinned to its slot's provider when it would go elsewhere: that provider is no candidate
+// any more, or its circuit is open while another's is not.
+func movedFrom(pin string, cands []*providers.Provider, b *providers.Breaker) error {
+	i := slices.IndexFunc(cands, func(p *providers.Provider) bool { return p.Name == pin })
+	if i >= 0 && (!b.IsOpen(pin) || !slices.ContainsFunc(cands, func(p *providers.Provider) bool { return !b.IsOpen(p.Name) })) {
+		return nil
 	}
-	if p, ok := a.Providers.Get(provider); ok && provider != "" { // "": no candidate serves the task, no plan to take
-		return p.Threads
-	}
-	return 0
+	return temporal.NewNonRetryableApplicationError("the slot's provider "+pin+" is skipped: admitting elsewhere", FailureProviderMoved, nil)
 }
 
-// CheckSlotHolders returns the holders whose workflow ID has no running run (a reset run keeps its slot); one it
-// cannot describe is kept until the next check.
+// CheckSlotHolders returns the holders whose workflow ID has no running run, or one delivering (its solve ended, so
+// it holds no slot even if its release failed); one it cannot describe is kept.
 func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotRequest) ([]SlotRequest, error) {
 	var dead []SlotRequest
 	for _, h := range holders {
 		desc, err := activity.GetClient(ctx).DescribeWorkflow(ctx, h.WorkflowID, "")
-		if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) || (err == nil && desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+		if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) {
 			dead = append(dead, h)
+		} else if err == nil {
+			phase, _ := desc.TypedSearchAttributes.GetKeyword(captchaflow.PhaseKey)
+			if desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING || phase == string(captchaflow.PhaseDelivering) {
+				dead = append(dead, h)
+			}
 		}
 	}
 	return dead, nil

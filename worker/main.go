@@ -73,7 +73,7 @@ func run(logger *slog.Logger) error {
 		return configError{err}
 	}
 	// The semaphores' worker starts first and stops last: tasks ask it for slots until their worker has stopped.
-	stopThreads, err := startThreadsWorker(c, cfg, acts)
+	stopThreads, err := workflows.StartThreadsWorker(c, cfg.TaskQueue, worker.Options{WorkerStopTimeout: cfg.ShutdownTimeout}, acts)
 	if err != nil {
 		return err
 	}

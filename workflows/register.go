@@ -13,6 +13,7 @@ import (
 // RegisterWorkflow registers the workflows under their contract names: a replayer takes this, a worker Register.
 func RegisterWorkflow(r worker.WorkflowRegistry) {
 	registerWorkflows(r, Settings{})
+	r.RegisterWorkflowWithOptions(ProviderThreads, workflow.RegisterOptions{Name: activities.ThreadsWorkflowType}) // for the replayer
 }
 
 // registerWorkflows registers every workflow, SolveCaptcha bound to the worker's settings.
@@ -23,7 +24,6 @@ func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
 	r.RegisterWorkflowWithOptions(solve, workflow.RegisterOptions{Name: captchaflow.WorkflowType})
 	r.RegisterWorkflowWithOptions(ReportVerdict, workflow.RegisterOptions{Name: captchaflow.ReportWorkflowType})
 	r.RegisterWorkflowWithOptions(CheckBalance, workflow.RegisterOptions{Name: captchaflow.BalanceWorkflowType})
-	registerThreads(r) // ProviderThreads
 }
 
 // Register registers everything a SolveCaptcha worker runs, the activities as one struct sharing the provider client

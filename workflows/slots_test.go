@@ -22,7 +22,9 @@ type slotEnv struct {
 	env      *testsuite.TestWorkflowEnvironment
 	acquired []activities.SlotRequest
 	released []activities.SlotRequest
-	stuck    bool // re-asks find the semaphore's workflow task failing
+	stuck    bool     // re-asks find the semaphore's workflow task failing
+	provider []string // the tickets' providers, one per ask (the last one repeats)
+	failRel  int      // releases that fail before they go through
 }
 
 // testSemaphore is the semaphore of the test environment's task queue.
@@ -35,10 +37,18 @@ func newSlotEnv(t *testing.T) *slotEnv {
 	e.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, ask activities.SlotAsk) (activities.SlotTicket, error) {
 			e.acquired = append(e.acquired, ask.SlotRequest)
-			return activities.SlotTicket{Semaphore: testSemaphore, Run: "r1", RunID: ask.RunID, Stuck: e.stuck && ask.Ticket != nil}, nil
+			t := activities.SlotTicket{Semaphore: testSemaphore, Run: "r1", RunID: ask.RunID, Stuck: e.stuck && ask.Ticket != nil}
+			if n := len(e.provider); n > 0 {
+				t.Provider = e.provider[min(len(e.acquired), n)-1]
+			}
+			return t, nil
 		})
 	e.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRelease) error {
 		require.Equal(t, testSemaphore, rel.Semaphore)
+		if e.failRel > 0 {
+			e.failRel--
+			return temporal.NewNonRetryableApplicationError("Temporal unreachable", "test", nil)
+		}
 		e.released = append(e.released, rel)
 		return nil
 	})
@@ -220,4 +230,50 @@ func TestGrantForAnotherRunIsNotTaken(t *testing.T) {
 	require.NoError(t, e.env.GetWorkflowError())
 	assert.Len(t, e.acquired, 1, "granted before the first re-ask; holding asks nothing")
 	assert.Len(t, e.released, 1)
+}
+
+// Submit is pinned to the ticket's provider; when it would move (that provider's circuit opened), the slot goes back
+// and the task admits again at the next provider, the move uncounted.
+func TestSlotMovedSubmissionAdmitsAgainAtTheNextProvider(t *testing.T) {
+	e := newSlotEnv(t)
+	e.provider = []string{"a", "b"}
+	var pinned []string
+	e.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+		if pinned = append(pinned, req.Provider); req.Provider == "a" {
+			return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("moved", activities.FailureProviderMoved, nil)
+		}
+		return activities.SubmitResult{ProviderTaskID: "111", Provider: req.Provider}, nil
+	})
+	e.grantAt(time.Second, 1)
+	e.grantAt(2*time.Second, 2)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 2})
+	}, 10*time.Second)
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.NoError(t, e.env.GetWorkflowError())
+	var r captchaflow.Result
+	require.NoError(t, e.env.GetWorkflowResult(&r))
+	assert.Equal(t, []string{"a", "b"}, pinned)
+	assert.Equal(t, 1, r.Submits, "the move sent nothing")
+	require.Len(t, e.released, 2)
+	assert.Equal(t, []int{1, 2}, []int{e.released[0].Seq, e.released[1].Seq})
+	assert.False(t, e.released[0].Ungranted || e.released[1].Ungranted, "both slots were granted")
+}
+
+// A release that fails does not hold the task up: it delivers, and the semaphore's holder check takes the slot
+// back from a task that delivers (CheckSlotHolders).
+func TestSlotReleaseThatFailsDoesNotHoldUpTheTask(t *testing.T) {
+	e := newSlotEnv(t)
+	e.failRel = 1
+	e.submits("111")
+	e.grantAt(time.Second, 1)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
+	}, 10*time.Second)
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.NoError(t, e.env.GetWorkflowError())
+	assert.Empty(t, e.released)
+	e.env.AssertNumberOfCalls(t, activities.ReleaseSlotName, 1)
 }

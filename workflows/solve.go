@@ -194,7 +194,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
 	f := workflow.ExecuteActivity(opts, acts.Submit, activities.SubmitRequest{
 		Method: s.in.Method, Params: s.in.Params, RunID: s.table.runID, Submission: sub.N,
-		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid})
+		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: s.admission.ticket.Provider})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.answered() != nil }); err != nil {
 		return failed(err)
 	}
@@ -221,6 +221,8 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 		return s.awaitLost(ctx, sub, err)
 	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
+	case failureType(err) == activities.FailureProviderMoved:
+		return outcome{kind: outBalance} // nothing was submitted: admit again, at the provider Submit moves to
 	}
 	o := s.classify(err)
 	if o.kind == outResubmit { // a refused request is a submission all the same, and the next one must back off

@@ -336,7 +336,7 @@ func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotGrant) {
 	}
 	if s.admission.onGrant(g, ours) {
 		s.logger.Info("a grant for a request already given up: sent back", "Seq", g.Seq)
-		s.releaseTo(ctx, g.Semaphore, g.Seq)
+		s.releaseTo(ctx, g)
 	}
 }
 

@@ -29,7 +29,8 @@ type semEnv struct {
 func newSemEnv(t *testing.T) *semEnv {
 	var ts testsuite.WorkflowTestSuite
 	e := &semEnv{t: t, env: ts.NewTestWorkflowEnvironment(), gone: map[string]bool{}}
-	Register(e.env, &activities.Activities{}, Settings{})
+	e.env.RegisterWorkflowWithOptions(ProviderThreads, workflow.RegisterOptions{Name: activities.ThreadsWorkflowType})
+	e.env.RegisterActivity((&activities.Activities{}).CheckSlotHolders)
 	e.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.SlotGrantedSignal, mock.Anything).Return(
 		func(_, wid, run, _ string, arg any) error {
 			g := arg.(activities.SlotGrant)
