@@ -280,7 +280,8 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 			return deadlineExceeded(s.in.DeadlineSeconds)
 		}
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
-		_, err = s.awaitTimer(ctx, workflow.NewTimer(timerCtx, d), func() bool { return a.granted || s.table.answered() != nil })
+		timer := workflow.NewTimer(timerCtx, d)
+		err = s.await(ctx, func() bool { return a.granted || s.table.answered() != nil || timer.IsReady() })
 		if cancelTimer(); err != nil {
 			return err // the task was cancelled
 		}
