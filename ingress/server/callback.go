@@ -79,7 +79,7 @@ func callbackFields(c echo.Context, flavor string) (id, code string, err error) 
 		return "", "", tooLarge
 	}
 	if err != nil {
-		err = &Error{Outcome: outcomeBadRequest, Message: err.Error()}
+		err = &Error{Status: http.StatusBadRequest, Outcome: outcomeBadRequest, Message: err.Error()}
 	}
 	return res.TaskID, res.Code, err
 }
