@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/captchaflow/captchaflow"
 )
 
 // Gauges of the worker that ran FetchBalance: across workers the current balance is the one with the newest
@@ -22,32 +25,30 @@ type BalanceResult struct {
 }
 
 // FetchBalance reads every provider's balance into the gauges (tagged provider on a routed worker) and returns the
-// first's; one that cannot be read is logged and skipped, all failing fails like Poll.
+// first's; one that cannot be read is logged and skipped, all failing fails like Poll, no provider at all as config.
 func (a *Activities) FetchBalance(ctx context.Context) (BalanceResult, error) {
 	defer keepAlive(ctx)()
-	var first *BalanceResult
-	var lastErr error
+	var read []BalanceResult
+	lastErr := temporal.NewNonRetryableApplicationError("the worker has no provider to read a balance from",
+		captchaflow.FailureProviderConfig, nil)
 	for _, p := range a.set().All() {
 		balance, err := p.Client.Balance(ctx)
 		if err != nil {
 			activity.GetLogger(ctx).Warn("provider balance not read", "Provider", p.Name, "Error", err)
-			lastErr = err
+			lastErr = providerError(ctx, err)
 			continue
 		}
-		now := time.Now()
+		read = append(read, BalanceResult{Balance: balance, CheckedAt: time.Now()})
 		h := activity.GetMetricsHandler(ctx)
 		if name := a.routedName(p); name != "" {
 			h = h.WithTags(map[string]string{"provider": name})
 		}
 		h.Gauge(MetricProviderBalance).Update(balance)
-		h.Gauge(MetricProviderBalanceChecked).Update(float64(now.UnixMilli()) / 1000)
+		h.Gauge(MetricProviderBalanceChecked).Update(float64(read[len(read)-1].CheckedAt.UnixMilli()) / 1000)
 		activity.GetLogger(ctx).Info("provider balance", "Provider", p.Name, "Balance", balance)
-		if first == nil {
-			first = &BalanceResult{Balance: balance, CheckedAt: now}
-		}
 	}
-	if first == nil {
-		return BalanceResult{}, providerError(ctx, lastErr)
+	if len(read) == 0 {
+		return BalanceResult{}, lastErr
 	}
-	return *first, nil
+	return read[0], nil
 }
