@@ -30,9 +30,8 @@ type DeliverRequest struct {
 // MetricDeliveries counts delivery attempts by result (ok, error).
 const MetricDeliveries = "captchaflow_deliveries_total"
 
-// Deliver POSTs the result to notify_url, signed per Standard Webhooks with webhook-id deliveryID, so a receiver
-// drops duplicates. Failures are retried by the workflow's retry policy (the dead-letter queue, visible in the Web
-// UI), except a notify_url the worker never connects to (FailureDeliveryForbidden).
+// Deliver POSTs the result to notify_url, signed per Standard Webhooks (webhook-id deliveryID, so receivers drop
+// duplicates); failures are retried, except a notify_url the worker never connects to (FailureDeliveryForbidden).
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error) {
 	defer func() {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"result": map[bool]string{true: "ok", false: "error"}[err == nil]}).
@@ -67,9 +66,7 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error
 	return temporal.NewApplicationError(msg, FailureDeliveryRejected)
 }
 
-// deliveryID is the webhook-id of one result: "<workflow ID>.<run ID>" (".r<N>" after the Nth refresh). Retries
-// keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
-// recoverable though workflow IDs may contain dots.
+// deliveryID is one result's webhook-id, kept by retries: "<workflow ID>.<run ID>", ".r<N>" after the Nth refresh.
 func deliveryID(workflowID, runID string, refresh int) string {
 	if refresh > 0 {
 		return fmt.Sprintf("%s.%s.r%d", workflowID, runID, refresh)
@@ -77,8 +74,7 @@ func deliveryID(workflowID, runID string, refresh int) string {
 	return workflowID + "." + runID
 }
 
-// signedRequest is the POST of req's body with the Standard Webhooks headers, to an http(s) URL with a host (what
-// no connection check can refuse); where it may connect is the client's to check.
+// signedRequest is the signed POST to an http(s) URL with a host; where it may connect is the client's to check.
 func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*http.Request, error) {
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
 	switch {
@@ -111,8 +107,7 @@ func forbidden(why string) error {
 	return temporal.NewNonRetryableApplicationError("notify_url refused: "+why, FailureDeliveryForbidden, nil)
 }
 
-// CheckNotifySecret refuses a NOTIFY_SECRET that cannot sign, naming the variable, never the value. An unset one is
-// allowed: deliveries wait, retrying and visible, until it is set.
+// CheckNotifySecret refuses a NOTIFY_SECRET that cannot sign (unset is allowed: deliveries retry until it is set).
 func CheckNotifySecret(secret string) error {
 	_, err := notifySigner(secret)
 	return err
@@ -158,8 +153,7 @@ func refuse(addr netip.Addr, reason, hint string) error {
 	return fmt.Errorf("%w: %s is a %s address%s", errForbiddenTarget, addr, reason, hint)
 }
 
-// checkTarget decides whether a delivery may connect to addr. allowPrivate (NOTIFY_ALLOW_PRIVATE) admits the
-// non-public unicast ranges; link-local (cloud metadata), unspecified and multicast are refused even then.
+// checkTarget decides whether a delivery may connect to addr; link-local (cloud metadata) is refused even if allowPrivate.
 func checkTarget(addr netip.Addr, allowPrivate bool) error {
 	addr = addr.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
 	switch {
@@ -194,8 +188,7 @@ func checkTarget(addr netip.Addr, allowPrivate bool) error {
 	return nil
 }
 
-// newDeliveryClient is the client deliveries are POSTed with: connections only where checkTarget allows (at
-// connect time, so DNS cannot sneak past it), no redirects, and no proxy (the check must see the real target).
+// newDeliveryClient checks targets at connect time (after DNS); no redirects, no proxy (it would hide the target).
 func newDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
 		Control: func(_, address string, _ syscall.RawConn) error {
@@ -211,8 +204,7 @@ func newDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// maxExcerpt bounds how much of a receiver's answer reaches the activity error (history, Web UI).
-const maxExcerpt = 64
+const maxExcerpt = 64 // bytes of a receiver's answer the activity error (history, Web UI) may hold
 
 // excerpt keeps at most maxExcerpt bytes of printable ASCII from b, anything else collapsed to one space.
 func excerpt(b []byte) string {

@@ -21,8 +21,7 @@ const (
 	FailureNotReady          = "NotReady"          // still being solved; the poll's retry policy spaces the next look
 	FailureWorkerConfig      = "WorkerConfig"      // retried, so a fixed and restarted worker carries the task on
 	FailureDeliveryRejected  = "DeliveryRejected"  // notify_url answered non-2xx; retried
-	// FailureSubmitOutcomeUnknown: the answer was lost after the request was written, so a paid task may exist; the
-	// workflow waits for its callback instead of paying twice. Details: LostDetails.
+	// FailureSubmitOutcomeUnknown: the answer was lost, so a paid task may exist: await its callback. Details: LostDetails.
 	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown"
 	// FailureProviderZeroBalance: ERROR_ZERO_BALANCE; the workflow waits in PhaseAwaitingBalance. Details: the code, the wait.
 	FailureProviderZeroBalance = "ProviderZeroBalance"
@@ -49,8 +48,7 @@ func providerError(ctx context.Context, err error) error {
 	return transientError(ctx, err, FailureProviderTransient)
 }
 
-// transientError is retried after the code's documented wait (0 keeps the policy's backoff), cut to the deadline;
-// a FailureProviderZeroBalance (Submit's) also carries the wait, for the workflow's pause.
+// transientError is retried after the code's wait (0: the policy's backoff); a ZeroBalance carries it for the pause.
 func transientError(ctx context.Context, err error, typ string) error {
 	code := codeOf(err)
 	wait := pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64())
@@ -93,8 +91,7 @@ func timeLeft(ctx context.Context) time.Duration {
 	return 0
 }
 
-// Metrics of the provider layer (docs/operations.md); all but MetricProviderAnswers are tagged provider and exist
-// with PROVIDERS_FILE only.
+// Metrics of the provider layer (docs/operations.md); all but MetricProviderAnswers need PROVIDERS_FILE.
 const (
 	MetricProviderAnswers     = "captchaflow_provider_answers_total"        // by op and code (countAnswer)
 	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome
@@ -102,8 +99,7 @@ const (
 	MetricCircuitOpened       = "captchaflow_provider_circuit_opened_total" // by provider and reason (providers.Reason*)
 )
 
-// countAnswer counts one answer of p (op: submit, get or report) by its code: OK, a documented code, network (no
-// answer) or other, a fixed set whatever the provider sends; tagged with p's name on a routed worker.
+// countAnswer counts an answer by op and code (OK, a documented code, network or other: a fixed set).
 func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op string, err error) {
 	code, known := callback.KnownCode(codeOf(err))
 	switch {
@@ -121,8 +117,7 @@ func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op 
 	activity.GetMetricsHandler(ctx).WithTags(tags).Counter(MetricProviderAnswers).Inc(1)
 }
 
-// countSubmission counts a submission's outcome: accepted, refused (no task created), lost (maybe a task, maybe
-// paid), skipped (circuit open, nothing sent) or abandoned (given up at an unreachable provider).
+// countSubmission counts a submission's outcome: accepted, refused, lost, skipped (circuit open) or abandoned.
 func (a *Activities) countSubmission(ctx context.Context, provider, outcome string) {
 	if a.set().Routed {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": provider, "outcome": outcome}).
@@ -130,8 +125,7 @@ func (a *Activities) countSubmission(ctx context.Context, provider, outcome stri
 	}
 }
 
-// Gauges of the worker that ran FetchBalance: across workers the current balance is the one with the newest
-// MetricProviderBalanceChecked (deploy/prometheus/alerts.yml records it as captchaflow:provider_balance).
+// Gauges of the worker that ran FetchBalance; the newest MetricProviderBalanceChecked holds the current balance.
 const (
 	MetricProviderBalance             = "captchaflow_provider_balance"                           // in the provider's currency
 	MetricProviderBalanceChecked      = "captchaflow_provider_balance_checked_timestamp_seconds" // Unix seconds
@@ -144,8 +138,7 @@ type BalanceResult struct {
 	CheckedAt time.Time `json:"checked_at"`
 }
 
-// FetchBalance reads every provider's balance into the gauges (tagged provider on a routed worker) and returns the
-// first's; one that cannot be read is logged and skipped, all failing fails like Poll, no provider at all as config.
+// FetchBalance gauges every provider's balance and returns the first read; none read fails like Poll (or config).
 func (a *Activities) FetchBalance(ctx context.Context) (BalanceResult, error) {
 	defer keepAlive(ctx)()
 	var read []BalanceResult

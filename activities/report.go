@@ -21,8 +21,7 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// FailureTaskRunning: the task's workflow has not finished yet; LookupReportTarget is retried for a short while
-// (a caller may report the moment its webhook arrived, just before the workflow completes).
+// FailureTaskRunning: retried a short while (a caller may report as its webhook arrives, before the workflow ends).
 const FailureTaskRunning = "TaskRunning"
 
 // ReportTargetRequest names the task (its workflow ID) whose verdict is to be reported.
@@ -30,20 +29,17 @@ type ReportTargetRequest struct {
 	TaskID string `json:"task_id"`
 }
 
-// ReportTarget is what a report needs to know of a solved task. The code itself is never returned: it stays out of
-// the report's history.
+// ReportTarget is what a report needs of a solved task; never the code, which stays out of the report's history.
 type ReportTarget struct {
 	ProviderTaskID string `json:"provider_task_id"`
-	// Provider solved it (PROVIDERS_FILE name; "" without the file); Kind is its createTask kind, for a provider
-	// whose report call depends on it.
+	// Provider solved it ("" without PROVIDERS_FILE); Kind is its createTask kind (some report calls depend on it).
 	Provider    string    `json:"provider,omitempty"`
 	Kind        string    `json:"kind,omitempty"`
 	SubmittedAt time.Time `json:"submitted_at"`
 	ReceivedAt  time.Time `json:"received_at"`
 }
 
-// LookupReportTarget reads the SolveCaptcha workflow of the task through the worker's Temporal client and returns
-// the provider task its result came from; a createTask provider's report also needs the task's kind (its input's).
+// LookupReportTarget is the provider task the task's result came from, with its kind for a createTask provider.
 func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
 	target, in, err := lookupReportTarget(ctx, activity.GetClient(ctx), req.TaskID)
 	if p, ok := a.set().Get(target.Provider); err == nil && target.Provider != "" && ok && p.Flavor != "" {
@@ -63,8 +59,6 @@ var ended = map[enums.EventType]string{enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPL
 	enums.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW: "continued as new"}
 
 // lookupReportTarget reads the task's history once: its input from the first event, its Result from the close event.
-// A completed task has a result; so has one that failed DeliveryFailed or TokenExpired, or was cancelled while
-// delivering (their details carry it). A running task is a retryable TaskRunning error; anything else is TaskNotSolved.
 func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (ReportTarget, captchaflow.Input, error) {
 	var first, last *historypb.HistoryEvent
 	for iter := c.GetWorkflowHistory(ctx, taskID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT); iter.HasNext(); {
@@ -92,7 +86,7 @@ func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (Re
 		ReceivedAt: res.ReceivedAt}, in, err
 }
 
-// resultOf is the Result a task's last event holds.
+// resultOf is the Result a close event holds: completed, or failed DeliveryFailed or TokenExpired, or cancelled.
 func resultOf(taskID string, last *historypb.HistoryEvent) (captchaflow.Result, error) {
 	word, closed := ended[last.GetEventType()]
 	if !closed {
@@ -132,8 +126,7 @@ type SendReportResult struct {
 	AlreadyRecorded bool `json:"already_recorded,omitempty"`
 }
 
-// SendReport makes one report request to the provider that solved the task. ERROR_DUPLICATE_REPORT is a success (a
-// lost attempt's report holds); an unknown task ID is ReportWindowClosed (the provider forgets it when that closes).
+// SendReport makes one report request; ERROR_DUPLICATE_REPORT succeeds (a lost attempt's report holds).
 func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (SendReportResult, error) {
 	p, err := a.provider(req.Provider)
 	if err != nil {
