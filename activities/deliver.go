@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -169,11 +170,8 @@ func checkTarget(addr netip.Addr, allowPrivate bool) error {
 		return refuse(addr, "loopback", admitted)
 	case addr.IsPrivate():
 		return refuse(addr, "private", admitted)
-	}
-	for _, p := range reservedRanges {
-		if p.Contains(addr) {
-			return refuse(addr, "reserved", admitted)
-		}
+	case slices.ContainsFunc(reservedRanges, func(p netip.Prefix) bool { return p.Contains(addr) }):
+		return refuse(addr, "reserved", admitted)
 	}
 	b := addr.As16()
 	inner, embeds := netip.AddrFrom4([4]byte(b[12:16])), nat64.Contains(addr)
