@@ -125,9 +125,8 @@ func notifySigner(secret string) (*standardwebhooks.Webhook, error) {
 	return nil, errors.New("NOTIFY_SECRET starts with whsec_ but the rest is not a base64 key") // the value is never echoed
 }
 
-// notify_url is chosen by whoever starts a task, and the worker sits in a private network next to metadata
-// endpoints and admin UIs: deliveries go only to public addresses, checked on the address connected to (after DNS),
-// no redirects followed, and the receiver's answer reaches history only as a short sanitised excerpt.
+// notify_url is chosen by whoever starts a task, and the worker sits next to metadata endpoints and admin UIs: so
+// deliveries go only to public addresses, and the receiver's answer reaches history only as a sanitised excerpt.
 
 // FailureDeliveryForbidden: notify_url is not http(s) or points where deliveries may not go; not retried.
 const FailureDeliveryForbidden = "DeliveryForbidden"

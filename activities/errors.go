@@ -16,17 +16,15 @@ import (
 
 // Application error types the workflow and retry policies branch on (callers never see them).
 const (
-	FailureProviderTransient = "ProviderTransient" // busy, network or 5xx: retried after the code's wait, else backoff
-	FailureResubmit          = "ProviderResubmit"  // the provider gave up on this task; a new submission may succeed
-	FailureNotReady          = "NotReady"          // still being solved; the poll's retry policy spaces the next look
-	FailureWorkerConfig      = "WorkerConfig"      // retried, so a fixed and restarted worker carries the task on
-	FailureDeliveryRejected  = "DeliveryRejected"  // notify_url answered non-2xx; retried
-	// FailureSubmitOutcomeUnknown: the answer was lost, so a paid task may exist: await its callback. Details: LostDetails.
-	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown"
-	// FailureProviderZeroBalance: ERROR_ZERO_BALANCE; the workflow waits in PhaseAwaitingBalance. Details: the code, the wait.
-	FailureProviderZeroBalance = "ProviderZeroBalance"
-	FailureProviderUnavailable = "ProviderUnavailable" // every provider's circuit is open; retried when one half-opens
-	FailureProviderGaveUp      = "ProviderGaveUp"      // unreachable past PROVIDER_GIVE_UP. Details: the provider
+	FailureProviderTransient    = "ProviderTransient"    // busy, network or 5xx: retried after the code's wait, else backoff
+	FailureResubmit             = "ProviderResubmit"     // the provider gave up on this task; a new submission may succeed
+	FailureNotReady             = "NotReady"             // still being solved; the poll's retry policy spaces the next look
+	FailureWorkerConfig         = "WorkerConfig"         // retried, so a fixed and restarted worker carries the task on
+	FailureDeliveryRejected     = "DeliveryRejected"     // notify_url answered non-2xx; retried
+	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown" // the answer was lost: a paid task may exist. Details: LostDetails
+	FailureProviderZeroBalance  = "ProviderZeroBalance"  // ERROR_ZERO_BALANCE: the workflow pauses. Details: code, wait
+	FailureProviderUnavailable  = "ProviderUnavailable"  // every provider's circuit is open; retried when one half-opens
+	FailureProviderGaveUp       = "ProviderGaveUp"       // unreachable past PROVIDER_GIVE_UP. Details: the provider
 )
 
 // NonRetryableProviderErrors are the provider error types no retry policy should retry.

@@ -52,7 +52,6 @@ func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetReq
 	return target, err
 }
 
-// ended names the close events.
 var ended = map[enums.EventType]string{enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "completed",
 	enums.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: "failed", enums.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: "cancelled",
 	enums.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: "terminated", enums.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: "timed out",
@@ -78,20 +77,11 @@ func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (Re
 	if err := converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in); err != nil {
 		return ReportTarget{}, in, notSolved("task %s: its input cannot be read: %v", taskID, err)
 	}
-	res, err := resultOf(taskID, last)
-	if err == nil && res.ProviderTaskID == "" {
-		err = notSolved("task %s has no provider task in its result", taskID)
-	}
-	return ReportTarget{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, SubmittedAt: res.SubmittedAt,
-		ReceivedAt: res.ReceivedAt}, in, err
-}
-
-// resultOf is the Result a close event holds: completed, or failed DeliveryFailed or TokenExpired, or cancelled.
-func resultOf(taskID string, last *historypb.HistoryEvent) (captchaflow.Result, error) {
 	word, closed := ended[last.GetEventType()]
 	if !closed {
-		return captchaflow.Result{}, temporal.NewApplicationError(fmt.Sprintf("task %s is still running", taskID), FailureTaskRunning)
+		return ReportTarget{}, in, temporal.NewApplicationError(fmt.Sprintf("task %s is still running", taskID), FailureTaskRunning)
 	}
+	// A result is in a completed task, one cancelled while delivering, or one failed DeliveryFailed or TokenExpired.
 	// Each getter is nil unless last is its kind of event.
 	payloads := cmp.Or(last.GetWorkflowExecutionCompletedEventAttributes().GetResult(), last.GetWorkflowExecutionCanceledEventAttributes().GetDetails())
 	if failed := last.GetWorkflowExecutionFailedEventAttributes(); failed != nil {
@@ -103,9 +93,12 @@ func resultOf(taskID string, last *historypb.HistoryEvent) (captchaflow.Result, 
 	}
 	var res captchaflow.Result
 	if payloads == nil || converter.GetDefaultDataConverter().FromPayloads(payloads, &res) != nil {
-		return res, notSolved("task %s ended %s without a result", taskID, word)
+		return ReportTarget{}, in, notSolved("task %s ended %s without a result", taskID, word)
+	} else if res.ProviderTaskID == "" {
+		return ReportTarget{}, in, notSolved("task %s has no provider task in its result", taskID)
 	}
-	return res, nil
+	return ReportTarget{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, SubmittedAt: res.SubmittedAt,
+		ReceivedAt: res.ReceivedAt}, in, nil
 }
 
 func notSolved(format string, args ...any) error {
@@ -122,8 +115,7 @@ type SendReportRequest struct {
 
 // SendReportResult says how the provider took the report.
 type SendReportResult struct {
-	// AlreadyRecorded: the provider answered ERROR_DUPLICATE_REPORT (it holds a report on the task already).
-	AlreadyRecorded bool `json:"already_recorded,omitempty"`
+	AlreadyRecorded bool `json:"already_recorded,omitempty"` // ERROR_DUPLICATE_REPORT: it holds a report already
 }
 
 // SendReport makes one report request; ERROR_DUPLICATE_REPORT succeeds (a lost attempt's report holds).
