@@ -1,6 +1,5 @@
 // Package activities holds the side effects of SolveCaptcha: talking to the provider and delivering the result.
-// Everything secret (the provider key, the callback secret, the notify secret) lives here, in worker memory, and
-// is never passed through activity inputs or results, so it never reaches workflow history.
+// Every secret (provider key, callback and notify secrets) stays in worker memory, out of inputs, results and history.
 package activities
 
 import (

@@ -28,9 +28,6 @@ type DeliverRequest struct {
 	Refresh   int             `json:"refresh,omitempty"` // N for the token of the Nth refresh: a new result, a new webhook-id
 }
 
-// MetricDeliveries counts delivery attempts by result (ok, error).
-const MetricDeliveries = "captchaflow_deliveries_total"
-
 // Deliver POSTs the result to notify_url, signed per Standard Webhooks (webhook-id deliveryID, so receivers drop
 // duplicates); failures are retried, except a notify_url the worker never connects to (FailureDeliveryForbidden).
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error) {
@@ -127,9 +124,6 @@ func notifySigner(secret string) (*standardwebhooks.Webhook, error) {
 
 // notify_url is chosen by whoever starts a task, and the worker sits next to metadata endpoints and admin UIs: so
 // deliveries go only to public addresses, and the receiver's answer reaches history only as a sanitised excerpt.
-
-// FailureDeliveryForbidden: notify_url is not http(s) or points where deliveries may not go; not retried.
-const FailureDeliveryForbidden = "DeliveryForbidden"
 
 // errForbiddenTarget marks an address the worker refuses to connect to; its errors name the address, never the URL.
 var errForbiddenTarget = errors.New("forbidden target")

@@ -21,6 +21,8 @@ const (
 	FailureNotReady             = "NotReady"             // still being solved; the poll's retry policy spaces the next look
 	FailureWorkerConfig         = "WorkerConfig"         // retried, so a fixed and restarted worker carries the task on
 	FailureDeliveryRejected     = "DeliveryRejected"     // notify_url answered non-2xx; retried
+	FailureDeliveryForbidden    = "DeliveryForbidden"    // notify_url is not http(s) or points where deliveries may not go
+	FailureTaskRunning          = "TaskRunning"          // retried a short while: a report may come just before the task ends
 	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown" // the answer was lost: a paid task may exist. Details: LostDetails
 	FailureProviderZeroBalance  = "ProviderZeroBalance"  // ERROR_ZERO_BALANCE: the workflow pauses. Details: code, wait
 	FailureProviderUnavailable  = "ProviderUnavailable"  // every provider's circuit is open; retried when one half-opens
@@ -89,12 +91,18 @@ func timeLeft(ctx context.Context) time.Duration {
 	return 0
 }
 
-// Metrics of the provider layer (docs/operations.md); all but MetricProviderAnswers need PROVIDERS_FILE.
+// Metrics of the activities (docs/operations.md); submissions and circuits need PROVIDERS_FILE. The balance
+// gauges are the worker's that ran FetchBalance: the newest MetricProviderBalanceChecked holds the current balance.
 const (
 	MetricProviderAnswers     = "captchaflow_provider_answers_total"        // by op and code (countAnswer)
 	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome
 	MetricCircuitState        = "captchaflow_provider_circuit_state"        // 0 closed, 1 half-open, 2 open, at scrape
 	MetricCircuitOpened       = "captchaflow_provider_circuit_opened_total" // by provider and reason (providers.Reason*)
+	MetricDeliveries          = "captchaflow_deliveries_total"              // delivery attempts by result (ok, error)
+
+	MetricProviderBalance             = "captchaflow_provider_balance"                           // in the provider's currency
+	MetricProviderBalanceChecked      = "captchaflow_provider_balance_checked_timestamp_seconds" // Unix seconds
+	MetricProviderBalanceLowThreshold = "captchaflow_provider_balance_low_threshold"             // PROVIDER_BALANCE_LOW, when set
 )
 
 // countAnswer counts an answer by op and code (OK, a documented code, network or other: a fixed set).
@@ -122,13 +130,6 @@ func (a *Activities) countSubmission(ctx context.Context, provider, outcome stri
 			Counter(MetricProviderSubmissions).Inc(1)
 	}
 }
-
-// Gauges of the worker that ran FetchBalance; the newest MetricProviderBalanceChecked holds the current balance.
-const (
-	MetricProviderBalance             = "captchaflow_provider_balance"                           // in the provider's currency
-	MetricProviderBalanceChecked      = "captchaflow_provider_balance_checked_timestamp_seconds" // Unix seconds
-	MetricProviderBalanceLowThreshold = "captchaflow_provider_balance_low_threshold"             // PROVIDER_BALANCE_LOW, when set
-)
 
 // BalanceResult is what getbalance answered and when.
 type BalanceResult struct {

@@ -21,9 +21,6 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// FailureTaskRunning: retried a short while (a caller may report as its webhook arrives, before the workflow ends).
-const FailureTaskRunning = "TaskRunning"
-
 // ReportTargetRequest names the task (its workflow ID) whose verdict is to be reported.
 type ReportTargetRequest struct {
 	TaskID string `json:"task_id"`
