@@ -1,12 +1,14 @@
 // Package activities holds the side effects of SolveCaptcha: talking to the provider and delivering the result.
-// Everything secret (the provider key, the callback secret, the notify secret) lives here, in worker memory, and
-// is never passed through activity inputs or results, so it never reaches workflow history.
+// Every secret (provider key, callback and notify secrets) stays in worker memory, out of inputs, results and history.
 package activities
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/captchaflow/captchaflow/providers"
 )
@@ -23,16 +25,33 @@ type Activities struct {
 	NotifySecret string
 	// DeliveryTimeout bounds one POST to notify_url (0: only the attempt's start-to-close does).
 	DeliveryTimeout time.Duration
-	// NotifyAllowPrivate lets deliveries reach loopback and private-network addresses (local development, the
-	// demo); by default only public addresses are delivered to. See newDeliveryClient.
+	// NotifyAllowPrivate lets deliveries reach loopback and private addresses (local development, the demo).
 	NotifyAllowPrivate bool
-	// CallbackTimeoutByMethod is the callback timeout, per in.php method, of a task that leaves
-	// callback_timeout_seconds unset (CALLBACK_TIMEOUT_BY_METHOD); Submit hands it to the workflow.
+	// CallbackTimeoutByMethod (CALLBACK_TIMEOUT_BY_METHOD) is what Submit hands a task without callback_timeout_seconds.
 	CallbackTimeoutByMethod map[string]time.Duration
-	// ProviderThreads is PROVIDER_THREADS: at most this many provider tasks in flight across the task queue's workers
-	// (0: no admission control). AcquireSlot states it to the semaphore; the workflow gets it as workflows.Settings.
+	// ProviderThreads (PROVIDER_THREADS) bounds the provider tasks in flight across the task queue (0: no admission).
 	ProviderThreads int
 
 	httpOnce   sync.Once
 	httpClient *http.Client
+}
+
+// keepAlive heartbeats until stopped, so a worker dying mid-request is noticed within the heartbeat timeout.
+func keepAlive(ctx context.Context) (stop func()) {
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if every <= 0 {
+		return func() {}
+	}
+	ctx, stop = context.WithCancel(ctx)
+	go func() {
+		for tick := time.Tick(every); ; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return stop
 }

@@ -75,3 +75,12 @@ func TestZeroBalanceSubmitCarriesItsWait(t *testing.T) {
 	assert.Equal(t, appErr.NextRetryDelay(), wait)
 	assert.InDelta(t, float64(time.Minute), float64(wait), float64(12*time.Second))
 }
+
+func TestFetchBalanceWithoutProvidersIsAConfigFailure(t *testing.T) {
+	env, acts, _, _ := providerEnv(t)
+	acts.Providers = providers.NewSet(nil, nil)
+	_, err := env.ExecuteActivity(acts.FetchBalance)
+	appErr := appError(t, err)
+	assert.Equal(t, captchaflow.FailureProviderConfig, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+}

@@ -8,8 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -26,12 +31,8 @@ type DeliverRequest struct {
 	RunID string `json:"run_id,omitempty"`
 }
 
-// MetricDeliveries counts delivery attempts by result (ok, error).
-const MetricDeliveries = "captchaflow_deliveries_total"
-
-// Deliver POSTs the result to notify_url, signed per Standard Webhooks with webhook-id deliveryID, so a receiver
-// drops duplicates. Failures are retried by the workflow's retry policy (the dead-letter queue, visible in the Web
-// UI), except a notify_url the worker never connects to (FailureDeliveryForbidden).
+// Deliver POSTs the result to notify_url, signed per Standard Webhooks (webhook-id deliveryID, so receivers drop
+// duplicates); failures are retried, except a notify_url the worker never connects to (FailureDeliveryForbidden).
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error) {
 	defer func() {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"result": map[bool]string{true: "ok", false: "error"}[err == nil]}).
@@ -66,9 +67,7 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error
 	return temporal.NewApplicationError(msg, FailureDeliveryRejected)
 }
 
-// deliveryID is the webhook-id of one result: "<workflow ID>.<run ID>" (".r<N>" after the Nth refresh). Retries
-// keep it; another run or a refreshed token is a new result. The run ID's fixed length keeps the workflow ID
-// recoverable though workflow IDs may contain dots.
+// deliveryID is one result's webhook-id, kept by retries: "<workflow ID>.<run ID>", ".r<N>" after the Nth refresh.
 func deliveryID(workflowID, runID string, refresh int) string {
 	if refresh > 0 {
 		return fmt.Sprintf("%s.%s.r%d", workflowID, runID, refresh)
@@ -76,8 +75,7 @@ func deliveryID(workflowID, runID string, refresh int) string {
 	return workflowID + "." + runID
 }
 
-// signedRequest is the POST of req's body with the Standard Webhooks headers, to an http(s) URL with a host (what
-// no connection check can refuse); where it may connect is the client's to check.
+// signedRequest is the signed POST to an http(s) URL with a host; where it may connect is the client's to check.
 func (a *Activities) signedRequest(ctx context.Context, req DeliverRequest) (*http.Request, error) {
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, req.NotifyURL, bytes.NewReader(req.Body))
 	switch {
@@ -110,8 +108,7 @@ func forbidden(why string) error {
 	return temporal.NewNonRetryableApplicationError("notify_url refused: "+why, FailureDeliveryForbidden, nil)
 }
 
-// CheckNotifySecret refuses a NOTIFY_SECRET that cannot sign, naming the variable, never the value. An unset one is
-// allowed: deliveries wait, retrying and visible, until it is set.
+// CheckNotifySecret refuses a NOTIFY_SECRET that cannot sign (unset is allowed: deliveries retry until it is set).
 func CheckNotifySecret(secret string) error {
 	_, err := notifySigner(secret)
 	return err
@@ -126,4 +123,96 @@ func notifySigner(secret string) (*standardwebhooks.Webhook, error) {
 		return signer, nil
 	}
 	return nil, errors.New("NOTIFY_SECRET starts with whsec_ but the rest is not a base64 key") // the value is never echoed
+}
+
+// notify_url is chosen by whoever starts a task, and the worker sits next to metadata endpoints and admin UIs: so
+// deliveries go only to public addresses, and the receiver's answer reaches history only as a sanitised excerpt.
+
+// errForbiddenTarget marks an address the worker refuses to connect to; its errors name the address, never the URL.
+var errForbiddenTarget = errors.New("forbidden target")
+
+// reservedRanges are the non-public ranges netip's predicates do not cover (255.255.255.255 is in 240.0.0.0/4).
+var reservedRanges = func() (out []netip.Prefix) {
+	for _, p := range strings.Fields(`0.0.0.0/8 100.64.0.0/10 192.0.0.0/24 192.0.2.0/24 198.18.0.0/15 198.51.100.0/24
+		203.0.113.0/24 240.0.0.0/4 ::/96 64:ff9b:1::/48 100::/64 2001:db8::/32 fec0::/10`) {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}()
+
+// NAT64 and 6to4 addresses reach the IPv4 address they embed (at these byte offsets).
+var nat64, sixToFour = netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("2002::/16")
+
+// admitted ends the refusal of an address NOTIFY_ALLOW_PRIVATE admits.
+const admitted = " (deliveries go to public addresses only; NOTIFY_ALLOW_PRIVATE=true on the worker admits private ones)"
+
+func refuse(addr netip.Addr, reason, hint string) error {
+	return fmt.Errorf("%w: %s is a %s address%s", errForbiddenTarget, addr, reason, hint)
+}
+
+// checkTarget decides whether a delivery may connect to addr; link-local (cloud metadata) is refused even if allowPrivate.
+func checkTarget(addr netip.Addr, allowPrivate bool) error {
+	addr = addr.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
+	switch {
+	case !addr.IsValid(), addr.IsUnspecified():
+		return refuse(addr, "unspecified", "")
+	case addr.IsMulticast():
+		return refuse(addr, "multicast", "")
+	case addr.IsLinkLocalUnicast():
+		return refuse(addr, "link-local", "")
+	case allowPrivate:
+		return nil
+	case addr.IsLoopback():
+		return refuse(addr, "loopback", admitted)
+	case addr.IsPrivate():
+		return refuse(addr, "private", admitted)
+	case slices.ContainsFunc(reservedRanges, func(p netip.Prefix) bool { return p.Contains(addr) }):
+		return refuse(addr, "reserved", admitted)
+	}
+	b := addr.As16()
+	inner, embeds := netip.AddrFrom4([4]byte(b[12:16])), nat64.Contains(addr)
+	if sixToFour.Contains(addr) {
+		inner, embeds = netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	if !embeds {
+		return nil
+	} else if err := checkTarget(inner, false); err != nil {
+		return fmt.Errorf("%s embeds %s: %w", addr, inner, err)
+	}
+	return nil
+}
+
+// newDeliveryClient checks targets at connect time (after DNS); no redirects, no proxy (it would hide the target).
+func newDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: cannot parse dial address %q", errForbiddenTarget, address)
+			}
+			return checkTarget(ap.Addr(), allowPrivate)
+		}}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy, transport.DialContext = nil, dialer.DialContext
+	return &http.Client{Transport: transport, Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+const maxExcerpt = 64 // bytes of a receiver's answer the activity error (history, Web UI) may hold
+
+// excerpt keeps at most maxExcerpt bytes of printable ASCII from b, anything else collapsed to one space.
+func excerpt(b []byte) string {
+	s := strings.Join(strings.FieldsFunc(string(b), func(r rune) bool { return r <= ' ' || r >= 0x7f }), " ")
+	if len(s) > maxExcerpt {
+		return s[:maxExcerpt] + "..."
+	}
+	return s
+}
+
+// describeDeliveryError drops the URL (it may carry the receiver's credentials or token) from net/http's errors.
+func describeDeliveryError(err error) string {
+	if uerr, ok := errors.AsType[*url.Error](err); ok {
+		err = uerr.Err
+	}
+	return err.Error()
 }

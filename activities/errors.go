@@ -16,18 +16,17 @@ import (
 
 // Application error types the workflow and retry policies branch on (callers never see them).
 const (
-	FailureProviderTransient = "ProviderTransient" // busy, network or 5xx: retried after the code's wait, else backoff
-	FailureResubmit          = "ProviderResubmit"  // the provider gave up on this task; a new submission may succeed
-	FailureNotReady          = "NotReady"          // still being solved; the poll's retry policy spaces the next look
-	FailureWorkerConfig      = "WorkerConfig"      // retried, so a fixed and restarted worker carries the task on
-	FailureDeliveryRejected  = "DeliveryRejected"  // notify_url answered non-2xx; retried
-	// FailureSubmitOutcomeUnknown: the answer was lost after the request was written, so a paid task may exist; the
-	// workflow waits for its callback instead of paying twice. Details: LostDetails.
-	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown"
-	// FailureProviderZeroBalance: ERROR_ZERO_BALANCE; the workflow waits in PhaseAwaitingBalance. Details: the code, the wait.
-	FailureProviderZeroBalance = "ProviderZeroBalance"
-	FailureProviderUnavailable = "ProviderUnavailable" // every provider's circuit is open; retried when one half-opens
-	FailureProviderGaveUp      = "ProviderGaveUp"      // unreachable past PROVIDER_GIVE_UP. Details: the provider
+	FailureProviderTransient    = "ProviderTransient"    // busy, network or 5xx: retried after the code's wait, else backoff
+	FailureResubmit             = "ProviderResubmit"     // the provider gave up on this task; a new submission may succeed
+	FailureNotReady             = "NotReady"             // still being solved; the poll's retry policy spaces the next look
+	FailureWorkerConfig         = "WorkerConfig"         // retried, so a fixed and restarted worker carries the task on
+	FailureDeliveryRejected     = "DeliveryRejected"     // notify_url answered non-2xx; retried
+	FailureDeliveryForbidden    = "DeliveryForbidden"    // notify_url is not http(s) or points where deliveries may not go
+	FailureTaskRunning          = "TaskRunning"          // retried a short while: a report may come just before the task ends
+	FailureSubmitOutcomeUnknown = "SubmitOutcomeUnknown" // the answer was lost: a paid task may exist. Details: LostDetails
+	FailureProviderZeroBalance  = "ProviderZeroBalance"  // ERROR_ZERO_BALANCE: the workflow pauses. Details: code, wait
+	FailureProviderUnavailable  = "ProviderUnavailable"  // every provider's circuit is open; retried when one half-opens
+	FailureProviderGaveUp       = "ProviderGaveUp"       // unreachable past PROVIDER_GIVE_UP. Details: the provider
 )
 
 // NonRetryableProviderErrors are the provider error types no retry policy should retry.
@@ -49,8 +48,7 @@ func providerError(ctx context.Context, err error) error {
 	return transientError(ctx, err, FailureProviderTransient)
 }
 
-// transientError is retried after the code's documented wait (0 keeps the policy's backoff), cut to the deadline;
-// a FailureProviderZeroBalance (Submit's) also carries the wait, for the workflow's pause.
+// transientError is retried after the code's wait (0: the policy's backoff); a ZeroBalance carries it for the pause.
 func transientError(ctx context.Context, err error, typ string) error {
 	code := codeOf(err)
 	wait := pacedDelay(callback.RetryAfter(code), timeLeft(ctx), rand.Float64())
@@ -93,17 +91,21 @@ func timeLeft(ctx context.Context) time.Duration {
 	return 0
 }
 
-// Metrics of the provider layer (docs/operations.md); all but MetricProviderAnswers are tagged provider and exist
-// with PROVIDERS_FILE only.
+// Metrics of the activities (docs/operations.md); submissions and circuits need PROVIDERS_FILE. The balance
+// gauges are the worker's that ran FetchBalance: the newest MetricProviderBalanceChecked holds the current balance.
 const (
 	MetricProviderAnswers     = "captchaflow_provider_answers_total"        // by op and code (countAnswer)
 	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome
 	MetricCircuitState        = "captchaflow_provider_circuit_state"        // 0 closed, 1 half-open, 2 open, at scrape
 	MetricCircuitOpened       = "captchaflow_provider_circuit_opened_total" // by provider and reason (providers.Reason*)
+	MetricDeliveries          = "captchaflow_deliveries_total"              // delivery attempts by result (ok, error)
+
+	MetricProviderBalance             = "captchaflow_provider_balance"                           // in the provider's currency
+	MetricProviderBalanceChecked      = "captchaflow_provider_balance_checked_timestamp_seconds" // Unix seconds
+	MetricProviderBalanceLowThreshold = "captchaflow_provider_balance_low_threshold"             // PROVIDER_BALANCE_LOW, when set
 )
 
-// countAnswer counts one answer of p (op: submit, get or report) by its code: OK, a documented code, network (no
-// answer) or other, a fixed set whatever the provider sends; tagged with p's name on a routed worker.
+// countAnswer counts an answer by op and code (OK, a documented code, network or other: a fixed set).
 func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op string, err error) {
 	code, known := callback.KnownCode(codeOf(err))
 	switch {
@@ -121,11 +123,44 @@ func (a *Activities) countAnswer(ctx context.Context, p *providers.Provider, op 
 	activity.GetMetricsHandler(ctx).WithTags(tags).Counter(MetricProviderAnswers).Inc(1)
 }
 
-// countSubmission counts a submission's outcome: accepted, refused (no task created), lost (maybe a task, maybe
-// paid), skipped (circuit open, nothing sent) or abandoned (given up at an unreachable provider).
+// countSubmission counts a submission's outcome: accepted, refused, lost, skipped (circuit open) or abandoned.
 func (a *Activities) countSubmission(ctx context.Context, provider, outcome string) {
 	if a.set().Routed {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": provider, "outcome": outcome}).
 			Counter(MetricProviderSubmissions).Inc(1)
 	}
+}
+
+// BalanceResult is what getbalance answered and when.
+type BalanceResult struct {
+	Balance   float64   `json:"balance"`
+	CheckedAt time.Time `json:"checked_at"`
+}
+
+// FetchBalance gauges every provider's balance and returns the first read; none read fails like Poll (or config).
+func (a *Activities) FetchBalance(ctx context.Context) (BalanceResult, error) {
+	defer keepAlive(ctx)()
+	var read []BalanceResult
+	lastErr := temporal.NewNonRetryableApplicationError("the worker has no provider to read a balance from",
+		captchaflow.FailureProviderConfig, nil)
+	for _, p := range a.set().All() {
+		balance, err := p.Client.Balance(ctx)
+		if err != nil {
+			activity.GetLogger(ctx).Warn("provider balance not read", "Provider", p.Name, "Error", err)
+			lastErr = providerError(ctx, err)
+			continue
+		}
+		read = append(read, BalanceResult{Balance: balance, CheckedAt: time.Now()})
+		h := activity.GetMetricsHandler(ctx)
+		if name := a.routedName(p); name != "" {
+			h = h.WithTags(map[string]string{"provider": name})
+		}
+		h.Gauge(MetricProviderBalance).Update(balance)
+		h.Gauge(MetricProviderBalanceChecked).Update(float64(read[len(read)-1].CheckedAt.UnixMilli()) / 1000)
+		activity.GetLogger(ctx).Info("provider balance", "Provider", p.Name, "Balance", balance)
+	}
+	if len(read) == 0 {
+		return BalanceResult{}, lastErr
+	}
+	return read[0], nil
 }

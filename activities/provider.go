@@ -66,8 +66,7 @@ func (a *Activities) provider(name string) (*providers.Provider, error) {
 	return nil, temporal.NewApplicationError(fmt.Sprintf("provider %.40q is not in this worker's PROVIDERS_FILE", name), FailureWorkerConfig)
 }
 
-// Submit sends the task to the first candidate whose circuit lets it through. A refusal that opens its circuit moves
-// on within the attempt (nothing was created); a lost answer (FailureSubmitOutcomeUnknown) never moves on.
+// Submit tries the candidates whose circuit lets it through: a refusal that opens it moves on, a lost answer never.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	defer keepAlive(ctx)()
 	set := a.set()

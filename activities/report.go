@@ -21,29 +21,22 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// FailureTaskRunning: the task's workflow has not finished yet; LookupReportTarget is retried for a short while
-// (a caller may report the moment its webhook arrived, just before the workflow completes).
-const FailureTaskRunning = "TaskRunning"
-
 // ReportTargetRequest names the task (its workflow ID) whose verdict is to be reported.
 type ReportTargetRequest struct {
 	TaskID string `json:"task_id"`
 }
 
-// ReportTarget is what a report needs to know of a solved task. The code itself is never returned: it stays out of
-// the report's history.
+// ReportTarget is what a report needs of a solved task; never the code, which stays out of the report's history.
 type ReportTarget struct {
 	ProviderTaskID string `json:"provider_task_id"`
-	// Provider solved it (PROVIDERS_FILE name; "" without the file); Kind is its createTask kind, for a provider
-	// whose report call depends on it.
+	// Provider solved it ("" without PROVIDERS_FILE); Kind is its createTask kind (some report calls depend on it).
 	Provider    string    `json:"provider,omitempty"`
 	Kind        string    `json:"kind,omitempty"`
 	SubmittedAt time.Time `json:"submitted_at"`
 	ReceivedAt  time.Time `json:"received_at"`
 }
 
-// LookupReportTarget reads the SolveCaptcha workflow of the task through the worker's Temporal client and returns
-// the provider task its result came from; a createTask provider's report also needs the task's kind (its input's).
+// LookupReportTarget is the provider task the task's result came from, with its kind for a createTask provider.
 func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
 	target, in, err := lookupReportTarget(ctx, activity.GetClient(ctx), req.TaskID)
 	if p, ok := a.set().Get(target.Provider); err == nil && target.Provider != "" && ok && p.Flavor != "" {
@@ -56,15 +49,12 @@ func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetReq
 	return target, err
 }
 
-// ended names the close events.
 var ended = map[enums.EventType]string{enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "completed",
 	enums.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: "failed", enums.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: "cancelled",
 	enums.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: "terminated", enums.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: "timed out",
 	enums.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW: "continued as new"}
 
 // lookupReportTarget reads the task's history once: its input from the first event, its Result from the close event.
-// A completed task has a result; so has one that failed DeliveryFailed or TokenExpired, or was cancelled while
-// delivering (their details carry it). A running task is a retryable TaskRunning error; anything else is TaskNotSolved.
 func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (ReportTarget, captchaflow.Input, error) {
 	var first, last *historypb.HistoryEvent
 	for iter := c.GetWorkflowHistory(ctx, taskID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT); iter.HasNext(); {
@@ -84,20 +74,11 @@ func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (Re
 	if err := converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in); err != nil {
 		return ReportTarget{}, in, notSolved("task %s: its input cannot be read: %v", taskID, err)
 	}
-	res, err := resultOf(taskID, last)
-	if err == nil && res.ProviderTaskID == "" {
-		err = notSolved("task %s has no provider task in its result", taskID)
-	}
-	return ReportTarget{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, SubmittedAt: res.SubmittedAt,
-		ReceivedAt: res.ReceivedAt}, in, err
-}
-
-// resultOf is the Result a task's last event holds.
-func resultOf(taskID string, last *historypb.HistoryEvent) (captchaflow.Result, error) {
 	word, closed := ended[last.GetEventType()]
 	if !closed {
-		return captchaflow.Result{}, temporal.NewApplicationError(fmt.Sprintf("task %s is still running", taskID), FailureTaskRunning)
+		return ReportTarget{}, in, temporal.NewApplicationError(fmt.Sprintf("task %s is still running", taskID), FailureTaskRunning)
 	}
+	// A result is in a completed task, one cancelled while delivering, or one failed DeliveryFailed or TokenExpired.
 	// Each getter is nil unless last is its kind of event.
 	payloads := cmp.Or(last.GetWorkflowExecutionCompletedEventAttributes().GetResult(), last.GetWorkflowExecutionCanceledEventAttributes().GetDetails())
 	if failed := last.GetWorkflowExecutionFailedEventAttributes(); failed != nil {
@@ -109,9 +90,12 @@ func resultOf(taskID string, last *historypb.HistoryEvent) (captchaflow.Result, 
 	}
 	var res captchaflow.Result
 	if payloads == nil || converter.GetDefaultDataConverter().FromPayloads(payloads, &res) != nil {
-		return res, notSolved("task %s ended %s without a result", taskID, word)
+		return ReportTarget{}, in, notSolved("task %s ended %s without a result", taskID, word)
+	} else if res.ProviderTaskID == "" {
+		return ReportTarget{}, in, notSolved("task %s has no provider task in its result", taskID)
 	}
-	return res, nil
+	return ReportTarget{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, SubmittedAt: res.SubmittedAt,
+		ReceivedAt: res.ReceivedAt}, in, nil
 }
 
 func notSolved(format string, args ...any) error {
@@ -128,12 +112,10 @@ type SendReportRequest struct {
 
 // SendReportResult says how the provider took the report.
 type SendReportResult struct {
-	// AlreadyRecorded: the provider answered ERROR_DUPLICATE_REPORT (it holds a report on the task already).
-	AlreadyRecorded bool `json:"already_recorded,omitempty"`
+	AlreadyRecorded bool `json:"already_recorded,omitempty"` // ERROR_DUPLICATE_REPORT: it holds a report already
 }
 
-// SendReport makes one report request to the provider that solved the task. ERROR_DUPLICATE_REPORT is a success (a
-// lost attempt's report holds); an unknown task ID is ReportWindowClosed (the provider forgets it when that closes).
+// SendReport makes one report request; ERROR_DUPLICATE_REPORT succeeds (a lost attempt's report holds).
 func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (SendReportResult, error) {
 	p, err := a.provider(req.Provider)
 	if err != nil {
