@@ -166,7 +166,6 @@ func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network
 	}}
 }
 
-// countingConn counts the bytes written to a connection.
 type countingConn struct {
 	net.Conn
 	written atomic.Int64

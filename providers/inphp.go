@@ -143,10 +143,9 @@ func parseJSONAnswer(body []byte) (answer, error) {
 		return answer{}, fmt.Errorf("%w: invalid JSON: %s", callback.ErrMalformed, callback.Snippet(body))
 	}
 	var request string
-	if len(raw.Request) > 0 && raw.Request[0] == '"' {
-		_ = json.Unmarshal(raw.Request, &request)
-	} else if string(raw.Request) != "null" {
+	if string(raw.Request) != "null" {
 		request = string(raw.Request)
+		_ = json.Unmarshal(raw.Request, &request) // a string's text; a number or object stays raw
 	}
 	switch string(raw.Status) {
 	case "1", `"1"`:

@@ -59,7 +59,6 @@ func anti(typ string, f ...Field) TaskSpec { return TaskSpec{Type: typ, Fields: 
 
 const antiDoc = "https://anti-captcha.com/apidoc/task-types/"
 
-// taskTable is the declared mapping.
 var taskTable = map[Kind]map[Flavor]TaskSpec{
 	KindRecaptchaV2: {
 		callback.AntiCaptcha: anti("RecaptchaV2TaskProxyless", pageURL, googleKey, dataS, invisible),
@@ -268,7 +267,7 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 	return task, nil
 }
 
-// setPath sets a dotted path in a JSON object, creating the objects on the way.
+// setPath sets a dotted path ("metadata.action"), creating the objects on the way.
 func setPath(obj map[string]any, path string, v any) {
 	keys := strings.Split(path, ".")
 	for _, k := range keys[:len(keys)-1] {
