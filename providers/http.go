@@ -2,6 +2,7 @@ package providers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -119,11 +120,7 @@ func WithHTTPClient(h *http.Client) Option { return func(c *conn) { c.http = h }
 
 // WithTimeout sets the per-request timeout (default 30 s); each request is also bounded by the caller's context.
 func WithTimeout(d time.Duration) Option {
-	return func(c *conn) {
-		if d > 0 {
-			c.timeout = d
-		}
-	}
+	return func(c *conn) { c.timeout = cmp.Or(max(d, 0), c.timeout) } // d <= 0 keeps it
 }
 
 func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error) {
