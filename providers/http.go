@@ -294,8 +294,7 @@ func (c *conn) balance(op, v string) (float64, error) {
 	return b, nil
 }
 
-// redactError drops a *url.Error's query (res.php's key=), userinfo and fragment, and masks the key in any other
-// error's text, keeping only the context sentinel callers classify on (%.0w wraps it without printing it).
+// redactError strips a *url.Error's query (res.php's key=), userinfo and fragment, and masks apiKey in other errors.
 func redactError(err error, apiKey string) error {
 	if ue, ok := err.(*url.Error); ok {
 		bare, _, _ := strings.Cut(ue.URL, "?")
@@ -311,7 +310,7 @@ func redactError(err error, apiKey string) error {
 	msg := redactText(err.Error(), apiKey)
 	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
 		if errors.Is(err, cause) {
-			return fmt.Errorf("%s%.0w", msg, cause)
+			return fmt.Errorf("%s%.0w", msg, cause) // wraps the cause callers classify on, without printing it
 		}
 	}
 	return errors.New(msg)
