@@ -134,15 +134,17 @@ func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
 
 // Report sends a verdict through the flavor's call for kind (Profile.Reports); one refused unsent is Op "report".
 func (c *CreateTask) Report(ctx context.Context, kind Kind, taskID string, good bool) error {
-	rule, ok := c.profile.reportRule(kind, good)
-	if !ok {
+	i := slices.IndexFunc(c.profile.Reports, func(r ReportRule) bool {
+		return r.Good == good && (r.Kinds == nil || slices.Contains(r.Kinds, kind))
+	})
+	if i < 0 {
 		return c.fail("report", callback.ClassConfig, fmt.Errorf("%s, %s, good=%t: %w", c.profile.Flavor, kind, good, ErrReportUnsupported))
 	}
 	id, err := c.idValue(taskID)
 	if err != nil {
 		return c.fail("report", callback.ClassConfig, err)
 	}
-	body := map[string]any{"taskId": id}
+	rule, body := c.profile.Reports[i], map[string]any{"taskId": id}
 	if rule.Feedback {
 		body["result"] = map[string]any{"invalid": !good}
 	}
@@ -203,15 +205,6 @@ type ReportRule struct {
 	Good     bool
 	Endpoint string
 	Feedback bool // the body is CapSolver's {taskId, result: {invalid}} rather than {taskId}
-}
-
-func (p Profile) reportRule(kind Kind, good bool) (ReportRule, bool) {
-	for _, r := range p.Reports {
-		if r.Good == good && (r.Kinds == nil || slices.Contains(r.Kinds, kind)) {
-			return r, true
-		}
-	}
-	return ReportRule{}, false
 }
 
 // recaptchaKinds: "V2 and V3 reCaptchas only, including Enterprise" (anti-captcha.com/apidoc/methods/reportIncorrectRecaptcha).
