@@ -11,13 +11,13 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// CreateTask is a client of the JSON createTask protocol (Anti-Captcha, 2captcha API v2, CapMonster Cloud, CapSolver),
-// a Profile per Flavor; the key travels in the JSON body only.
+// CreateTask is a client of the JSON createTask protocol, a Profile per Flavor; the key travels in the body only.
 type CreateTask struct {
 	conn
 	profile Profile
@@ -68,8 +68,7 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 	return id, code, nil
 }
 
-// Get calls getTaskResult: "processing" (CapSolver: "idle") is ClassNotReady, "failed" ClassResubmit, and a solution's
-// shape is recognised (callback.InferCode).
+// Get calls getTaskResult: "processing" (CapSolver: "idle") is ClassNotReady, "failed" ClassResubmit.
 func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
 	const op = "getTaskResult"
 	id, err := c.idValue(taskID)
@@ -130,23 +129,22 @@ func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var n json.Number
-	_ = json.Unmarshal(env.Balance, &n)
-	return c.balance("getBalance", cmp.Or(n.String(), string(env.Balance)))
+	return c.balance("getBalance", strings.Trim(string(env.Balance), `"`)) // a number, or one in a string
 }
 
-// Report sends a verdict on a task of kind through the flavor's call for it (Profile.Reports); a verdict refused
-// before any call is Op "report".
+// Report sends a verdict through the flavor's call for kind (Profile.Reports); one refused unsent is Op "report".
 func (c *CreateTask) Report(ctx context.Context, kind Kind, taskID string, good bool) error {
-	rule, ok := c.profile.reportRule(kind, good)
-	if !ok {
+	i := slices.IndexFunc(c.profile.Reports, func(r ReportRule) bool {
+		return r.Good == good && (r.Kinds == nil || slices.Contains(r.Kinds, kind))
+	})
+	if i < 0 {
 		return c.fail("report", callback.ClassConfig, fmt.Errorf("%s, %s, good=%t: %w", c.profile.Flavor, kind, good, ErrReportUnsupported))
 	}
 	id, err := c.idValue(taskID)
 	if err != nil {
 		return c.fail("report", callback.ClassConfig, err)
 	}
-	body := map[string]any{"taskId": id}
+	rule, body := c.profile.Reports[i], map[string]any{"taskId": id}
 	if rule.Feedback {
 		body["result"] = map[string]any{"invalid": !good}
 	}
@@ -154,8 +152,7 @@ func (c *CreateTask) Report(ctx context.Context, kind Kind, taskID string, good 
 	return err
 }
 
-// call POSTs body with the key to op, the endpoint: an envelope with errorId 0, or a classified *Error (CapSolver
-// answers errors with 400/401 and the envelope).
+// call POSTs body with the key to the endpoint op: an envelope with errorId 0, or a classified *Error.
 func (c *CreateTask) call(ctx context.Context, op string, body map[string]any) (callback.Envelope, error) {
 	body["clientKey"] = c.apiKey
 	data, err := json.Marshal(body)
@@ -163,14 +160,14 @@ func (c *CreateTask) call(ctx context.Context, op string, body map[string]any) (
 		return callback.Envelope{}, c.fail(op, callback.ClassConfig, fmt.Errorf("encode request: %w", err))
 	}
 	var env callback.Envelope
-	answer := func(status int, raw []byte) (*Error, error) {
+	target := c.base.JoinPath(op).String()
+	err = c.do(ctx, op, http.MethodPost, target, "application/json", data, func(status int, raw []byte) (*Error, error) {
 		var err error
 		if env, err = callback.ParseEnvelope(raw); err != nil || !env.Failed() {
-			return nil, err
+			return nil, err // CapSolver answers errors with 400/401 and the envelope
 		}
 		return c.providerError(op, env, status), nil
-	}
-	err = c.do(ctx, op, http.MethodPost, c.base.JoinPath(op).String(), "application/json", data, answer)
+	})
 	return env, err
 }
 
@@ -188,10 +185,9 @@ func (c *CreateTask) providerError(op string, env callback.Envelope, status int)
 	return e
 }
 
-// Flavor names a createTask provider whose differences a Profile declares.
+// Flavor names a createTask provider; Flavors lists them in a fixed order.
 type Flavor = callback.Flavor
 
-// Flavors lists every flavor, in a fixed order.
 var Flavors = callback.Flavors
 
 // Profile is what differs between the createTask providers, each value from the provider's own API documentation.
@@ -209,16 +205,6 @@ type ReportRule struct {
 	Good     bool
 	Endpoint string
 	Feedback bool // the body is CapSolver's {taskId, result: {invalid}} rather than {taskId}
-}
-
-// reportRule finds the rule for a verdict on a task of kind.
-func (p Profile) reportRule(kind Kind, good bool) (ReportRule, bool) {
-	for _, r := range p.Reports {
-		if r.Good == good && (r.Kinds == nil || slices.Contains(r.Kinds, kind)) {
-			return r, true
-		}
-	}
-	return ReportRule{}, false
 }
 
 // recaptchaKinds: "V2 and V3 reCaptchas only, including Enterprise" (anti-captcha.com/apidoc/methods/reportIncorrectRecaptcha).

@@ -2,6 +2,7 @@ package providers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -17,7 +18,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/providers/callback"
@@ -36,19 +36,16 @@ type Error struct {
 	Op         string // the call: "submit", "get", "createTask", "getTaskResult", …
 	Code       string // the provider's code, e.g. "ERROR_NO_SLOT_AVAILABLE"; "" for network/HTTP/decode errors
 	Class      callback.Class
-	HTTPStatus int   // when the failure was an HTTP status
-	Err        error // the cause, already redacted
-	// Written: no provider answer came, after (part of) the request was written: the provider may have acted on it.
-	Written  bool
-	Provider string // who answered, the message's prefix ("captchaai", "createtask capsolver")
+	HTTPStatus int    // when the failure was an HTTP status
+	Err        error  // the cause, already redacted
+	Written    bool   // no answer came after (part of) the request was written: the provider may have acted on it
+	Provider   string // who answered, the message's prefix ("captchaai", "createtask capsolver")
 }
 
 // ErrInvalidAnswer marks a success answer that cannot be what it claims (not an id, an empty or oversized code).
 var ErrInvalidAnswer = errors.New("invalid provider answer")
 
-// OutcomeUnknown reports whether err may have reached the provider and been acted on: after the request was
-// written, the connection broke, the answer was unreadable or a 5xx came that is not the provider's own word (a
-// gateway's 502/504/52x after forwarding). A submission may then exist, paid, whose ID was never learned.
+// OutcomeUnknown: err came after the request was written (a lost or gateway's answer): a paid task may exist.
 func OutcomeUnknown(err error) bool {
 	var ce *Error
 	return errors.As(err, &ce) && ce != nil && ce.Written && ce.Code == "" && (ce.HTTPStatus == 0 || ce.HTTPStatus >= 500)
@@ -82,8 +79,7 @@ func ClassOf(err error) callback.Class {
 	return callback.ClassUnknown
 }
 
-// IsTransportError reports whether err is a failure to get an answer at all (connection, TLS, timeout, cancellation,
-// a body cut off); a code, a status, a malformed or invalid answer or an unbuildable request is not.
+// IsTransportError: err is a failure to get any answer (connection, TLS, timeout, cancellation, a body cut off).
 func IsTransportError(err error) bool {
 	var ce *Error
 	if errors.As(err, &ce) && ce != nil {
@@ -104,8 +100,7 @@ func classifyStatus(status int) callback.Class {
 	return callback.ClassUnknown
 }
 
-// taskIDPattern is a provider task id's shape: digits (CapSolver: a UUID), widened for compatible providers to what
-// can change no URL, log line or search query.
+// taskIDPattern: digits (CapSolver: a UUID), widened to what can change no URL, log line or search query.
 var taskIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,63}$`)
 
 // conn is one provider account: its key, its transport and its bounds.
@@ -121,17 +116,11 @@ type conn struct {
 type Option func(*conn)
 
 // WithHTTPClient replaces the client's own http.Client (nil keeps it).
-func WithHTTPClient(h *http.Client) Option {
-	return func(c *conn) { c.http = h } // newConn makes its own for nil
-}
+func WithHTTPClient(h *http.Client) Option { return func(c *conn) { c.http = h } }
 
 // WithTimeout sets the per-request timeout (default 30 s); each request is also bounded by the caller's context.
 func WithTimeout(d time.Duration) Option {
-	return func(c *conn) {
-		if d > 0 {
-			c.timeout = d
-		}
-	}
+	return func(c *conn) { c.timeout = cmp.Or(max(d, 0), c.timeout) } // d <= 0 keeps it
 }
 
 func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error) {
@@ -174,7 +163,6 @@ func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network
 	}}
 }
 
-// countingConn counts the bytes written to a connection.
 type countingConn struct {
 	net.Conn
 	written atomic.Int64
@@ -198,8 +186,7 @@ func countingOf(conn net.Conn) *countingConn {
 // answerFunc reads a body (status 0: a 2xx's): the provider's own error, or why the body is no answer of its.
 type answerFunc func(status int, body []byte) (*Error, error)
 
-// do sends one request and reads its answer with answer. A failed status decides unless answer finds the provider's
-// own error in its body; it is outcome unknown when a 5xx, as a gateway may have lost the provider's answer.
+// do sends one request and reads its answer; a failed status decides (a 5xx Written) unless answer finds an error.
 func (c *conn) do(ctx context.Context, op, method, target, contentType string, body []byte, answer answerFunc) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -236,8 +223,7 @@ func (c *conn) do(ctx context.Context, op, method, target, contentType string, b
 	return nil
 }
 
-// send does the request; a failure is transient, Written unless provably not one byte of the request left: it got
-// no connection, or on ours (which counts) nothing was written to it.
+// send does the request; a failure is transient, Written unless it got no connection or wrote nothing to ours.
 func (c *conn) send(ctx context.Context, op, method, target, contentType string, body []byte) (*http.Response, *Error) {
 	var got atomic.Bool
 	var cc atomic.Pointer[countingConn]
@@ -277,8 +263,7 @@ func (c *conn) codeError(op, code, text string, status int) *Error {
 		HTTPStatus: status, Err: detail, Provider: c.name}
 }
 
-// fail wraps a failure without a provider answer, its cause redacted. A transient one is Written: the answer came
-// (a 2xx) but could not be read, so what the provider did is unknown; send narrows it when it can.
+// fail wraps a failure without a provider answer, redacted; a transient one is Written (send narrows it when it can).
 func (c *conn) fail(op string, class callback.Class, err error) *Error {
 	return &Error{Op: op, Class: class, Err: redactError(err, c.apiKey), Written: class == callback.ClassTransient, Provider: c.name}
 }
@@ -309,8 +294,7 @@ func (c *conn) balance(op, v string) (float64, error) {
 	return b, nil
 }
 
-// redactError removes apiKey from err: a *url.Error loses its URL's query (res.php's key=) and userinfo, and an
-// error still showing the key becomes a scrubbed copy that keeps only the context sentinel callers classify on.
+// redactError strips a *url.Error's query (res.php's key=), userinfo and fragment, and masks apiKey in other errors.
 func redactError(err error, apiKey string) error {
 	if ue, ok := err.(*url.Error); ok {
 		bare, _, _ := strings.Cut(ue.URL, "?")
@@ -323,35 +307,22 @@ func redactError(err error, apiKey string) error {
 	if err == nil || !strings.Contains(err.Error(), apiKey) {
 		return err
 	}
-	scrubbed := &scrubbedError{msg: redactText(err.Error(), apiKey)}
+	msg := redactText(err.Error(), apiKey)
 	for _, cause := range []error{context.DeadlineExceeded, context.Canceled} {
 		if errors.Is(err, cause) {
-			scrubbed.cause = cause
-			break
+			return fmt.Errorf("%s%.0w", msg, cause) // wraps the cause callers classify on, without printing it
 		}
 	}
-	return scrubbed
+	return errors.New(msg)
 }
 
 // redactText removes apiKey (never empty: newConn refuses that) from provider-supplied text such as error_text.
 func redactText(s, apiKey string) string { return strings.ReplaceAll(s, apiKey, redactedMarker) }
 
-// scrubbedError is a message-only stand-in for an error whose text contained the API key.
-type scrubbedError struct {
-	msg   string
-	cause error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.cause }
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+// truncate cuts s to at most n bytes, a rune cut in two dropped, marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }

@@ -74,16 +74,11 @@ func (c *InPHP) Balance(ctx context.Context) (float64, error) {
 
 // Report is reportgood / reportbad, for any kind.
 func (c *InPHP) Report(ctx context.Context, _ Kind, taskID string, good bool) error {
-	op := "reportbad"
-	if good {
-		op = "reportgood"
-	}
-	_, err := c.res(ctx, op, taskID)
+	_, err := c.res(ctx, map[bool]string{false: "reportbad", true: "reportgood"}[good], taskID)
 	return err
 }
 
-// res performs res.php's action (its name is the op) on taskID ("" for getbalance). The protocol wants the key in
-// the query, which is why every error path redacts.
+// res performs res.php's action (the op) on taskID ("" for getbalance); the key is in its query, so errors redact.
 func (c *InPHP) res(ctx context.Context, action, taskID string) (answer, error) {
 	query := url.Values{"action": {action}, "key": {c.apiKey}, "json": {"1"}}
 	if action != "getbalance" {
@@ -116,8 +111,7 @@ type answer struct {
 	ErrorText string // optional human-readable detail (JSON error_text)
 }
 
-// parseAnswer decodes JSON ({"status":1,"request":…}) or plain text (OK|…, ERROR_CODE, a balance), sniffed from the
-// body: some providers and proxies answer plain text despite json=1.
+// parseAnswer decodes JSON ({"status":1,"request":…}) or the plain text (OK|…, ERROR_CODE, a balance) some send.
 func parseAnswer(body []byte) (answer, error) {
 	body = bytes.TrimSpace(body)
 	s := string(body)
@@ -126,10 +120,8 @@ func parseAnswer(body []byte) (answer, error) {
 		return answer{}, fmt.Errorf("%w: empty body", callback.ErrMalformed)
 	case body[0] == '{':
 		return parseJSONAnswer(body)
-	case strings.HasPrefix(s, "OK|"):
-		return answer{OK: true, Value: s[len("OK|"):]}, nil
-	case s == "OK":
-		return answer{OK: true}, nil
+	case s == "OK" || strings.HasPrefix(s, "OK|"):
+		return answer{OK: true, Value: strings.TrimPrefix(s[len("OK"):], "|")}, nil
 	case strings.HasPrefix(s, "OK_") && callback.IsCode(s): // OK_REPORT_RECORDED
 		return answer{OK: true, Value: s}, nil
 	case callback.IsCode(s):
@@ -141,8 +133,7 @@ func parseAnswer(body []byte) (answer, error) {
 	return answer{}, fmt.Errorf("%w: %s", callback.ErrMalformed, callback.Snippet(body))
 }
 
-// parseJSONAnswer reads status as 1/0, a number or a string, and request as text: a string unquoted, a number's
-// exact digits, an object (GeeTest's) as raw JSON.
+// parseJSONAnswer reads status 1/0 (number or string) and request as text (a number's digits, GeeTest's object raw).
 func parseJSONAnswer(body []byte) (answer, error) {
 	var raw struct {
 		Status, Request json.RawMessage
@@ -152,10 +143,9 @@ func parseJSONAnswer(body []byte) (answer, error) {
 		return answer{}, fmt.Errorf("%w: invalid JSON: %s", callback.ErrMalformed, callback.Snippet(body))
 	}
 	var request string
-	if len(raw.Request) > 0 && raw.Request[0] == '"' {
-		_ = json.Unmarshal(raw.Request, &request)
-	} else if string(raw.Request) != "null" {
+	if string(raw.Request) != "null" {
 		request = string(raw.Request)
+		_ = json.Unmarshal(raw.Request, &request) // a string's text; a number or object stays raw
 	}
 	switch string(raw.Status) {
 	case "1", `"1"`:
@@ -171,8 +161,7 @@ func parseJSONAnswer(body []byte) (answer, error) {
 	return answer{}, fmt.Errorf("%w: unexpected status %s", callback.ErrMalformed, callback.Snippet(raw.Status))
 }
 
-// encodeSubmit builds the in.php POST body; the key travels in the body, never in a URL an error could print.
-// Method "post" sends params["file"] (base64) as a multipart file upload, every other field as a form value.
+// encodeSubmit builds the in.php POST body (the key never in a URL); "post" uploads params["file"] as a file.
 func encodeSubmit(apiKey, method string, params map[string]string, pingback string) (contentType string, body []byte, err error) {
 	if strings.TrimSpace(method) == "" {
 		return "", nil, errors.New("method is required")
@@ -206,15 +195,13 @@ func encodeSubmit(apiKey, method string, params map[string]string, pingback stri
 	for _, name := range slices.Sorted(maps.Keys(fields)) { // sorted: a deterministic body
 		_ = w.WriteField(name, fields.Get(name)) // a bytes.Buffer takes every write
 	}
-	contentType, fileName := http.DetectContentType(image), "captcha.png"
-	if name, ok := imageNames[contentType]; ok {
-		fileName = name
-	} else {
-		contentType = "application/octet-stream" // a supported extension keeps a rejection about the content
+	contentType = http.DetectContentType(image)
+	fileName, ok := imageNames[contentType]
+	if !ok { // a supported extension keeps a rejection about the content
+		contentType, fileName = "application/octet-stream", "captcha.png"
 	}
-	header := textproto.MIMEHeader{"Content-Type": {contentType}}
-	header.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, fileName))
-	part, _ := w.CreatePart(header)
+	part, _ := w.CreatePart(textproto.MIMEHeader{"Content-Type": {contentType},
+		"Content-Disposition": {fmt.Sprintf(`form-data; name="file"; filename=%q`, fileName)}})
 	_, _ = part.Write(image)
 	_ = w.Close()
 	return w.FormDataContentType(), buf.Bytes(), nil
@@ -226,10 +213,8 @@ var imageNames = map[string]string{"image/jpeg": "captcha.jpg", "image/gif": "ca
 // decodeImage accepts standard or URL-safe base64, padded or not, after an optional data: URI prefix.
 func decodeImage(encoded string) ([]byte, error) {
 	s := strings.TrimSpace(encoded)
-	if strings.HasPrefix(s, "data:") {
-		if i := strings.Index(s, ","); i >= 0 {
-			s = s[i+1:]
-		}
+	if _, data, ok := strings.Cut(s, ","); ok && strings.HasPrefix(s, "data:") {
+		s = data
 	}
 	s = strings.TrimRight(strings.Join(strings.Fields(s), ""), "=")
 	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {

@@ -14,8 +14,7 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// The one table from the in.php vocabulary to each flavor's createTask task; a kind or param without an entry is not
-// served (ErrUnsupported, never sent). Each entry was read in the page its Doc names (golden_test.go checks it).
+// The table from in.php to each flavor's createTask task (as its Doc page shows); what it lacks is ErrUnsupported.
 
 // Field fills one task field from one in.php param.
 type Field struct {
@@ -49,16 +48,20 @@ var (
 	funPublicKey = Field{Param: "publickey", Path: "websitePublicKey", Enc: encString, Required: true}
 	funSubdomain = Field{Param: "surl", Path: "funcaptchaApiJSSubdomain", Enc: encHost}
 	funBlob      = Field{Param: "data[blob]", Path: "data", Enc: encBlob}
-	// minScore is required by Anti-Captcha and 2captcha; in.php leaves it optional, so it defaults to 0.3, the
-	// queue "most of our available workers" are in (https://anti-captcha.com/apidoc/task-types/RecaptchaV3TaskProxyless).
-	minScore = Field{Param: "min_score", Path: "minScore", Enc: encFloat, Required: true, Default: "0.3"}
+	// Anti-Captcha and 2captcha require minScore: 0.3 is the queue "most of our available workers" are in.
+	minScore    = Field{Param: "min_score", Path: "minScore", Enc: encFloat, Required: true, Default: "0.3"}
+	v3Fields    = []Field{pageURL, googleKey, minScore, pageAction}
+	imageFields = []Field{imageBody, imageFile}
 )
 
-// taskTable is the declared mapping.
+// anti is an Anti-Captcha task, documented on the page named after its type.
+func anti(typ string, f ...Field) TaskSpec { return TaskSpec{Type: typ, Fields: f, Doc: antiDoc + typ} }
+
+const antiDoc = "https://anti-captcha.com/apidoc/task-types/"
+
 var taskTable = map[Kind]map[Flavor]TaskSpec{
 	KindRecaptchaV2: {
-		callback.AntiCaptcha: {Type: "RecaptchaV2TaskProxyless", Fields: []Field{pageURL, googleKey, dataS, invisible},
-			Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV2TaskProxyless"},
+		callback.AntiCaptcha: anti("RecaptchaV2TaskProxyless", pageURL, googleKey, dataS, invisible),
 		callback.CapMonster: {Type: "NoCaptchaTaskProxyless", Fields: []Field{pageURL, googleKey},
 			Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
 		callback.CapSolver: {Type: "ReCaptchaV2TaskProxyLess", Fields: []Field{pageURL, googleKey, dataS, invisible},
@@ -71,15 +74,13 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 			Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
 	},
 	KindRecaptchaV3: {
-		callback.AntiCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
-			Doc: "https://anti-captcha.com/apidoc/task-types/RecaptchaV3TaskProxyless"},
-		callback.TwoCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
-			Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
+		callback.AntiCaptcha: anti("RecaptchaV3TaskProxyless", v3Fields...),
+		callback.TwoCaptcha:  {Type: "RecaptchaV3TaskProxyless", Fields: v3Fields, Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
 		callback.CapSolver: {Type: "ReCaptchaV3TaskProxyLess", Fields: []Field{pageURL, googleKey, pageAction},
 			Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
 	},
 	KindRecaptchaV3Enterprise: {
-		callback.TwoCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: []Field{pageURL, googleKey, minScore, pageAction},
+		callback.TwoCaptcha: {Type: "RecaptchaV3TaskProxyless", Fields: v3Fields,
 			Const: map[string]any{"isEnterprise": true}, Doc: "https://2captcha.com/api-docs/recaptcha-v3"},
 		callback.CapSolver: {Type: "ReCaptchaV3EnterpriseTaskProxyLess", Fields: []Field{pageURL, googleKey, pageAction, enterpriseS},
 			Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
@@ -89,41 +90,35 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 			Doc: "https://2captcha.com/api-docs/create-task"},
 	},
 	KindTurnstile: {
-		callback.AntiCaptcha: {Type: "TurnstileTaskProxyless", Fields: []Field{pageURL, siteKey,
-			{Param: "action", Path: "action", Enc: encString}, {Param: "data", Path: "cData", Enc: encString},
-			{Param: "pagedata", Path: "chlPageData", Enc: encString}},
-			Doc: "https://anti-captcha.com/apidoc/task-types/TurnstileTaskProxyless"},
+		callback.AntiCaptcha: anti("TurnstileTaskProxyless", pageURL, siteKey, Field{Param: "action", Path: "action", Enc: encString},
+			Field{Param: "data", Path: "cData", Enc: encString}, Field{Param: "pagedata", Path: "chlPageData", Enc: encString}),
 		callback.CapSolver: {Type: "AntiTurnstileTaskProxyLess", Fields: []Field{pageURL, siteKey,
 			{Param: "action", Path: "metadata.action", Enc: encString}, {Param: "data", Path: "metadata.cdata", Enc: encString}},
 			Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
 	},
 	KindFunCaptcha: {
-		callback.AntiCaptcha: {Type: "FunCaptchaTaskProxyless", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
-			Doc: "https://anti-captcha.com/apidoc/task-types/FunCaptchaTaskProxyless"},
+		callback.AntiCaptcha: anti("FunCaptchaTaskProxyless", pageURL, funPublicKey, funSubdomain, funBlob),
 		callback.CapSolver: {Type: "FunCaptchaTaskProxyLess", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
 			Doc: "https://docs.capsolver.com/guide/captcha/FunCaptcha"},
 	},
 	KindGeeTest3: {
-		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Fields: []Field{pageURL,
-			{Param: "gt", Path: "gt", Enc: encString, Required: true}, {Param: "challenge", Path: "challenge", Enc: encString, Required: true},
-			{Param: "api_server", Path: "geetestApiServerSubdomain", Enc: encHost}},
-			Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
+		callback.AntiCaptcha: anti("GeeTestTaskProxyless", pageURL, Field{Param: "gt", Path: "gt", Enc: encString, Required: true},
+			Field{Param: "challenge", Path: "challenge", Enc: encString, Required: true},
+			Field{Param: "api_server", Path: "geetestApiServerSubdomain", Enc: encHost}),
 	},
 	KindGeeTest4: {
 		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Fields: []Field{pageURL, {Param: "captcha_id", Path: "gt", Enc: encString, Required: true}},
-			Const: map[string]any{"version": 4}, Doc: "https://anti-captcha.com/apidoc/task-types/GeeTestTaskProxyless"},
+			Const: map[string]any{"version": 4}, Doc: antiDoc + "GeeTestTaskProxyless"},
 	},
 	KindImage: {
-		callback.AntiCaptcha: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile,
-			{Param: "phrase", Path: "phrase", Enc: encBool}, {Param: "regsense", Path: "case", Enc: encBool},
-			{Param: "numeric", Path: "numeric", Enc: encInt}, {Param: "calc", Path: "math", Enc: encBool},
-			{Param: "min_len", Path: "minLength", Enc: encInt}, {Param: "max_len", Path: "maxLength", Enc: encInt},
-			{Param: "textinstructions", Path: "comment", Enc: encString}},
-			Doc: "https://anti-captcha.com/apidoc/task-types/ImageToTextTask"},
-		callback.CapMonster: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile},
+		callback.AntiCaptcha: anti("ImageToTextTask", imageBody, imageFile,
+			Field{Param: "phrase", Path: "phrase", Enc: encBool}, Field{Param: "regsense", Path: "case", Enc: encBool},
+			Field{Param: "numeric", Path: "numeric", Enc: encInt}, Field{Param: "calc", Path: "math", Enc: encBool},
+			Field{Param: "min_len", Path: "minLength", Enc: encInt}, Field{Param: "max_len", Path: "maxLength", Enc: encInt},
+			Field{Param: "textinstructions", Path: "comment", Enc: encString}),
+		callback.CapMonster: {Type: "ImageToTextTask", Fields: imageFields,
 			Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
-		callback.CapSolver: {Type: "ImageToTextTask", Fields: []Field{imageBody, imageFile},
-			Doc: "https://docs.capsolver.com/zh/guide/api-createtask"},
+		callback.CapSolver: {Type: "ImageToTextTask", Fields: imageFields, Doc: "https://docs.capsolver.com/zh/guide/api-createtask"},
 	},
 }
 
@@ -166,13 +161,11 @@ const (
 	KindGeeTest4              Kind = "geetest_v4"
 	KindImage                 Kind = "image"
 	enterpriseSuffix               = "_enterprise"
+	methodRecaptcha                = "userrecaptcha" // the in.php method whose params version and enterprise pick the kind
 )
 
 // Kinds lists every kind in a fixed order.
 var Kinds = slices.Sorted(maps.Keys(taskTable))
-
-// methodRecaptcha is the in.php reCAPTCHA method; its params version (v2 | v3) and enterprise (1) pick the kind.
-const methodRecaptcha = "userrecaptcha"
 
 // KindOf is the kind of an in.php method with its params. A method the table does not know is ErrUnsupported.
 func KindOf(method string, params map[string]string) (Kind, error) {
@@ -274,19 +267,16 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 	return task, nil
 }
 
-// setPath sets a dotted path in a JSON object, creating the objects on the way.
+// setPath sets a dotted path ("metadata.action"), creating the objects on the way.
 func setPath(obj map[string]any, path string, v any) {
-	head, rest, nested := strings.Cut(path, ".")
-	if !nested {
-		obj[head] = v
-		return
+	keys := strings.Split(path, ".")
+	for _, k := range keys[:len(keys)-1] {
+		if _, ok := obj[k].(map[string]any); !ok {
+			obj[k] = map[string]any{}
+		}
+		obj = obj[k].(map[string]any)
 	}
-	child, ok := obj[head].(map[string]any)
-	if !ok {
-		child = map[string]any{}
-		obj[head] = child
-	}
-	setPath(child, rest, v)
+	obj[keys[len(keys)-1]] = v
 }
 
 // encoding turns an in.php param value into a task field value; nil leaves the field out, as does a blank value.
