@@ -14,14 +14,9 @@ import (
 	"time"
 )
 
-// Defaults of the optional input fields (docs/contract.md).
+// Defaults and bounds of the optional input fields that other code names (docs/contract.md has them all).
 const (
 	DefaultCallbackTimeoutSeconds = 120
-	DefaultPollIntervalSeconds    = 5
-	DefaultDeadlineSeconds        = 600
-	DefaultMaxSubmits             = 2
-	DefaultLostAnswerWaitSeconds  = 180 // covers the providers' solve times
-	DefaultDeliveryTimeoutSeconds = 24 * 60 * 60
 	DefaultMaxRefreshes           = 1
 	MaxMaxRefreshes               = 5 // each refresh is a paid solve
 	MinTokenTTLSeconds            = 10
@@ -62,16 +57,14 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 	var p plain
 	err := json.Unmarshal(data, &p)
 	var typeErr *json.UnmarshalTypeError
-	var fieldErr *FieldError
-	switch {
-	case errors.As(err, &fieldErr):
-		*in = Input{decodeErr: fieldErr}
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		*in = Input{decodeErr: fieldError(typeErr.Field, "must be %s, got %s", jsonKinds[typeErr.Type.Kind().String()], typeErr.Value)}
-	case err != nil:
-		*in = Input{decodeErr: fmt.Errorf("input is not a JSON object of the SolveCaptcha shape: %v", err)}
-	default:
-		*in = Input(p)
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		err = fieldError(typeErr.Field, "must be %s, got %s", jsonKinds[typeErr.Type.Kind().String()], typeErr.Value)
+	} else if err != nil && !errors.As(err, new(*FieldError)) {
+		err = fmt.Errorf("input is not a JSON object of the SolveCaptcha shape: %v", err)
+	}
+	*in = Input(p)
+	if err != nil {
+		*in = Input{decodeErr: err}
 	}
 	return nil
 }
@@ -82,31 +75,26 @@ var jsonKinds = map[string]string{"int": "an integer", "string": "a string", "ma
 // sends {"invisible": 1}); objects and arrays are refused.
 type Params map[string]string
 
-// UnmarshalJSON accepts scalars of any JSON type.
 func (p *Params) UnmarshalJSON(data []byte) error {
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		*p = nil
-		return nil
-	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return fieldError("params", "must be an object of in.php parameters")
+	} else if raw == nil { // null
+		*p = nil
+		return nil
 	}
-	out := make(Params, len(raw))
+	*p = make(Params, len(raw))
 	// Sorted, so of several bad values the same one is named on every replay.
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
-		v := bytes.TrimSpace(raw[k])
 		var s string
-		switch {
-		case len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil:
-			out[k] = s
-		case len(v) == 0 || bytes.ContainsAny(v[:1], `"{[`) || string(v) == "null":
+		switch v := raw[k]; {
+		case bytes.ContainsAny(v[:1], "{[n"):
 			return fieldError("params."+k, "must be a string, number or boolean")
-		default:
-			out[k] = string(v)
+		case json.Unmarshal(v, &s) != nil: // a number or boolean, in its literal form
+			s = string(v)
 		}
+		(*p)[k] = s
 	}
-	*p = out
 	return nil
 }
 
@@ -148,11 +136,11 @@ const MaxProviders = 16
 // WithDefaults returns in with every optional field that is zero set to its default.
 func (in Input) WithDefaults() Input {
 	in.CallbackTimeoutSeconds = cmp.Or(in.CallbackTimeoutSeconds, DefaultCallbackTimeoutSeconds)
-	in.PollIntervalSeconds = cmp.Or(in.PollIntervalSeconds, DefaultPollIntervalSeconds)
-	in.DeadlineSeconds = cmp.Or(in.DeadlineSeconds, DefaultDeadlineSeconds)
-	in.MaxSubmits = cmp.Or(in.MaxSubmits, DefaultMaxSubmits)
-	in.LostAnswerWaitSeconds = cmp.Or(in.LostAnswerWaitSeconds, DefaultLostAnswerWaitSeconds)
-	in.DeliveryTimeoutSeconds = cmp.Or(in.DeliveryTimeoutSeconds, DefaultDeliveryTimeoutSeconds)
+	in.PollIntervalSeconds = cmp.Or(in.PollIntervalSeconds, 5)
+	in.DeadlineSeconds = cmp.Or(in.DeadlineSeconds, 600)
+	in.MaxSubmits = cmp.Or(in.MaxSubmits, 2)
+	in.LostAnswerWaitSeconds = cmp.Or(in.LostAnswerWaitSeconds, 180) // covers the providers' solve times
+	in.DeliveryTimeoutSeconds = cmp.Or(in.DeliveryTimeoutSeconds, 24*60*60)
 	in.MaxRefreshes = cmp.Or(in.MaxRefreshes, new(DefaultMaxRefreshes))
 	return in
 }

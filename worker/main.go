@@ -97,10 +97,7 @@ func run(logger *slog.Logger) error {
 // loadConfig reads and checks the settings and builds the provider clients before anything is dialled.
 func loadConfig() (config.Worker, *activities.Activities, error) {
 	cfg, err := config.LoadWorker()
-	if err == nil {
-		err = checkSettings(cfg)
-	}
-	if err != nil {
+	if err = cmp.Or(err, checkSettings(cfg)); err != nil {
 		return cfg, nil, err
 	}
 	acts, err := newActivities(cfg)
@@ -134,8 +131,7 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 	}
 	if cfg.ProvidersFile == "" {
 		var err error
-		acts.Provider, err = providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout))
-		if err != nil {
+		if acts.Provider, err = providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout)); err != nil {
 			return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
 		}
 		return acts, nil
@@ -168,17 +164,15 @@ func checkSearchAttributes(ctx context.Context, c client.Client, namespace strin
 	if !routed { // CaptchaProvider, the last, is upserted only by tasks of a worker with PROVIDERS_FILE
 		keys = keys[:len(keys)-1]
 	}
-	var missing []string
-	how := "temporal operator search-attribute create --namespace " + namespace
+	var missing, how []string
 	for _, key := range keys {
 		if name := key.GetName(); resp.GetCustomAttributes()[name] != enums.INDEXED_VALUE_TYPE_KEYWORD {
-			missing = append(missing, name)
-			how += " --name " + name + " --type Keyword"
+			missing, how = append(missing, name), append(how, "--name "+name+" --type Keyword")
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("namespace %q lacks the Keyword search attribute(s) %s; register them with: %s",
-		namespace, strings.Join(missing, ", "), how)
+	return fmt.Errorf("namespace %q lacks the Keyword search attribute(s) %s; register them with: temporal operator "+
+		"search-attribute create --namespace %s %s", namespace, strings.Join(missing, ", "), namespace, strings.Join(how, " "))
 }
