@@ -14,9 +14,8 @@ type StartOptions struct {
 	TaskQueue string // default DefaultTaskQueue
 }
 
-// Start starts SolveCaptcha under the caller's task ID, or returns the run already there: a repeated start never
-// creates a second provider task, and a completed task cannot start again (after a failure it can). A bad input
-// is refused before anything starts.
+// Start starts SolveCaptcha under the caller's task ID, or returns the run already there (a completed task cannot
+// start again, a failed one can); a bad input is refused before anything starts.
 func Start(ctx context.Context, c client.Client, taskID string, in Input, opts ...StartOptions) (client.WorkflowRun, error) {
 	if err := ValidateWorkflowID(taskID); err != nil {
 		return nil, err

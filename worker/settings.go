@@ -15,11 +15,7 @@ import (
 
 // Bounds on the routing settings: a shorter give-up pays again over a blip, a longer one keeps tasks on a dead
 // provider for most of a token's life.
-const (
-	MinGiveUp       = 10 * time.Second
-	MaxGiveUp       = 10 * time.Minute
-	MinNoSlotBudget = 5 * time.Second
-)
+const minGiveUp, maxGiveUp, minNoSlotBudget = 10 * time.Second, 10 * time.Minute, 5 * time.Second
 
 // checkSettings refuses, all at once and never quoting a secret, the settings that would fail every task later.
 func checkSettings(cfg config.Worker) error {
@@ -39,15 +35,11 @@ func checkSettings(cfg config.Worker) error {
 	check(err != nil, "CALLBACK_BASE_URL: %v", err)
 	// A request its activity attempt cuts short ends as a timed-out activity (a dead worker, to Temporal) instead
 	// of failing with its own, classified error.
-	for _, t := range []struct {
-		name           string
-		timeout, limit time.Duration
-		activity       string
-	}{{"CAPTCHAAI_TIMEOUT", cfg.ProviderTimeout, workflows.ProviderStartToClose, "provider"},
-		{"NOTIFY_REQUEST_TIMEOUT", cfg.DeliveryRequestTimeout, workflows.DeliverStartToClose, "delivery"}} {
-		check(t.timeout <= 0 || t.timeout >= t.limit, "%s: %s must be positive and shorter than %s, the start-to-close "+
-			"timeout of one %s activity attempt", t.name, t.timeout, t.limit, t.activity)
-	}
+	const shorter = "%s: %s must be positive and shorter than %s, the start-to-close timeout of one %s activity attempt"
+	check(cfg.ProviderTimeout <= 0 || cfg.ProviderTimeout >= workflows.ProviderStartToClose, shorter,
+		"CAPTCHAAI_TIMEOUT", cfg.ProviderTimeout, workflows.ProviderStartToClose, "provider")
+	check(cfg.DeliveryRequestTimeout <= 0 || cfg.DeliveryRequestTimeout >= workflows.DeliverStartToClose, shorter,
+		"NOTIFY_REQUEST_TIMEOUT", cfg.DeliveryRequestTimeout, workflows.DeliverStartToClose, "delivery")
 	check(cfg.ProviderBalanceInterval != 0 && cfg.ProviderBalanceInterval < MinBalanceInterval, "PROVIDER_BALANCE_INTERVAL: "+
 		"%s is shorter than %s (the balance is read at most once a minute per namespace); 0 leaves the schedule alone",
 		cfg.ProviderBalanceInterval, MinBalanceInterval)
@@ -57,10 +49,10 @@ func checkSettings(cfg config.Worker) error {
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
 		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
 			"the plans; unset it and set threads in %s", cfg.ProvidersFile)
-		check(cfg.ProviderGiveUp < MinGiveUp || cfg.ProviderGiveUp > MaxGiveUp, "PROVIDER_GIVE_UP: %s is outside [%s, %s]",
-			cfg.ProviderGiveUp, MinGiveUp, MaxGiveUp)
-		check(cfg.ProviderNoSlotBudget < MinNoSlotBudget || cfg.ProviderNoSlotBudget > MaxGiveUp,
-			"PROVIDER_NO_SLOT_BUDGET: %s is outside [%s, %s]", cfg.ProviderNoSlotBudget, MinNoSlotBudget, MaxGiveUp)
+		check(cfg.ProviderGiveUp < minGiveUp || cfg.ProviderGiveUp > maxGiveUp, "PROVIDER_GIVE_UP: %s is outside [%s, %s]",
+			cfg.ProviderGiveUp, minGiveUp, maxGiveUp)
+		check(cfg.ProviderNoSlotBudget < minNoSlotBudget || cfg.ProviderNoSlotBudget > maxGiveUp,
+			"PROVIDER_NO_SLOT_BUDGET: %s is outside [%s, %s]", cfg.ProviderNoSlotBudget, minNoSlotBudget, maxGiveUp)
 	}
 	return errors.Join(errs...)
 }
