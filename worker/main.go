@@ -35,7 +35,7 @@ func main() {
 	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)
 		if errors.As(err, new(configError)) {
-			os.Exit(2)
+			os.Exit(2) // the operator must fix the configuration
 		}
 		os.Exit(1)
 	}
@@ -94,16 +94,6 @@ func run(logger *slog.Logger) error {
 	return nil
 }
 
-// loadConfig reads and checks the settings and builds the provider clients before anything is dialled.
-func loadConfig() (config.Worker, *activities.Activities, error) {
-	cfg, err := config.LoadWorker()
-	if err = cmp.Or(err, checkSettings(cfg)); err != nil {
-		return cfg, nil, err
-	}
-	acts, err := newActivities(cfg)
-	return cfg, acts, err
-}
-
 // newWorker creates the task-queue worker and registers the workflows and their activities on it.
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {
 	if cfg.StickyCacheSize > 0 { // before the first worker.New creates the cache
@@ -118,8 +108,13 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	return w
 }
 
-// newActivities builds the activities: the providers of PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
-func newActivities(cfg config.Worker) (*activities.Activities, error) {
+// loadConfig reads and checks the settings and builds the activities before anything is dialled: the providers of
+// PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
+func loadConfig() (config.Worker, *activities.Activities, error) {
+	cfg, err := config.LoadWorker()
+	if err = cmp.Or(err, checkSettings(cfg)); err != nil {
+		return cfg, nil, err
+	}
 	acts := &activities.Activities{
 		CallbackBaseURL:         cfg.CallbackBaseURL,
 		CallbackSecret:          cfg.CallbackSecret.Reveal(),
@@ -130,15 +125,14 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 		ProviderThreads:         cfg.ProviderThreads,
 	}
 	if cfg.ProvidersFile == "" {
-		var err error
 		if acts.Provider, err = providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout)); err != nil {
-			return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
+			return cfg, nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
 		}
-		return acts, nil
+		return cfg, acts, nil
 	}
 	f, err := providers.ReadFile(cfg.ProvidersFile, os.Getenv)
 	if err != nil {
-		return nil, err
+		return cfg, nil, err
 	}
 	circuits := providers.DefaultCircuitSettings
 	circuits.GiveUp, circuits.NoSlotBudget = cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget
@@ -147,9 +141,9 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 		_ = os.Unsetenv(spec.APIKeyEnv)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("PROVIDERS_FILE %s: %w", cfg.ProvidersFile, err)
+		return cfg, nil, fmt.Errorf("PROVIDERS_FILE %s: %w", cfg.ProvidersFile, err)
 	}
-	return acts, nil
+	return cfg, acts, nil
 }
 
 // checkSearchAttributes refuses to start without the workflow's search attributes (its upserts would stick every task).
