@@ -14,16 +14,14 @@ import (
 	"time"
 )
 
-// Defaults and bounds of the optional input fields that other code names (docs/contract.md has them all).
+// Defaults and bounds that other code names (docs/contract.md has them all).
 const (
 	DefaultCallbackTimeoutSeconds = 120
 	DefaultMaxRefreshes           = 1
-	MaxMaxRefreshes               = 5 // each refresh is a paid solve
-	MinTokenTTLSeconds            = 10
+	MaxProviders                  = 16 // in PROVIDERS_FILE and Input.providers
 )
 
-// Input starts one SolveCaptcha workflow; durations are whole seconds so any client can send a plain JSON object.
-// Only Method and Params are required (docs/contract.md describes every field).
+// Input starts one SolveCaptcha workflow (docs/contract.md); durations are whole seconds, for any JSON client.
 type Input struct {
 	Method                 string   `json:"method"` // the provider's in.php method, e.g. "userrecaptcha"
 	Params                 Params   `json:"params"` // sent to in.php as they are
@@ -98,7 +96,7 @@ func (p *Params) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// workflowIDPattern is the caller's task ID, the workflow ID and one segment of the callback URL.
+// The caller's task ID is the workflow ID and one segment of the callback URL.
 var workflowIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
 
 // ValidateWorkflowID reports whether id can be a SolveCaptcha workflow ID (the caller's task ID).
@@ -121,17 +119,14 @@ var RequiredParams = map[string][]string{
 	"post":          {"file"},
 }
 
-// ReservedParams are set by captchaflow itself; "key" passed in would put the provider key into history.
-var ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
-
-// MethodPattern is a provider method's name (Input.method, CALLBACK_TIMEOUT_BY_METHOD).
-var MethodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
-
-// ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.
-var ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
-
-// MaxProviders bounds PROVIDERS_FILE and Input.providers.
-const MaxProviders = 16
+var (
+	// ReservedParams are set by captchaflow itself; "key" passed in would put the provider key into history.
+	ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
+	// MethodPattern is a provider method's name (Input.method, CALLBACK_TIMEOUT_BY_METHOD).
+	MethodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+	// ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.
+	ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+)
 
 // WithDefaults returns in with every optional field that is zero set to its default.
 func (in Input) WithDefaults() Input {
@@ -165,8 +160,8 @@ func (in Input) Validate() error {
 		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30 * day},
 		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60 * 60},
 		// 0: the method's lifetime. Shorter, a token could not even be offered to notify_url before it expired.
-		{"token_ttl_seconds", cmp.Or(in.TokenTTLSeconds, MinTokenTTLSeconds), MinTokenTTLSeconds, day},
-		{"max_refreshes", in.Refreshes(), 0, MaxMaxRefreshes},
+		{"token_ttl_seconds", cmp.Or(in.TokenTTLSeconds, 10), 10, day},
+		{"max_refreshes", in.Refreshes(), 0, 5}, // each refresh is a paid solve
 	} {
 		if r.v < r.lo || r.v > r.hi {
 			return fieldError(r.field, "%d is out of range [%d, %d]", r.v, r.lo, r.hi)
@@ -234,8 +229,7 @@ func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTime
 // Refreshes is max_refreshes after defaults: how many fresh solves an expired, undelivered token may cost.
 func (in Input) Refreshes() int { return *cmp.Or(in.MaxRefreshes, new(DefaultMaxRefreshes)) }
 
-// ExpiresAt is when a result received at receivedAt expires (token_ttl_seconds, else the method's TokenLifetimes
-// entry); zero when it does not.
+// ExpiresAt is when a result received at receivedAt expires (token_ttl_seconds, else TokenLifetimes), or zero.
 func (in Input) ExpiresAt(receivedAt time.Time) time.Time {
 	if ttl := cmp.Or(seconds(in.TokenTTLSeconds), TokenLifetimes[in.Method]); ttl > 0 {
 		return receivedAt.Add(ttl)
