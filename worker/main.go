@@ -84,7 +84,7 @@ func run(logger *slog.Logger) error {
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
 	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
-	if err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
+	if _, err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
 	}
 	logger.Info("worker ready", "temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile,

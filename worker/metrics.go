@@ -32,9 +32,7 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	registry := prom.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reporter, err := tallyprom.Configuration{TimerType: "histogram"}.NewReporter(tallyprom.ConfigurationOptions{
-		Registry: registry,
-		OnError:  func(err error) { logger.Warn("metrics reporter", "error", err) },
-	})
+		Registry: registry, OnError: func(err error) { logger.Warn("metrics reporter", "error", err) }})
 	if err != nil {
 		return nil, err
 	}
@@ -43,33 +41,25 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	return &metrics{registry, sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer}, nil
 }
 
-// serve exports the worker's gauges and, unless WORKER_METRICS_ADDR is empty, serves them.
-func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) error {
+// serve exports the worker's gauges and, unless WORKER_METRICS_ADDR is empty, serves /metrics and /healthz on it
+// (port 0 allowed) until the process exits; it returns the address it listens on.
+func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) (string, error) {
 	if low := cfg.ProviderBalanceLow; low > 0 { // the low-balance alert's threshold
 		m.handler.WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
 	}
 	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil || cfg.MetricsAddr == "" {
-		return err
-	}
-	addr, err := m.listen(cfg.MetricsAddr, logger)
-	if err != nil {
-		return fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
-	}
-	logger.Info("metrics listening", "addr", addr)
-	return nil
-}
-
-// listen serves /metrics and /healthz on addr (which may use port 0) until the process exits.
-func (m *metrics) listen(addr string, logger *slog.Logger) (string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
 		return "", err
+	}
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return "", fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 	go func() { logger.Error("metrics server", "error", srv.Serve(ln)) }()
+	logger.Info("metrics listening", "addr", ln.Addr().String())
 	return ln.Addr().String(), nil
 }
 
