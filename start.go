@@ -23,7 +23,11 @@ func Start(ctx context.Context, c client.Client, taskID string, in Input, opts .
 	if err := in.WithDefaults().Validate(); err != nil {
 		return nil, fmt.Errorf("invalid input: %w", err)
 	}
-	o := startOptions(taskID, Summary(in), opts)
+	summary := in.Method // the Web UI's line: the method and the page's host, nothing secret
+	if u, err := url.Parse(in.Params["pageurl"]); err == nil && u.Host != "" {
+		summary += " · " + u.Host
+	}
+	o := startOptions(taskID, summary, opts)
 	o.TypedSearchAttributes = temporal.NewSearchAttributes(PhaseKey.ValueSet(string(PhaseSubmitting)))
 	return c.ExecuteWorkflow(ctx, o, WorkflowType, in)
 }
@@ -37,12 +41,4 @@ func Solve(ctx context.Context, c client.Client, taskID string, in Input, opts .
 	var res Result
 	err = run.Get(ctx, &res)
 	return res, err
-}
-
-// Summary is the line the Web UI lists: the method and the page's host, nothing secret.
-func Summary(in Input) string {
-	if u, err := url.Parse(in.Params["pageurl"]); err == nil && u.Host != "" {
-		return in.Method + " · " + u.Host
-	}
-	return in.Method
 }

@@ -94,7 +94,6 @@ func run(logger *slog.Logger) error {
 	return nil
 }
 
-// newWorker creates the task-queue worker and registers the workflows and their activities on it.
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {
 	if cfg.StickyCacheSize > 0 { // before the first worker.New creates the cache
 		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)

@@ -46,7 +46,6 @@ type Worker struct {
 	ProviderNoSlotBudget       time.Duration  `env:"PROVIDER_NO_SLOT_BUDGET" envDefault:"60s"`
 }
 
-// Ingress is the ingress's configuration.
 type Ingress struct {
 	Addr                   string        `env:"INGRESS_ADDR" envDefault:"127.0.0.1:8080"`
 	CallbackSecret         Secret        `env:"CALLBACK_SECRET,required,notEmpty,unset"`
@@ -81,7 +80,6 @@ func LoadWorker() (Worker, error) {
 	return cfg, err
 }
 
-// LoadIngress reads Ingress from the environment.
 func LoadIngress() (Ingress, error) {
 	var cfg Ingress
 	err := load("ingress", &cfg, &cfg.MetricsAddr, "INGRESS_METRICS_ADDR", DefaultIngressMetricsAddr)

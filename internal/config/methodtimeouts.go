@@ -14,15 +14,14 @@ type MethodTimeouts map[string]time.Duration
 func (m *MethodTimeouts) UnmarshalText(text []byte) error {
 	out := MethodTimeouts{}
 	for entry := range strings.SplitSeq(string(text), ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
+		method, value, ok := strings.Cut(entry, "=")
+		if strings.TrimSpace(entry) == "" {
 			continue
 		}
-		method, value, ok := strings.Cut(entry, "=")
 		method, value = strings.TrimSpace(method), strings.TrimSpace(value)
 		switch d, err := time.ParseDuration(value); {
 		case !ok:
-			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not method=duration", entry)
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not method=duration", strings.TrimSpace(entry))
 		case !captchaflow.MethodPattern.MatchString(method):
 			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not a provider method name", method)
 		case out[method] != 0:
