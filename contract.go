@@ -12,20 +12,16 @@ import (
 )
 
 const (
-	WorkflowType     = "SolveCaptcha"
-	DefaultTaskQueue = "captcha-solve"
-	CallbackSignal   = "captcha-callback" // a Callback
-	// UntokenedUpdate carries an UntokenedHint: an Update, so the validator can refuse it without a history event.
-	UntokenedUpdate    = "captcha-untokened-callback"
-	StatusQuery        = "status"        // a Status
-	ReportWorkflowType = "ReportVerdict" // under ReportWorkflowID(taskID), on the task's queue
-	// BalanceWorkflowType reads the provider's balance into a gauge, run by the Schedule BalanceScheduleID.
-	BalanceWorkflowType = "CheckBalance"
-	BalanceScheduleID   = "captchaflow-balance"
+	WorkflowType        = "SolveCaptcha"
+	DefaultTaskQueue    = "captcha-solve"
+	CallbackSignal      = "captcha-callback"           // a Callback
+	UntokenedUpdate     = "captcha-untokened-callback" // an Update: the validator refuses a hint without an event
+	StatusQuery         = "status"                     // a Status
+	ReportWorkflowType  = "ReportVerdict"              // under ReportWorkflowID(taskID), on the task's queue
+	BalanceWorkflowType = "CheckBalance"               // reads the provider's balance into a gauge
+	BalanceScheduleID   = "captchaflow-balance"        // the Schedule that runs BalanceWorkflowType
+	MaxCodeBytes        = 16 << 10                     // bounds a solved code anywhere it enters (a token is a few KiB)
 )
-
-// MaxCodeBytes bounds a solved code anywhere it enters (a real token is a few KiB), so history never holds more.
-const MaxCodeBytes = 16 << 10
 
 // Search attributes the workflow upserts (Keyword); CaptchaProvider only on a worker with PROVIDERS_FILE.
 var (
@@ -54,8 +50,7 @@ const (
 	FailureReportRefused      = "ReportRefused"      // ERROR_REPORT_NOT_RECORDED: too many complaints on the account
 )
 
-// Phase is where a task is in its life.
-type Phase string
+type Phase string // where a task is in its life
 
 const (
 	PhaseQueued           Phase = "queued" // waiting for a PROVIDER_THREADS slot
@@ -68,8 +63,7 @@ const (
 	PhaseFailed           Phase = "failed"
 )
 
-// Via tells how the result reached us.
-type Via string
+type Via string // how the result reached us
 
 const (
 	ViaCallback Via = "callback"
@@ -77,8 +71,7 @@ const (
 	ViaSubmit   Via = "submit" // the submission's answer held the code (CapSolver's image tasks)
 )
 
-// Callback is the payload of CallbackSignal. RunID, Submission and Provider name the pingback URL it came to,
-// signed by its token, so a callback of another run, submission or candidate is known without comparing IDs.
+// Callback is CallbackSignal's payload; RunID, Submission and Provider name the pingback URL (signed by its token).
 type Callback struct {
 	ProviderTaskID string `json:"provider_task_id"`
 	Code           string `json:"code"`
@@ -93,9 +86,8 @@ type Callback struct {
 // UntokenedHintsPerSubmission bounds the hints one provider task ID accepts: what forged callbacks can add to history.
 const UntokenedHintsPerSubmission = 4
 
-// UntokenedHint is the payload of UntokenedUpdate: no code (nothing authenticates the sender), so the workflow asks
-// res.php. The validator rejects it unless the task waits or polls for that ID with hints left; both only ever
-// close for an ID, so the ingress takes a rejection as final.
+// UntokenedHint is UntokenedUpdate's payload: no code (nothing authenticates the sender), so the workflow asks
+// res.php. A rejection (no wait or poll for that ID, or no hints left) is final: neither ever reopens.
 type UntokenedHint struct {
 	ProviderTaskID string `json:"provider_task_id"`
 }
@@ -113,8 +105,7 @@ type Result struct {
 	Refreshes      int       `json:"refreshes,omitempty"` // solves made again after a token expired undelivered
 }
 
-// Status is the answer to StatusQuery.
-type Status struct {
+type Status struct { // the answer to StatusQuery
 	Phase           Phase              `json:"phase"`
 	ProviderTaskID  string             `json:"provider_task_id,omitempty"`
 	Provider        string             `json:"provider,omitempty"`
@@ -129,8 +120,7 @@ type Status struct {
 	Submissions     []SubmissionStatus `json:"submissions,omitempty"` // this run's, oldest first
 }
 
-// SubmissionStatus is one in.php request of a run, as the status query shows it.
-type SubmissionStatus struct {
+type SubmissionStatus struct { // one in.php request of a run
 	N              int    `json:"n"`
 	ProviderTaskID string `json:"provider_task_id,omitempty"`
 	Provider       string `json:"provider,omitempty"`
@@ -140,8 +130,8 @@ type SubmissionStatus struct {
 // WaitingZeroBalance is Status.Waiting while in.php answers ERROR_ZERO_BALANCE.
 const WaitingZeroBalance = "provider balance is zero (in.php answered ERROR_ZERO_BALANCE; on CaptchaAI: no free thread)"
 
-// TokenLifetimes is how long a token of each method stays usable from its receipt (the vendors' docs: reCAPTCHA
-// 2 min, Turnstile 300 s; the others taken as 2 min); an unlisted method's code does not expire.
+// TokenLifetimes: how long a method's token stays usable from its receipt (vendors' docs; 2 min unless they say).
+// An unlisted method's code does not expire.
 var TokenLifetimes = map[string]time.Duration{
 	"userrecaptcha": 120 * time.Second, // reCAPTCHA v2, v2 invisible, v3, Enterprise
 	"hcaptcha":      120 * time.Second,

@@ -14,21 +14,14 @@ import (
 	"time"
 )
 
-// Defaults of the optional input fields (docs/contract.md).
+// Defaults and bounds that other code names (docs/contract.md has them all).
 const (
 	DefaultCallbackTimeoutSeconds = 120
-	DefaultPollIntervalSeconds    = 5
-	DefaultDeadlineSeconds        = 600
-	DefaultMaxSubmits             = 2
-	DefaultLostAnswerWaitSeconds  = 180 // covers the providers' solve times
-	DefaultDeliveryTimeoutSeconds = 24 * 60 * 60
 	DefaultMaxRefreshes           = 1
-	MaxMaxRefreshes               = 5 // each refresh is a paid solve
-	MinTokenTTLSeconds            = 10
+	MaxProviders                  = 16 // in PROVIDERS_FILE and Input.providers
 )
 
-// Input starts one SolveCaptcha workflow; durations are whole seconds so any client can send a plain JSON object.
-// Only Method and Params are required (docs/contract.md describes every field).
+// Input starts one SolveCaptcha workflow (docs/contract.md); durations are whole seconds, for any JSON client.
 type Input struct {
 	Method                 string   `json:"method"` // the provider's in.php method, e.g. "userrecaptcha"
 	Params                 Params   `json:"params"` // sent to in.php as they are
@@ -62,16 +55,14 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 	var p plain
 	err := json.Unmarshal(data, &p)
 	var typeErr *json.UnmarshalTypeError
-	var fieldErr *FieldError
-	switch {
-	case errors.As(err, &fieldErr):
-		*in = Input{decodeErr: fieldErr}
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		*in = Input{decodeErr: fieldError(typeErr.Field, "must be %s, got %s", jsonKinds[typeErr.Type.Kind().String()], typeErr.Value)}
-	case err != nil:
-		*in = Input{decodeErr: fmt.Errorf("input is not a JSON object of the SolveCaptcha shape: %v", err)}
-	default:
-		*in = Input(p)
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		err = fieldError(typeErr.Field, "must be %s, got %s", jsonKinds[typeErr.Type.Kind().String()], typeErr.Value)
+	} else if err != nil && !errors.As(err, new(*FieldError)) {
+		err = fmt.Errorf("input is not a JSON object of the SolveCaptcha shape: %v", err)
+	}
+	*in = Input(p)
+	if err != nil {
+		*in = Input{decodeErr: err}
 	}
 	return nil
 }
@@ -82,35 +73,30 @@ var jsonKinds = map[string]string{"int": "an integer", "string": "a string", "ma
 // sends {"invisible": 1}); objects and arrays are refused.
 type Params map[string]string
 
-// UnmarshalJSON accepts scalars of any JSON type.
 func (p *Params) UnmarshalJSON(data []byte) error {
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		*p = nil
-		return nil
-	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return fieldError("params", "must be an object of in.php parameters")
+	} else if raw == nil { // null
+		*p = nil
+		return nil
 	}
-	out := make(Params, len(raw))
+	*p = make(Params, len(raw))
 	// Sorted, so of several bad values the same one is named on every replay.
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
-		v := bytes.TrimSpace(raw[k])
 		var s string
-		switch {
-		case len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil:
-			out[k] = s
-		case len(v) == 0 || bytes.ContainsAny(v[:1], `"{[`) || string(v) == "null":
+		switch v := raw[k]; {
+		case bytes.ContainsAny(v[:1], "{[n"):
 			return fieldError("params."+k, "must be a string, number or boolean")
-		default:
-			out[k] = string(v)
+		case json.Unmarshal(v, &s) != nil: // a number or boolean, in its literal form
+			s = string(v)
 		}
+		(*p)[k] = s
 	}
-	*p = out
 	return nil
 }
 
-// workflowIDPattern is the caller's task ID, the workflow ID and one segment of the callback URL.
+// The caller's task ID is the workflow ID and one segment of the callback URL.
 var workflowIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
 
 // ValidateWorkflowID reports whether id can be a SolveCaptcha workflow ID (the caller's task ID).
@@ -133,26 +119,23 @@ var RequiredParams = map[string][]string{
 	"post":          {"file"},
 }
 
-// ReservedParams are set by captchaflow itself; "key" passed in would put the provider key into history.
-var ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
-
-// MethodPattern is a provider method's name (Input.method, CALLBACK_TIMEOUT_BY_METHOD).
-var MethodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
-
-// ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.
-var ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
-
-// MaxProviders bounds PROVIDERS_FILE and Input.providers.
-const MaxProviders = 16
+var (
+	// ReservedParams are set by captchaflow itself; "key" passed in would put the provider key into history.
+	ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
+	// MethodPattern is a provider method's name (Input.method, CALLBACK_TIMEOUT_BY_METHOD).
+	MethodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+	// ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.
+	ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+)
 
 // WithDefaults returns in with every optional field that is zero set to its default.
 func (in Input) WithDefaults() Input {
 	in.CallbackTimeoutSeconds = cmp.Or(in.CallbackTimeoutSeconds, DefaultCallbackTimeoutSeconds)
-	in.PollIntervalSeconds = cmp.Or(in.PollIntervalSeconds, DefaultPollIntervalSeconds)
-	in.DeadlineSeconds = cmp.Or(in.DeadlineSeconds, DefaultDeadlineSeconds)
-	in.MaxSubmits = cmp.Or(in.MaxSubmits, DefaultMaxSubmits)
-	in.LostAnswerWaitSeconds = cmp.Or(in.LostAnswerWaitSeconds, DefaultLostAnswerWaitSeconds)
-	in.DeliveryTimeoutSeconds = cmp.Or(in.DeliveryTimeoutSeconds, DefaultDeliveryTimeoutSeconds)
+	in.PollIntervalSeconds = cmp.Or(in.PollIntervalSeconds, 5)
+	in.DeadlineSeconds = cmp.Or(in.DeadlineSeconds, 600)
+	in.MaxSubmits = cmp.Or(in.MaxSubmits, 2)
+	in.LostAnswerWaitSeconds = cmp.Or(in.LostAnswerWaitSeconds, 180) // covers the providers' solve times
+	in.DeliveryTimeoutSeconds = cmp.Or(in.DeliveryTimeoutSeconds, 24*60*60)
 	in.MaxRefreshes = cmp.Or(in.MaxRefreshes, new(DefaultMaxRefreshes))
 	return in
 }
@@ -177,8 +160,8 @@ func (in Input) Validate() error {
 		{"delivery_timeout_seconds", in.DeliveryTimeoutSeconds, 1, 30 * day},
 		{"lost_answer_wait_seconds", in.LostAnswerWaitSeconds, 1, 60 * 60},
 		// 0: the method's lifetime. Shorter, a token could not even be offered to notify_url before it expired.
-		{"token_ttl_seconds", cmp.Or(in.TokenTTLSeconds, MinTokenTTLSeconds), MinTokenTTLSeconds, day},
-		{"max_refreshes", in.Refreshes(), 0, MaxMaxRefreshes},
+		{"token_ttl_seconds", cmp.Or(in.TokenTTLSeconds, 10), 10, day},
+		{"max_refreshes", in.Refreshes(), 0, 5}, // each refresh is a paid solve
 	} {
 		if r.v < r.lo || r.v > r.hi {
 			return fieldError(r.field, "%d is out of range [%d, %d]", r.v, r.lo, r.hi)
@@ -246,8 +229,7 @@ func (in Input) DeliveryTimeout() time.Duration { return seconds(in.DeliveryTime
 // Refreshes is max_refreshes after defaults: how many fresh solves an expired, undelivered token may cost.
 func (in Input) Refreshes() int { return *cmp.Or(in.MaxRefreshes, new(DefaultMaxRefreshes)) }
 
-// ExpiresAt is when a result received at receivedAt expires (token_ttl_seconds, else the method's TokenLifetimes
-// entry); zero when it does not.
+// ExpiresAt is when a result received at receivedAt expires (token_ttl_seconds, else TokenLifetimes), or zero.
 func (in Input) ExpiresAt(receivedAt time.Time) time.Time {
 	if ttl := cmp.Or(seconds(in.TokenTTLSeconds), TokenLifetimes[in.Method]); ttl > 0 {
 		return receivedAt.Add(ttl)

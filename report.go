@@ -1,6 +1,7 @@
 package captchaflow
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,8 +28,7 @@ func (v Verdict) Validate() error {
 	return nil
 }
 
-// ReportWindow is how long after a submission a provider records a report (2captcha's
-// ERROR_REPORT_NOT_RECORDED after 15 min); later ones are refused here rather than spend a request.
+// ReportWindow: 2captcha answers ERROR_REPORT_NOT_RECORDED after 15 min, so later reports are refused here.
 const ReportWindow = 15 * time.Minute
 
 // ReportInput is ReportVerdict's input; the task is named by the workflow ID, so it has one report at most.
@@ -46,8 +46,7 @@ type ReportResult struct {
 	AlreadyRecorded bool      `json:"already_recorded,omitempty"` // ERROR_DUPLICATE_REPORT, e.g. our own lost answer
 }
 
-// reportIDSuffix is outside the task-ID alphabet, so a report's workflow ID is never a task's.
-const reportIDSuffix = "/report"
+const reportIDSuffix = "/report" // outside the task-ID alphabet, so a report's workflow ID is never a task's
 
 // ReportWorkflowID is the workflow ID of the report on taskID: "<taskID>/report".
 func ReportWorkflowID(taskID string) (string, error) {
@@ -63,16 +62,11 @@ func ReportedTaskID(reportWorkflowID string) (string, error) {
 	return taskID, ValidateWorkflowID(taskID)
 }
 
-// SendReport tells the provider whether the task's token worked (reportgood / reportbad), on its final provider
-// task and exactly once: it starts or joins ReportVerdict and waits for it. The same verdict again returns the
-// same result; the other one fails FailureVerdictConflict with the standing ReportResult in its details. A failed
-// report can be sent again, with either verdict.
+// SendReport tells the provider, once, whether the task's token worked: it starts or joins ReportVerdict and waits.
+// The same verdict again returns the same result, the other fails FailureVerdictConflict; a failed one can be resent.
 func SendReport(ctx context.Context, c client.Client, taskID string, verdict Verdict, opts ...StartOptions) (ReportResult, error) {
 	id, err := ReportWorkflowID(taskID)
-	if err == nil {
-		err = verdict.Validate()
-	}
-	if err != nil {
+	if err = cmp.Or(err, verdict.Validate()); err != nil {
 		return ReportResult{}, err
 	}
 	// A completed report is final (the SDK returns its run), a failed one can run again.
@@ -82,15 +76,12 @@ func SendReport(ctx context.Context, c client.Client, taskID string, verdict Ver
 		return ReportResult{}, err
 	}
 	var res ReportResult
-	if err := run.Get(ctx, &res); err != nil {
-		return ReportResult{}, err
+	if err := run.Get(ctx, &res); err != nil || res.Verdict == verdict {
+		return res, err
 	}
-	if res.Verdict != verdict {
-		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("task %s was already reported %s (provider task %s); a verdict cannot be changed to %s",
-				taskID, res.Verdict, res.ProviderTaskID, verdict), FailureVerdictConflict, nil, res)
-	}
-	return res, nil
+	return res, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("task %s was already reported %s (provider task %s); a verdict cannot be changed to %s",
+			taskID, res.Verdict, res.ProviderTaskID, verdict), FailureVerdictConflict, nil, res)
 }
 
 // FailureType is the type of the first temporal.ApplicationError in err's chain, or "".
@@ -104,13 +95,10 @@ func FailureType(err error) string {
 
 // startOptions joins a run in flight under id (USE_EXISTING) and starts again only after a failure.
 func startOptions(id, summary string, opts []StartOptions) client.StartWorkflowOptions {
-	queue := DefaultTaskQueue
-	if len(opts) > 0 && opts[0].TaskQueue != "" {
-		queue = opts[0].TaskQueue
-	}
+	opts = append(opts, StartOptions{}) // the zero value when none was passed
 	return client.StartWorkflowOptions{
 		ID:                       id,
-		TaskQueue:                queue,
+		TaskQueue:                cmp.Or(opts[0].TaskQueue, DefaultTaskQueue),
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		StaticSummary:            summary,

@@ -14,9 +14,8 @@ type StartOptions struct {
 	TaskQueue string // default DefaultTaskQueue
 }
 
-// Start starts SolveCaptcha under the caller's task ID, or returns the run already there: a repeated start never
-// creates a second provider task, and a completed task cannot start again (after a failure it can). A bad input
-// is refused before anything starts.
+// Start starts SolveCaptcha under the caller's task ID, or returns the run already there (a completed task cannot
+// start again, a failed one can); a bad input is refused before anything starts.
 func Start(ctx context.Context, c client.Client, taskID string, in Input, opts ...StartOptions) (client.WorkflowRun, error) {
 	if err := ValidateWorkflowID(taskID); err != nil {
 		return nil, err
@@ -24,7 +23,11 @@ func Start(ctx context.Context, c client.Client, taskID string, in Input, opts .
 	if err := in.WithDefaults().Validate(); err != nil {
 		return nil, fmt.Errorf("invalid input: %w", err)
 	}
-	o := startOptions(taskID, Summary(in), opts)
+	summary := in.Method // the Web UI's line: the method and the page's host, nothing secret
+	if u, err := url.Parse(in.Params["pageurl"]); err == nil && u.Host != "" {
+		summary += " · " + u.Host
+	}
+	o := startOptions(taskID, summary, opts)
 	o.TypedSearchAttributes = temporal.NewSearchAttributes(PhaseKey.ValueSet(string(PhaseSubmitting)))
 	return c.ExecuteWorkflow(ctx, o, WorkflowType, in)
 }
@@ -38,12 +41,4 @@ func Solve(ctx context.Context, c client.Client, taskID string, in Input, opts .
 	var res Result
 	err = run.Get(ctx, &res)
 	return res, err
-}
-
-// Summary is the line the Web UI lists: the method and the page's host, nothing secret.
-func Summary(in Input) string {
-	if u, err := url.Parse(in.Params["pageurl"]); err == nil && u.Host != "" {
-		return in.Method + " · " + u.Host
-	}
-	return in.Method
 }

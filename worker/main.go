@@ -7,22 +7,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	sdktally "go.temporal.io/sdk/contrib/tally"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/workflows"
@@ -35,7 +48,7 @@ func main() {
 	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)
 		if errors.As(err, new(configError)) {
-			os.Exit(2)
+			os.Exit(2) // the operator must fix the configuration
 		}
 		os.Exit(1)
 	}
@@ -84,7 +97,7 @@ func run(logger *slog.Logger) error {
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
 	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
-	if err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
+	if _, err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
 	}
 	logger.Info("worker ready", "temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile,
@@ -94,20 +107,6 @@ func run(logger *slog.Logger) error {
 	return nil
 }
 
-// loadConfig reads and checks the settings and builds the provider clients before anything is dialled.
-func loadConfig() (config.Worker, *activities.Activities, error) {
-	cfg, err := config.LoadWorker()
-	if err == nil {
-		err = checkSettings(cfg)
-	}
-	if err != nil {
-		return cfg, nil, err
-	}
-	acts, err := newActivities(cfg)
-	return cfg, acts, err
-}
-
-// newWorker creates the task-queue worker and registers the workflows and their activities on it.
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {
 	if cfg.StickyCacheSize > 0 { // before the first worker.New creates the cache
 		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
@@ -121,8 +120,13 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	return w
 }
 
-// newActivities builds the activities: the providers of PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
-func newActivities(cfg config.Worker) (*activities.Activities, error) {
+// loadConfig reads and checks the settings and builds the activities before anything is dialled: the providers of
+// PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
+func loadConfig() (config.Worker, *activities.Activities, error) {
+	cfg, err := config.LoadWorker()
+	if err = cmp.Or(err, checkSettings(cfg)); err != nil {
+		return cfg, nil, err
+	}
 	acts := &activities.Activities{
 		CallbackBaseURL:         cfg.CallbackBaseURL,
 		CallbackSecret:          cfg.CallbackSecret.Reveal(),
@@ -133,16 +137,14 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 		ProviderThreads:         cfg.ProviderThreads,
 	}
 	if cfg.ProvidersFile == "" {
-		var err error
-		acts.Provider, err = providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout))
-		if err != nil {
-			return nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
+		if acts.Provider, err = providers.NewInPHP(cfg.ProviderBaseURL, cfg.ProviderAPIKey.Reveal(), providers.WithTimeout(cfg.ProviderTimeout)); err != nil {
+			return cfg, nil, fmt.Errorf("CAPTCHAAI_BASE_URL / CAPTCHAAI_API_KEY: %w", err)
 		}
-		return acts, nil
+		return cfg, acts, nil
 	}
 	f, err := providers.ReadFile(cfg.ProvidersFile, os.Getenv)
 	if err != nil {
-		return nil, err
+		return cfg, nil, err
 	}
 	circuits := providers.DefaultCircuitSettings
 	circuits.GiveUp, circuits.NoSlotBudget = cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget
@@ -151,9 +153,9 @@ func newActivities(cfg config.Worker) (*activities.Activities, error) {
 		_ = os.Unsetenv(spec.APIKeyEnv)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("PROVIDERS_FILE %s: %w", cfg.ProvidersFile, err)
+		return cfg, nil, fmt.Errorf("PROVIDERS_FILE %s: %w", cfg.ProvidersFile, err)
 	}
-	return acts, nil
+	return cfg, acts, nil
 }
 
 // checkSearchAttributes refuses to start without the workflow's search attributes (its upserts would stick every task).
@@ -168,17 +170,153 @@ func checkSearchAttributes(ctx context.Context, c client.Client, namespace strin
 	if !routed { // CaptchaProvider, the last, is upserted only by tasks of a worker with PROVIDERS_FILE
 		keys = keys[:len(keys)-1]
 	}
-	var missing []string
-	how := "temporal operator search-attribute create --namespace " + namespace
+	var missing, how []string
 	for _, key := range keys {
 		if name := key.GetName(); resp.GetCustomAttributes()[name] != enums.INDEXED_VALUE_TYPE_KEYWORD {
-			missing = append(missing, name)
-			how += " --name " + name + " --type Keyword"
+			missing, how = append(missing, name), append(how, "--name "+name+" --type Keyword")
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("namespace %q lacks the Keyword search attribute(s) %s; register them with: %s",
-		namespace, strings.Join(missing, ", "), how)
+	return fmt.Errorf("namespace %q lacks the Keyword search attribute(s) %s; register them with: temporal operator "+
+		"search-attribute create --namespace %s %s", namespace, strings.Join(missing, ", "), namespace, strings.Join(how, " "))
+}
+
+// MinBalanceInterval is the shortest PROVIDER_BALANCE_INTERVAL: at most one read a minute per namespace.
+const MinBalanceInterval = time.Minute
+
+// keepBalanceSchedule creates the balance Schedule (first run at once), or brings an existing one to this worker's
+// interval, queue and overlap policy: the schedule, not the workers, sets the pace. A failure costs the gauge only.
+func keepBalanceSchedule(ctx context.Context, sc client.ScheduleClient, cfg config.Worker, logger *slog.Logger) {
+	if cfg.ProviderBalanceInterval <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: cfg.ProviderBalanceInterval}}}
+	action := &client.ScheduleWorkflowAction{ID: "captchaflow-balance-check", // the server appends the start time
+		Workflow: captchaflow.BalanceWorkflowType, TaskQueue: cfg.TaskQueue,
+		WorkflowRunTimeout: workflows.BalanceCheckTimeout + 10*time.Second, WorkflowTaskTimeout: 10 * time.Second}
+	_, err := sc.Create(ctx, client.ScheduleOptions{ID: captchaflow.BalanceScheduleID, Spec: spec, Action: action,
+		Overlap: enums.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: time.Minute, TriggerImmediately: true,
+		Note: "created by the captchaflow worker: reads the provider balance (res.php?action=getbalance)"})
+	if errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		err = sc.GetHandle(ctx, captchaflow.BalanceScheduleID).Update(ctx, client.ScheduleUpdateOptions{
+			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+				s := in.Description.Schedule
+				s.Spec, s.Action = &spec, action
+				s.Policy = cmp.Or(s.Policy, &client.SchedulePolicies{})
+				s.Policy.Overlap = enums.SCHEDULE_OVERLAP_POLICY_SKIP
+				return &client.ScheduleUpdate{Schedule: &s}, nil
+			},
+		})
+	}
+	if err != nil {
+		logger.Warn("the balance schedule could not be created or updated: the provider balance may not be read",
+			"schedule_id", captchaflow.BalanceScheduleID, "error", err)
+	}
+}
+
+// Bounds on the routing settings: a shorter give-up pays again over a blip, a longer one keeps tasks on a dead
+// provider for most of a token's life.
+const minGiveUp, maxGiveUp, minNoSlotBudget = 10 * time.Second, 10 * time.Minute, 5 * time.Second
+
+// checkSettings refuses, all at once and never quoting a secret, the settings that would fail every task later.
+func checkSettings(cfg config.Worker) error {
+	errs := []error{activities.CheckNotifySecret(cfg.NotifySecret.Reveal())}
+	check := func(bad bool, format string, args ...any) {
+		if bad {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	// What Submit extends (the same URLFor), and no query or fragment, which every pingback URL keeps.
+	u, err := url.Parse(cfg.CallbackBaseURL)
+	if err == nil && (u.RawQuery != "" || u.Fragment != "" || u.ForceQuery) {
+		err = fmt.Errorf("%q must not have a query or fragment", u.Redacted())
+	} else if err == nil {
+		_, err = callbackauth.URLFor(cfg.CallbackBaseURL, "preflight", "x", callbackauth.Submission{RunID: "preflight", N: 1})
+	}
+	check(err != nil, "CALLBACK_BASE_URL: %v", err)
+	// A request its activity attempt cuts short ends as a timed-out activity (a dead worker, to Temporal) instead
+	// of failing with its own, classified error.
+	const shorter = "%s: %s must be positive and shorter than %s, the start-to-close timeout of one %s activity attempt"
+	check(cfg.ProviderTimeout <= 0 || cfg.ProviderTimeout >= workflows.ProviderStartToClose, shorter,
+		"CAPTCHAAI_TIMEOUT", cfg.ProviderTimeout, workflows.ProviderStartToClose, "provider")
+	check(cfg.DeliveryRequestTimeout <= 0 || cfg.DeliveryRequestTimeout >= workflows.DeliverStartToClose, shorter,
+		"NOTIFY_REQUEST_TIMEOUT", cfg.DeliveryRequestTimeout, workflows.DeliverStartToClose, "delivery")
+	check(cfg.ProviderBalanceInterval != 0 && cfg.ProviderBalanceInterval < MinBalanceInterval, "PROVIDER_BALANCE_INTERVAL: "+
+		"%s is shorter than %s (the balance is read at most once a minute per namespace); 0 leaves the schedule alone",
+		cfg.ProviderBalanceInterval, MinBalanceInterval)
+	low := cfg.ProviderBalanceLow
+	check(low < 0 || math.IsNaN(low) || math.IsInf(low, 0), "PROVIDER_BALANCE_LOW: %v is not a balance (>= 0; 0 = no low-balance alert)", low)
+	check(cfg.ProviderThreads < 0, "PROVIDER_THREADS: %d is negative (0 or unset turns admission control off)", cfg.ProviderThreads)
+	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
+		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
+			"the plans; unset it and set threads in %s", cfg.ProvidersFile)
+		check(cfg.ProviderGiveUp < minGiveUp || cfg.ProviderGiveUp > maxGiveUp, "PROVIDER_GIVE_UP: %s is outside [%s, %s]",
+			cfg.ProviderGiveUp, minGiveUp, maxGiveUp)
+		check(cfg.ProviderNoSlotBudget < minNoSlotBudget || cfg.ProviderNoSlotBudget > maxGiveUp,
+			"PROVIDER_NO_SLOT_BUDGET: %s is outside [%s, %s]", cfg.ProviderNoSlotBudget, minNoSlotBudget, maxGiveUp)
+	}
+	return errors.Join(errs...)
+}
+
+// metrics exports the SDK's and the workflows' metrics (both through the client's handler) on /metrics.
+type metrics struct {
+	registry *prom.Registry
+	handler  client.MetricsHandler
+	io.Closer
+}
+
+func newMetrics(logger *slog.Logger) (*metrics, error) {
+	registry := prom.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reporter, err := tallyprom.Configuration{TimerType: "histogram"}.NewReporter(tallyprom.ConfigurationOptions{
+		Registry: registry, OnError: func(err error) { logger.Warn("metrics reporter", "error", err) }})
+	if err != nil {
+		return nil, err
+	}
+	scope, closer := tally.NewRootScope(tally.ScopeOptions{CachedReporter: reporter, Separator: tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions}, time.Second)
+	return &metrics{registry, sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer}, nil
+}
+
+// serve exports the worker's gauges and, unless WORKER_METRICS_ADDR is empty, serves /metrics and /healthz on it
+// (port 0 allowed) until the process exits; it returns the address it listens on.
+func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) (string, error) {
+	if low := cfg.ProviderBalanceLow; low > 0 { // the low-balance alert's threshold
+		m.handler.WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
+	}
+	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil || cfg.MetricsAddr == "" {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return "", fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	go func() { logger.Error("metrics server", "error", srv.Serve(ln)) }()
+	logger.Info("metrics listening", "addr", ln.Addr().String())
+	return ln.Addr().String(), nil
+}
+
+// exportCircuits registers a routed worker's circuit gauges (PROVIDERS_FILE), read at scrape so a circuit
+// half-opened by time alone shows it (and its alert clears).
+func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string) error {
+	if set == nil || !set.Routed {
+		return nil
+	}
+	for _, p := range set.All() {
+		labels := prom.Labels{"namespace": namespace, "task_queue": taskQueue, "provider": p.Name}
+		if err := m.registry.Register(prom.NewGaugeFunc(prom.GaugeOpts{Name: activities.MetricCircuitState, ConstLabels: labels,
+			Help: "a provider's circuit: 0 closed, 1 half-open, 2 open"},
+			func() float64 { return float64(set.Breaker.State(p.Name)) })); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,7 +5,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -46,7 +48,6 @@ type Worker struct {
 	ProviderNoSlotBudget       time.Duration  `env:"PROVIDER_NO_SLOT_BUDGET" envDefault:"60s"`
 }
 
-// Ingress is the ingress's configuration.
 type Ingress struct {
 	Addr                   string        `env:"INGRESS_ADDR" envDefault:"127.0.0.1:8080"`
 	CallbackSecret         Secret        `env:"CALLBACK_SECRET,required,notEmpty,unset"`
@@ -81,7 +82,6 @@ func LoadWorker() (Worker, error) {
 	return cfg, err
 }
 
-// LoadIngress reads Ingress from the environment.
 func LoadIngress() (Ingress, error) {
 	var cfg Ingress
 	err := load("ingress", &cfg, &cfg.MetricsAddr, "INGRESS_METRICS_ADDR", DefaultIngressMetricsAddr)
@@ -100,3 +100,44 @@ func load[T any](who string, cfg *T, metricsAddr *string, metricsEnv, metricsDef
 	}
 	return nil
 }
+
+// MethodTimeouts is "method=duration,…" (e.g. "turnstile=60s"), whole seconds from 1 s to 24 h, each method once.
+type MethodTimeouts map[string]time.Duration
+
+func (m *MethodTimeouts) UnmarshalText(text []byte) error {
+	out := MethodTimeouts{}
+	for entry := range strings.SplitSeq(string(text), ",") {
+		method, value, ok := strings.Cut(entry, "=")
+		if strings.TrimSpace(entry) == "" {
+			continue
+		}
+		method, value = strings.TrimSpace(method), strings.TrimSpace(value)
+		switch d, err := time.ParseDuration(value); {
+		case !ok:
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not method=duration", strings.TrimSpace(entry))
+		case !captchaflow.MethodPattern.MatchString(method):
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %.60q is not a provider method name", method)
+		case out[method] != 0:
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %s appears twice", method)
+		case err != nil:
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %s=%.40q is not a duration (e.g. 60s)", method, value)
+		case d < time.Second || d > 24*time.Hour || d%time.Second != 0:
+			return fmt.Errorf("CALLBACK_TIMEOUT_BY_METHOD: %s=%s must be whole seconds from 1s to 24h", method, d)
+		default:
+			out[method] = d
+		}
+	}
+	*m = out
+	return nil
+}
+
+// Secret prints as [redacted] through fmt, slog and JSON, so a config logged by accident leaks nothing.
+type Secret string
+
+const redacted = "[redacted]"
+
+func (s Secret) Reveal() string               { return string(s) }
+func (s Secret) String() string               { return redacted }
+func (s Secret) GoString() string             { return redacted }
+func (s Secret) LogValue() slog.Value         { return slog.StringValue(redacted) }
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
