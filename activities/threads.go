@@ -17,8 +17,7 @@ import (
 	"github.com/captchaflow/captchaflow/providers"
 )
 
-// Provider thread admission (samples-go `mutex`): a task signals-with-start its provider's semaphore (AcquireSlot),
-// is granted by signal and gives the slot back by signal (ReleaseSlot).
+// Provider thread admission (samples-go `mutex`): AcquireSlot signals-with-start the semaphore, ReleaseSlot signals.
 const (
 	ThreadsWorkflowType = "ProviderThreads"
 	AcquireSlotSignal   = "acquire"
@@ -41,8 +40,7 @@ func ThreadsWorkflowID(taskQueue, provider string) string {
 	return strings.TrimSuffix("captchaflow/threads/"+taskQueue+"/"+provider, "/")
 }
 
-// SlotRequest names submission Seq of the task run WorkflowID/RunID: an ask (carrying the asking worker's plan), a
-// grant or a release (naming its semaphore; Ungranted: the slot was never granted, so it was not over the plan).
+// SlotRequest is an ask (with the worker's plan), a grant or a release (Ungranted: never granted, so not over plan).
 type SlotRequest struct {
 	WorkflowID string `json:"workflow_id,omitempty"`
 	RunID      string `json:"run_id"`
@@ -51,11 +49,6 @@ type SlotRequest struct {
 	Semaphore  string `json:"semaphore,omitempty"`
 	Ungranted  bool   `json:"ungranted,omitempty"`
 }
-
-type (
-	SlotGrant   = SlotRequest
-	SlotRelease = SlotRequest
-)
 
 // SlotAsk is AcquireSlot's input: the request, what chooses the provider as Submit would, and the previous answer.
 type SlotAsk struct {
@@ -68,14 +61,13 @@ type SlotAsk struct {
 	Ticket    *SlotTicket       `json:"ticket,omitempty"`
 }
 
-// SlotTicket is AcquireSlot's answer (Semaphore "": no plan); Submit is pinned to Provider. RunID: the task run that
-// asked (a run reset from it replays its grants). Stuck: the semaphore's workflow task keeps failing.
+// SlotTicket is AcquireSlot's answer (Semaphore "": no plan); Submit is pinned to Provider.
 type SlotTicket struct {
 	Semaphore string `json:"semaphore,omitempty"`
 	Run       string `json:"run,omitempty"` // the semaphore run that took the ask
 	Provider  string `json:"provider,omitempty"`
-	RunID     string `json:"run_id"`
-	Stuck     bool   `json:"stuck,omitempty"`
+	RunID     string `json:"run_id"`          // the task run that asked (a run reset from it replays its grants)
+	Stuck     bool   `json:"stuck,omitempty"` // the semaphore's workflow task keeps failing
 }
 
 // SemaphoreState is what ProviderThreads carries across continue-as-new.
@@ -104,8 +96,7 @@ func PlannedThreads(a *Activities) (most int) {
 	return most
 }
 
-// AcquireSlot asks the chosen provider's semaphore for the slot, starting it when none runs. A re-ask sends nothing
-// while the semaphore run that took the ask still runs and the ticket is this task run's (a reset run asks anew).
+// AcquireSlot asks (starting the semaphore); a re-ask sends nothing while the run that took it runs and the ticket is ours.
 func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, error) {
 	t, k := SlotTicket{RunID: ask.RunID}, ask.Ticket
 	if t.Provider, ask.Plan = a.slotOf(ask); ask.Plan <= 0 {
@@ -131,16 +122,14 @@ func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, 
 }
 
 // ReleaseSlot gives the slot back (a semaphore that no longer runs has nothing to give back to).
-func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRelease) error {
-	err := activity.GetClient(ctx).SignalWorkflow(ctx, rel.Semaphore, "", ReleaseSlotSignal, rel)
-	if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) {
-		return nil
+func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRequest) error {
+	if err := activity.GetClient(ctx).SignalWorkflow(ctx, rel.Semaphore, "", ReleaseSlotSignal, rel); !errors.As(err, new(*serviceerror.NotFound)) {
+		return err
 	}
-	return err
+	return nil
 }
 
-// slotOf is the provider Submit is pinned to, and its plan: the ticket's, or the first candidate serving the method
-// whose circuit is not open (every circuit open: the first, which Submit waits for).
+// slotOf is the pinned provider and its plan: the ticket's, or the first serving candidate with its circuit not open.
 func (a *Activities) slotOf(ask SlotAsk) (provider string, plan int) {
 	if a.Providers == nil {
 		return "", a.ProviderThreads
@@ -157,8 +146,7 @@ func (a *Activities) slotOf(ask SlotAsk) (provider string, plan int) {
 	return provider, 0
 }
 
-// movedFrom fails a Submit pinned to its slot's provider when it would go elsewhere: that provider is no candidate
-// any more, or its circuit is open while another's is not.
+// movedFrom fails a pinned Submit whose provider is no candidate any more, or is open while another is not.
 func movedFrom(pin string, cands []*providers.Provider, b *providers.Breaker) error {
 	i := slices.IndexFunc(cands, func(p *providers.Provider) bool { return p.Name == pin })
 	if i >= 0 && (!b.IsOpen(pin) || !slices.ContainsFunc(cands, func(p *providers.Provider) bool { return !b.IsOpen(p.Name) })) {
@@ -167,19 +155,18 @@ func movedFrom(pin string, cands []*providers.Provider, b *providers.Breaker) er
 	return temporal.NewNonRetryableApplicationError("the slot's provider "+pin+" is skipped: admitting elsewhere", FailureProviderMoved, nil)
 }
 
-// CheckSlotHolders returns the holders whose workflow ID has no running run, or one delivering (its solve ended, so
-// it holds no slot even if its release failed); one it cannot describe is kept.
-func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotRequest) ([]SlotRequest, error) {
-	var dead []SlotRequest
+// CheckSlotHolders returns the holders whose workflow ID runs no run, or one delivering (its solve ended); one it
+// cannot describe is kept.
+func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotRequest) (dead []SlotRequest, _ error) {
 	for _, h := range holders {
 		desc, err := activity.GetClient(ctx).DescribeWorkflow(ctx, h.WorkflowID, "")
-		if notFound := (*serviceerror.NotFound)(nil); errors.As(err, &notFound) {
-			dead = append(dead, h)
-		} else if err == nil {
+		ended := errors.As(err, new(*serviceerror.NotFound))
+		if err == nil {
 			phase, _ := desc.TypedSearchAttributes.GetKeyword(captchaflow.PhaseKey)
-			if desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING || phase == string(captchaflow.PhaseDelivering) {
-				dead = append(dead, h)
-			}
+			ended = desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING || phase == string(captchaflow.PhaseDelivering)
+		}
+		if ended {
+			dead = append(dead, h)
 		}
 	}
 	return dead, nil

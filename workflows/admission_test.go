@@ -38,7 +38,7 @@ func newPlanSemaphore(t *testing.T, plan int) *planSemaphore {
 	p.start = p.env.Now()
 	Register(p.env, &activities.Activities{}, Settings{ProviderThreads: plan})
 	p.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(p.acquire)
-	p.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRelease) error {
+	p.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRequest) error {
 		p.release(rel.Seq)
 		return nil
 	})
@@ -52,7 +52,7 @@ func (p *planSemaphore) acquire(_ context.Context, ask activities.SlotAsk) (acti
 		p.release(ask.Seq) // out of the queue
 		p.held = append(p.held, ask.Seq)
 		p.env.RegisterDelayedCallback(func() {
-			p.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: ask.Seq, RunID: ask.RunID, Semaphore: testSemaphore})
+			p.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotRequest{Seq: ask.Seq, RunID: ask.RunID, Semaphore: testSemaphore})
 		}, 0)
 	case !slices.Contains(p.queued, ask.Seq):
 		p.queued = append(p.queued, ask.Seq)

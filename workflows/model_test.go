@@ -487,7 +487,7 @@ func (s *schedule) mockSlots() {
 		return ticket, nil
 	})
 	s.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, rel activities.SlotRelease) error {
+		func(_ context.Context, rel activities.SlotRequest) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			key := modelSlot{rel.WorkflowID, rel.Seq}
@@ -511,7 +511,7 @@ func (s *schedule) grantNext(d time.Duration) {
 
 func (s *schedule) grantAfter(ask slotAsk, d time.Duration) {
 	s.env.RegisterDelayedCallback(func() {
-		_ = s.env.SignalWorkflowByID(ask.key.wid, activities.SlotGrantedSignal, activities.SlotGrant{Seq: ask.key.seq, RunID: ask.runID, Semaphore: "sem"})
+		_ = s.env.SignalWorkflowByID(ask.key.wid, activities.SlotGrantedSignal, activities.SlotRequest{Seq: ask.key.seq, RunID: ask.runID, Semaphore: "sem"})
 	}, d)
 }
 

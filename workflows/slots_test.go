@@ -43,7 +43,7 @@ func newSlotEnv(t *testing.T) *slotEnv {
 			}
 			return t, nil
 		})
-	e.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRelease) error {
+	e.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRequest) error {
 		require.Equal(t, testSemaphore, rel.Semaphore)
 		if e.failRel > 0 {
 			e.failRel--
@@ -60,7 +60,7 @@ const taskQueueOfTestEnv = "default-test-taskqueue"
 
 func (e *slotEnv) grantAt(d time.Duration, seq int) {
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: seq, RunID: testRunID, Semaphore: testSemaphore})
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotRequest{Seq: seq, RunID: testRunID, Semaphore: testSemaphore})
 	}, d)
 }
 
@@ -91,7 +91,7 @@ func TestSlotQueuedUntilGrantedThenReleasedOnResult(t *testing.T) {
 		e.env.AssertActivityNotCalled(t, "Submit", mock.Anything, mock.Anything)
 	}, 30*time.Second)
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 7, RunID: testRunID, Semaphore: testSemaphore}) // stale: not this submission's
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotRequest{Seq: 7, RunID: testRunID, Semaphore: testSemaphore}) // stale: not this submission's
 	}, 40*time.Second)
 	e.env.RegisterDelayedCallback(func() {
 		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "a grant for another submission changes nothing")
@@ -216,7 +216,7 @@ func TestGrantForAnotherRunIsNotTaken(t *testing.T) {
 	e := newSlotEnv(t)
 	e.submits("111")
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotGrant{Seq: 1, RunID: "another-run", Semaphore: testSemaphore})
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotRequest{Seq: 1, RunID: "another-run", Semaphore: testSemaphore})
 	}, time.Second)
 	e.env.RegisterDelayedCallback(func() {
 		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "another run's grant is not this task's")

@@ -114,10 +114,10 @@ func (s *solver) listen(ctx workflow.Context) {
 			s.releaseKept(ctx, false) // a lost submission this callback settled holds its slot no longer
 			cb = captchaflow.Callback{}
 		}
-		var g activities.SlotGrant
+		var g activities.SlotRequest
 		for s.grants.ReceiveAsync(&g) {
 			s.receiveGrant(ctx, g)
-			g = activities.SlotGrant{}
+			g = activities.SlotRequest{}
 		}
 	}
 }
@@ -328,7 +328,7 @@ func (s *solver) handleHints(ctx workflow.Context) error {
 }
 
 // receiveGrant hands a grant to the admission; one for a request already given up is sent back.
-func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotGrant) {
+func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotRequest) {
 	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
 	// Grants name the run that asked: this one or, replayed after a reset, one of its reset chain.
 	ours := func(r string) bool {

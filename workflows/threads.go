@@ -15,16 +15,8 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// Metrics of provider thread admission; the semaphore's gauges carry the tag semaphore (its workflow ID).
-const (
-	MetricSlotsInUse     = "captchaflow_provider_slots_in_use"
-	MetricSlotsPlan      = "captchaflow_provider_slots_plan"
-	MetricSlotsQueue     = "captchaflow_provider_slots_queued"
-	MetricSlotsReclaimed = "captchaflow_provider_slots_reclaimed_total"
-	// MetricSlotsOverPlan: slots granted by a semaphore run since replaced, or taken from one that does not answer.
-	MetricSlotsOverPlan = "captchaflow_provider_slots_over_plan_total"
-	MetricSlotQueueWait = "captchaflow_slot_queue_wait_seconds"
-)
+// MetricSlotsOverPlan: slots granted by a semaphore run since replaced, or taken from one that does not answer.
+const MetricSlotsOverPlan = "captchaflow_provider_slots_over_plan_total"
 
 // semaphoreMaxEvents: the semaphore continues as new past it (Temporal suggests 4 K events, warns at 10 K).
 var semaphoreMaxEvents = 4000
@@ -47,57 +39,53 @@ func same(a activities.SlotRequest) func(activities.SlotRequest) bool {
 	return func(b activities.SlotRequest) bool { return a.WorkflowID == b.WorkflowID && a.Seq == b.Seq }
 }
 
-// semaphore is one provider's slots: the holders, and the asks waiting in order.
+// semaphore is one provider's slots: the plan, the holders, and the asks waiting in order.
 type semaphore struct {
-	id             string
-	plan           int
-	holders, queue []activities.SlotRequest
-	inFlight       int // grants not yet known delivered, and a holder check running
-	timer          workflow.Future
-	wake           workflow.Channel
+	activities.SemaphoreState
+	id       string
+	inFlight int // grants not yet known delivered, and a holder check running
+	wake     workflow.Channel
 }
 
-// ProviderThreads grants at most st.Plan slots, first come first served, by signal the moment one is free, and
-// takes back every SlotReaskInterval the slots of holders whose task ended. Cancelling it does nothing.
+// ProviderThreads grants at most Plan slots first come first served, and every SlotReaskInterval takes back ended holders'.
 func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
-	ctx, _ = workflow.NewDisconnectedContext(ctx)
-	s := &semaphore{id: workflow.GetInfo(ctx).WorkflowExecution.ID, plan: st.Plan, holders: st.Holders, queue: st.Queue,
-		wake: workflow.NewBufferedChannel(ctx, 1)}
+	ctx, _ = workflow.NewDisconnectedContext(ctx) // cancelling it does nothing
+	s := &semaphore{SemaphoreState: st, id: workflow.GetInfo(ctx).WorkflowExecution.ID, wake: workflow.NewBufferedChannel(ctx, 1)}
 	if err := workflow.SetQueryHandler(ctx, activities.SlotsQuery, func() (activities.SlotsView, error) {
-		return activities.SlotsView{Plan: s.plan, InUse: len(s.holders), Queued: len(s.queue), Holders: slices.Clone(s.holders)}, nil
+		return activities.SlotsView{Plan: s.Plan, InUse: len(s.Holders), Queued: len(s.Queue), Holders: slices.Clone(s.Holders)}, nil
 	}); err != nil {
 		return err
 	}
 	acquire := workflow.GetSignalChannel(ctx, activities.AcquireSlotSignal)
 	release := workflow.GetSignalChannel(ctx, activities.ReleaseSlotSignal)
+	var timer workflow.Future
 	for {
 		s.drain(ctx, acquire, release)
-		for ; len(s.holders) < s.plan && len(s.queue) > 0; s.queue = s.queue[1:] {
-			s.holders = append(s.holders, s.queue[0])
-			s.send(ctx, s.queue[0])
+		for ; len(s.Holders) < s.Plan && len(s.Queue) > 0; s.Queue = s.Queue[1:] {
+			s.Holders = append(s.Holders, s.Queue[0])
+			s.send(ctx, s.Queue[0])
 		}
 		m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"semaphore": s.id})
-		m.Gauge(MetricSlotsInUse).Update(float64(len(s.holders)))
-		m.Gauge(MetricSlotsPlan).Update(float64(s.plan))
-		m.Gauge(MetricSlotsQueue).Update(float64(len(s.queue)))
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**provider threads:** %d/%d in use · %d queued", len(s.holders), s.plan, len(s.queue)))
+		m.Gauge("captchaflow_provider_slots_in_use").Update(float64(len(s.Holders)))
+		m.Gauge("captchaflow_provider_slots_plan").Update(float64(s.Plan))
+		m.Gauge("captchaflow_provider_slots_queued").Update(float64(len(s.Queue)))
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**provider threads:** %d/%d in use · %d queued", len(s.Holders), s.Plan, len(s.Queue)))
 		if info := workflow.GetInfo(ctx); info.GetCurrentHistoryLength() >= semaphoreMaxEvents || info.GetContinueAsNewSuggested() {
 			if err := workflow.Await(ctx, func() bool { return s.inFlight == 0 }); err != nil {
 				return err
 			}
 			s.drain(ctx, acquire, release)
-			return workflow.NewContinueAsNewError(ctx, activities.ThreadsWorkflowType,
-				activities.SemaphoreState{Plan: s.plan, Holders: s.holders, Queue: s.queue})
+			return workflow.NewContinueAsNewError(ctx, activities.ThreadsWorkflowType, s.SemaphoreState)
 		}
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(acquire, func(workflow.ReceiveChannel, bool) {})
 		sel.AddReceive(release, func(workflow.ReceiveChannel, bool) {})
 		sel.AddReceive(s.wake, func(c workflow.ReceiveChannel, _ bool) { c.ReceiveAsync(nil) })
-		if s.timer == nil && len(s.holders) > 0 {
-			s.timer = workflow.NewTimer(ctx, activities.SlotReaskInterval)
+		if timer == nil && len(s.Holders) > 0 {
+			timer = workflow.NewTimer(ctx, activities.SlotReaskInterval)
 		}
-		if s.timer != nil {
-			sel.AddFuture(s.timer, func(workflow.Future) { s.timer = nil; s.reclaim(ctx) })
+		if timer != nil {
+			sel.AddFuture(timer, func(workflow.Future) { timer = nil; s.reclaim(ctx) })
 		}
 		sel.Select(ctx)
 	}
@@ -120,35 +108,34 @@ func (s *semaphore) drain(ctx workflow.Context, acquire, release workflow.Receiv
 	}
 }
 
-// onAcquire queues an ask (the latest ask's plan is the plan); one held is granted again to the run asking (its
-// grant was lost, or a reset run asks), one queued keeps its place.
+// onAcquire queues an ask (its plan is the plan); one held is granted again (a lost grant, a reset run), one queued keeps its place.
 func (s *semaphore) onAcquire(ctx workflow.Context, r activities.SlotRequest) {
 	if r.Plan > 0 {
-		s.plan, r.Plan = r.Plan, 0
+		s.Plan, r.Plan = r.Plan, 0
 	}
-	if i := slices.IndexFunc(s.holders, same(r)); i >= 0 {
-		s.holders[i] = r
+	if i := slices.IndexFunc(s.Holders, same(r)); i >= 0 {
+		s.Holders[i] = r
 		s.send(ctx, r)
-	} else if i := slices.IndexFunc(s.queue, same(r)); i >= 0 {
-		s.queue[i] = r
+	} else if i := slices.IndexFunc(s.Queue, same(r)); i >= 0 {
+		s.Queue[i] = r
 	} else {
-		s.queue = append(s.queue, r)
+		s.Queue = append(s.Queue, r)
 	}
 }
 
 // drop frees r's slot or takes it out of the queue, and tells whether it knew r.
 func (s *semaphore) drop(r activities.SlotRequest) bool {
-	n := len(s.holders) + len(s.queue)
-	s.holders, s.queue = slices.DeleteFunc(s.holders, same(r)), slices.DeleteFunc(s.queue, same(r))
-	return len(s.holders)+len(s.queue) < n
+	n := len(s.Holders) + len(s.Queue)
+	s.Holders, s.Queue = slices.DeleteFunc(s.Holders, same(r)), slices.DeleteFunc(s.Queue, same(r))
+	return len(s.Holders)+len(s.Queue) < n
 }
 
 // send signals the grant; one that cannot be delivered (the run is gone) frees the slot.
 func (s *semaphore) send(ctx workflow.Context, r activities.SlotRequest) {
 	f := workflow.SignalExternalWorkflow(ctx, r.WorkflowID, r.RunID, activities.SlotGrantedSignal,
-		activities.SlotGrant{Seq: r.Seq, RunID: r.RunID, Semaphore: s.id})
+		activities.SlotRequest{Seq: r.Seq, RunID: r.RunID, Semaphore: s.id})
 	s.background(ctx, func(ctx workflow.Context) {
-		if f.Get(ctx, nil) != nil && slices.Contains(s.holders, r) {
+		if f.Get(ctx, nil) != nil && slices.Contains(s.Holders, r) {
 			s.drop(r)
 		}
 	})
@@ -160,13 +147,13 @@ func (s *semaphore) reclaim(ctx workflow.Context) {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}})
 		var dead []activities.SlotRequest
-		if err := workflow.ExecuteActivity(actx, acts.CheckSlotHolders, s.holders).Get(ctx, &dead); err != nil {
+		if err := workflow.ExecuteActivity(actx, acts.CheckSlotHolders, s.Holders).Get(ctx, &dead); err != nil {
 			workflow.GetLogger(ctx).Warn("could not check the slot holders; trying again later", "Error", err)
 		}
 		for _, h := range dead {
 			s.drop(h)
 		}
-		workflow.GetMetricsHandler(ctx).Counter(MetricSlotsReclaimed).Inc(int64(len(dead)))
+		workflow.GetMetricsHandler(ctx).Counter("captchaflow_provider_slots_reclaimed_total").Inc(int64(len(dead)))
 	})
 }
 
@@ -180,11 +167,7 @@ func (s *semaphore) background(ctx workflow.Context, f func(workflow.Context)) {
 	})
 }
 
-// askPatience bounds the retries of one AcquireSlot or ReleaseSlot (Temporal unreachable from the worker).
-const askPatience = time.Minute
-
-// admission is the task's side: before each submission it asks its provider's semaphore for a slot (phase queued)
-// and holds it until that submission settles.
+// admission is the task's side: it holds a slot from before each submission until that submission settles.
 type admission struct {
 	decided, on bool
 	seq         int // the submission whose slot is asked or held
@@ -195,26 +178,21 @@ type admission struct {
 }
 
 type keptSlot struct {
-	rel activities.SlotRelease
+	rel activities.SlotRequest
 	sub *submission
 }
 
-// onGrant takes a grant for the request being asked at its ticket's semaphore, and tells whether it is this run's
-// but for another request or semaphore (it is sent back).
-func (a *admission) onGrant(g activities.SlotGrant, ours func(runID string) bool) (stray bool) {
-	if g.Seq == a.seq && g.Semaphore == a.ticket.Semaphore && ours(g.RunID) {
-		a.granted = true
-		return false
-	}
-	return ours(g.RunID)
+// onGrant takes a grant for the request being asked, and tells whether it is this run's but stray (sent back).
+func (a *admission) onGrant(g activities.SlotRequest, ours func(runID string) bool) (stray bool) {
+	match := g.Seq == a.seq && g.Semaphore == a.ticket.Semaphore && ours(g.RunID)
+	a.granted = a.granted || match
+	return !match && ours(g.RunID)
 }
 
-// admit holds a slot for the next submission. It returns the release to run on every way out of the attempt, or
-// the outcome that ends the attempt before it submits. Whether a task takes slots is decided once and recorded by
-// changeProviderThreads (versions.go): asked only when this worker has a plan or the task replays.
+// admit holds a slot for the next submission, returning its release or the outcome that ends the attempt first.
 func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool) {
 	a, none := &s.admission, func() {}
-	if !a.decided && s.remaining(ctx) > 0 {
+	if !a.decided && s.remaining(ctx) > 0 { // recorded once: asked only with a plan or when replaying
 		a.decided = true
 		if s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx) {
 			a.on = workflow.GetVersion(ctx, changeProviderThreads, workflow.DefaultVersion, 1) == 1
@@ -227,7 +205,7 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	a.granted, a.ticket = false, activities.SlotTicket{}
 	seq, made := a.seq, len(s.table.subs)
 	release = func() {
-		rel := activities.SlotRelease{Semaphore: a.ticket.Semaphore, Seq: seq, Ungranted: !a.granted}
+		rel := activities.SlotRequest{Semaphore: a.ticket.Semaphore, Seq: seq, Ungranted: !a.granted}
 		a.granted, a.ticket.Semaphore = false, ""
 		if len(s.table.subs) > made && s.table.subs[made].open() {
 			a.kept = append(a.kept, keptSlot{rel, s.table.subs[made]})
@@ -246,8 +224,7 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	return release, outcome{}, true
 }
 
-// acquireSlot asks for the slot and waits in PhaseQueued for the grant, asking again every SlotReaskInterval. A
-// semaphore that cannot be asked, or whose workflow task keeps failing, is passed by (counted): it strands nobody.
+// acquireSlot waits in PhaseQueued for the grant, asking again every SlotReaskInterval; a stuck semaphore is passed by.
 func (s *solver) acquireSlot(ctx workflow.Context) error {
 	a := &s.admission
 	phase := captchaflow.PhaseQueued
@@ -286,19 +263,18 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 			return err // the task was cancelled
 		}
 	}
-	workflow.GetMetricsHandler(ctx).Timer(MetricSlotQueueWait).Record(workflow.Now(ctx).Sub(queuedAt))
+	workflow.GetMetricsHandler(ctx).Timer("captchaflow_slot_queue_wait_seconds").Record(workflow.Now(ctx).Sub(queuedAt))
 	return nil
 }
 
-// localOptions bound a slot's local activity by askPatience and the time left.
+// localOptions bound a slot's local activity by the time left and a minute (Temporal unreachable from the worker).
 func localOptions(ctx workflow.Context, remaining time.Duration) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
-		ScheduleToCloseTimeout: min(max(remaining, time.Second), askPatience),
+		ScheduleToCloseTimeout: min(max(remaining, time.Second), time.Minute),
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second}})
 }
 
-// releaseKept gives back the kept slots whose submissions settled, or all of them (the solve ended: it then waits
-// until every release has been tried).
+// releaseKept gives back the kept slots whose submissions settled, or all of them and waits for every release.
 func (s *solver) releaseKept(ctx workflow.Context, all bool) {
 	a := &s.admission
 	a.kept = slices.DeleteFunc(a.kept, func(k keptSlot) bool {
@@ -315,13 +291,13 @@ func (s *solver) releaseKept(ctx workflow.Context, all bool) {
 }
 
 // releaseTo gives rel's slot back, from a disconnected context so that a cancelled task still releases.
-func (s *solver) releaseTo(ctx workflow.Context, rel activities.SlotRelease) {
+func (s *solver) releaseTo(ctx workflow.Context, rel activities.SlotRequest) {
 	if rel.Semaphore == "" {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	info := workflow.GetInfo(ctx).WorkflowExecution
 	rel.WorkflowID, rel.RunID = info.ID, info.RunID
-	s.admission.releasing = append(s.admission.releasing, workflow.ExecuteLocalActivity(localOptions(dctx, askPatience),
+	s.admission.releasing = append(s.admission.releasing, workflow.ExecuteLocalActivity(localOptions(dctx, time.Minute),
 		activities.ReleaseSlotName, rel))
 }

@@ -33,7 +33,7 @@ func newSemEnv(t *testing.T) *semEnv {
 	e.env.RegisterActivity((&activities.Activities{}).CheckSlotHolders)
 	e.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, activities.SlotGrantedSignal, mock.Anything).Return(
 		func(_, wid, run, _ string, arg any) error {
-			g := arg.(activities.SlotGrant)
+			g := arg.(activities.SlotRequest)
 			require.Equal(t, run, g.RunID)
 			if e.gone[run] {
 				return errors.New("workflow execution already completed")
