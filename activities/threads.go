@@ -19,17 +19,15 @@ import (
 
 // Provider thread admission (samples-go `mutex`): AcquireSlot signals-with-start the semaphore, ReleaseSlot signals.
 const (
-	ThreadsWorkflowType = "ProviderThreads"
-	AcquireSlotSignal   = "acquire"
-	ReleaseSlotSignal   = "release"
-	SlotGrantedSignal   = "slot-granted"
-	SlotsQuery          = "slots"
-	AcquireSlotName     = "AcquireSlot"
-	ReleaseSlotName     = "ReleaseSlot"
-	// FailureProviderMoved: Submit would go elsewhere than the slot's provider; the task takes a slot there first.
-	FailureProviderMoved = "ProviderMoved"
-	// SlotReaskInterval bounds a task's wait for a grant before it asks again, and spaces the holder checks.
-	SlotReaskInterval = 30 * time.Second
+	ThreadsWorkflowType  = "ProviderThreads"
+	AcquireSlotSignal    = "acquire"
+	ReleaseSlotSignal    = "release"
+	SlotGrantedSignal    = "slot-granted"
+	SlotsQuery           = "slots"
+	AcquireSlotName      = "AcquireSlot"
+	ReleaseSlotName      = "ReleaseSlot"
+	FailureProviderMoved = "ProviderMoved"  // Submit would go elsewhere than the slot's provider: take a slot there
+	SlotReaskInterval    = 30 * time.Second // a task's wait for a grant before it asks again; spaces the holder checks
 )
 
 // ThreadsTaskQueue is where a task queue's semaphores run, so their workflow tasks do not wait behind the tasks'.
@@ -114,11 +112,10 @@ func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, 
 	run, err := c.SignalWithStartWorkflow(ctx, t.Semaphore, AcquireSlotSignal, ask.SlotRequest, client.StartWorkflowOptions{
 		ID: t.Semaphore, TaskQueue: ThreadsTaskQueue(tq), WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 	}, ThreadsWorkflowType, SemaphoreState{Plan: ask.Plan})
-	if err != nil {
-		return SlotTicket{}, err
+	if err == nil {
+		t.Run = run.GetRunID()
 	}
-	t.Run = run.GetRunID()
-	return t, nil
+	return t, err
 }
 
 // ReleaseSlot gives the slot back (a semaphore that no longer runs has nothing to give back to).

@@ -42,7 +42,6 @@ func same(a activities.SlotRequest) func(activities.SlotRequest) bool {
 // semaphore is one provider's slots: the plan, the holders, and the asks waiting in order.
 type semaphore struct {
 	activities.SemaphoreState
-	id       string
 	inFlight int // grants not yet known delivered, and a holder check running
 	wake     workflow.Channel
 }
@@ -50,7 +49,7 @@ type semaphore struct {
 // ProviderThreads grants at most Plan slots first come first served, and every SlotReaskInterval takes back ended holders'.
 func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx) // cancelling it does nothing
-	s := &semaphore{SemaphoreState: st, id: workflow.GetInfo(ctx).WorkflowExecution.ID, wake: workflow.NewBufferedChannel(ctx, 1)}
+	s, id := &semaphore{SemaphoreState: st, wake: workflow.NewBufferedChannel(ctx, 1)}, workflow.GetInfo(ctx).WorkflowExecution.ID
 	if err := workflow.SetQueryHandler(ctx, activities.SlotsQuery, func() (activities.SlotsView, error) {
 		return activities.SlotsView{Plan: s.Plan, InUse: len(s.Holders), Queued: len(s.Queue), Holders: slices.Clone(s.Holders)}, nil
 	}); err != nil {
@@ -65,7 +64,7 @@ func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
 			s.Holders = append(s.Holders, s.Queue[0])
 			s.send(ctx, s.Queue[0])
 		}
-		m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"semaphore": s.id})
+		m := workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"semaphore": id})
 		m.Gauge("captchaflow_provider_slots_in_use").Update(float64(len(s.Holders)))
 		m.Gauge("captchaflow_provider_slots_plan").Update(float64(s.Plan))
 		m.Gauge("captchaflow_provider_slots_queued").Update(float64(len(s.Queue)))
@@ -110,9 +109,7 @@ func (s *semaphore) drain(ctx workflow.Context, acquire, release workflow.Receiv
 
 // onAcquire queues an ask (its plan is the plan); one held is granted again (a lost grant, a reset run), one queued keeps its place.
 func (s *semaphore) onAcquire(ctx workflow.Context, r activities.SlotRequest) {
-	if r.Plan > 0 {
-		s.Plan, r.Plan = r.Plan, 0
-	}
+	s.Plan, r.Plan = cmp.Or(r.Plan, s.Plan), 0
 	if i := slices.IndexFunc(s.Holders, same(r)); i >= 0 {
 		s.Holders[i] = r
 		s.send(ctx, r)
@@ -133,7 +130,7 @@ func (s *semaphore) drop(r activities.SlotRequest) bool {
 // send signals the grant; one that cannot be delivered (the run is gone) frees the slot.
 func (s *semaphore) send(ctx workflow.Context, r activities.SlotRequest) {
 	f := workflow.SignalExternalWorkflow(ctx, r.WorkflowID, r.RunID, activities.SlotGrantedSignal,
-		activities.SlotRequest{Seq: r.Seq, RunID: r.RunID, Semaphore: s.id})
+		activities.SlotRequest{Seq: r.Seq, RunID: r.RunID, Semaphore: workflow.GetInfo(ctx).WorkflowExecution.ID})
 	s.background(ctx, func(ctx workflow.Context) {
 		if f.Get(ctx, nil) != nil && slices.Contains(s.Holders, r) {
 			s.drop(r)
@@ -169,12 +166,11 @@ func (s *semaphore) background(ctx workflow.Context, f func(workflow.Context)) {
 
 // admission is the task's side: it holds a slot from before each submission until that submission settles.
 type admission struct {
-	decided, on bool
-	seq         int // the submission whose slot is asked or held
-	granted     bool
-	ticket      activities.SlotTicket // Semaphore "" once the slot is given back
-	kept        []keptSlot            // slots of submissions still open when their attempt ended (a lost answer)
-	releasing   []workflow.Future     // releases not yet known delivered: the solve waits for them to end
+	decided, on, granted bool
+	seq                  int                   // the submission whose slot is asked or held
+	ticket               activities.SlotTicket // Semaphore "" once the slot is given back
+	kept                 []keptSlot            // slots of submissions still open when their attempt ended (a lost answer)
+	releasing            []workflow.Future     // releases not yet known delivered: the solve waits for them to end
 }
 
 type keptSlot struct {
