@@ -52,8 +52,7 @@ var ErrMalformed = errors.New("malformed provider answer")
 // taskIDPattern bounds a provider's task ID; it also keeps anything out of the untokened route's visibility query.
 var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// Parse reads the callback r carries: the in.php form (no flavor, or 2captcha's) from the body (urlencoded or
-// multipart, winning) or the query; else the flavor's JSON body, whose taskId is optional (CapMonster sends none).
+// Parse reads r's in.php form (flavor "" or 2captcha; body over query), else the flavor's JSON (CapMonster sends no taskId).
 func Parse(r *http.Request, f Flavor) (res Result, err error) {
 	form, id, code := f == "" || FormBody(f), "taskId", "solution"
 	switch {
