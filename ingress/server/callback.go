@@ -20,15 +20,10 @@ var accepted = map[string]string{"status": "ok"}
 // createTaskAckWithin: CapMonster drops a callback's connection after 2 s (the task's poll recovers a lost one).
 const createTaskAckWithin = 1500 * time.Millisecond
 
-// Bounds on what a pingback URL can name: far above any real run ID or submission count.
-const (
-	maxSubmissionNumber = 10000
-	maxRunIDBytes       = 64
-)
+// Bounds on what a pingback URL can name: far above any real submission count or run ID.
+const maxSubmissionNumber, maxRunIDBytes = 10000, 64
 
-// handleTokenedCallback serves /callback/:workflow_id?t=TOKEN as an Authenticated signal. Every signal lands in
-// history, so exact repeats and callbacks past the workflow's budget are answered without one: a leaked token
-// cannot push a workflow past Temporal's history limits.
+// handleTokenedCallback signals /callback/:workflow_id?t=TOKEN; repeats and callbacks past the budget get no signal.
 func (s *Server) handleTokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
 	workflowID, err := url.PathUnescape(c.Param("workflow_id"))
@@ -88,12 +83,10 @@ func callbackFields(c echo.Context, flavor string) (id, code string, err error) 
 func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Submission, error) {
 	run, provider := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.ProviderParam)
 	n, err := strconv.Atoi(c.QueryParam(callbackauth.SubmissionParam))
-	if err != nil || n < 1 || n > maxSubmissionNumber || run == "" || len(run) > maxRunIDBytes ||
-		(provider != "" && !captchaflow.ProviderNamePattern.MatchString(provider)) {
-		return callbackauth.Submission{}, errForged // nothing signed can look like this
-	}
 	sub := callbackauth.Submission{RunID: run, N: n, Provider: provider}
-	if !callbackauth.ValidFor(c.QueryParam(callbackauth.TokenParam), workflowID, sub, s.secrets...) {
+	if err != nil || n < 1 || n > maxSubmissionNumber || run == "" || len(run) > maxRunIDBytes || // nothing signed looks so
+		(provider != "" && !captchaflow.ProviderNamePattern.MatchString(provider)) ||
+		!callbackauth.ValidFor(c.QueryParam(callbackauth.TokenParam), workflowID, sub, s.secrets...) {
 		return sub, errForged
 	}
 	return sub, nil
