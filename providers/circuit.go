@@ -22,11 +22,7 @@ const (
 )
 
 // Circuit states, as the MetricCircuitState gauge shows them.
-const (
-	StateClosed = iota
-	StateHalfOpen
-	StateOpen
-)
+const StateClosed, StateHalfOpen, StateOpen = 0, 1, 2
 
 // The documented circuit bounds (docs/operations.md).
 const (
@@ -44,7 +40,6 @@ type CircuitSettings struct {
 	GiveUp       time.Duration // unreachable this long: its open submissions are given up
 }
 
-// DefaultCircuitSettings are the documented defaults.
 var DefaultCircuitSettings = CircuitSettings{NoSlotBudget: 60 * time.Second, GiveUp: 2 * time.Minute}
 
 // Breaker holds the worker's circuit of each provider; only activities read it. A nil Breaker is always closed.
@@ -64,7 +59,6 @@ type circuit struct {
 	since, last        time.Time
 }
 
-// NewBreaker is a Breaker with every circuit closed.
 func NewBreaker(cfg CircuitSettings, now func() time.Time) *Breaker {
 	return &Breaker{cfg: cfg, now: now, state: map[string]*circuit{}}
 }
@@ -182,7 +176,6 @@ func (b *Breaker) State(name string) (state int) {
 // IsOpen: open now, not half-open (unlike Allow, it takes no probe).
 func (b *Breaker) IsOpen(name string) bool { return b.State(name) == StateOpen }
 
-// Settings are the bounds the breaker applies.
 func (b *Breaker) Settings() CircuitSettings {
 	if b == nil {
 		return CircuitSettings{}

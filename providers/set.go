@@ -32,7 +32,6 @@ type Client interface {
 	Report(ctx context.Context, kind Kind, taskID string, good bool) error
 }
 
-// Provider is one configured provider.
 type Provider struct {
 	Name         string
 	Flavor       Flavor // the createTask profile; "" for in.php
@@ -43,9 +42,8 @@ type Provider struct {
 
 // Set is the worker's providers, in order of preference, built once at start.
 type Set struct {
-	list []*Provider
-	// Routed is false for the one-provider set of the CAPTCHAAI_* settings: no provider names, no circuits.
-	Routed  bool
+	list    []*Provider
+	Routed  bool // false for the one-provider set of the CAPTCHAAI_* settings: no provider names, no circuits
 	Breaker *Breaker
 }
 
@@ -111,7 +109,6 @@ type File struct {
 	Providers []Spec `yaml:"providers"`
 }
 
-// Spec is one provider of the file.
 type Spec struct {
 	Name                string `yaml:"name"`
 	Protocol            string `yaml:"protocol"`

@@ -45,17 +45,10 @@ func init() {
 	}
 }
 
-// waits are the documented waits after a busy or ban answer (always transient).
-var waits = map[string]time.Duration{
-	"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second,  // CaptchaAI: every thread of the plan is busy
-	"MAX_USER_TURN":           10 * time.Second, // too many in.php requests in a row
-	"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second, // rate limited (CapMonster: 1 per 2 s)
-	"ERROR_RATE_LIMIT":        10 * time.Second, // CapSolver's spelling of it
-	"ERROR_ZERO_BALANCE":      time.Minute,      // 2captcha: no money; CaptchaAI: no free thread
-	"IP_BANNED":               5 * time.Minute,  // lifted automatically after 5 minutes
-	"ERROR_IP_BLOCKED":        5 * time.Minute,  // banned for improper use, like IP_BANNED
-	"ERROR_IP_BANNED":         5 * time.Minute,  // CapMonster: too many wrong keys; "try again later"
-}
+// waits are the documented waits after a busy, rate-limited, zero-balance (CaptchaAI: no free thread) or banned answer.
+var waits = map[string]time.Duration{"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second, "MAX_USER_TURN": 10 * time.Second,
+	"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second, "ERROR_RATE_LIMIT": 10 * time.Second, "ERROR_ZERO_BALANCE": time.Minute,
+	"IP_BANNED": 5 * time.Minute, "ERROR_IP_BLOCKED": 5 * time.Minute, "ERROR_IP_BANNED": 5 * time.Minute}
 
 // Status words the code branches on.
 const (
