@@ -55,16 +55,22 @@ var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // Parse reads r's in.php form (flavor "" or 2captcha; body over query), else the flavor's JSON (CapMonster sends no taskId).
 func Parse(r *http.Request, f Flavor) (res Result, err error) {
 	form, id, code := f == "" || FormBody(f), "taskId", "solution"
-	switch {
+	switch media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
+	case form && media == "multipart/form-data":
+		err = r.ParseMultipartForm(1 << 20) // the ingress's body limit is far below it: nothing spills to disk
 	case form:
-		id, code = "id", "code"
-		res, err = parseForm(r)
+		err = r.ParseForm()
 	case !slices.Contains(Flavors, f):
 		return Result{}, &Error{Field: "flavor", Why: fmt.Sprintf("%.20q is not a flavor", string(f))}
 	default:
 		res, err = parseJSON(r.Body, f)
 	}
+	if get := func(k string) string { return cmp.Or(r.PostForm.Get(k), r.Form.Get(k)) }; form { // a multipart body's too
+		id, code, res = "id", "code", Result{TaskID: get("id"), Code: get("code")}
+	}
 	switch {
+	case form && err != nil:
+		return Result{}, &Error{Field: "form", Why: "the query string or form body cannot be parsed", Err: err}
 	case err != nil:
 		return Result{}, err
 	case form && res.TaskID == "":
@@ -77,20 +83,6 @@ func Parse(r *http.Request, f Flavor) (res Result, err error) {
 		return Result{TaskID: res.TaskID}, &Error{Field: code, Why: fmt.Sprintf("longer than %d bytes", captchaflow.MaxCodeBytes)}
 	}
 	return res, nil
-}
-
-func parseForm(r *http.Request) (Result, error) {
-	var err error
-	if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); media == "multipart/form-data" {
-		err = r.ParseMultipartForm(1 << 20) // the ingress's body limit is far below it: nothing spills to disk
-	} else {
-		err = r.ParseForm()
-	}
-	if err != nil {
-		return Result{}, &Error{Field: "form", Why: "the query string or form body cannot be parsed", Err: err}
-	}
-	get := func(k string) string { return cmp.Or(r.PostForm.Get(k), r.Form.Get(k)) } // a multipart body's too
-	return Result{TaskID: get("id"), Code: get("code")}, nil
 }
 
 // parseJSON reads a getTaskResult-shaped callback; an error (errorId other than 0) is only ever its status word.
