@@ -163,10 +163,9 @@ func (b *Breaker) GivenUp(name string) bool {
 func (b *Breaker) State(name string) (state int) {
 	b.with(name, func(c *circuit, now time.Time) {
 		switch {
-		case c.openUntil.IsZero():
 		case now.Before(c.openUntil):
 			state = StateOpen
-		default:
+		case !c.openUntil.IsZero():
 			state = StateHalfOpen
 		}
 	})

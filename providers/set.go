@@ -98,11 +98,8 @@ func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	return out
 }
 
-// Protocols a provider may speak.
-const (
-	ProtocolInPHP      = "inphp"
-	ProtocolCreateTask = "createtask"
-)
+// The protocols a provider may speak.
+const ProtocolInPHP, ProtocolCreateTask = "inphp", "createtask"
 
 // File is PROVIDERS_FILE: the providers, in order of preference.
 type File struct {
