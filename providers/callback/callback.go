@@ -32,10 +32,7 @@ var Flavors = []Flavor{AntiCaptcha, TwoCaptcha, CapMonster, CapSolver}
 func FormBody(f Flavor) bool { return f == TwoCaptcha }
 
 // Result is what a callback says: the task and its code or a status word (IsStatusWord).
-type Result struct {
-	TaskID string
-	Code   string
-}
+type Result struct{ TaskID, Code string }
 
 // Error is a refused callback: "Field: Why" (the ingress's 400) never echoes the code; Err may be the body's 413.
 type Error struct {
@@ -96,13 +93,8 @@ func parseJSON(body io.Reader, f Flavor) (Result, error) {
 	var n json.Number
 	switch {
 	case err != nil:
-	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &n) == nil:
-		out.TaskID = n.String()
-	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &out.TaskID) != nil:
+	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &n) != nil && json.Unmarshal(env.TaskID, &out.TaskID) != nil:
 		err = errors.New("taskId is neither a number nor a string")
-	}
-	switch {
-	case err != nil:
 	case env.Failed() && !IsStatusWord(Canonical(env.ErrorCode)): // else its text would be taken for a solution
 		err = fmt.Errorf("errorCode %s is not a status word", Snippet([]byte(env.ErrorCode)))
 	case env.Failed():
@@ -117,6 +109,7 @@ func parseJSON(body io.Reader, f Flavor) (Result, error) {
 	if err != nil {
 		return Result{}, &Error{Field: "body", Why: fmt.Sprintf("not a %s callback body", f), Err: err}
 	}
+	out.TaskID = cmp.Or(n.String(), out.TaskID) // a number's exact digits, or the string
 	return out, nil
 }
 
