@@ -159,7 +159,6 @@ func (b *Breaker) GivenUp(name string) bool {
 	return b != nil && b.cfg.GiveUp > 0 && b.DownFor(name) >= b.cfg.GiveUp
 }
 
-// State is name's circuit as the gauge shows it.
 func (b *Breaker) State(name string) (state int) {
 	b.with(name, func(c *circuit, now time.Time) {
 		switch {
@@ -183,10 +182,8 @@ func (b *Breaker) Settings() CircuitSettings {
 }
 
 // keyCodes are the answers that mean the key (or the worker's address) is refused: nothing sent with it can work.
-var keyCodes = map[string]bool{
-	"ERROR_WRONG_USER_KEY": true, "ERROR_KEY_DOES_NOT_EXIST": true, "ERROR_IP_NOT_ALLOWED": true,
-	"ERROR_IP_BLOCKED": true, "ERROR_ACCOUNT_SUSPENDED": true, "ERROR_KEY_DENIED_ACCESS": true,
-}
+var keyCodes = map[string]bool{"ERROR_WRONG_USER_KEY": true, "ERROR_KEY_DOES_NOT_EXIST": true, "ERROR_IP_NOT_ALLOWED": true,
+	"ERROR_IP_BLOCKED": true, "ERROR_ACCOUNT_SUSPENDED": true, "ERROR_KEY_DENIED_ACCESS": true}
 
 // OutcomeOf is what a provider request that ended with err says about the provider.
 func OutcomeOf(err error) Outcome {

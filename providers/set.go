@@ -74,7 +74,6 @@ func Build(f File, getenv func(string) string, timeout time.Duration, circuits C
 	return set, nil
 }
 
-// All are the providers in the file's order.
 func (s *Set) All() []*Provider { return s.list }
 
 // Get is the provider named name; "" is the first (the one provider of a worker without PROVIDERS_FILE).
@@ -98,7 +97,6 @@ func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	return out
 }
 
-// The protocols a provider may speak.
 const ProtocolInPHP, ProtocolCreateTask = "inphp", "createtask"
 
 // File is PROVIDERS_FILE: the providers, in order of preference.

@@ -25,7 +25,6 @@ const (
 	CapSolver   Flavor = "capsolver"
 )
 
-// Flavors lists every flavor, in a fixed order.
 var Flavors = []Flavor{AntiCaptcha, TwoCaptcha, CapMonster, CapSolver}
 
 // FormBody: the flavor POSTs the in.php pingback's form (id, code); the others a getTaskResult-shaped JSON document.
@@ -136,5 +135,4 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 	return env, nil
 }
 
-// Failed reports whether the envelope carries an error (errorId other than 0).
 func (e Envelope) Failed() bool { n, _ := e.ErrorID.Int64(); return n != 0 }
