@@ -53,8 +53,7 @@ type Breaker struct {
 type circuit struct {
 	openUntil, probeAt time.Time // openUntil zero: closed; probeAt: a half-open probe is out since then
 	openFor            time.Duration
-	reason             Outcome
-	run                Outcome // the latest answers' kind, count of them in a row, the first's and the latest's time
+	reason, run        Outcome // run: the latest answers' kind, count of them in a row, the first's and the latest's time
 	count              int
 	since, last        time.Time
 }

@@ -42,11 +42,10 @@ type Error struct {
 func (e *Error) Error() string { return e.Field + ": " + e.Why }
 func (e *Error) Unwrap() error { return e.Err }
 
-// ErrMalformed: an answer in neither protocol's documented shape.
-var ErrMalformed = errors.New("malformed provider answer")
-
-// taskIDPattern bounds a provider's task ID; it also keeps anything out of the untokened route's visibility query.
-var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var (
+	ErrMalformed  = errors.New("malformed provider answer")     // an answer in neither protocol's documented shape
+	taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) // also keeps anything out of the untokened route's visibility query
+)
 
 // Parse reads r's in.php form (flavor "" or 2captcha; body over query), else the flavor's JSON (CapMonster sends no taskId).
 func Parse(r *http.Request, f Flavor) (res Result, err error) {

@@ -49,7 +49,6 @@ var waits = map[string]time.Duration{"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second,
 	"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second, "ERROR_RATE_LIMIT": 10 * time.Second, "ERROR_ZERO_BALANCE": time.Minute,
 	"IP_BANNED": 5 * time.Minute, "ERROR_IP_BLOCKED": 5 * time.Minute, "ERROR_IP_BANNED": 5 * time.Minute}
 
-// Status words the code branches on.
 const (
 	CodeNotReady    = "CAPTCHA_NOT_READY"        // also a "processing" (CapSolver: "idle") getTaskResult
 	CodeUnsolvable  = "ERROR_CAPTCHA_UNSOLVABLE" // also a "failed" status without a code
