@@ -22,11 +22,7 @@ const (
 )
 
 // Circuit states, as the MetricCircuitState gauge shows them.
-const (
-	StateClosed = iota
-	StateHalfOpen
-	StateOpen
-)
+const StateClosed, StateHalfOpen, StateOpen = 0, 1, 2
 
 // The documented circuit bounds (docs/operations.md).
 const (
@@ -44,7 +40,6 @@ type CircuitSettings struct {
 	GiveUp       time.Duration // unreachable this long: its open submissions are given up
 }
 
-// DefaultCircuitSettings are the documented defaults.
 var DefaultCircuitSettings = CircuitSettings{NoSlotBudget: 60 * time.Second, GiveUp: 2 * time.Minute}
 
 // Breaker holds the worker's circuit of each provider; only activities read it. A nil Breaker is always closed.
@@ -58,13 +53,11 @@ type Breaker struct {
 type circuit struct {
 	openUntil, probeAt time.Time // openUntil zero: closed; probeAt: a half-open probe is out since then
 	openFor            time.Duration
-	reason             Outcome
-	run                Outcome // the latest answers' kind, count of them in a row, the first's and the latest's time
+	reason, run        Outcome // run: the latest answers' kind, count of them in a row, the first's and the latest's time
 	count              int
 	since, last        time.Time
 }
 
-// NewBreaker is a Breaker with every circuit closed.
 func NewBreaker(cfg CircuitSettings, now func() time.Time) *Breaker {
 	return &Breaker{cfg: cfg, now: now, state: map[string]*circuit{}}
 }
@@ -165,14 +158,12 @@ func (b *Breaker) GivenUp(name string) bool {
 	return b != nil && b.cfg.GiveUp > 0 && b.DownFor(name) >= b.cfg.GiveUp
 }
 
-// State is name's circuit as the gauge shows it.
 func (b *Breaker) State(name string) (state int) {
 	b.with(name, func(c *circuit, now time.Time) {
 		switch {
-		case c.openUntil.IsZero():
 		case now.Before(c.openUntil):
 			state = StateOpen
-		default:
+		case !c.openUntil.IsZero():
 			state = StateHalfOpen
 		}
 	})
@@ -182,7 +173,6 @@ func (b *Breaker) State(name string) (state int) {
 // IsOpen: open now, not half-open (unlike Allow, it takes no probe).
 func (b *Breaker) IsOpen(name string) bool { return b.State(name) == StateOpen }
 
-// Settings are the bounds the breaker applies.
 func (b *Breaker) Settings() CircuitSettings {
 	if b == nil {
 		return CircuitSettings{}
@@ -191,10 +181,8 @@ func (b *Breaker) Settings() CircuitSettings {
 }
 
 // keyCodes are the answers that mean the key (or the worker's address) is refused: nothing sent with it can work.
-var keyCodes = map[string]bool{
-	"ERROR_WRONG_USER_KEY": true, "ERROR_KEY_DOES_NOT_EXIST": true, "ERROR_IP_NOT_ALLOWED": true,
-	"ERROR_IP_BLOCKED": true, "ERROR_ACCOUNT_SUSPENDED": true, "ERROR_KEY_DENIED_ACCESS": true,
-}
+var keyCodes = map[string]bool{"ERROR_WRONG_USER_KEY": true, "ERROR_KEY_DOES_NOT_EXIST": true, "ERROR_IP_NOT_ALLOWED": true,
+	"ERROR_IP_BLOCKED": true, "ERROR_ACCOUNT_SUSPENDED": true, "ERROR_KEY_DENIED_ACCESS": true}
 
 // OutcomeOf is what a provider request that ended with err says about the provider.
 func OutcomeOf(err error) Outcome {

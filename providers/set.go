@@ -1,9 +1,9 @@
-// Package providers is the one provider layer: the Client the activities call, in.php (InPHP) and createTask
-// (CreateTask) over one HTTP scaffold deciding "outcome unknown", redaction and typed errors, PROVIDERS_FILE, circuits.
+// Package providers is the Client the activities call: in.php and createTask over one HTTP scaffold, PROVIDERS_FILE, circuits.
 package providers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +32,6 @@ type Client interface {
 	Report(ctx context.Context, kind Kind, taskID string, good bool) error
 }
 
-// Provider is one configured provider.
 type Provider struct {
 	Name         string
 	Flavor       Flavor // the createTask profile; "" for in.php
@@ -43,9 +42,8 @@ type Provider struct {
 
 // Set is the worker's providers, in order of preference, built once at start.
 type Set struct {
-	list []*Provider
-	// Routed is false for the one-provider set of the CAPTCHAAI_* settings: no provider names, no circuits.
-	Routed  bool
+	list    []*Provider
+	Routed  bool // false for the one-provider set of the CAPTCHAAI_* settings: no provider names, no circuits
 	Breaker *Breaker
 }
 
@@ -76,7 +74,6 @@ func Build(f File, getenv func(string) string, timeout time.Duration, circuits C
 	return set, nil
 }
 
-// All are the providers in the file's order.
 func (s *Set) All() []*Provider { return s.list }
 
 // Get is the provider named name; "" is the first (the one provider of a worker without PROVIDERS_FILE).
@@ -90,49 +87,31 @@ func (s *Set) Get(name string) (*Provider, bool) {
 
 // Candidates are where a submission may go: preferred restricts and reorders the list, excluded drop, avoided go last.
 func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
-	order := s.list
-	if len(preferred) > 0 {
-		order = nil
-		for _, name := range preferred {
-			if p, ok := s.Get(name); ok && name != "" && !slices.Contains(order, p) {
-				order = append(order, p)
-			}
-		}
-	}
-	var first, last []*Provider
-	for _, p := range order {
-		switch {
-		case slices.Contains(excluded, p.Name):
-		case slices.Contains(avoided, p.Name):
-			last = append(last, p)
-		default:
-			first = append(first, p)
-		}
-	}
-	return append(first, last...)
+	out := slices.DeleteFunc(slices.Clone(s.list), func(p *Provider) bool {
+		return slices.Contains(excluded, p.Name) || len(preferred) > 0 && !slices.Contains(preferred, p.Name)
+	})
+	slices.SortStableFunc(out, func(a, b *Provider) int { // min(Index, 0): -1 unless avoided
+		return cmp.Or(cmp.Compare(min(slices.Index(avoided, a.Name), 0), min(slices.Index(avoided, b.Name), 0)),
+			cmp.Compare(slices.Index(preferred, a.Name), slices.Index(preferred, b.Name)))
+	})
+	return out
 }
 
-// Protocols a provider may speak.
-const (
-	ProtocolInPHP      = "inphp"
-	ProtocolCreateTask = "createtask"
-)
+const ProtocolInPHP, ProtocolCreateTask = "inphp", "createtask"
 
 // File is PROVIDERS_FILE: the providers, in order of preference.
 type File struct {
 	Providers []Spec `yaml:"providers"`
 }
 
-// Spec is one provider of the file.
 type Spec struct {
-	Name      string `yaml:"name"`
-	Protocol  string `yaml:"protocol"`
-	Flavor    string `yaml:"flavor"`
-	BaseURL   string `yaml:"base_url"`
-	APIKeyEnv string `yaml:"api_key_env"`
-	Threads   int    `yaml:"threads"`
-	// PollIntervalSeconds: the least spacing of one task's polls, never under the flavor's documented least.
-	PollIntervalSeconds int `yaml:"poll_interval_seconds"`
+	Name                string `yaml:"name"`
+	Protocol            string `yaml:"protocol"`
+	Flavor              string `yaml:"flavor"`
+	BaseURL             string `yaml:"base_url"`
+	APIKeyEnv           string `yaml:"api_key_env"`
+	Threads             int    `yaml:"threads"`
+	PollIntervalSeconds int    `yaml:"poll_interval_seconds"` // never under the flavor's documented least
 }
 
 // ParseFile validates a providers file, every problem at once, each naming its field; of a key, only whether it is set.
@@ -149,26 +128,22 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 	}
 	for i, s := range f.Providers {
 		inphp, key := s.Protocol == ProtocolInPHP, s.APIKeyEnv
-		for _, c := range []struct {
-			bad        bool
-			field, why string
-		}{
-			{!captchaflow.ProviderNamePattern.MatchString(s.Name), "name", "must match " + captchaflow.ProviderNamePattern.String()},
-			{slices.ContainsFunc(f.Providers[:i], func(o Spec) bool { return o.Name == s.Name }), "name", strconv.Quote(s.Name) + " is used twice"},
-			{!inphp && s.Protocol != ProtocolCreateTask, "protocol", "must be " + ProtocolInPHP + " or " + ProtocolCreateTask},
-			{inphp && s.Flavor != "", "flavor", "only for protocol " + ProtocolCreateTask},
-			{inphp && s.BaseURL == "", "base_url", "required for protocol " + ProtocolInPHP},
-			{s.Protocol == ProtocolCreateTask && !slices.Contains(Flavors, Flavor(s.Flavor)), "flavor", fmt.Sprint("must be one of ", Flavors)},
-			{key == "", "api_key_env", "required: the name of the environment variable holding the key (never the key itself)"},
-			{key != "" && !envName.MatchString(key), "api_key_env", "must be an environment variable's name"},
-			{envName.MatchString(key) && strings.TrimSpace(getenv(key)) == "", "api_key_env", key + " is not set or empty"},
-			{s.Threads < 0, "threads", "must not be negative"},
-			{s.PollIntervalSeconds < 0, "poll_interval_seconds", "must not be negative"},
-		} {
-			if c.bad {
-				errs = append(errs, fmt.Errorf("providers[%d].%s: %s", i, c.field, c.why))
+		bad := func(bad bool, field, why string) {
+			if bad {
+				errs = append(errs, fmt.Errorf("providers[%d].%s: %s", i, field, why))
 			}
 		}
+		bad(!captchaflow.ProviderNamePattern.MatchString(s.Name), "name", "must match "+captchaflow.ProviderNamePattern.String())
+		bad(slices.ContainsFunc(f.Providers[:i], func(o Spec) bool { return o.Name == s.Name }), "name", strconv.Quote(s.Name)+" is used twice")
+		bad(!inphp && s.Protocol != ProtocolCreateTask, "protocol", "must be "+ProtocolInPHP+" or "+ProtocolCreateTask)
+		bad(inphp && s.Flavor != "", "flavor", "only for protocol "+ProtocolCreateTask)
+		bad(inphp && s.BaseURL == "", "base_url", "required for protocol "+ProtocolInPHP)
+		bad(s.Protocol == ProtocolCreateTask && !slices.Contains(Flavors, Flavor(s.Flavor)), "flavor", fmt.Sprint("must be one of ", Flavors))
+		bad(key == "", "api_key_env", "required: the name of the environment variable holding the key (never the key itself)")
+		bad(key != "" && !envName.MatchString(key), "api_key_env", "must be an environment variable's name")
+		bad(envName.MatchString(key) && strings.TrimSpace(getenv(key)) == "", "api_key_env", key+" is not set or empty")
+		bad(s.Threads < 0, "threads", "must not be negative")
+		bad(s.PollIntervalSeconds < 0, "poll_interval_seconds", "must not be negative")
 	}
 	return f, errors.Join(errs...)
 }

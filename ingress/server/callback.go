@@ -17,18 +17,12 @@ import (
 // The same body for every accepted callback: an untokened caller must not learn whether a task exists.
 var accepted = map[string]string{"status": "ok"}
 
-// createTaskAckWithin: CapMonster drops a callback's connection after 2 s (the task's poll recovers a lost one).
-const createTaskAckWithin = 1500 * time.Millisecond
-
-// Bounds on what a pingback URL can name: far above any real run ID or submission count.
 const (
-	maxSubmissionNumber = 10000
-	maxRunIDBytes       = 64
+	createTaskAckWithin                = 1500 * time.Millisecond // CapMonster drops a callback's connection after 2 s (the poll recovers one)
+	maxSubmissionNumber, maxRunIDBytes = 10000, 64               // what a pingback URL can name: far above any real count or run ID
 )
 
-// handleTokenedCallback serves /callback/:workflow_id?t=TOKEN as an Authenticated signal. Every signal lands in
-// history, so exact repeats and callbacks past the workflow's budget are answered without one: a leaked token
-// cannot push a workflow past Temporal's history limits.
+// handleTokenedCallback signals /callback/:workflow_id?t=TOKEN; repeats and callbacks past the budget get no signal.
 func (s *Server) handleTokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
 	workflowID, err := url.PathUnescape(c.Param("workflow_id"))
@@ -39,9 +33,13 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		return badRequest("workflow_id", err.Error())
 	}
 	info.workflowID = workflowID
-	sub, err := s.checkToken(c, workflowID) // before the body is read: a forger gets nothing parsed
-	if err != nil {
-		return err
+	run, provider := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.ProviderParam) // before the body: a forger gets nothing parsed
+	n, err := strconv.Atoi(c.QueryParam(callbackauth.SubmissionParam))
+	sub := callbackauth.Submission{RunID: run, N: n, Provider: provider}
+	if err != nil || n < 1 || n > maxSubmissionNumber || run == "" || len(run) > maxRunIDBytes || // nothing signed looks so
+		(provider != "" && !captchaflow.ProviderNamePattern.MatchString(provider)) ||
+		!callbackauth.ValidFor(c.QueryParam(callbackauth.TokenParam), workflowID, sub, s.secrets...) {
+		return errForged
 	}
 	flavor := c.QueryParam(callbackauth.FlavorParam)
 	id, code, err := callbackFields(c, flavor)
@@ -82,21 +80,6 @@ func callbackFields(c echo.Context, flavor string) (id, code string, err error) 
 		err = &Error{Status: http.StatusBadRequest, Outcome: outcomeBadRequest, Message: err.Error()}
 	}
 	return res.TaskID, res.Code, err
-}
-
-// checkToken verifies the URL's token over the run, submission and provider the URL names.
-func (s *Server) checkToken(c echo.Context, workflowID string) (callbackauth.Submission, error) {
-	run, provider := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.ProviderParam)
-	n, err := strconv.Atoi(c.QueryParam(callbackauth.SubmissionParam))
-	if err != nil || n < 1 || n > maxSubmissionNumber || run == "" || len(run) > maxRunIDBytes ||
-		(provider != "" && !captchaflow.ProviderNamePattern.MatchString(provider)) {
-		return callbackauth.Submission{}, errForged // nothing signed can look like this
-	}
-	sub := callbackauth.Submission{RunID: run, N: n, Provider: provider}
-	if !callbackauth.ValidFor(c.QueryParam(callbackauth.TokenParam), workflowID, sub, s.secrets...) {
-		return sub, errForged
-	}
-	return sub, nil
 }
 
 // signal answers once Temporal took the signal or said no such workflow runs; else a 503 (the poll recovers anyway).

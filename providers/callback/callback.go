@@ -25,17 +25,13 @@ const (
 	CapSolver   Flavor = "capsolver"
 )
 
-// Flavors lists every flavor, in a fixed order.
 var Flavors = []Flavor{AntiCaptcha, TwoCaptcha, CapMonster, CapSolver}
 
 // FormBody: the flavor POSTs the in.php pingback's form (id, code); the others a getTaskResult-shaped JSON document.
 func FormBody(f Flavor) bool { return f == TwoCaptcha }
 
 // Result is what a callback says: the task and its code or a status word (IsStatusWord).
-type Result struct {
-	TaskID string
-	Code   string
-}
+type Result struct{ TaskID, Code string }
 
 // Error is a refused callback: "Field: Why" (the ingress's 400) never echoes the code; Err may be the body's 413.
 type Error struct {
@@ -46,26 +42,30 @@ type Error struct {
 func (e *Error) Error() string { return e.Field + ": " + e.Why }
 func (e *Error) Unwrap() error { return e.Err }
 
-// ErrMalformed: an answer in neither protocol's documented shape.
-var ErrMalformed = errors.New("malformed provider answer")
+var (
+	ErrMalformed  = errors.New("malformed provider answer")     // an answer in neither protocol's documented shape
+	taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) // also keeps anything out of the untokened route's visibility query
+)
 
-// taskIDPattern bounds a provider's task ID; it also keeps anything out of the untokened route's visibility query.
-var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// Parse reads the callback r carries: the in.php form (no flavor, or 2captcha's) from the body (urlencoded or
-// multipart, winning) or the query; else the flavor's JSON body, whose taskId is optional (CapMonster sends none).
+// Parse reads r's in.php form (flavor "" or 2captcha; body over query), else the flavor's JSON (CapMonster sends no taskId).
 func Parse(r *http.Request, f Flavor) (res Result, err error) {
 	form, id, code := f == "" || FormBody(f), "taskId", "solution"
-	switch {
+	switch media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
+	case form && media == "multipart/form-data":
+		err = r.ParseMultipartForm(1 << 20) // the ingress's body limit is far below it: nothing spills to disk
 	case form:
-		id, code = "id", "code"
-		res, err = parseForm(r)
+		err = r.ParseForm()
 	case !slices.Contains(Flavors, f):
 		return Result{}, &Error{Field: "flavor", Why: fmt.Sprintf("%.20q is not a flavor", string(f))}
 	default:
 		res, err = parseJSON(r.Body, f)
 	}
+	if get := func(k string) string { return cmp.Or(r.PostForm.Get(k), r.Form.Get(k)) }; form { // a multipart body's too
+		id, code, res = "id", "code", Result{TaskID: get("id"), Code: get("code")}
+	}
 	switch {
+	case form && err != nil:
+		return Result{}, &Error{Field: "form", Why: "the query string or form body cannot be parsed", Err: err}
 	case err != nil:
 		return Result{}, err
 	case form && res.TaskID == "":
@@ -80,20 +80,6 @@ func Parse(r *http.Request, f Flavor) (res Result, err error) {
 	return res, nil
 }
 
-func parseForm(r *http.Request) (Result, error) {
-	var err error
-	if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); media == "multipart/form-data" {
-		err = r.ParseMultipartForm(1 << 20) // the ingress's body limit is far below it: nothing spills to disk
-	} else {
-		err = r.ParseForm()
-	}
-	if err != nil {
-		return Result{}, &Error{Field: "form", Why: "the query string or form body cannot be parsed", Err: err}
-	}
-	get := func(k string) string { return cmp.Or(r.PostForm.Get(k), r.Form.Get(k)) } // a multipart body's too
-	return Result{TaskID: get("id"), Code: get("code")}, nil
-}
-
 // parseJSON reads a getTaskResult-shaped callback; an error (errorId other than 0) is only ever its status word.
 func parseJSON(body io.Reader, f Flavor) (Result, error) {
 	raw, err := io.ReadAll(body)
@@ -105,13 +91,8 @@ func parseJSON(body io.Reader, f Flavor) (Result, error) {
 	var n json.Number
 	switch {
 	case err != nil:
-	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &n) == nil:
-		out.TaskID = n.String()
-	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &out.TaskID) != nil:
+	case len(env.TaskID) > 0 && json.Unmarshal(env.TaskID, &n) != nil && json.Unmarshal(env.TaskID, &out.TaskID) != nil:
 		err = errors.New("taskId is neither a number nor a string")
-	}
-	switch {
-	case err != nil:
 	case env.Failed() && !IsStatusWord(Canonical(env.ErrorCode)): // else its text would be taken for a solution
 		err = fmt.Errorf("errorCode %s is not a status word", Snippet([]byte(env.ErrorCode)))
 	case env.Failed():
@@ -126,6 +107,7 @@ func parseJSON(body io.Reader, f Flavor) (Result, error) {
 	if err != nil {
 		return Result{}, &Error{Field: "body", Why: fmt.Sprintf("not a %s callback body", f), Err: err}
 	}
+	out.TaskID = cmp.Or(n.String(), out.TaskID) // a number's exact digits, or the string
 	return out, nil
 }
 
@@ -152,5 +134,4 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 	return env, nil
 }
 
-// Failed reports whether the envelope carries an error (errorId other than 0).
 func (e Envelope) Failed() bool { n, _ := e.ErrorID.Int64(); return n != 0 }

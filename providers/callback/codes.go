@@ -1,5 +1,4 @@
-// Package callback reads a provider's callbacks and the status words both protocols answer (their class and wait);
-// it holds no client and no key, so the ingress links it alone.
+// Package callback reads providers' callbacks and status words (class, wait): no client, no key, so the ingress links it alone.
 package callback
 
 import (
@@ -19,52 +18,37 @@ const (
 	ClassUnknown   Class = "unknown"   // unknown provider code: non-retryable, code in message
 )
 
-// codes are the documented in.php / res.php codes (2captcha, CaptchaAI) and the createTask providers' own
-// (https://anti-captcha.com/apidoc/errors, https://2captcha.com/api-docs/error-codes, CapMonster's Error Types,
-// https://docs.capsolver.com/guide/api-error): same code, same class, same wait, whichever protocol answered it.
-var codes = codeTable(map[Class]string{
-	ClassNotReady: "CAPCHA_NOT_READY CAPTCHA_NOT_READY", // CaptchaAI spells it CAPCHA (sic)
-	// ERROR_TASK_TIMEOUT: CapSolver did not solve it within 120 s; ERROR_CAPTCHA_SOLVE_FAILED: its failed task.
-	ClassResubmit: `ERROR_CAPTCHA_UNSOLVABLE ERROR_BAD_DUPLICATES ERROR_PROXY_CONNECTION_FAILED ERROR_RECAPTCHA_TIMEOUT
-		ERROR_TASK_TIMEOUT ERROR_CAPTCHA_SOLVE_FAILED`,
-	ClassTransient: `TOO_MANY_BAD_IMAGES ERROR_SERVER_ERROR ERROR_INTERNAL_SERVER_ERROR ERROR_SERVICE_UNAVALIABLE
-		ERROR_NO_SLOT_AVAILABLE MAX_USER_TURN ERROR_TOO_MUCH_REQUESTS ERROR_RATE_LIMIT ERROR_ZERO_BALANCE IP_BANNED
-		ERROR_IP_BLOCKED ERROR_IP_BANNED`,
-	// Key, account, task parameters, images, task ids and refused reports: retrying will not help.
-	ClassConfig: `ERROR_WRONG_USER_KEY ERROR_KEY_DOES_NOT_EXIST ERROR_IP_NOT_ALLOWED ERROR_IP_ADDRES ERROR_ACCOUNT_SUSPENDED
-		ERROR_DOMAIN_NOT_ALLOWED ERROR_PAGEURL ERROR_GOOGLEKEY ERROR_WRONG_GOOGLEKEY ERROR_SITEKEY
-		ERROR_BAD_TOKEN_OR_PAGEURL ERROR_BAD_TOKEN ERROR_TOKEN_EXPIRED ERROR_BAD_PARAMETERS ERROR_BAD_PROXY
-		ERROR_PROXY_FORMAT ERROR_METHOD_CALL ERROR_NO_SUCH_METHOD ERROR_EMPTY_ACTION ERROR_TASK_NOT_SUPPORTED
-		ERROR_RECAPTCHA_INVALID_SITEKEY ERROR_RECAPTCHA_INVALID_DOMAIN ERROR_INVALID_TASK_DATA ERROR_BAD_REQUEST
-		ERROR_WRONG_FILE_EXTENSION ERROR_TOO_BIG_CAPTCHA_FILESIZE ERROR_ZERO_CAPTCHA_FILESIZE
-		ERROR_IMAGE_TYPE_NOT_SUPPORTED ERROR_UPLOAD ERROR_CAPTCHAIMAGE_BLOCKED ERROR_WRONG_ID_FORMAT
-		ERROR_WRONG_CAPTCHA_ID ERROR_NO_SUCH_CAPCHA_ID ERROR_TASK_ABSENT ERROR_TASKID_INVALID WRONG_CAPTCHA_ID
-		ERROR_DUPLICATE_REPORT ERROR_REPORT_NOT_RECORDED`,
-})
+// codes: the in.php/res.php codes (2captcha, CaptchaAI) and the createTask providers' documented errors, one class each.
+var codes = map[string]Class{}
 
-// waits are the documented waits after a busy or ban answer (always transient).
-var waits = map[string]time.Duration{
-	"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second,  // CaptchaAI: every thread of the plan is busy
-	"MAX_USER_TURN":           10 * time.Second, // too many in.php requests in a row
-	"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second, // rate limited (CapMonster: 1 per 2 s)
-	"ERROR_RATE_LIMIT":        10 * time.Second, // CapSolver's spelling of it
-	"ERROR_ZERO_BALANCE":      time.Minute,      // 2captcha: no money; CaptchaAI: no free thread
-	"IP_BANNED":               5 * time.Minute,  // lifted automatically after 5 minutes
-	"ERROR_IP_BLOCKED":        5 * time.Minute,  // banned for improper use, like IP_BANNED
-	"ERROR_IP_BANNED":         5 * time.Minute,  // CapMonster: too many wrong keys; "try again later"
-}
-
-func codeTable(classes map[Class]string) map[string]Class {
-	out := map[string]Class{}
-	for class, words := range classes {
+func init() {
+	for class, words := range map[Class]string{
+		ClassNotReady: "CAPCHA_NOT_READY CAPTCHA_NOT_READY", // CaptchaAI spells it CAPCHA (sic)
+		// ERROR_TASK_TIMEOUT: CapSolver did not solve it within 120 s; ERROR_CAPTCHA_SOLVE_FAILED: its failed task.
+		ClassResubmit: `ERROR_CAPTCHA_UNSOLVABLE ERROR_BAD_DUPLICATES ERROR_PROXY_CONNECTION_FAILED ERROR_RECAPTCHA_TIMEOUT
+			ERROR_TASK_TIMEOUT ERROR_CAPTCHA_SOLVE_FAILED`,
+		ClassTransient: `TOO_MANY_BAD_IMAGES ERROR_SERVER_ERROR ERROR_INTERNAL_SERVER_ERROR ERROR_SERVICE_UNAVALIABLE ERROR_NO_SLOT_AVAILABLE
+			MAX_USER_TURN ERROR_TOO_MUCH_REQUESTS ERROR_RATE_LIMIT ERROR_ZERO_BALANCE IP_BANNED ERROR_IP_BLOCKED ERROR_IP_BANNED`,
+		// Key, account, task parameters, images, task ids and refused reports: retrying will not help.
+		ClassConfig: `ERROR_WRONG_USER_KEY ERROR_KEY_DOES_NOT_EXIST ERROR_IP_NOT_ALLOWED ERROR_IP_ADDRES ERROR_ACCOUNT_SUSPENDED ERROR_DOMAIN_NOT_ALLOWED
+			ERROR_PAGEURL ERROR_GOOGLEKEY ERROR_WRONG_GOOGLEKEY ERROR_SITEKEY ERROR_BAD_TOKEN_OR_PAGEURL ERROR_BAD_TOKEN ERROR_TOKEN_EXPIRED
+			ERROR_BAD_PARAMETERS ERROR_BAD_PROXY ERROR_PROXY_FORMAT ERROR_METHOD_CALL ERROR_NO_SUCH_METHOD ERROR_EMPTY_ACTION ERROR_TASK_NOT_SUPPORTED
+			ERROR_RECAPTCHA_INVALID_SITEKEY ERROR_RECAPTCHA_INVALID_DOMAIN ERROR_INVALID_TASK_DATA ERROR_BAD_REQUEST ERROR_WRONG_FILE_EXTENSION
+			ERROR_TOO_BIG_CAPTCHA_FILESIZE ERROR_ZERO_CAPTCHA_FILESIZE ERROR_IMAGE_TYPE_NOT_SUPPORTED ERROR_UPLOAD ERROR_CAPTCHAIMAGE_BLOCKED
+			ERROR_WRONG_ID_FORMAT ERROR_WRONG_CAPTCHA_ID ERROR_NO_SUCH_CAPCHA_ID ERROR_TASK_ABSENT ERROR_TASKID_INVALID WRONG_CAPTCHA_ID
+			ERROR_DUPLICATE_REPORT ERROR_REPORT_NOT_RECORDED`,
+	} {
 		for _, w := range strings.Fields(words) {
-			out[w] = class
+			codes[w] = class
 		}
 	}
-	return out
 }
 
-// Status words the code branches on.
+// waits are the documented waits after a busy, rate-limited, zero-balance (CaptchaAI: no free thread) or banned answer.
+var waits = map[string]time.Duration{"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second, "MAX_USER_TURN": 10 * time.Second,
+	"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second, "ERROR_RATE_LIMIT": 10 * time.Second, "ERROR_ZERO_BALANCE": time.Minute,
+	"IP_BANNED": 5 * time.Minute, "ERROR_IP_BLOCKED": 5 * time.Minute, "ERROR_IP_BANNED": 5 * time.Minute}
+
 const (
 	CodeNotReady    = "CAPTCHA_NOT_READY"        // also a "processing" (CapSolver: "idle") getTaskResult
 	CodeUnsolvable  = "ERROR_CAPTCHA_UNSOLVABLE" // also a "failed" status without a code
@@ -100,8 +84,7 @@ func KnownCode(c string) (string, bool) {
 	return "", false
 }
 
-// IsStatusWord tells a status word from a solution (a pingback's one field holds either): a documented code, any
-// ERROR_… word or "ERROR: 1001", upper case only, so a text CAPTCHA's answer ("error_x") is never one.
+// IsStatusWord: a documented code, ERROR_… or "ERROR: 1001", upper case only (a text CAPTCHA's "error_x" is a solution).
 func IsStatusWord(s string) bool {
 	s = strings.TrimSpace(s)
 	_, known := codes[s]

@@ -10,9 +10,7 @@ import (
 
 // Solution says where the code is in a getTaskResult solution; the code reads as res.php answers the same method.
 type Solution struct {
-	Fields []string
-	// Object: the code is res.php's JSON object of every field, each named Prefix+field (GeeTest's); else the first
-	// non-empty field (a token, an image's text).
+	Fields []string // Object: the code is res.php's JSON object of them, each named Prefix+field (GeeTest's); else the first set
 	Object bool
 	Prefix string
 }
@@ -27,12 +25,11 @@ var (
 	GeeTest4       = Solution{Fields: []string{"captcha_id", "lot_number", "pass_token", "gen_time", "captcha_output"}, Object: true}
 )
 
-// inferOrder: the shapes' fields are disjoint enough for the first match to be the right one.
-var inferOrder = []Solution{AnyToken, GeeTest3, GeeTest4, ImageText}
+var errNoCode = errors.New("the solution has no code")
 
-// InferCode extracts the code from a solution of unknown kind.
+// InferCode extracts the code from a solution of unknown kind: the shapes' fields are disjoint enough for the first match.
 func InferCode(raw json.RawMessage) (string, error) {
-	for _, s := range inferOrder {
+	for _, s := range []Solution{AnyToken, GeeTest3, GeeTest4, ImageText} {
 		if code, err := s.Code(raw); err == nil {
 			return code, nil
 		}
@@ -40,17 +37,21 @@ func InferCode(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("%w of any declared shape", errNoCode)
 }
 
-var errNoCode = errors.New("the solution has no code")
-
-// Code extracts the code from a raw solution object.
+// Code extracts the code from a raw solution object; a field is a string or a number's literal digits (GeeTest's gen_time).
 func (s Solution) Code(raw json.RawMessage) (string, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+	var fields map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&fields); err != nil || fields == nil {
 		return "", fmt.Errorf("%w: the solution is not an object", errNoCode)
 	}
 	var object []string
 	for _, name := range s.Fields {
-		switch v := stringField(fields[name]); {
+		v, _ := fields[name].(string)
+		if n, ok := fields[name].(json.Number); ok {
+			v = n.String()
+		}
+		switch {
 		case !s.Object && v != "":
 			return v, nil
 		case s.Object && v == "":
@@ -65,18 +66,4 @@ func (s Solution) Code(raw json.RawMessage) (string, error) {
 		return "", fmt.Errorf("%w: none of %v is set", errNoCode, s.Fields)
 	}
 	return "{" + strings.Join(object, ",") + "}", nil
-}
-
-// stringField reads a JSON string, or a number's literal digits (GeeTest's gen_time may be a number); else "".
-func stringField(raw json.RawMessage) string {
-	var s string
-	var n json.Number
-	switch raw = bytes.TrimSpace(raw); {
-	case len(raw) == 0:
-	case json.Unmarshal(raw, &s) == nil:
-		return s
-	case json.Unmarshal(raw, &n) == nil:
-		return n.String()
-	}
-	return ""
 }

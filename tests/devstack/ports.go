@@ -2,29 +2,32 @@ package devstack
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. Another process can take it before the
-// caller binds it; the stack's readiness checks then fail with the component's log, which says so.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It draws from below the kernel's ephemeral
+// range (32768-60999 by default), so no outgoing connection of a server under test can take it before the caller
+// binds it; another process can, which the stack's readiness checks then report with the component's log.
 func FreePort() (int, error) {
 	handedOutMu.Lock()
 	defer handedOutMu.Unlock()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 1000 {
+		port := 10000 + rand.IntN(22000)
+		if handedOut[port] { // never twice to this process
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return 0, fmt.Errorf("find a free port: %w", err)
+			continue // taken
 		}
-		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		if !handedOut[port] { // the kernel hands a just-closed port out again: never twice to this process
-			handedOut[port] = true
-			return port, nil
-		}
+		handedOut[port] = true
+		return port, nil
 	}
-	return 0, fmt.Errorf("find a free port: every port offered was already handed out")
+	return 0, fmt.Errorf("find a free port: 1000 ports below the ephemeral range were taken")
 }
 
 var (
