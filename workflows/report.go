@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -33,18 +32,12 @@ var reportResults = map[string]string{captchaflow.FailureTaskNotSolved: ReportNo
 	captchaflow.FailureReportWindowClosed: ReportWindowClosed, captchaflow.FailureReportRefused: ReportRefused,
 	captchaflow.FailureInvalidInput: ReportInvalid}
 
-// reportFinalTypes are the SendReport failures no retry changes.
-var reportFinalTypes = []string{captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown,
-	captchaflow.FailureReportRefused, captchaflow.FailureReportWindowClosed, captchaflow.FailureInvalidInput}
-
 const (
-	// reportSettleTimeout: long enough for a just-delivered task to complete, short enough to refuse an unsolved one soon.
-	reportSettleTimeout = time.Minute
+	reportSettleTimeout = time.Minute // a just-delivered task completes by then; an unsolved one is refused soon
 	minReportTime       = time.Second // a report with less of its window left is not attempted
 )
 
-// ReportVerdict sends the caller's verdict on a solved task (res.php reportgood / reportbad) for the provider
-// task its result came from. It runs as captchaflow.ReportWorkflowID(taskID), so a task has at most one report.
+// ReportVerdict sends a verdict on a task's provider task; run as captchaflow.ReportWorkflowID(taskID): one per task.
 func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.ReportResult, error) {
 	res, err := report(ctx, in)
 	result := ReportSent
@@ -59,8 +52,7 @@ func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflo
 	if in.Verdict == captchaflow.VerdictGood || in.Verdict == captchaflow.VerdictBad {
 		verdict = string(in.Verdict)
 	}
-	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"verdict": verdict, "result": result}).
-		Counter(MetricReports).Inc(1)
+	count(ctx, MetricReports, "verdict", verdict, "result", result)
 	details := fmt.Sprintf("**report %s:** %s", in.Verdict, result)
 	if err == nil {
 		details += " · provider task " + res.ProviderTaskID
@@ -91,14 +83,14 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** sending for provider task %s (window closes %s)",
 		in.Verdict, target.ProviderTaskID, closes.UTC().Format(time.RFC3339)))
 	var sent activities.SendReportResult
-	opts := withRetry(ctx, ProviderStartToClose, left, backoff(time.Second, 30*time.Second, reportFinalTypes...))
+	opts := withRetry(ctx, ProviderStartToClose, left, backoff(time.Second, 30*time.Second)) // SendReport marks its final failures
 	err = workflow.ExecuteActivity(opts, acts.SendReport,
 		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
 			Provider: target.Provider, Kind: target.Kind}).Get(ctx, &sent)
-	switch {
-	case err != nil && (isTimeout(err) || isRetryable(err)):
-		return captchaflow.ReportResult{}, windowClosed(taskID, target, closes, err) // retries ran into its end
-	case err != nil:
+	// Timed out or still retryable: the retries ran into the window's end.
+	if appErr, _ := errors.AsType[*temporal.ApplicationError](err); isTimeout(err) || appErr != nil && !appErr.NonRetryable() {
+		return captchaflow.ReportResult{}, windowClosed(taskID, target, closes, err)
+	} else if err != nil {
 		return captchaflow.ReportResult{}, err
 	}
 	return captchaflow.ReportResult{TaskID: taskID, ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
@@ -129,10 +121,4 @@ func windowClosed(taskID string, target activities.ReportTarget, closes time.Tim
 		fmt.Sprintf("the provider's report window for task %s (provider task %s, submitted %s) closed at %s",
 			taskID, target.ProviderTaskID, target.SubmittedAt.UTC().Format(time.RFC3339), closes.UTC().Format(time.RFC3339)),
 		captchaflow.FailureReportWindowClosed, cause)
-}
-
-// isRetryable: the retry policy would have retried err, so only the window's end stopped the retries.
-func isRetryable(err error) bool {
-	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
-	return ok && !appErr.NonRetryable() && !slices.Contains(reportFinalTypes, appErr.Type())
 }

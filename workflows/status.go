@@ -46,20 +46,19 @@ const (
 	LostOutcomeUnsolvable = "unsolvable"  // its own pingback said the provider gave up
 )
 
-// outcomes are the MetricTasksFinished outcomes of a result's Via and of a failure's type (any other is
-// OutcomeError): Via values and failure types are contract and outcomes are labels, so the mapping is written out.
+// outcomes label a result's Via (OutcomeCallback by default) and a failure's type (OutcomeError by default).
 var outcomes = map[string]string{string(captchaflow.ViaPoll): OutcomePoll, string(captchaflow.ViaSubmit): OutcomeSubmit,
-	string(captchaflow.ViaCallback): OutcomeCallback, captchaflow.FailureDeadlineExceeded: OutcomeDeadlineExceeded,
-	captchaflow.FailureUnsolvable: OutcomeUnsolvable, captchaflow.FailureDeliveryFailed: OutcomeDeliveryFailed,
-	captchaflow.FailureTokenExpired: OutcomeTokenExpired, captchaflow.FailureInvalidInput: OutcomeInvalidInput}
+	captchaflow.FailureDeadlineExceeded: OutcomeDeadlineExceeded, captchaflow.FailureUnsolvable: OutcomeUnsolvable,
+	captchaflow.FailureDeliveryFailed: OutcomeDeliveryFailed, captchaflow.FailureTokenExpired: OutcomeTokenExpired,
+	captchaflow.FailureInvalidInput: OutcomeInvalidInput}
 
-// count adds one to metric, tagged with the tag/value pair if one is given.
-func count(ctx workflow.Context, metric string, tag ...string) {
-	h := workflow.GetMetricsHandler(ctx)
-	if len(tag) == 2 {
-		h = h.WithTags(map[string]string{tag[0]: tag[1]})
+// count adds one to metric, tagged with the tag/value pairs given.
+func count(ctx workflow.Context, metric string, tags ...string) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(tags); i += 2 {
+		m[tags[i]] = tags[i+1]
 	}
-	h.Counter(metric).Inc(1)
+	workflow.GetMetricsHandler(ctx).WithTags(m).Counter(metric).Inc(1)
 }
 
 // setPhase records the phase for the status query and the Web UI's current details; it adds no history event.

@@ -1,7 +1,6 @@
 package workflows
 
-// The run's submissions, and the listener that routes every callback, hint and grant into them whatever the main
-// line is doing. Routing only files answers; the main line acts on them (solve.go).
+// The run's submissions, and the listener that files every callback, hint and grant in them; solve.go acts on them.
 
 import (
 	"fmt"
@@ -77,12 +76,6 @@ func (t *table) current() *submission {
 	return t.subs[len(t.subs)-1]
 }
 
-func (t *table) add(at time.Time) *submission {
-	sub := &submission{N: len(t.subs) + 1, Round: t.round, State: subSubmitting, SubmittedAt: at}
-	t.subs = append(t.subs, sub)
-	return sub
-}
-
 // supersede closes every open submission: another answer, or a refresh, came first.
 func (t *table) supersede() {
 	for _, sub := range t.subs {
@@ -102,8 +95,7 @@ func (t *table) answered() *submission {
 	return nil
 }
 
-// listen routes every callback and grant as it arrives. Values stay in their channels until routed, so quiet() is
-// exact; ReceiveAsync, because the SDK drops a corrupt payload and that must not block the listener.
+// listen routes signals as they arrive; ReceiveAsync, as the SDK drops a corrupt payload and must not block it.
 func (s *solver) listen(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	for {
@@ -251,15 +243,10 @@ func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state
 	sub.inbox = nil
 }
 
-// confirm asks res.php for sub's code, unless it is being asked or sub's confirmations are spent: a flood of hints
-// costs at most maxConfirmsPerSubmission requests, and the timer and poll still recover the result.
+// confirm asks res.php for sub's code, at most maxConfirmsPerSubmission times and never twice at once.
 func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
-	switch {
-	case sub.asking > 0:
-		s.logger.Info(why+" while res.php is being asked; ignored", "ProviderTaskID", sub.ProviderID)
-		return
-	case sub.confirms >= maxConfirmsPerSubmission:
-		s.logger.Warn(why+" after this submission's res.php confirmations were spent; ignored", "ProviderTaskID", sub.ProviderID)
+	if sub.asking > 0 || sub.confirms >= maxConfirmsPerSubmission {
+		s.logger.Info(why+" while res.php is being asked or its confirmations are spent; ignored", "ProviderTaskID", sub.ProviderID)
 		return
 	}
 	s.logger.Info(why+"; confirming with res.php", "ProviderTaskID", sub.ProviderID)
@@ -270,8 +257,7 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 		NonRetryableErrorTypes: append([]string{activities.FailureNotReady}, activities.NonRetryableProviderErrors...)})
 }
 
-// poll asks res.php every poll interval until the deadline and files what it gets; stop cancels it. The retry
-// policy is the loop (NotReady retried every interval), so the history holds one scheduled/started/completed trio.
+// poll asks res.php every poll interval until the deadline (the retry policy is the loop); stop cancels it.
 func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
 	pollCtx, stop := workflow.WithCancel(ctx)
 	interval := s.in.PollInterval()
