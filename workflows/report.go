@@ -16,21 +16,10 @@ import (
 // MetricReports counts ReportVerdict runs by verdict and result; a caller joining or repeating a report starts no run.
 const MetricReports = "captchaflow_reports_total"
 
-// Results of MetricReports.
-const (
-	ReportSent            = "sent"
-	ReportAlreadyRecorded = "already_recorded"
-	ReportWindowClosed    = "window_closed"
-	ReportNotSolved       = "not_solved"
-	ReportRefused         = "refused"
-	ReportInvalid         = "invalid_input"
-	ReportError           = "error"
-)
-
-// reportResults names the result of each failure type; any other is ReportError.
-var reportResults = map[string]string{captchaflow.FailureTaskNotSolved: ReportNotSolved,
-	captchaflow.FailureReportWindowClosed: ReportWindowClosed, captchaflow.FailureReportRefused: ReportRefused,
-	captchaflow.FailureInvalidInput: ReportInvalid}
+// reportResults label MetricReports by a failure's type ("error" by default).
+var reportResults = map[string]string{captchaflow.FailureTaskNotSolved: "not_solved",
+	captchaflow.FailureReportWindowClosed: "window_closed", captchaflow.FailureReportRefused: "refused",
+	captchaflow.FailureInvalidInput: "invalid_input"}
 
 const (
 	reportSettleTimeout = time.Minute // a just-delivered task completes by then; an unsolved one is refused soon
@@ -40,13 +29,13 @@ const (
 // ReportVerdict sends a verdict on a task's provider task; run as captchaflow.ReportWorkflowID(taskID): one per task.
 func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.ReportResult, error) {
 	res, err := report(ctx, in)
-	result := ReportSent
+	result := "sent"
 	switch {
 	case err != nil:
-		result = cmp.Or(reportResults[failureType(err)], ReportError)
+		result = cmp.Or(reportResults[failureType(err)], "error")
 		workflow.GetLogger(ctx).Warn("report failed", "Verdict", in.Verdict, "Result", result, "Error", err)
 	case res.AlreadyRecorded:
-		result = ReportAlreadyRecorded
+		result = "already_recorded"
 	}
 	verdict := "invalid" // a bounded label whatever the input says
 	if in.Verdict == captchaflow.VerdictGood || in.Verdict == captchaflow.VerdictBad {

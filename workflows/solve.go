@@ -103,7 +103,7 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 		return captchaflow.Result{}, s.fail(ctx, err)
 	}
 	s.setPhase(ctx, captchaflow.PhaseDone)
-	count(ctx, MetricTasksFinished, "outcome", cmp.Or(outcomes[string(res.Via)], OutcomeCallback))
+	count(ctx, MetricTasksFinished, "outcome", cmp.Or(outcomes[string(res.Via)], "callback"))
 	return res, nil
 }
 
@@ -316,13 +316,13 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback) // CaptchaTaskId: the ID its callback named
 		return o
 	case sub.State == subUnsolvable:
-		count(ctx, MetricSubmitsLost, "outcome", LostOutcomeUnsolvable)
+		count(ctx, MetricSubmitsLost, "outcome", "unsolvable") // its own pingback said the provider gave up
 		return outcome{kind: outResubmit, reason: "the submission whose in.php answer was lost called back unsolvable"}
 	case s.remaining(ctx) <= 0:
-		count(ctx, MetricSubmitsLost, "outcome", LostOutcomeDeadline)
+		count(ctx, MetricSubmitsLost, "outcome", "deadline")
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
-	count(ctx, MetricSubmitsLost, "outcome", LostOutcomeResubmit)
+	count(ctx, MetricSubmitsLost, "outcome", "resubmitted")
 	return outcome{kind: outResubmit, reason: "in.php's answer was lost and no callback came in time"}
 }
 
@@ -332,7 +332,7 @@ func (s *solver) takeLostAnswer(ctx workflow.Context) (outcome, bool) {
 	if sub == nil {
 		return outcome{}, false
 	}
-	count(ctx, MetricSubmitsLost, "outcome", LostOutcomeCallback)
+	count(ctx, MetricSubmitsLost, "outcome", "callback") // solved, nothing paid twice
 	s.status.ProviderTaskID = sub.ProviderID
 	s.logger.Info("a submission whose in.php answer was lost called back", "ProviderTaskID", sub.ProviderID, "Submission", sub.N)
 	return s.solvedBy(sub, sub.answer.res), true
@@ -454,9 +454,9 @@ func (s *solver) remaining(ctx workflow.Context) time.Duration {
 
 // fail records a terminal failure once (phase, outcome metric, log) and returns err.
 func (s *solver) fail(ctx workflow.Context, err error) error {
-	outcome := cmp.Or(outcomes[failureType(err)], OutcomeError)
+	outcome := cmp.Or(outcomes[failureType(err)], "error")
 	if temporal.IsCanceledError(err) {
-		outcome = OutcomeCancelled
+		outcome = "cancelled"
 	}
 	s.setPhase(ctx, captchaflow.PhaseFailed)
 	count(ctx, MetricTasksFinished, "outcome", outcome)

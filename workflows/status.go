@@ -24,33 +24,11 @@ const (
 	MetricProviderSolveSeconds = "captchaflow_provider_solve_seconds"
 )
 
-// Outcomes of MetricTasksFinished.
-const (
-	OutcomeCallback         = "callback"
-	OutcomePoll             = "poll"
-	OutcomeSubmit           = "submit"
-	OutcomeUnsolvable       = "unsolvable"
-	OutcomeDeadlineExceeded = "deadline_exceeded"
-	OutcomeInvalidInput     = "invalid_input"
-	OutcomeDeliveryFailed   = "delivery_failed"
-	OutcomeTokenExpired     = "token_expired"
-	OutcomeCancelled        = "cancelled"
-	OutcomeError            = "error"
-)
-
-// Outcomes of MetricSubmitsLost.
-const (
-	LostOutcomeCallback   = "callback"    // its callback came: solved, nothing paid twice
-	LostOutcomeResubmit   = "resubmitted" // no callback in time: submitted again (or max_submits spent)
-	LostOutcomeDeadline   = "deadline"    // the deadline came first
-	LostOutcomeUnsolvable = "unsolvable"  // its own pingback said the provider gave up
-)
-
-// outcomes label a result's Via (OutcomeCallback by default) and a failure's type (OutcomeError by default).
-var outcomes = map[string]string{string(captchaflow.ViaPoll): OutcomePoll, string(captchaflow.ViaSubmit): OutcomeSubmit,
-	captchaflow.FailureDeadlineExceeded: OutcomeDeadlineExceeded, captchaflow.FailureUnsolvable: OutcomeUnsolvable,
-	captchaflow.FailureDeliveryFailed: OutcomeDeliveryFailed, captchaflow.FailureTokenExpired: OutcomeTokenExpired,
-	captchaflow.FailureInvalidInput: OutcomeInvalidInput}
+// outcomes label MetricTasksFinished by a result's Via ("callback" by default) and a failure's type ("error" by default).
+var outcomes = map[string]string{string(captchaflow.ViaPoll): "poll", string(captchaflow.ViaSubmit): "submit",
+	captchaflow.FailureDeadlineExceeded: "deadline_exceeded", captchaflow.FailureUnsolvable: "unsolvable",
+	captchaflow.FailureDeliveryFailed: "delivery_failed", captchaflow.FailureTokenExpired: "token_expired",
+	captchaflow.FailureInvalidInput: "invalid_input"}
 
 // count adds one to metric, tagged with the tag/value pairs given.
 func count(ctx workflow.Context, metric string, tags ...string) {
