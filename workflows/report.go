@@ -53,10 +53,7 @@ func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflo
 // report checks the input, looks the task's result up, checks the provider's window and sends the verdict.
 func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.ReportResult, error) {
 	taskID, err := captchaflow.ReportedTaskID(workflow.GetInfo(ctx).WorkflowExecution.ID)
-	if err == nil {
-		err = in.Verdict.Validate()
-	}
-	if err != nil {
+	if err = cmp.Or(err, in.Verdict.Validate()); err != nil {
 		return captchaflow.ReportResult{}, temporal.NewNonRetryableApplicationError(
 			"invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil)
 	}
@@ -89,12 +86,8 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 // lookupTarget reads which provider task the task's result came from, waiting a while for a task still running.
 func lookupTarget(ctx workflow.Context, verdict captchaflow.Verdict, taskID string) (activities.ReportTarget, error) {
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** looking up task %s", verdict, taskID))
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: reportSettleTimeout,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 1,
-			MaximumInterval: 2 * time.Second, NonRetryableErrorTypes: []string{captchaflow.FailureTaskNotSolved}},
-	})
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+		ScheduleToCloseTimeout: reportSettleTimeout, RetryPolicy: backoff(2*time.Second, 2*time.Second, captchaflow.FailureTaskNotSolved)})
 	var target activities.ReportTarget
 	err := workflow.ExecuteActivity(ctx, acts.LookupReportTarget, activities.ReportTargetRequest{TaskID: taskID}).Get(ctx, &target)
 	if err != nil && (isTimeout(err) || failureType(err) == activities.FailureTaskRunning) {

@@ -162,11 +162,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 		return o
 	}
 	defer release()
-	if s.status.Waiting == "" {
-		s.setPhase(ctx, captchaflow.PhaseSubmitting)
-	} else {
-		s.balancePhase(ctx) // a paused task stays in PhaseAwaitingBalance until in.php accepts
-	}
+	s.submittingPhase(ctx)
 	remaining := s.remaining(ctx)
 	if remaining <= 0 {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
@@ -353,7 +349,7 @@ func (s *solver) awaitBalance(ctx workflow.Context, err error) outcome {
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingBalance) // once per pause, not once a minute
 		s.logger.Warn("provider balance is zero: submissions wait until it is back")
 	} else {
-		s.balancePhase(ctx)
+		s.submittingPhase(ctx)
 	}
 	if err := s.sleep(ctx, balanceWait(err)); err != nil {
 		return failed(err)

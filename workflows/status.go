@@ -71,13 +71,16 @@ func (s *solver) setPhaseSearchable(ctx workflow.Context, phase captchaflow.Phas
 	}
 }
 
-// balancePhase continues a zero-balance pause; CaptchaPhase is upserted again if another phase was searched since.
-func (s *solver) balancePhase(ctx workflow.Context) {
-	if s.searched != captchaflow.PhaseAwaitingBalance {
+// submittingPhase is PhaseSubmitting, or PhaseAwaitingBalance (upserted again if need be) during a zero-balance pause.
+func (s *solver) submittingPhase(ctx workflow.Context) {
+	switch {
+	case s.status.Waiting == "":
+		s.setPhase(ctx, captchaflow.PhaseSubmitting)
+	case s.searched != captchaflow.PhaseAwaitingBalance:
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingBalance)
-		return
+	default:
+		s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
 	}
-	s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
 }
 
 // statusNow is the status the query answers, with the token's age by the answering worker's clock.

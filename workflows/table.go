@@ -100,16 +100,12 @@ func (s *solver) listen(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	for {
 		_ = workflow.Await(dctx, func() bool { return !s.quiet() })
-		var cb captchaflow.Callback
-		for s.callbacks.ReceiveAsync(&cb) {
+		for cb := (captchaflow.Callback{}); s.callbacks.ReceiveAsync(&cb); cb = (captchaflow.Callback{}) {
 			s.routeCallback(ctx, cb)
 			s.releaseKept(ctx, false) // a lost submission this callback settled holds its slot no longer
-			cb = captchaflow.Callback{}
 		}
-		var g activities.SlotGrant
-		for s.grants.ReceiveAsync(&g) {
+		for g := (activities.SlotGrant{}); s.grants.ReceiveAsync(&g); g = (activities.SlotGrant{}) {
 			s.receiveGrant(ctx, g)
-			g = activities.SlotGrant{}
 		}
 	}
 }
@@ -140,10 +136,7 @@ func (s *solver) awaitFor(ctx workflow.Context, d time.Duration, cond func() boo
 
 // sleep waits d (cut to the deadline), ending early when a lost submission answers.
 func (s *solver) sleep(ctx workflow.Context, d time.Duration) error {
-	if d = min(d, s.remaining(ctx)); d <= 0 {
-		return nil
-	}
-	_, err := s.awaitFor(ctx, d, func() bool { return s.table.answered() != nil })
+	_, err := s.awaitFor(ctx, min(d, s.remaining(ctx)), func() bool { return s.table.answered() != nil })
 	return err
 }
 
