@@ -143,11 +143,10 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 		}
 		s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits, "Reason", o.reason)
 		count(ctx, MetricResubmits)
-		if o.kind != outRefused {
-			continue
-		}
-		if err := s.sleep(ctx, resubmitBackoff(s.refusals)); err != nil { // after an in.php refusal, back off
-			return captchaflow.Result{}, err
+		if o.kind == outRefused { // after an in.php refusal, back off
+			if err := s.sleep(ctx, resubmitBackoff(s.refusals)); err != nil {
+				return captchaflow.Result{}, err
+			}
 		}
 	}
 }
@@ -426,7 +425,6 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 			} else {
 				msg += " (max_refreshes=0: no refresh)"
 			}
-			// The last result stays in the failure's details.
 			return res, temporal.NewNonRetryableApplicationError(msg+": "+err.Error(), captchaflow.FailureTokenExpired, err, res)
 		}
 		s.status.Refreshes++

@@ -309,8 +309,7 @@ func (s *solver) handleHints(ctx workflow.Context) error {
 // receiveGrant hands a grant to the admission; one for a request already given up is sent back.
 func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotGrant) {
 	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
-	// Grants name the run that asked: this one or, replayed after a reset, one of its reset chain.
-	ours := func(r string) bool {
+	ours := func(r string) bool { // the run that asked: this one or, replayed after a reset, one of its chain
 		return r != "" && (r == run || r == s.table.runID || r == s.admission.ticket.RunID)
 	}
 	if s.admission.onGrant(g, ours) {
