@@ -59,10 +59,8 @@ func (s *solver) setPhase(ctx workflow.Context, phase captchaflow.Phase) {
 func (s *solver) setPhaseSearchable(ctx workflow.Context, phase captchaflow.Phase) {
 	s.setPhase(ctx, phase)
 	s.searched = phase
-	updates := []temporal.SearchAttributeUpdate{
-		captchaflow.TaskIDKey.ValueSet(s.status.ProviderTaskID),
-		captchaflow.PhaseKey.ValueSet(string(phase)),
-	}
+	updates := []temporal.SearchAttributeUpdate{captchaflow.TaskIDKey.ValueSet(s.status.ProviderTaskID),
+		captchaflow.PhaseKey.ValueSet(string(phase))}
 	if s.status.Provider != "" { // in the same upsert: no event of its own
 		updates = append(updates, captchaflow.ProviderKey.ValueSet(s.status.Provider))
 	}
