@@ -100,8 +100,8 @@ func TestE2E_ReportVerdict(t *testing.T) {
 
 	// Counted by the restarted worker (the metrics scope flushes every second).
 	for _, want := range []map[string]string{
-		{"verdict": "bad", "result": workflows.ReportAlreadyRecorded},
-		{"verdict": "good", "result": workflows.ReportNotSolved},
+		{"verdict": "bad", "result": "already_recorded"},
+		{"verdict": "good", "result": "not_solved"},
 	} {
 		assert.Eventually(t, func() bool {
 			metrics, err := scrape(ctx, s.workerMetricsURL()+"/metrics")

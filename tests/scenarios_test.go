@@ -244,9 +244,9 @@ func TestE2E_CallbackAnomalies(t *testing.T) {
 func anomalyMetrics(s *stack) []metricWant {
 	w, i := s.workerMetricsURL()+"/metrics", s.ingressMetricsURL()+"/metrics"
 	return []metricWant{
-		{url: w, name: workflows.MetricTasksFinished, labels: map[string]string{"outcome": workflows.OutcomeCallback}, atLeast: 7},
+		{url: w, name: workflows.MetricTasksFinished, labels: map[string]string{"outcome": "callback"}, atLeast: 7},
 		// The late and forged tasks end by the poll; the wrong-id ones either way (see TestE2E_CallbackAnomalies).
-		{url: w, name: workflows.MetricTasksFinished, labels: map[string]string{"outcome": workflows.OutcomePoll}, atLeast: 5},
+		{url: w, name: workflows.MetricTasksFinished, labels: map[string]string{"outcome": "poll"}, atLeast: 5},
 		{url: w, name: workflows.MetricFallbackPollsStarts, atLeast: 5},
 		{url: w, name: activities.MetricDeliveries, labels: map[string]string{"result": "ok"}, atLeast: 14},
 		{url: i, name: "captchaflow_ingress_callbacks_total", labels: map[string]string{"route": "tokened", "outcome": "signalled"}, atLeast: 5},

@@ -192,8 +192,8 @@ func TestCancelDuringDeliveryEndsCancelled(t *testing.T) {
 	var kept captchaflow.Result
 	require.NoError(t, canceled.Details(&kept), "the result rides in the cancellation's details")
 	assert.Equal(t, "KEEP-ME", kept.Code)
-	assert.Equal(t, int64(1), metrics.count(MetricTasksFinished, OutcomeCancelled))
-	assert.Zero(t, metrics.count(MetricTasksFinished, OutcomeDeliveryFailed))
+	assert.Equal(t, int64(1), metrics.count(MetricTasksFinished, "cancelled"))
+	assert.Zero(t, metrics.count(MetricTasksFinished, "delivery_failed"))
 }
 
 // ---- 4. A workflow ID the ingress would refuse is refused up front ----

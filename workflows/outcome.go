@@ -36,8 +36,7 @@ type outcome struct {
 
 func failed(err error) outcome { return outcome{kind: outFailed, err: err} }
 
-// classify maps a failed provider activity to what the task does next. A timeout, or a retryable error with no time
-// left to retry it, means the task's deadline (the activity's schedule-to-close) ran out.
+// classify maps a failed provider activity to what the task does next; a timeout or a retryable error is the deadline.
 func (s *solver) classify(err error) outcome {
 	appErr, _ := errors.AsType[*temporal.ApplicationError](err)
 	switch t := failureType(err); {
@@ -74,16 +73,14 @@ func deadlineExceeded(seconds int) error {
 		fmt.Sprintf("no result within deadline_seconds=%d", seconds), captchaflow.FailureDeadlineExceeded, nil)
 }
 
-// lostSubmitTypes are the Submit failures whose outcome is unknown (the request may have created a paid task):
-// non-retryable, so the workflow waits for the submission's callback instead of the server retrying at once.
+// lostSubmitTypes are the Submit failures that may have paid: not retried, the workflow waits for their callback.
 var lostSubmitTypes = []string{
 	activities.FailureSubmitOutcomeUnknown,
 	"TemporalTimeout:" + enumspb.TIMEOUT_TYPE_START_TO_CLOSE.String(),
 	"TemporalTimeout:" + enumspb.TIMEOUT_TYPE_HEARTBEAT.String(),
 }
 
-// submitOutcomeUnknown tells whether a failed Submit may have created a provider task. A timeout is looked at
-// first: the server hands it over with the previous attempt's failure as its cause, which says nothing of this one.
+// submitOutcomeUnknown: a failed Submit may have created a provider task (a timeout's cause is an earlier attempt's).
 func submitOutcomeUnknown(err error) bool {
 	if timeoutErr, ok := errors.AsType[*temporal.TimeoutError](err); ok {
 		switch timeoutErr.TimeoutType() {

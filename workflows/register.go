@@ -26,8 +26,7 @@ func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
 	r.RegisterWorkflowWithOptions(CheckBalance, workflow.RegisterOptions{Name: captchaflow.BalanceWorkflowType})
 }
 
-// Register registers everything a SolveCaptcha worker runs, the activities as one struct sharing the provider client
-// and secrets. Every worker (the worker process, tests, the benchmark) registers here, so none can drift.
+// Register registers everything a SolveCaptcha worker runs; every worker registers here, so none can drift.
 func Register(r worker.Registry, acts *activities.Activities, settings Settings) {
 	registerWorkflows(r, settings)
 	r.RegisterActivity(acts)

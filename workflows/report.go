@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -17,50 +16,32 @@ import (
 // MetricReports counts ReportVerdict runs by verdict and result; a caller joining or repeating a report starts no run.
 const MetricReports = "captchaflow_reports_total"
 
-// Results of MetricReports.
-const (
-	ReportSent            = "sent"
-	ReportAlreadyRecorded = "already_recorded"
-	ReportWindowClosed    = "window_closed"
-	ReportNotSolved       = "not_solved"
-	ReportRefused         = "refused"
-	ReportInvalid         = "invalid_input"
-	ReportError           = "error"
-)
-
-// reportResults names the result of each failure type; any other is ReportError.
-var reportResults = map[string]string{captchaflow.FailureTaskNotSolved: ReportNotSolved,
-	captchaflow.FailureReportWindowClosed: ReportWindowClosed, captchaflow.FailureReportRefused: ReportRefused,
-	captchaflow.FailureInvalidInput: ReportInvalid}
-
-// reportFinalTypes are the SendReport failures no retry changes.
-var reportFinalTypes = []string{captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown,
-	captchaflow.FailureReportRefused, captchaflow.FailureReportWindowClosed, captchaflow.FailureInvalidInput}
+// reportResults label MetricReports by a failure's type ("error" by default).
+var reportResults = map[string]string{captchaflow.FailureTaskNotSolved: "not_solved",
+	captchaflow.FailureReportWindowClosed: "window_closed", captchaflow.FailureReportRefused: "refused",
+	captchaflow.FailureInvalidInput: "invalid_input"}
 
 const (
-	// reportSettleTimeout: long enough for a just-delivered task to complete, short enough to refuse an unsolved one soon.
-	reportSettleTimeout = time.Minute
+	reportSettleTimeout = time.Minute // a just-delivered task completes by then; an unsolved one is refused soon
 	minReportTime       = time.Second // a report with less of its window left is not attempted
 )
 
-// ReportVerdict sends the caller's verdict on a solved task (res.php reportgood / reportbad) for the provider
-// task its result came from. It runs as captchaflow.ReportWorkflowID(taskID), so a task has at most one report.
+// ReportVerdict sends a verdict on a task's provider task; run as captchaflow.ReportWorkflowID(taskID): one per task.
 func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.ReportResult, error) {
 	res, err := report(ctx, in)
-	result := ReportSent
+	result := "sent"
 	switch {
 	case err != nil:
-		result = cmp.Or(reportResults[failureType(err)], ReportError)
+		result = cmp.Or(reportResults[failureType(err)], "error")
 		workflow.GetLogger(ctx).Warn("report failed", "Verdict", in.Verdict, "Result", result, "Error", err)
 	case res.AlreadyRecorded:
-		result = ReportAlreadyRecorded
+		result = "already_recorded"
 	}
 	verdict := "invalid" // a bounded label whatever the input says
 	if in.Verdict == captchaflow.VerdictGood || in.Verdict == captchaflow.VerdictBad {
 		verdict = string(in.Verdict)
 	}
-	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"verdict": verdict, "result": result}).
-		Counter(MetricReports).Inc(1)
+	count(ctx, MetricReports, "verdict", verdict, "result", result)
 	details := fmt.Sprintf("**report %s:** %s", in.Verdict, result)
 	if err == nil {
 		details += " · provider task " + res.ProviderTaskID
@@ -72,10 +53,7 @@ func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflo
 // report checks the input, looks the task's result up, checks the provider's window and sends the verdict.
 func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.ReportResult, error) {
 	taskID, err := captchaflow.ReportedTaskID(workflow.GetInfo(ctx).WorkflowExecution.ID)
-	if err == nil {
-		err = in.Verdict.Validate()
-	}
-	if err != nil {
+	if err = cmp.Or(err, in.Verdict.Validate()); err != nil {
 		return captchaflow.ReportResult{}, temporal.NewNonRetryableApplicationError(
 			"invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil)
 	}
@@ -91,14 +69,14 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** sending for provider task %s (window closes %s)",
 		in.Verdict, target.ProviderTaskID, closes.UTC().Format(time.RFC3339)))
 	var sent activities.SendReportResult
-	opts := withRetry(ctx, ProviderStartToClose, left, backoff(time.Second, 30*time.Second, reportFinalTypes...))
+	opts := withRetry(ctx, ProviderStartToClose, left, backoff(time.Second, 30*time.Second)) // SendReport marks its final failures
 	err = workflow.ExecuteActivity(opts, acts.SendReport,
 		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
 			Provider: target.Provider, Kind: target.Kind}).Get(ctx, &sent)
-	switch {
-	case err != nil && (isTimeout(err) || isRetryable(err)):
-		return captchaflow.ReportResult{}, windowClosed(taskID, target, closes, err) // retries ran into its end
-	case err != nil:
+	// Timed out or still retryable: the retries ran into the window's end.
+	if appErr, _ := errors.AsType[*temporal.ApplicationError](err); isTimeout(err) || appErr != nil && !appErr.NonRetryable() {
+		return captchaflow.ReportResult{}, windowClosed(taskID, target, closes, err)
+	} else if err != nil {
 		return captchaflow.ReportResult{}, err
 	}
 	return captchaflow.ReportResult{TaskID: taskID, ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
@@ -108,12 +86,8 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 // lookupTarget reads which provider task the task's result came from, waiting a while for a task still running.
 func lookupTarget(ctx workflow.Context, verdict captchaflow.Verdict, taskID string) (activities.ReportTarget, error) {
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** looking up task %s", verdict, taskID))
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: reportSettleTimeout,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 1,
-			MaximumInterval: 2 * time.Second, NonRetryableErrorTypes: []string{captchaflow.FailureTaskNotSolved}},
-	})
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
+		ScheduleToCloseTimeout: reportSettleTimeout, RetryPolicy: backoff(2*time.Second, 2*time.Second, captchaflow.FailureTaskNotSolved)})
 	var target activities.ReportTarget
 	err := workflow.ExecuteActivity(ctx, acts.LookupReportTarget, activities.ReportTargetRequest{TaskID: taskID}).Get(ctx, &target)
 	if err != nil && (isTimeout(err) || failureType(err) == activities.FailureTaskRunning) {
@@ -129,10 +103,4 @@ func windowClosed(taskID string, target activities.ReportTarget, closes time.Tim
 		fmt.Sprintf("the provider's report window for task %s (provider task %s, submitted %s) closed at %s",
 			taskID, target.ProviderTaskID, target.SubmittedAt.UTC().Format(time.RFC3339), closes.UTC().Format(time.RFC3339)),
 		captchaflow.FailureReportWindowClosed, cause)
-}
-
-// isRetryable: the retry policy would have retried err, so only the window's end stopped the retries.
-func isRetryable(err error) bool {
-	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
-	return ok && !appErr.NonRetryable() && !slices.Contains(reportFinalTypes, appErr.Type())
 }

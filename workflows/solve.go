@@ -1,7 +1,6 @@
 package workflows
 
-// One task's life: admit → submit → await the answer or the callback timeout → poll → resubmit → deliver. The
-// listener (table.go) files every callback, hint and grant in the table; this file awaits an answer and acts on it.
+// One task's life: admit → submit → await the answer or the callback timeout → poll → resubmit → deliver.
 
 import (
 	"cmp"
@@ -22,23 +21,19 @@ import (
 // acts is only used for its method values: ExecuteActivity takes the activity's name and signature from them.
 var acts *activities.Activities
 
-// changeProviderThreads is no patch and never retires: its marker records whether the task takes slots (the
-// worker's plan when the task first asked), so replay on a worker with another plan agrees.
+// changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
 const changeProviderThreads = "provider-threads-admission"
 
-// Activity timeouts: a provider request is bounded by the worker's own client timeout (30 s by default), which the
-// worker refuses to start unless shorter than these, so a slow request never looks like a dead worker.
+// Activity timeouts: the worker requires its provider client timeout (30 s by default) to be shorter.
 const (
-	ProviderStartToClose = 45 * time.Second // one attempt of submit, poll, confirm
-	DeliverStartToClose  = 30 * time.Second // one attempt of a delivery
-	heartbeatTimeout     = 10 * time.Second // notices a dead worker during a slow request
-	// maxConfirmsPerSubmission bounds the res.php confirmations (of confirmAttempts requests) callbacks may start.
-	maxConfirmsPerSubmission = 2
+	ProviderStartToClose     = 45 * time.Second // one attempt of submit, poll, confirm
+	DeliverStartToClose      = 30 * time.Second // one attempt of a delivery
+	heartbeatTimeout         = 10 * time.Second // notices a dead worker during a slow request
+	maxConfirmsPerSubmission = 2                // res.php confirmations (of confirmAttempts requests) callbacks may start
 	confirmAttempts          = 3
 	firstResubmitBackoff     = 5 * time.Second // doubling up to maxResubmitBackoff after each refused in.php request
 	maxResubmitBackoff       = time.Minute
-	// deliveryExpiryMargin ends a token's delivery this long before expires_at: workers' clocks may be a little apart.
-	deliveryExpiryMargin = 2 * time.Second
+	deliveryExpiryMargin     = 2 * time.Second // a delivery ends this long before expires_at: clocks may differ
 )
 
 // Settings are the worker settings that change what SolveCaptcha does.
@@ -53,20 +48,19 @@ func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Resul
 }
 
 type solver struct {
-	settings   Settings
-	in         captchaflow.Input
-	status     captchaflow.Status
-	deadlineAt time.Time // when deadline_seconds runs out for the current solve
-	logger     log.Logger
-	callbacks  workflow.ReceiveChannel // the listener routes them into table
-	grants     workflow.ReceiveChannel // and these into admission
-	table      table
-	route      route
-	admission  admission
-	searched   captchaflow.Phase // what CaptchaPhase was last set to
-	refusals   int               // in.php refusals so far: they grow the backoff before the next request
-	// roundSubmits is status.Submits when the current solve began: max_submits bounds each solve on its own.
-	roundSubmits         int
+	settings             Settings
+	in                   captchaflow.Input
+	status               captchaflow.Status
+	deadlineAt           time.Time // when deadline_seconds runs out for the current solve
+	logger               log.Logger
+	callbacks            workflow.ReceiveChannel // the listener routes them into table
+	grants               workflow.ReceiveChannel // and these into admission
+	table                table
+	route                route
+	admission            admission
+	searched             captchaflow.Phase // what CaptchaPhase was last set to
+	refusals             int               // in.php refusals so far: they grow the backoff before the next request
+	roundSubmits         int               // status.Submits when the current solve began: max_submits bounds each solve
 	callbackTimeoutUnset bool
 }
 
@@ -82,11 +76,8 @@ func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings)
 		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
 		grants:    workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)}
 	workflow.Go(ctx, s.listen)
-	err := workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, func() (captchaflow.Status, error) { return s.statusNow(), nil })
-	if err == nil {
-		err = s.handleHints(ctx)
-	}
-	if err != nil {
+	status := func() (captchaflow.Status, error) { return s.statusNow(), nil }
+	if err := errors.Join(workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, status), s.handleHints(ctx)); err != nil {
 		return captchaflow.Result{}, err
 	}
 	res, err := s.run(ctx)
@@ -96,14 +87,9 @@ func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings)
 
 // run validates, solves and delivers; every way out goes through fail or PhaseDone, so metrics see the outcome.
 func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
-	// The workflow ID is checked too, as a segment of the callback URL.
-	err := captchaflow.ValidateWorkflowID(workflow.GetInfo(ctx).WorkflowExecution.ID)
-	if err == nil {
-		// Validate sorts a map's keys and parses URLs: pure.
-		//workflowcheck:ignore
-		err = s.in.Validate()
-	}
-	if err != nil {
+	// The workflow ID is a segment of the callback URL; Validate sorts a map's keys and parses URLs: pure.
+	//workflowcheck:ignore
+	if err := cmp.Or(captchaflow.ValidateWorkflowID(workflow.GetInfo(ctx).WorkflowExecution.ID), s.in.Validate()); err != nil {
 		return captchaflow.Result{}, s.fail(ctx, temporal.NewNonRetryableApplicationError(
 			"invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil))
 	}
@@ -117,7 +103,7 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 		return captchaflow.Result{}, s.fail(ctx, err)
 	}
 	s.setPhase(ctx, captchaflow.PhaseDone)
-	count(ctx, MetricTasksFinished, "outcome", cmp.Or(outcomes[string(res.Via)], OutcomeCallback))
+	count(ctx, MetricTasksFinished, "outcome", cmp.Or(outcomes[string(res.Via)], "callback"))
 	return res, nil
 }
 
@@ -137,11 +123,10 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 			res := o.res
 			res.ExpiresAt, res.Refreshes = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes
 			s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
-			metrics := workflow.GetMetricsHandler(ctx)
-			metrics.Timer(MetricResultLatency).Record(res.ReceivedAt.Sub(res.SubmittedAt))
+			metrics, took := workflow.GetMetricsHandler(ctx), res.ReceivedAt.Sub(res.SubmittedAt)
+			metrics.Timer(MetricResultLatency).Record(took)
 			if res.Provider != "" {
-				metrics.WithTags(map[string]string{"provider": res.Provider}).Timer(MetricProviderSolveSeconds).
-					Record(res.ReceivedAt.Sub(res.SubmittedAt))
+				metrics.WithTags(map[string]string{"provider": res.Provider}).Timer(MetricProviderSolveSeconds).Record(took)
 			}
 			return res, nil
 		case outFailed:
@@ -158,11 +143,10 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 		}
 		s.logger.Info("resubmitting", "ProviderTaskID", s.status.ProviderTaskID, "Submits", s.status.Submits, "Reason", o.reason)
 		count(ctx, MetricResubmits)
-		if o.kind != outRefused {
-			continue
-		}
-		if err := s.sleep(ctx, resubmitBackoff(s.refusals)); err != nil { // after an in.php refusal, back off
-			return captchaflow.Result{}, err
+		if o.kind == outRefused { // after an in.php refusal, back off
+			if err := s.sleep(ctx, resubmitBackoff(s.refusals)); err != nil {
+				return captchaflow.Result{}, err
+			}
 		}
 	}
 }
@@ -177,19 +161,15 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 		return o
 	}
 	defer release()
-	if s.status.Waiting == "" {
-		s.setPhase(ctx, captchaflow.PhaseSubmitting)
-	} else {
-		s.balancePhase(ctx) // a paused task stays in PhaseAwaitingBalance until in.php accepts
-	}
+	s.submittingPhase(ctx)
 	remaining := s.remaining(ctx)
 	if remaining <= 0 {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
-	sub := s.table.add(workflow.Now(ctx))
+	sub := &submission{N: len(s.table.subs) + 1, Round: s.table.round, State: subSubmitting, SubmittedAt: workflow.Now(ctx)}
+	s.table.subs = append(s.table.subs, sub)
 	submitCtx, cancelSubmit := workflow.WithCancel(ctx)
-	// Transient provider trouble (no free slot, 5xx, network) is retried until the deadline; a lost answer and a zero
-	// balance come to the workflow instead.
+	// Transient trouble is retried until the deadline; a lost answer and a zero balance come to the workflow.
 	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
 	f := workflow.ExecuteActivity(opts, acts.Submit, activities.SubmitRequest{
@@ -303,8 +283,7 @@ func (s *solver) awaitCode(ctx workflow.Context, sub *submission) outcome {
 	return o
 }
 
-// awaitLost handles a Submit whose outcome is unknown: it may have been paid for, so no other in.php request is
-// made until its authenticated callback comes or lost_answer_wait_seconds (cut to the deadline) pass.
+// awaitLost waits up to lost_answer_wait_seconds for a lost (maybe paid) Submit's callback before submitting again.
 func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) outcome {
 	s.submitted(sub, "", sub.SubmittedAt)
 	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
@@ -332,13 +311,13 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback) // CaptchaTaskId: the ID its callback named
 		return o
 	case sub.State == subUnsolvable:
-		count(ctx, MetricSubmitsLost, "outcome", LostOutcomeUnsolvable)
+		count(ctx, MetricSubmitsLost, "outcome", "unsolvable") // its own pingback said the provider gave up
 		return outcome{kind: outResubmit, reason: "the submission whose in.php answer was lost called back unsolvable"}
 	case s.remaining(ctx) <= 0:
-		count(ctx, MetricSubmitsLost, "outcome", LostOutcomeDeadline)
+		count(ctx, MetricSubmitsLost, "outcome", "deadline")
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
-	count(ctx, MetricSubmitsLost, "outcome", LostOutcomeResubmit)
+	count(ctx, MetricSubmitsLost, "outcome", "resubmitted")
 	return outcome{kind: outResubmit, reason: "in.php's answer was lost and no callback came in time"}
 }
 
@@ -348,7 +327,7 @@ func (s *solver) takeLostAnswer(ctx workflow.Context) (outcome, bool) {
 	if sub == nil {
 		return outcome{}, false
 	}
-	count(ctx, MetricSubmitsLost, "outcome", LostOutcomeCallback)
+	count(ctx, MetricSubmitsLost, "outcome", "callback") // solved, nothing paid twice
 	s.status.ProviderTaskID = sub.ProviderID
 	s.logger.Info("a submission whose in.php answer was lost called back", "ProviderTaskID", sub.ProviderID, "Submission", sub.N)
 	return s.solvedBy(sub, sub.answer.res), true
@@ -369,7 +348,7 @@ func (s *solver) awaitBalance(ctx workflow.Context, err error) outcome {
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingBalance) // once per pause, not once a minute
 		s.logger.Warn("provider balance is zero: submissions wait until it is back")
 	} else {
-		s.balancePhase(ctx)
+		s.submittingPhase(ctx)
 	}
 	if err := s.sleep(ctx, balanceWait(err)); err != nil {
 		return failed(err)
@@ -389,8 +368,8 @@ type notification struct {
 	captchaflow.Result
 }
 
-// deliver POSTs res to notify_url until delivery_timeout_seconds or, for a token that expires first, until just
-// before it does (expired). The retrying activity is the dead-letter queue, visible in the Web UI.
+// deliver POSTs res to notify_url until delivery_timeout_seconds or until just before the token expires (expired).
+// The retrying activity is the dead-letter queue, visible in the Web UI.
 func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired bool, err error) {
 	s.setPhaseSearchable(ctx, captchaflow.PhaseDelivering)
 	// Marshalling a struct is deterministic; workflowcheck cannot see through encoding/json's type cache.
@@ -446,7 +425,6 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 			} else {
 				msg += " (max_refreshes=0: no refresh)"
 			}
-			// The last result stays in the failure's details.
 			return res, temporal.NewNonRetryableApplicationError(msg+": "+err.Error(), captchaflow.FailureTokenExpired, err, res)
 		}
 		s.status.Refreshes++
@@ -470,9 +448,9 @@ func (s *solver) remaining(ctx workflow.Context) time.Duration {
 
 // fail records a terminal failure once (phase, outcome metric, log) and returns err.
 func (s *solver) fail(ctx workflow.Context, err error) error {
-	outcome := cmp.Or(outcomes[failureType(err)], OutcomeError)
+	outcome := cmp.Or(outcomes[failureType(err)], "error")
 	if temporal.IsCanceledError(err) {
-		outcome = OutcomeCancelled
+		outcome = "cancelled"
 	}
 	s.setPhase(ctx, captchaflow.PhaseFailed)
 	count(ctx, MetricTasksFinished, "outcome", outcome)

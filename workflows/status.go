@@ -24,42 +24,19 @@ const (
 	MetricProviderSolveSeconds = "captchaflow_provider_solve_seconds"
 )
 
-// Outcomes of MetricTasksFinished.
-const (
-	OutcomeCallback         = "callback"
-	OutcomePoll             = "poll"
-	OutcomeSubmit           = "submit"
-	OutcomeUnsolvable       = "unsolvable"
-	OutcomeDeadlineExceeded = "deadline_exceeded"
-	OutcomeInvalidInput     = "invalid_input"
-	OutcomeDeliveryFailed   = "delivery_failed"
-	OutcomeTokenExpired     = "token_expired"
-	OutcomeCancelled        = "cancelled"
-	OutcomeError            = "error"
-)
+// outcomes label MetricTasksFinished by a result's Via ("callback" by default) and a failure's type ("error" by default).
+var outcomes = map[string]string{string(captchaflow.ViaPoll): "poll", string(captchaflow.ViaSubmit): "submit",
+	captchaflow.FailureDeadlineExceeded: "deadline_exceeded", captchaflow.FailureUnsolvable: "unsolvable",
+	captchaflow.FailureDeliveryFailed: "delivery_failed", captchaflow.FailureTokenExpired: "token_expired",
+	captchaflow.FailureInvalidInput: "invalid_input"}
 
-// Outcomes of MetricSubmitsLost.
-const (
-	LostOutcomeCallback   = "callback"    // its callback came: solved, nothing paid twice
-	LostOutcomeResubmit   = "resubmitted" // no callback in time: submitted again (or max_submits spent)
-	LostOutcomeDeadline   = "deadline"    // the deadline came first
-	LostOutcomeUnsolvable = "unsolvable"  // its own pingback said the provider gave up
-)
-
-// outcomes are the MetricTasksFinished outcomes of a result's Via and of a failure's type (any other is
-// OutcomeError): Via values and failure types are contract and outcomes are labels, so the mapping is written out.
-var outcomes = map[string]string{string(captchaflow.ViaPoll): OutcomePoll, string(captchaflow.ViaSubmit): OutcomeSubmit,
-	string(captchaflow.ViaCallback): OutcomeCallback, captchaflow.FailureDeadlineExceeded: OutcomeDeadlineExceeded,
-	captchaflow.FailureUnsolvable: OutcomeUnsolvable, captchaflow.FailureDeliveryFailed: OutcomeDeliveryFailed,
-	captchaflow.FailureTokenExpired: OutcomeTokenExpired, captchaflow.FailureInvalidInput: OutcomeInvalidInput}
-
-// count adds one to metric, tagged with the tag/value pair if one is given.
-func count(ctx workflow.Context, metric string, tag ...string) {
-	h := workflow.GetMetricsHandler(ctx)
-	if len(tag) == 2 {
-		h = h.WithTags(map[string]string{tag[0]: tag[1]})
+// count adds one to metric, tagged with the tag/value pairs given.
+func count(ctx workflow.Context, metric string, tags ...string) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(tags); i += 2 {
+		m[tags[i]] = tags[i+1]
 	}
-	h.Counter(metric).Inc(1)
+	workflow.GetMetricsHandler(ctx).WithTags(m).Counter(metric).Inc(1)
 }
 
 // setPhase records the phase for the status query and the Web UI's current details; it adds no history event.
@@ -82,10 +59,8 @@ func (s *solver) setPhase(ctx workflow.Context, phase captchaflow.Phase) {
 func (s *solver) setPhaseSearchable(ctx workflow.Context, phase captchaflow.Phase) {
 	s.setPhase(ctx, phase)
 	s.searched = phase
-	updates := []temporal.SearchAttributeUpdate{
-		captchaflow.TaskIDKey.ValueSet(s.status.ProviderTaskID),
-		captchaflow.PhaseKey.ValueSet(string(phase)),
-	}
+	updates := []temporal.SearchAttributeUpdate{captchaflow.TaskIDKey.ValueSet(s.status.ProviderTaskID),
+		captchaflow.PhaseKey.ValueSet(string(phase))}
 	if s.status.Provider != "" { // in the same upsert: no event of its own
 		updates = append(updates, captchaflow.ProviderKey.ValueSet(s.status.Provider))
 	}
@@ -94,13 +69,16 @@ func (s *solver) setPhaseSearchable(ctx workflow.Context, phase captchaflow.Phas
 	}
 }
 
-// balancePhase continues a zero-balance pause; CaptchaPhase is upserted again if another phase was searched since.
-func (s *solver) balancePhase(ctx workflow.Context) {
-	if s.searched != captchaflow.PhaseAwaitingBalance {
+// submittingPhase is PhaseSubmitting, or PhaseAwaitingBalance (upserted again if need be) during a zero-balance pause.
+func (s *solver) submittingPhase(ctx workflow.Context) {
+	switch {
+	case s.status.Waiting == "":
+		s.setPhase(ctx, captchaflow.PhaseSubmitting)
+	case s.searched != captchaflow.PhaseAwaitingBalance:
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingBalance)
-		return
+	default:
+		s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
 	}
-	s.setPhase(ctx, captchaflow.PhaseAwaitingBalance)
 }
 
 // statusNow is the status the query answers, with the token's age by the answering worker's clock.

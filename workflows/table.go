@@ -1,7 +1,6 @@
 package workflows
 
-// The run's submissions, and the listener that routes every callback, hint and grant into them whatever the main
-// line is doing. Routing only files answers; the main line acts on them (solve.go).
+// The run's submissions, and the listener that files every callback, hint and grant in them; solve.go acts on them.
 
 import (
 	"fmt"
@@ -77,12 +76,6 @@ func (t *table) current() *submission {
 	return t.subs[len(t.subs)-1]
 }
 
-func (t *table) add(at time.Time) *submission {
-	sub := &submission{N: len(t.subs) + 1, Round: t.round, State: subSubmitting, SubmittedAt: at}
-	t.subs = append(t.subs, sub)
-	return sub
-}
-
 // supersede closes every open submission: another answer, or a refresh, came first.
 func (t *table) supersede() {
 	for _, sub := range t.subs {
@@ -102,22 +95,17 @@ func (t *table) answered() *submission {
 	return nil
 }
 
-// listen routes every callback and grant as it arrives. Values stay in their channels until routed, so quiet() is
-// exact; ReceiveAsync, because the SDK drops a corrupt payload and that must not block the listener.
+// listen routes signals as they arrive; ReceiveAsync, as the SDK drops a corrupt payload and must not block it.
 func (s *solver) listen(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	for {
 		_ = workflow.Await(dctx, func() bool { return !s.quiet() })
-		var cb captchaflow.Callback
-		for s.callbacks.ReceiveAsync(&cb) {
+		for cb := (captchaflow.Callback{}); s.callbacks.ReceiveAsync(&cb); cb = (captchaflow.Callback{}) {
 			s.routeCallback(ctx, cb)
 			s.releaseKept(ctx, false) // a lost submission this callback settled holds its slot no longer
-			cb = captchaflow.Callback{}
 		}
-		var g activities.SlotRequest
-		for s.grants.ReceiveAsync(&g) {
+		for g := (activities.SlotRequest{}); s.grants.ReceiveAsync(&g); g = (activities.SlotRequest{}) {
 			s.receiveGrant(ctx, g)
-			g = activities.SlotRequest{}
 		}
 	}
 }
@@ -148,10 +136,7 @@ func (s *solver) awaitFor(ctx workflow.Context, d time.Duration, cond func() boo
 
 // sleep waits d (cut to the deadline), ending early when a lost submission answers.
 func (s *solver) sleep(ctx workflow.Context, d time.Duration) error {
-	if d = min(d, s.remaining(ctx)); d <= 0 {
-		return nil
-	}
-	_, err := s.awaitFor(ctx, d, func() bool { return s.table.answered() != nil })
+	_, err := s.awaitFor(ctx, min(d, s.remaining(ctx)), func() bool { return s.table.answered() != nil })
 	return err
 }
 
@@ -251,15 +236,10 @@ func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state
 	sub.inbox = nil
 }
 
-// confirm asks res.php for sub's code, unless it is being asked or sub's confirmations are spent: a flood of hints
-// costs at most maxConfirmsPerSubmission requests, and the timer and poll still recover the result.
+// confirm asks res.php for sub's code, at most maxConfirmsPerSubmission times and never twice at once.
 func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
-	switch {
-	case sub.asking > 0:
-		s.logger.Info(why+" while res.php is being asked; ignored", "ProviderTaskID", sub.ProviderID)
-		return
-	case sub.confirms >= maxConfirmsPerSubmission:
-		s.logger.Warn(why+" after this submission's res.php confirmations were spent; ignored", "ProviderTaskID", sub.ProviderID)
+	if sub.asking > 0 || sub.confirms >= maxConfirmsPerSubmission {
+		s.logger.Info(why+" while res.php is being asked or its confirmations are spent; ignored", "ProviderTaskID", sub.ProviderID)
 		return
 	}
 	s.logger.Info(why+"; confirming with res.php", "ProviderTaskID", sub.ProviderID)
@@ -270,8 +250,7 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 		NonRetryableErrorTypes: append([]string{activities.FailureNotReady}, activities.NonRetryableProviderErrors...)})
 }
 
-// poll asks res.php every poll interval until the deadline and files what it gets; stop cancels it. The retry
-// policy is the loop (NotReady retried every interval), so the history holds one scheduled/started/completed trio.
+// poll asks res.php every poll interval until the deadline (the retry policy is the loop); stop cancels it.
 func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
 	pollCtx, stop := workflow.WithCancel(ctx)
 	interval := s.in.PollInterval()
@@ -330,8 +309,7 @@ func (s *solver) handleHints(ctx workflow.Context) error {
 // receiveGrant hands a grant to the admission; one for a request already given up is sent back.
 func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotRequest) {
 	run := workflow.GetInfo(ctx).WorkflowExecution.RunID
-	// Grants name the run that asked: this one or, replayed after a reset, one of its reset chain.
-	ours := func(r string) bool {
+	ours := func(r string) bool { // the run that asked: this one or, replayed after a reset, one of its chain
 		return r != "" && (r == run || r == s.table.runID || r == s.admission.ticket.RunID)
 	}
 	if s.admission.onGrant(g, ours) {
