@@ -87,9 +87,8 @@ func (l *limiters) get(key string, now time.Time) (lim *rate.Limiter, live int) 
 	return lim, l.keys.live(now)
 }
 
-// signalBudget caps the signals one key (workflow ID, provider task ID) gets: burst at once, then one per refill,
-// so a flood adds a constant number of events to a workflow's history. An idle key is forgotten once its bucket
-// would be full again, which a new one is.
+// signalBudget caps a key's signals at burst, then one per refill, so a flood adds a constant number of events to a
+// history; an idle key is forgotten once its bucket would be full again, which a new one is.
 func newSignalBudget(burst int, refill time.Duration) *limiters {
 	return newLimiters(maxBudgetKeys, time.Duration(burst)*refill, rate.Every(refill), burst)
 }
@@ -110,9 +109,8 @@ func callbackKey(route, workflowID, providerTaskID, code string) string {
 	return string(sum[:])
 }
 
-// clientRateLimit admits untokened callbacks: each active source refills at a fair share (global / active
-// sources, at most the per-client rate) and the global limiter caps the sum, so a few flooders cannot starve the
-// provider's own callbacks. Bursts are two seconds' worth: a short burst of honest callbacks passes, a flood not.
+// clientRateLimit gives each active source a fair share (global / active sources, at most per-client) under the global
+// cap, so a few flooders cannot starve the provider's callbacks; bursts of two seconds' worth pass, a flood not.
 type clientRateLimit struct {
 	global    *rate.Limiter
 	perClient float64

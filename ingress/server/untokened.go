@@ -27,10 +27,9 @@ const (
 	rejectedHintTTL = time.Hour
 )
 
-// handleUntokenedCallback serves the bare /callback?id=&code=. Anyone can call it and provider task IDs are
-// sequential, so it gives a caller nothing: allow-listed, rate limited before the body is read, the same 200
-// whether the task exists or not, and the lookup and hint run in the background queue. Repeats, callbacks past
-// the task's budget and those of a rejected ID cost no Temporal call.
+// handleUntokenedCallback serves the bare /callback?id=&code=. Anyone can call it and task IDs are sequential, so it
+// tells nothing: allow-listed, rate limited before the body is read, the same 200 whether the task exists or not, the
+// lookup in the background queue; repeats, callbacks past the budget and rejected IDs cost no Temporal call.
 func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
 	ip := net.ParseIP(c.RealIP()) // every source when UNTOKENED_ALLOW_CIDRS is empty, else only its networks
