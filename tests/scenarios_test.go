@@ -263,7 +263,9 @@ func TestE2E_Core_WorkerKilled(t *testing.T) {
 	ctx := context.Background()
 	sc := newScenario(t, s, "worker-killed")
 	sc.allowCrashRepeats = true
-	trs := sc.add(10, taskSpec{Kind: "worker killed while awaiting", SolveMS: 1500})
+	// The solve outlasts waitStates, which checks each task once: under load an early task's callback could
+	// otherwise come before the kill and its Deliver run into it.
+	trs := sc.add(10, taskSpec{Kind: "worker killed while awaiting", SolveMS: 6000, CallbackTimeout: 30})
 	sc.start(ctx)
 	sc.waitStates(ctx, sc.ids(), "awaiting callbacks with no activity running", 30*time.Second, awaitingQuietly)
 	s.worker.Kill()
