@@ -68,19 +68,11 @@ type SlotTicket struct {
 	Stuck     bool   `json:"stuck,omitempty"` // the semaphore's workflow task keeps failing
 }
 
-// SemaphoreState is what ProviderThreads carries across continue-as-new.
+// SemaphoreState is what ProviderThreads carries across continue-as-new, and its SlotsQuery's answer.
 type SemaphoreState struct {
 	Plan    int           `json:"plan"`
 	Holders []SlotRequest `json:"holders,omitempty"`
 	Queue   []SlotRequest `json:"queue,omitempty"`
-}
-
-// SlotsView answers SlotsQuery.
-type SlotsView struct {
-	Plan    int           `json:"plan"`
-	InUse   int           `json:"in_use"`
-	Queued  int           `json:"queued"`
-	Holders []SlotRequest `json:"holders"`
 }
 
 // PlannedThreads is the largest plan of a's providers (0: none). Not a method: those are registered as activities.

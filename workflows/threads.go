@@ -50,8 +50,8 @@ type semaphore struct {
 func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
 	ctx, _ = workflow.NewDisconnectedContext(ctx) // cancelling it does nothing
 	s, id := &semaphore{SemaphoreState: st, wake: workflow.NewBufferedChannel(ctx, 1)}, workflow.GetInfo(ctx).WorkflowExecution.ID
-	if err := workflow.SetQueryHandler(ctx, activities.SlotsQuery, func() (activities.SlotsView, error) {
-		return activities.SlotsView{Plan: s.Plan, InUse: len(s.Holders), Queued: len(s.Queue), Holders: slices.Clone(s.Holders)}, nil
+	if err := workflow.SetQueryHandler(ctx, activities.SlotsQuery, func() (activities.SemaphoreState, error) {
+		return s.SemaphoreState, nil
 	}); err != nil {
 		return err
 	}

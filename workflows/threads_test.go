@@ -55,10 +55,10 @@ func (e *semEnv) at(d time.Duration, name string, r activities.SlotRequest) {
 	e.env.RegisterDelayedCallback(func() { e.env.SignalWorkflow(name, r) }, d)
 }
 
-func (e *semEnv) view() activities.SlotsView {
+func (e *semEnv) view() activities.SemaphoreState {
 	v, err := e.env.QueryWorkflow(activities.SlotsQuery)
 	require.NoError(e.t, err)
-	var sv activities.SlotsView
+	var sv activities.SemaphoreState
 	require.NoError(e.t, v.Get(&sv))
 	return sv
 }
@@ -84,7 +84,7 @@ func TestSemaphoreGrantsAtOnceThenInArrivalOrderOnRelease(t *testing.T) {
 	}
 	e.env.RegisterDelayedCallback(func() {
 		assert.Equal(t, []string{"a/1@r-a", "b/1@r-b"}, e.grants, "two slots: granted as asked")
-		assert.Equal(t, 2, e.view().Queued)
+		assert.Len(t, e.view().Queue, 2)
 	}, 5*time.Second)
 	e.at(6*time.Second, activities.ReleaseSlotSignal, ask("d", 1, "r-d")) // d leaves the queue
 	e.at(7*time.Second, activities.ReleaseSlotSignal, ask("a", 1, "r-a"))
@@ -105,8 +105,8 @@ func TestSemaphorePlanIsTheLatestAsks(t *testing.T) {
 	e.at(3*time.Second, activities.ReleaseSlotSignal, ask("old", 1, "r"))
 	e.env.RegisterDelayedCallback(func() {
 		v := e.view()
-		assert.Equal(t, 1, v.InUse, "plan 1")
-		assert.Equal(t, 1, v.Queued)
+		assert.Len(t, v.Holders, 1, "plan 1")
+		assert.Len(t, v.Queue, 1)
 	}, 4*time.Second)
 	e.at(5*time.Second, activities.AcquireSlotSignal, activities.SlotRequest{WorkflowID: "c", RunID: "r", Seq: 1, Plan: 3})
 	next := e.run(activities.SemaphoreState{Plan: 1}, 6*time.Second)
