@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -36,6 +37,9 @@ func newPlanSemaphore(t *testing.T, plan int) *planSemaphore {
 	var ts testsuite.WorkflowTestSuite
 	p := &planSemaphore{t: t, env: ts.NewTestWorkflowEnvironment(), plan: plan}
 	p.start = p.env.Now()
+	// Wall-clock guards of the test environment: 1 s and 3 s by default, which a loaded 2-core machine overruns.
+	p.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
+	p.env.SetTestTimeout(30 * time.Second)
 	Register(p.env, &activities.Activities{}, Settings{ProviderThreads: plan})
 	p.env.OnActivity(acts.AcquireSlot, mock.Anything, mock.Anything).Return(p.acquire)
 	p.env.OnActivity(acts.ReleaseSlot, mock.Anything, mock.Anything).Return(func(_ context.Context, rel activities.SlotRequest) error {
