@@ -18,6 +18,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/propagation"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -194,7 +196,10 @@ func newDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {
 		}}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy, transport.DialContext = nil, dialer.DialContext
-	return &http.Client{Transport: transport, Timeout: timeout,
+	// The customer may join the task's trace: a W3C traceparent header, and nothing else of ours (no baggage).
+	traced := otelhttp.NewTransport(transport, otelhttp.WithPropagators(propagation.TraceContext{}),
+		otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "deliver" }))
+	return &http.Client{Transport: traced, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
