@@ -249,6 +249,14 @@ func TestE2E_OTelOneTracePerTask(t *testing.T) {
 	assert.NotEqual(t, callerTrace[callbackID], report[0].trace)
 	lookup := findSpan(t, report, "RunActivity:LookupReportTarget")
 	assert.Contains(t, lookup.links, callerTrace[callbackID])
+	t.Logf("trace of the report on %s (LookupReportTarget links %v):\n%s", callbackID, lookup.links, renderTree(sameTrace(spans, report[0].trace)))
+
+	// Log lines carry the trace ID: the worker's activity lines and the ingress's callback line.
+	for _, p := range []*devstack.Process{stack.Worker(), stack.Ingress()} {
+		b, err := os.ReadFile(p.LogPath())
+		require.NoError(t, err)
+		assert.Contains(t, string(b), `"trace_id":"`+callerTrace[callbackID]+`"`, p.Name())
+	}
 
 	// Nothing secret in any span: the API key, the callback secret, a token, a code, a query's values.
 	for _, secret := range append([]string{stack.ProviderAPIKey(), stack.CallbackSecret(), stack.NotifySecret(),
@@ -268,12 +276,7 @@ func checkTaskTrace(t *testing.T, spans []span, workflowID, callerTrace string) 
 	t.Helper()
 	own := byWorkflow(spans, workflowID)
 	require.NotEmpty(t, own, workflowID)
-	var tree []span
-	for _, s := range spans {
-		if s.trace == callerTrace {
-			tree = append(tree, s)
-		}
-	}
+	tree := sameTrace(spans, callerTrace)
 	for _, s := range own {
 		assert.Equal(t, callerTrace, s.trace, "%s: span %s is in another trace", workflowID, s.name)
 	}
@@ -287,6 +290,15 @@ func checkTaskTrace(t *testing.T, spans []span, workflowID, callerTrace string) 
 	assert.Equal(t, workflowID, submit.attrs["captchaflow.workflow_id"])
 	assert.NotEmpty(t, childrenNamed(tree, submit.id, "captchaai submit"), "the submission's HTTP call to the provider")
 	return tree
+}
+
+func sameTrace(spans []span, traceID string) (out []span) {
+	for _, s := range spans {
+		if s.trace == traceID {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // byWorkflow is the spans naming workflowID (Temporal's tag or ours).

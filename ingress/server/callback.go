@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/captchaflow/captchaflow"
@@ -84,7 +85,8 @@ func (s *Server) submissionOf(workflowID string, q url.Values) (callbackauth.Sub
 // traced is h in a span; a tokened callback's is a child of the submission whose signed URL carries its trace.
 func (s *Server) traced(h http.Handler) http.Handler {
 	none := propagation.NewCompositeTextMapPropagator() // a caller's trace headers are not trusted
-	h = otelhttp.NewHandler(h, "ingress", otelhttp.WithPropagators(none))
+	// The global provider: by default otelhttp takes a remote parent's, which records nothing.
+	h = otelhttp.NewHandler(h, "ingress", otelhttp.WithPropagators(none), otelhttp.WithTracerProvider(otel.GetTracerProvider()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, ok := strings.CutPrefix(r.URL.EscapedPath(), callbackauth.CallbackPath)
 		if id, err := url.PathUnescape(raw); ok && err == nil && r.URL.Query().Get(callbackauth.TraceParam) != "" {

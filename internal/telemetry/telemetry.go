@@ -60,13 +60,18 @@ const headerKey = "_tracer-data"
 
 // LinkStarter links ctx's span to the trace a workflow was started in, read from its start event's header.
 func LinkStarter(ctx context.Context, header *commonpb.Header) {
-	var data map[string]string
-	if p := header.GetFields()[headerKey]; p == nil || converter.GetDefaultDataConverter().FromPayload(p, &data) != nil {
-		return
-	}
-	if sc := trace.SpanContextFromContext(FromTraceparent(ctx, data["traceparent"])); sc.IsValid() && sc.IsRemote() {
+	if sc := StarterSpan(header); sc.IsValid() {
 		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
 	}
+}
+
+// StarterSpan is the span that started a workflow, from its start event's header (invalid without tracing).
+func StarterSpan(header *commonpb.Header) trace.SpanContext {
+	var data map[string]string
+	if p := header.GetFields()[headerKey]; p == nil || converter.GetDefaultDataConverter().FromPayload(p, &data) != nil {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(FromTraceparent(context.Background(), data["traceparent"]))
 }
 
 // tracer is the SDK's, its loggers keyed trace_id like every other log line.
