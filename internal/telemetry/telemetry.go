@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strconv"
+	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -22,6 +25,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/workflow"
 )
 
 // Enabled: an OTLP endpoint is set and OTEL_TRACES_EXPORTER is not "none".
@@ -72,6 +76,22 @@ func StarterSpan(header *commonpb.Header) trace.SpanContext {
 		return trace.SpanContext{}
 	}
 	return trace.SpanContextFromContext(FromTraceparent(context.Background(), data["traceparent"]))
+}
+
+// Round records a workflow's refresh round n, from started until now, as a span under its run's: once, when the
+// round ends outside a replay. No command: replay is unchanged.
+func Round(ctx workflow.Context, n int, started time.Time, err error) {
+	run, ok := temporalotel.SpanFromWorkflowContext(ctx)
+	if !ok || workflow.IsReplaying(ctx) {
+		return
+	}
+	_, span := run.TracerProvider().Tracer("captchaflow").Start(trace.ContextWithSpan(context.Background(), run),
+		"refresh "+strconv.Itoa(n), trace.WithTimestamp(started), trace.WithAttributes(attribute.Int("captchaflow.refresh", n),
+			attribute.String("captchaflow.workflow_id", workflow.GetInfo(ctx).WorkflowExecution.ID)))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(workflow.Now(ctx)))
 }
 
 // tracer is the SDK's, its loggers keyed trace_id like every other log line.
