@@ -38,6 +38,22 @@ func TestEnabledOnlyWithAnEndpointAndNotNone(t *testing.T) {
 	}
 }
 
+// OTEL_EXPORTER_OTLP_PROTOCOL picks the exporter; one autoexport does not know stops the process at start.
+func TestSetupHonoursTheProtocol(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	for protocol, ok := range map[string]bool{"http/protobuf": true, "grpc": true, "carrier-pigeon": false} {
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+		interceptors, flush, err := Setup(context.Background(), "test")
+		if !ok {
+			assert.Error(t, err, protocol)
+			continue
+		}
+		require.NoError(t, err, protocol)
+		assert.Len(t, interceptors, 1)
+		require.NoError(t, flush(context.Background()), "nothing buffered: the shutdown sends nothing")
+	}
+}
+
 // Every query leaves the exported span: url.query dropped, url.full, the status and an event's text cut.
 func TestExportedSpansHoldNoQuery(t *testing.T) {
 	mem := tracetest.NewInMemoryExporter()
