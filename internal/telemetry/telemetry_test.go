@@ -82,7 +82,7 @@ func flatten(s tracetest.SpanStub) (out []string) {
 		attrs = append(attrs, e.Attributes...)
 	}
 	for _, kv := range attrs {
-		out = append(out, string(kv.Key)+"="+kv.Value.Emit())
+		out = append(out, string(kv.Key)+"="+kv.Value.String())
 	}
 	return out
 }
