@@ -140,7 +140,7 @@ type schedule struct {
 	fakes       []*fakeProvider
 	breaker     *providers.Breaker
 	sem         modelSemaphore
-	losses      map[string]int // paid codes left undelivered, by documented case
+	losses      map[string]int          // paid codes left undelivered, by documented case
 	spans       *tracetest.SpanRecorder // with tracing on (odd seeds): every span the tasks ended
 	// cancelled are the activities (workflow ID/activity ID) the workflow cancelled: the test environment does not
 	// cancel a running activity's context, which a real one learns at its next heartbeat, before it writes.
