@@ -87,7 +87,9 @@ func (s *Server) traced(h http.Handler) http.Handler {
 	none := propagation.NewCompositeTextMapPropagator() // a caller's trace headers are not trusted
 	// The global provider: by default otelhttp takes a remote parent's, which records nothing.
 	h = otelhttp.NewHandler(h, "ingress", otelhttp.WithPropagators(none), otelhttp.WithTracerProvider(otel.GetTracerProvider()),
-		otelhttp.WithFilter(func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/callback") })) // not the probes
+		otelhttp.WithFilter(func(r *http.Request) bool { // the callback routes, not the probes
+			return strings.HasPrefix(r.URL.Path, strings.TrimSuffix(callbackauth.CallbackPath, "/"))
+		}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, ok := strings.CutPrefix(r.URL.EscapedPath(), callbackauth.CallbackPath)
 		if id, err := url.PathUnescape(raw); ok && err == nil && r.URL.Query().Get(callbackauth.TraceParam) != "" {
