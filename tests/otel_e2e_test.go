@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -41,10 +44,13 @@ type span struct {
 	links                            []string // linked trace IDs
 }
 
-// otlpReceiver is a tiny OTLP/HTTP trace receiver: it keeps every span and the raw text of every request.
+// otlpReceiver is a tiny OTLP trace receiver, over HTTP (srv) and gRPC (grpcAddr): it keeps every span and the raw
+// text of every request.
 type otlpReceiver struct {
-	srv   *httptest.Server
-	mu    sync.Mutex
+	collectortrace.UnimplementedTraceServiceServer
+	srv      *httptest.Server
+	grpcAddr string
+	mu       sync.Mutex
 	spans []span
 	dump  strings.Builder // protojson of every request, for the secret scan
 }
@@ -76,7 +82,19 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 		_, _ = w.Write(out)
 	}))
 	t.Cleanup(r.srv.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	g := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(g, r)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	r.grpcAddr = ln.Addr().String()
 	return r
+}
+
+func (r *otlpReceiver) Export(_ context.Context, msg *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	r.add(msg)
+	return &collectortrace.ExportTraceServiceResponse{}, nil
 }
 
 func (r *otlpReceiver) add(msg *collectortrace.ExportTraceServiceRequest) {
@@ -132,7 +150,7 @@ func newHookRecorder(t *testing.T) *hookRecorder {
 	return h
 }
 
-// TestE2E_OTelOneTracePerTask runs worker and ingress exporting to an OTLP receiver, with a batch delay no task
+// TestE2E_OTelOneTracePerTask runs worker (OTLP/gRPC) and ingress (OTLP/HTTP) exporting to an OTLP receiver, with a batch delay no task
 // outlasts (so the spans arrive by the SIGTERM flush), and checks the trace of a task polled after a dropped
 // callback, of one solved by callback and delivered, and of a report on it: one trace per task from the caller's
 // span, the provider calls with the provider's name and task ID, the callback under its submission, the delivery
@@ -148,10 +166,13 @@ func TestE2E_OTelOneTracePerTask(t *testing.T) {
 	recv, hooks := newOTLPReceiver(t), newHookRecorder(t)
 	otelEnv := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": recv.srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 		"OTEL_BSP_SCHEDULE_DELAY": "600000"} // 10 min: only the flush at SIGTERM exports
+	// The worker exports over gRPC, the ingress and the caller over HTTP: both protocols on one trace.
+	workerEnv := maps.Clone(otelEnv)
+	workerEnv["OTEL_EXPORTER_OTLP_ENDPOINT"], workerEnv["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http://"+recv.grpcAddr, "grpc"
 	run := fmt.Sprint(time.Now().UnixMilli() % 1e6)
 	polledID, callbackID := "otel-polled-"+run, "otel-callback-"+run
 	stack, err := devstack.Start(ctx, devstack.Options{RunDir: t.TempDir(), TemporalHeadless: true,
-		WorkerEnv: otelEnv, IngressEnv: otelEnv, SimulatorEnv: map[string]string{"SIM_FAULT_RULES": "/callback/otel-polled-=>drop_pingback",
+		WorkerEnv: workerEnv, IngressEnv: otelEnv, SimulatorEnv: map[string]string{"SIM_FAULT_RULES": "/callback/otel-polled-=>drop_pingback",
 			"SIM_SOLVE_MIN": "200ms", "SIM_SOLVE_MAX": "400ms"}})
 	require.NoError(t, err)
 	stopped := false
