@@ -130,7 +130,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second)}
 	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
-	telemetry.Annotate(ctx, workflowID, p.Name, "")
+	ctx = telemetry.Annotate(ctx, workflowID, p.Name, "")
 	pingback, err := callbackauth.URLFor(a.CallbackBaseURL, workflowID, a.CallbackSecret,
 		callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: lost.Provider, Trace: telemetry.Traceparent(ctx)})
 	if err != nil {
@@ -193,7 +193,7 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 		return PollResult{}, err
 	}
 	breaker := a.set().Breaker
-	telemetry.Annotate(ctx, activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)
+	ctx = telemetry.Annotate(ctx, activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)
 	code, err := p.Client.Get(ctx, req.ProviderTaskID)
 	a.record(ctx, p.Name, err, breaker.RecordPoll)
 	switch { // the clients bound a code; a Client that does not is held to the same bound here

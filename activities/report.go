@@ -127,7 +127,7 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureInvalidInput, nil)
 	}
 	defer keepAlive(ctx)()
-	telemetry.Annotate(ctx, "", p.Name, req.ProviderTaskID)
+	ctx = telemetry.Annotate(ctx, "", p.Name, req.ProviderTaskID)
 	err = p.Client.Report(ctx, providers.Kind(req.Kind), req.ProviderTaskID, req.Verdict == captchaflow.VerdictGood)
 	if errors.Is(err, providers.ErrReportUnsupported) {
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(

@@ -19,10 +19,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
@@ -165,11 +165,10 @@ func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network
 		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: timeout, ExpectContinueTimeout: time.Second,
 	}
 	// A span per request named by send ("captchaai submit"); providers are sent no trace context.
-	traced := otelhttp.NewTransport(base, otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator()),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-			name, _ := r.Context().Value(spanNameKey{}).(string)
-			return cmp.Or(name, r.Method)
-		}))
+	traced := telemetry.Transport(base, propagation.NewCompositeTextMapPropagator(), func(r *http.Request) string {
+		name, _ := r.Context().Value(spanNameKey{}).(string)
+		return cmp.Or(name, r.Method)
+	})
 	return &http.Client{Timeout: timeout, Transport: traced}
 }
 

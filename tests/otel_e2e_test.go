@@ -314,7 +314,14 @@ func checkTaskTrace(t *testing.T, spans []span, workflowID, callerTrace string) 
 	assert.Equal(t, "captchaai", submit.attrs["captchaflow.provider"])
 	assert.NotEmpty(t, submit.attrs["captchaflow.provider_task_id"])
 	assert.Equal(t, workflowID, submit.attrs["captchaflow.workflow_id"])
-	assert.NotEmpty(t, childrenNamed(tree, submit.id, "captchaai submit"), "the submission's HTTP call to the provider")
+	calls := childrenNamed(tree, submit.id, "captchaai submit")
+	require.NotEmpty(t, calls, "the submission's HTTP call to the provider")
+	deliver := childrenNamed(tree, findSpan(t, tree, "RunActivity:Deliver").id, "deliver")
+	require.NotEmpty(t, deliver, "the delivery's HTTP call")
+	for _, call := range []span{calls[0], deliver[0]} {
+		assert.Equal(t, workflowID, call.attrs["captchaflow.workflow_id"], call.name)
+	}
+	assert.Equal(t, "captchaai", calls[0].attrs["captchaflow.provider"])
 	return tree
 }
 

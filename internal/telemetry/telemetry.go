@@ -6,12 +6,15 @@ package telemetry
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -116,16 +119,37 @@ func FromTraceparent(ctx context.Context, tp string) context.Context {
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
 }
 
-// Annotate names the task, its provider and the provider's task ID on ctx's span (empty values left out).
-func Annotate(ctx context.Context, workflowID, provider, providerTaskID string) {
-	span := trace.SpanFromContext(ctx)
+// Annotate names the task, its provider and the provider's task ID on ctx's span (empty values left out), and on
+// the HTTP spans of the returned context's requests (Transport).
+func Annotate(ctx context.Context, workflowID, provider, providerTaskID string) context.Context {
+	attrs, _ := ctx.Value(taskKey{}).([]attribute.KeyValue)
 	for k, v := range map[string]string{"captchaflow.workflow_id": workflowID, "captchaflow.provider": provider,
 		"captchaflow.provider_task_id": providerTaskID} {
 		if v != "" {
-			span.SetAttributes(attribute.String(k, v))
+			attrs = append(slices.Clip(attrs), attribute.String(k, v))
 		}
 	}
+	trace.SpanFromContext(ctx).SetAttributes(attrs...)
+	return context.WithValue(ctx, taskKey{}, attrs)
 }
+
+type taskKey struct{}
+
+// Transport is base with a client span per request, named by name, naming the task (Annotate) and sending prop's
+// headers (an empty composite: none).
+func Transport(base http.RoundTripper, prop propagation.TextMapPropagator, name func(*http.Request) string) http.RoundTripper {
+	annotated := roundTripper(func(r *http.Request) (*http.Response, error) {
+		attrs, _ := r.Context().Value(taskKey{}).([]attribute.KeyValue)
+		trace.SpanFromContext(r.Context()).SetAttributes(attrs...) // the request's own span: otelhttp's
+		return base.RoundTrip(r)
+	})
+	return otelhttp.NewTransport(annotated, otelhttp.WithPropagators(prop),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return name(r) }))
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // LogHandler adds the trace_id of the record's context to every record.
 func LogHandler(h slog.Handler) slog.Handler { return logHandler{h} }
