@@ -18,8 +18,11 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"go.opentelemetry.io/otel/propagation"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 )
 
 // DeliverRequest is one result for one notify_url; Body is the JSON document the workflow built.
@@ -38,6 +41,7 @@ func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"result": map[bool]string{true: "ok", false: "error"}[err == nil]}).
 			Counter(MetricDeliveries).Inc(1)
 	}()
+	ctx = telemetry.Annotate(ctx, activity.GetInfo(ctx).WorkflowExecution.ID, "", "")
 	httpReq, err := a.signedRequest(ctx, req)
 	if err != nil {
 		return err
@@ -194,7 +198,9 @@ func newDeliveryClient(timeout time.Duration, allowPrivate bool) *http.Client {
 		}}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy, transport.DialContext = nil, dialer.DialContext
-	return &http.Client{Transport: transport, Timeout: timeout,
+	// The customer may join the task's trace: a W3C traceparent header, and nothing else of ours (no baggage).
+	traced := telemetry.Transport(transport, propagation.TraceContext{}, func(*http.Request) string { return "deliver" })
+	return &http.Client{Transport: traced, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 

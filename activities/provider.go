@@ -14,6 +14,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
@@ -128,8 +129,10 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	// Without PROVIDERS_FILE: no name, no alternatives and no breaker (so no give-up).
 	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second)}
 	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
-	pingback, err := callbackauth.URLFor(a.CallbackBaseURL, activity.GetInfo(ctx).WorkflowExecution.ID, a.CallbackSecret,
-		callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: lost.Provider})
+	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
+	ctx = telemetry.Annotate(ctx, workflowID, p.Name, "")
+	pingback, err := callbackauth.URLFor(a.CallbackBaseURL, workflowID, a.CallbackSecret,
+		callbackauth.Submission{RunID: req.RunID, N: req.Submission, Provider: lost.Provider, Trace: telemetry.Traceparent(ctx)})
 	if err != nil {
 		return SubmitResult{}, temporal.NewApplicationError("building the callback URL: "+err.Error(), FailureWorkerConfig), false
 	}
@@ -141,6 +144,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	a.record(ctx, p.Name, err, set.Breaker.Record)
 	switch {
 	case err == nil:
+		telemetry.Annotate(ctx, "", "", id)
 		a.countSubmission(ctx, p.Name, "accepted")
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
@@ -189,6 +193,7 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 		return PollResult{}, err
 	}
 	breaker := a.set().Breaker
+	ctx = telemetry.Annotate(ctx, activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)
 	code, err := p.Client.Get(ctx, req.ProviderTaskID)
 	a.record(ctx, p.Name, err, breaker.RecordPoll)
 	switch { // the clients bound a code; a Client that does not is held to the same bound here

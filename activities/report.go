@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
@@ -67,6 +68,7 @@ func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (Re
 		first, last = cmp.Or(first, ev), ev
 	}
 	start := first.GetWorkflowExecutionStartedEventAttributes()
+	telemetry.LinkStarter(ctx, start.GetHeader()) // the report's own trace points at the task's
 	if typ := start.GetWorkflowType().GetName(); typ != captchaflow.WorkflowType {
 		return ReportTarget{}, captchaflow.Input{}, notSolved("workflow %s is a %.60s, not a %s task", taskID, typ, captchaflow.WorkflowType)
 	}
@@ -125,6 +127,7 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(err.Error(), captchaflow.FailureInvalidInput, nil)
 	}
 	defer keepAlive(ctx)()
+	ctx = telemetry.Annotate(ctx, "", p.Name, req.ProviderTaskID)
 	err = p.Client.Report(ctx, providers.Kind(req.Kind), req.ProviderTaskID, req.Verdict == captchaflow.VerdictGood)
 	if errors.Is(err, providers.ErrReportUnsupported) {
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(

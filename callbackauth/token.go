@@ -15,10 +15,10 @@ import (
 // CallbackPath is the route prefix the ingress serves; the workflow ID follows as one path segment.
 const CallbackPath = "/callback/"
 
-// Query parameters of a pingback URL: the token, and the run, submission and provider it signs. FlavorParam names
-// a createTask provider's body format; unsigned, a wrong one only makes the body unreadable.
+// Query parameters of a pingback URL: the token, and the run, submission, provider and trace it signs. FlavorParam
+// names a createTask provider's body format; unsigned, a wrong one only makes the body unreadable.
 const (
-	TokenParam, RunParam, SubmissionParam, ProviderParam, FlavorParam = "t", "r", "s", "p", "f"
+	TokenParam, RunParam, SubmissionParam, ProviderParam, FlavorParam, TraceParam = "t", "r", "s", "p", "f", "tp"
 )
 
 // Submission names one submission of one run and the provider the URL was handed to ("" without PROVIDERS_FILE),
@@ -27,6 +27,7 @@ type Submission struct {
 	RunID    string
 	N        int
 	Provider string
+	Trace    string // the submission's W3C traceparent, so the callback joins its trace; "" with tracing off
 }
 
 // Token is the hex HMAC-SHA256 of message under secret.
@@ -36,9 +37,14 @@ func Token(secret, message string) string {
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-// message is what a token signs, one field a line (none can hold a newline); without a provider, three.
+// message is what a token signs, one field a line (none can hold a newline); without a provider, three; a trace
+// adds a fifth line, so a URL without one signs what v1.0.0 signed.
 func message(workflowID string, sub Submission) string {
-	return strings.TrimSuffix(workflowID+"\n"+sub.RunID+"\n"+strconv.Itoa(sub.N)+"\n"+sub.Provider, "\n")
+	m := workflowID + "\n" + sub.RunID + "\n" + strconv.Itoa(sub.N) + "\n" + sub.Provider
+	if sub.Trace != "" {
+		return m + "\n" + sub.Trace
+	}
+	return strings.TrimSuffix(m, "\n")
 }
 
 // TokenFor returns the token of one submission's pingback URL.
@@ -80,6 +86,9 @@ func URLFor(baseURL, workflowID, secret string, sub Submission) (string, error) 
 	query := url.Values{TokenParam: {TokenFor(secret, workflowID, sub)}, RunParam: {sub.RunID}, SubmissionParam: {strconv.Itoa(sub.N)}}
 	if sub.Provider != "" {
 		query.Set(ProviderParam, sub.Provider)
+	}
+	if sub.Trace != "" {
+		query.Set(TraceParam, sub.Trace)
 	}
 	base.RawPath, base.RawQuery, base.Fragment = rawPath, query.Encode(), ""
 	return base.String(), nil

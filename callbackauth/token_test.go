@@ -79,3 +79,32 @@ func TestURLForSignsTheRunAndSubmission(t *testing.T) {
 		t.Errorf("a URL without its run was built")
 	}
 }
+
+// A trace is signed when the URL carries one; without it the token is v1.0.0's, so URLs already handed out verify.
+func TestTheTokenCoversTheTraceOnlyWhenPresent(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	sub := Submission{RunID: "run-1", N: 2, Provider: "capsolver"}
+	traced := sub
+	traced.Trace = tp
+	// v1.0.0's token: the HMAC of the four lines, no fifth.
+	assert.Equal(t, Token("s", "wf\nrun-1\n2\ncapsolver"), TokenFor("s", "wf", sub))
+	assert.Equal(t, Token("s", "wf\nrun-1\n2\ncapsolver\n"+tp), TokenFor("s", "wf", traced))
+	assert.Equal(t, Token("s", "wf\nrun-1\n2\n\n"+tp), TokenFor("s", "wf", Submission{RunID: "run-1", N: 2, Trace: tp}))
+
+	got, err := URLFor("https://cb.example", "wf", "s", traced)
+	require.NoError(t, err)
+	u, err := url.Parse(got)
+	require.NoError(t, err)
+	q := u.Query()
+	assert.Equal(t, tp, q.Get(TraceParam))
+	assert.True(t, ValidFor(q.Get(TokenParam), "wf", traced, "s"))
+	assert.False(t, ValidFor(q.Get(TokenParam), "wf", sub, "s"), "the trace dropped from a traced URL")
+	other := traced
+	other.Trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-1111111111111111-01"
+	assert.False(t, ValidFor(q.Get(TokenParam), "wf", other, "s"), "another parent span put in")
+	assert.False(t, ValidFor(TokenFor("s", "wf", sub), "wf", traced, "s"), "a trace added to an untraced URL")
+
+	plain, err := URLFor("https://cb.example", "wf", "s", sub)
+	require.NoError(t, err)
+	assert.NotContains(t, plain, TraceParam+"=")
+}

@@ -19,15 +19,19 @@ import (
 
 	"github.com/captchaflow/captchaflow/ingress/server"
 	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stdout, nil)))
 	cfg, err := config.LoadIngress()
 	check(err, "")
 	opts, err := envconfig.LoadDefaultClientOptions()
 	check(err, "temporal client configuration: ")
 	opts.Logger = sdklog.NewStructuredLogger(logger)
+	interceptors, flush, err := telemetry.Setup(context.Background(), "captchaflow-ingress")
+	check(err, "OTEL_* (tracing): ")
+	opts.Interceptors = append(opts.Interceptors, interceptors...)
 	// Lazy: /healthz answers while Temporal is still starting; /readyz and callbacks say 503 until it answers.
 	tc, err := client.NewLazyClient(opts)
 	check(err, "temporal client: ")
@@ -39,7 +43,9 @@ func main() {
 	check(err, "")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := srv.ListenAndServe(ctx); err != nil {
+	err = srv.ListenAndServe(ctx)
+	_ = flush(context.Background()) // after the drain: the last callbacks' spans too
+	if err != nil {
 		logger.Error("ingress failed", "error", err.Error())
 		os.Exit(1)
 	}

@@ -19,7 +19,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
@@ -149,7 +152,7 @@ func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error
 
 // newHTTPClient's connections count their written bytes, so a failure knows whether the provider saw anything.
 func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{ // never http.DefaultTransport, which others change
+	base := &http.Transport{ // never http.DefaultTransport, which others change
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := dial(ctx, network, addr)
@@ -160,8 +163,16 @@ func newHTTPClient(timeout time.Duration, dial func(ctx context.Context, network
 		},
 		ForceAttemptHTTP2: true, MaxIdleConns: 128, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: timeout, ExpectContinueTimeout: time.Second,
-	}}
+	}
+	// A span per request named by send ("captchaai submit"); providers are sent no trace context.
+	traced := telemetry.Transport(base, propagation.NewCompositeTextMapPropagator(), func(r *http.Request) string {
+		name, _ := r.Context().Value(spanNameKey{}).(string)
+		return cmp.Or(name, r.Method)
+	})
+	return &http.Client{Timeout: timeout, Transport: traced}
 }
+
+type spanNameKey struct{}
 
 type countingConn struct {
 	net.Conn
@@ -228,6 +239,7 @@ func (c *conn) send(ctx context.Context, op, method, target, contentType string,
 	var got atomic.Bool
 	var cc atomic.Pointer[countingConn]
 	var base atomic.Int64
+	ctx = context.WithValue(ctx, spanNameKey{}, c.name+" "+op)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		if c := countingOf(info.Conn); c != nil {
 			base.Store(c.written.Load())

@@ -18,11 +18,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -126,6 +128,18 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 	if err != nil {
 		fmt.Fprintln(stderr, name+": temporal client configuration:", err)
 		return 2
+	}
+	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-starter")
+	if err != nil {
+		fmt.Fprintln(stderr, name+": OTEL_* (tracing):", err)
+		return 2
+	}
+	defer func() { _ = flush(context.WithoutCancel(ctx)) }()
+	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	ctx, span := otel.Tracer("captchaflow").Start(ctx, name) // the task's trace starts here: its ID is printed
+	defer span.End()
+	if span.SpanContext().IsValid() {
+		fmt.Fprintln(stderr, name+": trace_id", span.SpanContext().TraceID())
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {

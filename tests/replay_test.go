@@ -13,8 +13,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -31,6 +34,17 @@ const minRecordedHistories = 6
 
 func newReplayer() worker.WorkflowReplayer {
 	r := worker.NewWorkflowReplayer()
+	workflows.RegisterWorkflow(r)
+	return r
+}
+
+// newTracedReplayer replays as a worker with tracing on runs: the SDK's OpenTelemetry interceptor, which must only
+// read and write headers, never change a command.
+func newTracedReplayer(t *testing.T) worker.WorkflowReplayer {
+	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{Tracer: sdktrace.NewTracerProvider().Tracer("replay")})
+	require.NoError(t, err)
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{Interceptors: []interceptor.WorkerInterceptor{i}})
+	require.NoError(t, err)
 	workflows.RegisterWorkflow(r)
 	return r
 }
@@ -59,7 +73,7 @@ func recordedHistoryFiles(t *testing.T) []string {
 // command, a changed timer) fails here with a non-determinism error naming the event. Each is replayed a second
 // time under a new run ID, as an operator's reset replays it: the callbacks it took are the reset run's too.
 func TestReplayRecordedHistories(t *testing.T) {
-	replayer := newReplayer()
+	replayer, traced := newReplayer(), newTracedReplayer(t)
 	for _, file := range recordedHistoryFiles(t) {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".json"), func(t *testing.T) {
 			f, err := os.Open(file)
@@ -69,6 +83,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, replay(replayer, h, ""))
 			require.NoError(t, replay(replayer, h, "00000000-0000-4000-8000-00000000reset"), "replayed as a reset run")
+			require.NoError(t, replay(traced, h, ""), "replayed with tracing on")
 		})
 	}
 }

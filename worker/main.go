@@ -37,6 +37,7 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/workflows"
 )
@@ -44,7 +45,7 @@ import (
 func main() {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(os.Getenv("LOG_LEVEL"))) // unset or unknown: Info
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)
 		if errors.As(err, new(configError)) {
@@ -70,12 +71,11 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	defer m.Close()
-	opts, err := envconfig.LoadDefaultClientOptions()
+	opts, flush, err := clientOptions(ctx, logger, m.handler)
 	if err != nil {
-		return configError{fmt.Errorf("temporal client configuration: %w", err)}
+		return configError{err}
 	}
-	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
-	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), m.handler
+	defer flushTraces(flush, logger) // last: after the worker stopped, its last spans ended
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
@@ -105,6 +105,31 @@ func run(logger *slog.Logger) error {
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return nil
+}
+
+// clientOptions are TEMPORAL_*'s (envconfig) with the worker's logger, metrics and, when OTEL_* turn it on, tracing.
+func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.MetricsHandler) (client.Options, func(context.Context) error, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return opts, nil, fmt.Errorf("temporal client configuration: %w", err)
+	}
+	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
+	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), metrics
+	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-worker")
+	if err != nil {
+		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
+	}
+	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	return opts, flush, nil
+}
+
+// flushTraces exports what the batch processor holds, within a bound a stuck collector cannot stretch.
+func flushTraces(flush func(context.Context) error, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := flush(ctx); err != nil {
+		logger.Warn("traces not flushed", "error", err)
+	}
 }
 
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {

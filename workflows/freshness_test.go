@@ -8,7 +8,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -135,6 +141,35 @@ func (s *SolveCaptchaSuite) TestRefreshDeliversFreshToken() {
 	s.Equal(captchaflow.PhaseDelivering, during.Phase)
 	s.False(during.ReceivedAt.IsZero())
 	s.Equal(120*time.Second, during.ExpiresAt.Sub(during.ReceivedAt))
+}
+
+// TestRefreshIsASpanOfItsRun: with the tracing interceptor, the refresh round is a span under the run's, from the
+// decision to solve again to the fresh result.
+func (s *SolveCaptchaSuite) TestRefreshIsASpanOfItsRun() {
+	rec := tracetest.NewSpanRecorder()
+	tracing, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
+		Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")})
+	s.Require().NoError(err)
+	s.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{tracing}})
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "222"}, nil).Once()
+	s.deliverFailingFor("CODE-111")
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true, RunID: testRunID, Submission: 2})
+	s.env.ExecuteWorkflow(SolveCaptcha, withNotify(recaptcha()))
+	s.Equal("CODE-222", s.result().Code)
+
+	spans := map[string]sdktrace.ReadOnlySpan{}
+	for _, sp := range rec.Ended() {
+		spans[sp.Name()] = sp
+	}
+	run, round := spans["RunWorkflow:"+captchaflow.WorkflowType], spans["refresh 1"]
+	s.Require().NotNil(run, "spans: %v", spans)
+	s.Require().NotNil(round, "spans: %v", spans)
+	s.Equal(run.SpanContext().SpanID(), round.Parent().SpanID())
+	s.Equal(run.SpanContext().TraceID(), round.SpanContext().TraceID())
+	s.Contains(round.Attributes(), attribute.Int("captchaflow.refresh", 1))
+	s.Greater(round.EndTime().Sub(round.StartTime()), 10*time.Second, "the round lasts until the fresh token came")
 }
 
 // TestRefreshesExhaustedFailTokenExpired: the fresh token meets the same dead receiver; with max_refreshes=1 the

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,8 +21,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
@@ -32,6 +38,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/providers"
 )
 
@@ -68,6 +75,8 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     only given-up ones, avoids only ones that found it unsolvable, polls the provider that took the submission,
 //     and its result names that provider; a code that came with the Submit result is taken at once (never polled,
 //     and via "submit" only then).
+//   - with tracing on (every other schedule): each pingback URL carries its submission's trace, signed by its
+//     token, and each refresh of a result is one span of the task's run.
 //
 // A failure names each broken invariant, how many schedules broke it and their first seeds, with the first one's
 // trace; rerun it with -model.seed=N (tasks that reach a shared provider at the same instant may do so in either
@@ -131,7 +140,8 @@ type schedule struct {
 	fakes       []*fakeProvider
 	breaker     *providers.Breaker
 	sem         modelSemaphore
-	losses      map[string]int // paid codes left undelivered, by documented case
+	losses      map[string]int          // paid codes left undelivered, by documented case
+	spans       *tracetest.SpanRecorder // with tracing on (odd seeds): every span the tasks ended
 	// cancelled are the activities (workflow ID/activity ID) the workflow cancelled: the test environment does not
 	// cancel a running activity's context, which a real one learns at its next heartbeat, before it writes.
 	cancelled map[string]bool
@@ -175,7 +185,15 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	s.env = ts.NewTestWorkflowEnvironment()
 	s.env.SetTestTimeout(10 * time.Second)
-	s.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&unlimitedRetries{}}})
+	interceptors := []interceptor.WorkerInterceptor{&unlimitedRetries{}}
+	if seed%2 == 1 { // every other schedule with tracing on: no draw, so a seed's schedule is what it was
+		s.spans = tracetest.NewSpanRecorder()
+		tracing, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
+			Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s.spans)).Tracer("model")})
+		require.NoError(t, err)
+		interceptors = append(interceptors, tracing)
+	}
+	s.env.SetWorkerOptions(worker.Options{Interceptors: interceptors})
 	if s.rng.IntN(3) == 0 {
 		s.settings.ProviderThreads = 1 + s.rng.IntN(2)
 	}
@@ -303,6 +321,7 @@ func (s *schedule) run() {
 			m.result = rootResult{s.env}
 		}
 		result := m.checkEnd()
+		m.checkRoundSpans()
 		m.checkDeliveries()
 		m.checkHooks(result)
 		m.checkPaid(result)
@@ -368,6 +387,7 @@ func (m *model) take(provider, pingback string, lost, instant bool) *providerTas
 	id := strconv.Itoa(7300 + m.nextID)
 	now := m.env.Now()
 	_, runID, n := pingbackOf(pingback)
+	m.checkTracedPingback(pingback)
 	solve := time.Duration(1+m.rng.IntN(40)) * time.Second
 	if m.rng.IntN(5) == 0 {
 		solve *= 8 // a slow one outlives the lost-answer wait
@@ -694,6 +714,38 @@ func (m *model) checkEnd() (result string) {
 	}
 	m.checkFresh(r, "the result")
 	return r.ProviderTaskID
+}
+
+// checkTracedPingback: with tracing on, a pingback URL carries its submission's trace, signed by its token.
+func (m *model) checkTracedPingback(pingback string) {
+	u, err := url.Parse(pingback)
+	if m.spans == nil || err != nil {
+		return
+	}
+	q := u.Query()
+	n, _ := strconv.Atoi(q.Get(callbackauth.SubmissionParam))
+	sub := callbackauth.Submission{RunID: q.Get(callbackauth.RunParam), N: n, Provider: q.Get(callbackauth.ProviderParam),
+		Trace: q.Get(callbackauth.TraceParam)}
+	if sub.Trace == "" || !callbackauth.ValidFor(q.Get(callbackauth.TokenParam), m.wid, sub, m.acts.CallbackSecret) {
+		m.fail("traced-pingback", "%s: pingback %s has no signed trace", m.wid, pingback)
+	}
+}
+
+// checkRoundSpans: with tracing on, a result's every refresh is a span of the task's run.
+func (m *model) checkRoundSpans() {
+	var r captchaflow.Result
+	if m.spans == nil || m.err != nil || m.result.Get(&r) != nil {
+		return
+	}
+	rounds := 0
+	for _, sp := range m.spans.Ended() {
+		if strings.HasPrefix(sp.Name(), "refresh ") && slices.Contains(sp.Attributes(), attribute.String("captchaflow.workflow_id", m.wid)) {
+			rounds++
+		}
+	}
+	if rounds != r.Refreshes {
+		m.fail("round-spans", "%s: %d refresh(es), %d refresh span(s)", m.wid, r.Refreshes, rounds)
+	}
 }
 
 // checkHooks: every attempt of one solve's delivery carries one webhook-id and another solve's another, and a task

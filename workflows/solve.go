@@ -16,6 +16,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 )
 
 // acts is only used for its method values: ExecuteActivity takes the activity's name and signature from them.
@@ -432,11 +433,14 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 		s.logger.Warn("the token expired undelivered; solving again", "ProviderTaskID", res.ProviderTaskID,
 			"ExpiresAt", res.ExpiresAt, "Refresh", s.status.Refreshes, "Error", err)
 		// A refresh is a solve of its own: a fresh deadline and max_submits, no backoff carried over.
-		s.deadlineAt = workflow.Now(ctx).Add(s.in.SolveBudget())
+		started := workflow.Now(ctx)
+		s.deadlineAt = started.Add(s.in.SolveBudget())
 		s.refusals = 0
 		s.table.round++ // nothing an earlier submission says is fresh any more
 		s.table.supersede()
-		if res, err = s.solve(ctx); err != nil {
+		res, err = s.solve(ctx)
+		telemetry.Round(ctx, s.status.Refreshes, started, err)
+		if err != nil {
 			return res, err
 		}
 	}

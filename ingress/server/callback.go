@@ -5,12 +5,17 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
@@ -33,17 +38,14 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		return badRequest("workflow_id", err.Error())
 	}
 	info.workflowID = workflowID
-	run, provider := c.QueryParam(callbackauth.RunParam), c.QueryParam(callbackauth.ProviderParam) // before the body: a forger gets nothing parsed
-	n, err := strconv.Atoi(c.QueryParam(callbackauth.SubmissionParam))
-	sub := callbackauth.Submission{RunID: run, N: n, Provider: provider}
-	if err != nil || n < 1 || n > maxSubmissionNumber || run == "" || len(run) > maxRunIDBytes || // nothing signed looks so
-		(provider != "" && !captchaflow.ProviderNamePattern.MatchString(provider)) ||
-		!callbackauth.ValidFor(c.QueryParam(callbackauth.TokenParam), workflowID, sub, s.secrets...) {
+	sub, ok := s.submissionOf(workflowID, c.QueryParams()) // before the body: a forger gets nothing parsed
+	if !ok {
 		return errForged
 	}
 	flavor := c.QueryParam(callbackauth.FlavorParam)
 	id, code, err := callbackFields(c, flavor)
 	info.providerTaskID = id
+	telemetry.Annotate(c.Request().Context(), workflowID, sub.Provider, id)
 	if err != nil {
 		return err
 	}
@@ -68,6 +70,35 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		s.seen.add(key, s.now())
 	}
 	return c.JSON(http.StatusOK, accepted)
+}
+
+// submissionOf is the submission a tokened callback's query names, ok only if its token signs it.
+func (s *Server) submissionOf(workflowID string, q url.Values) (callbackauth.Submission, bool) {
+	run, provider := q.Get(callbackauth.RunParam), q.Get(callbackauth.ProviderParam)
+	n, err := strconv.Atoi(q.Get(callbackauth.SubmissionParam))
+	sub := callbackauth.Submission{RunID: run, N: n, Provider: provider, Trace: q.Get(callbackauth.TraceParam)}
+	return sub, err == nil && n >= 1 && n <= maxSubmissionNumber && run != "" && len(run) <= maxRunIDBytes && // nothing signed looks so
+		(provider == "" || captchaflow.ProviderNamePattern.MatchString(provider)) &&
+		callbackauth.ValidFor(q.Get(callbackauth.TokenParam), workflowID, sub, s.secrets...)
+}
+
+// traced is h in a span; a tokened callback's is a child of the submission whose signed URL carries its trace.
+func (s *Server) traced(h http.Handler) http.Handler {
+	none := propagation.NewCompositeTextMapPropagator() // a caller's trace headers are not trusted
+	// The global provider: by default otelhttp takes a remote parent's, which records nothing.
+	h = otelhttp.NewHandler(h, "ingress", otelhttp.WithPropagators(none), otelhttp.WithTracerProvider(otel.GetTracerProvider()),
+		otelhttp.WithFilter(func(r *http.Request) bool { // the callback routes, not the probes
+			return strings.HasPrefix(r.URL.Path, strings.TrimSuffix(callbackauth.CallbackPath, "/"))
+		}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, ok := strings.CutPrefix(r.URL.EscapedPath(), callbackauth.CallbackPath)
+		if id, err := url.PathUnescape(raw); ok && err == nil && r.URL.Query().Get(callbackauth.TraceParam) != "" {
+			if sub, ok := s.submissionOf(id, r.URL.Query()); ok {
+				r = r.WithContext(telemetry.FromTraceparent(r.Context(), sub.Trace))
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // callbackFields is callback.Parse of c (flavor "": the in.php pingback); a refusal is a 413 or a 400 naming the field.

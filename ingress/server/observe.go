@@ -9,6 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // callbackInfo is what the access log and the callbacks counter learn of one callback; never the token or query.
@@ -40,6 +42,16 @@ func (s *Server) callbackRoute(route string) echo.MiddlewareFunc {
 			c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, s.bodyLimit)
 			return next(c)
 		}
+	}
+}
+
+// nameSpan names the request's span by its route, never by its URL (which holds the token).
+func nameSpan(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		span := trace.SpanFromContext(c.Request().Context())
+		span.SetName(c.Request().Method + " " + c.Path())
+		span.SetAttributes(attribute.String("http.route", c.Path()))
+		return next(c)
 	}
 }
 

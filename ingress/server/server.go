@@ -141,7 +141,7 @@ func (s *Server) routes(httpMetrics echo.MiddlewareFunc, proxies []*net.IPNet) *
 		}
 		e.IPExtractor = echo.ExtractIPFromXFFHeader(trust...)
 	}
-	e.Use(s.accessLog(), httpMetrics, middleware.RecoverWithConfig(middleware.RecoverConfig{
+	e.Use(nameSpan, s.accessLog(), httpMetrics, middleware.RecoverWithConfig(middleware.RecoverConfig{
 		DisableErrorHandler: true, // the panic becomes an error the log, the metrics and handleError see
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 			s.log.Error("panic while serving", "route", c.Path(), "error", err.Error(), "stack", string(stack))
@@ -189,7 +189,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ingress: listening on INGRESS_ADDR %q: %w", s.cfg.Addr, err)
 	}
-	public, metrics := s.httpServer(s.echo), s.httpServer(s.metricsHandler)
+	public, metrics := s.httpServer(s.traced(s.echo)), s.httpServer(s.metricsHandler)
 	defer metrics.Close()
 	serveErr := make(chan error, 2)
 	if s.cfg.MetricsAddr != "" {

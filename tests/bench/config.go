@@ -23,6 +23,7 @@ type config struct {
 	phases           map[string]bool
 	dynamicConfig    map[string]string
 	workerEnv        map[string]string
+	ingressEnv       map[string]string
 	recoveryTasks    int
 	polls            []int
 	copyPlot         string
@@ -65,12 +66,12 @@ func parseFlags(args []string) (config, error) {
 // rawFlags are the flags that need parsing or checking before they go into config.
 type rawFlags struct {
 	cs, waiting, phases, polls string
-	dyn, wenv, spids           kvFlag
+	dyn, wenv, ienv, spids     kvFlag
 }
 
 // defineFlags declares every flag on fs: the plain ones straight into cfg, the others into the returned rawFlags.
 func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
-	raw := &rawFlags{dyn: kvFlag{}, wenv: kvFlag{}, spids: kvFlag{}}
+	raw := &rawFlags{dyn: kvFlag{}, wenv: kvFlag{}, ienv: kvFlag{}, spids: kvFlag{}}
 	fs.IntVar(&cfg.n, "n", 600, "measured tasks per side (ours, twin) and concurrency")
 	fs.StringVar(&raw.cs, "c", "20,100", "concurrencies: tasks in flight at once, comma list")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "alternate twin and ours this many times per concurrency (N split evenly), so that drift hits both")
@@ -84,6 +85,7 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.Var(raw.dyn, "dynamic-config", "dev server dynamic config KEY=JSON, repeatable (a lever, e.g. system.enableActivityEagerExecution=true)")
 	fs.Var(raw.spids, "server-pid", "NAME=PIDFILE of an external server's process, repeatable: its CPU (with its descendants') is counted as NAME (bench/cluster.sh passes temporal and postgres)")
 	fs.Var(raw.wenv, "worker-env", "worker environment KEY=VALUE, repeatable (a lever, e.g. WORKER_STICKY_CACHE_SIZE=2000)")
+	fs.Var(raw.ienv, "ingress-env", "ingress environment KEY=VALUE, repeatable (e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318)")
 	fs.IntVar(&cfg.parkedN, "parked-n", 200, "tasks per side whose callback comes -parked-delay after the submit, to a workflow waiting on its timer")
 	fs.IntVar(&cfg.parkedC, "parked-c", 20, "concurrency of the parked runs")
 	fs.DurationVar(&cfg.parkedDelay, "parked-delay", 2*time.Second, "solve time (twin: signal delay) of the parked runs")
@@ -160,7 +162,7 @@ func (raw *rawFlags) applyLevers(cfg *config) error {
 			}
 		}
 	}
-	cfg.dynamicConfig, cfg.workerEnv, cfg.serverPIDs = dyn, raw.wenv, raw.spids
+	cfg.dynamicConfig, cfg.workerEnv, cfg.ingressEnv, cfg.serverPIDs = dyn, raw.wenv, raw.ienv, raw.spids
 	return nil
 }
 

@@ -95,6 +95,7 @@ func (b *bench) launchStack(ctx context.Context, runDir, dataDir string, td *tea
 		// Instant solves and pingbacks; tasks kept long enough to be read back after the run.
 		SimulatorEnv: map[string]string{"SIM_SOLVE_MIN": "0s", "SIM_SOLVE_MAX": "0s", "SIM_RETENTION": "2h", "SIM_LOG_LEVEL": "warn"},
 		WorkerEnv:    workerEnv,
+		IngressEnv:   b.cfg.ingressEnv,
 		Logf:         func(f string, a ...any) { log.Printf("stack: "+f, a...) },
 	})
 	if err != nil {

@@ -24,9 +24,11 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/devstack/downstream"
 )
@@ -165,6 +167,8 @@ func startStack(ctx context.Context, s settings, logDir string, out io.Writer) (
 		CallbackSecret:    os.Getenv("CALLBACK_SECRET"),
 		NotifySecret:      os.Getenv("NOTIFY_SECRET"),
 		SimulatorEnv:      demoSimulatorEnv,
+		WorkerEnv:         otelEnv(),
+		IngressEnv:        otelEnv(),
 		Providers:         demoProvidersFor(os.Getenv("CAPTCHAAI_API_KEY"), os.Getenv("CAPTCHAAI_BASE_URL")),
 		Logf:              func(format string, a ...any) { fmt.Fprintf(out, "  "+format+"\n", a...) },
 	})
@@ -173,6 +177,17 @@ func startStack(ctx context.Context, s settings, logDir string, out io.Writer) (
 	}
 	fmt.Fprintf(out, "stack ready in %s\n", time.Since(started).Round(100*time.Millisecond))
 	return stack, nil
+}
+
+// otelEnv is the OTEL_* part of our environment, which the worker and the ingress get too.
+func otelEnv() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			env[k] = v
+		}
+	}
+	return env
 }
 
 // stopStack stops every process of the stack and says so, so the user knows nothing is left running.
@@ -193,7 +208,15 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	}
 	defer receiver.Close()
 
-	c, err := stack.Dial(ctx)
+	// With OTEL_* set (passed on to the worker and the ingress), each task starts a trace the summary names.
+	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-run")
+	if err != nil {
+		fmt.Fprintln(out, "run: OTEL_* (tracing):", err)
+		return 1
+	}
+	defer func() { _ = flush(context.WithoutCancel(ctx)) }()
+	c, err := client.DialContext(ctx, client.Options{HostPort: stack.Temporal.Address(), Namespace: devstack.DefaultNamespace,
+		Logger: devstack.QuietSDKLogger(), Interceptors: interceptors})
 	if err != nil {
 		fmt.Fprintln(out, "run: connect to Temporal:", err)
 		return 1
@@ -219,11 +242,24 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	if id := exampleTask(tasks); id != "" {
 		fmt.Fprintf(out, "\nSee one task's history (a pingback that never came, so it was polled):\n  %s workflow show --address %s --workflow-id %s\n",
 			cli, stack.Temporal.Address(), id)
+		printTrace(ctx, c, id, out)
 	}
 	if !sum.ok() {
 		return 1
 	}
 	return 0
+}
+
+// printTrace names the task's trace, read from its start event, or says how to get one.
+func printTrace(ctx context.Context, c client.Client, id string, out io.Writer) {
+	if iter := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT); iter.HasNext() {
+		ev, _ := iter.Next()
+		if sc := telemetry.StarterSpan(ev.GetWorkflowExecutionStartedEventAttributes().GetHeader()); sc.IsValid() {
+			fmt.Fprintf(out, "and its trace (the submit, the poll, the delivery): trace ID %s\n", sc.TraceID())
+			return
+		}
+	}
+	fmt.Fprintln(out, "(with OTEL_EXPORTER_OTLP_ENDPOINT set to a collector, make run traces each task and names this one's trace ID)")
 }
 
 // introduce says what the batch holds and which trouble it meets.

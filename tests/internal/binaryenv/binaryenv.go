@@ -22,6 +22,9 @@ import (
 // header.
 const TemporalGRPCMetaPrefix = "TEMPORAL_GRPC_META_"
 
+// OTelPrefix names the OpenTelemetry SDK's family (internal/telemetry): OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_BSP_*, ….
+const OTelPrefix = "OTEL_"
+
 // Env is what one binary reads from its environment.
 type Env struct {
 	// Known holds every variable name the binary reads.
@@ -81,7 +84,7 @@ func Binaries(root string) (map[string]Env, error) {
 			envs = append(envs, e)
 		}
 		if name == "worker" || name == "ingress" || name == "starter" {
-			envs = append(envs, temporal)
+			envs = append(envs, temporal, Env{Prefixes: []string{OTelPrefix}})
 		}
 		out[name] = Merge(envs...)
 	}

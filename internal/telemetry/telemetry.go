@@ -1,0 +1,203 @@
+// Package telemetry is the one place that decides whether and how the worker and the ingress export traces: off
+// unless an OTLP endpoint is set, then configured by the standard OTEL_* variables (autoexport, the SDK's batch
+// processor, the resource's service name). Every exported span is scrubbed of URL queries first.
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	commonpb "go.temporal.io/api/common/v1"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Enabled: an OTLP endpoint is set and OTEL_TRACES_EXPORTER is not "none".
+func Enabled() bool {
+	return os.Getenv("OTEL_TRACES_EXPORTER") != "none" &&
+		(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "")
+}
+
+// Setup installs the global tracer provider when Enabled; it returns the Temporal clients' interceptors (none when
+// off) and the flush a clean stop calls.
+func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor, func(context.Context) error, error) {
+	if !Enabled() {
+		return nil, func(context.Context) error { return nil }, nil
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, read last, override the default name.
+	res, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithAttributes(attribute.String("service.name", service)),
+		resource.WithFromEnv())
+	if err != nil {
+		return nil, nil, err
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(scrubbing{exp}), sdktrace.WithResource(res)) // OTEL_BSP_*
+	otel.SetTracerProvider(tp)
+	t, err := temporalotel.NewTracer(temporalotel.TracerOptions{DisableBaggage: true, HeaderKey: headerKey})
+	if err != nil {
+		return nil, nil, err
+	}
+	return []interceptor.ClientInterceptor{interceptor.NewTracingInterceptor(tracer{t})}, tp.Shutdown, nil
+}
+
+// headerKey names the Temporal header that carries a workflow's or an activity's trace context.
+const headerKey = "_tracer-data"
+
+// LinkStarter links ctx's span to the trace a workflow was started in, read from its start event's header.
+func LinkStarter(ctx context.Context, header *commonpb.Header) {
+	if sc := StarterSpan(header); sc.IsValid() {
+		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
+	}
+}
+
+// StarterSpan is the span that started a workflow, from its start event's header (invalid without tracing).
+func StarterSpan(header *commonpb.Header) trace.SpanContext {
+	var data map[string]string
+	if p := header.GetFields()[headerKey]; p == nil || converter.GetDefaultDataConverter().FromPayload(p, &data) != nil {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(FromTraceparent(context.Background(), data["traceparent"]))
+}
+
+// Round records a workflow's refresh round n, from started until now, as a span under its run's: once, when the
+// round ends outside a replay. No command: replay is unchanged.
+func Round(ctx workflow.Context, n int, started time.Time, err error) {
+	run, ok := temporalotel.SpanFromWorkflowContext(ctx)
+	if !ok || workflow.IsReplaying(ctx) {
+		return
+	}
+	_, span := run.TracerProvider().Tracer("captchaflow").Start(trace.ContextWithSpan(context.Background(), run),
+		"refresh "+strconv.Itoa(n), trace.WithTimestamp(started), trace.WithAttributes(attribute.Int("captchaflow.refresh", n),
+			attribute.String("captchaflow.workflow_id", workflow.GetInfo(ctx).WorkflowExecution.ID)))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(workflow.Now(ctx)))
+}
+
+// tracer is the SDK's, its loggers keyed trace_id like every other log line.
+type tracer struct{ interceptor.Tracer }
+
+func (tracer) GetLogger(l log.Logger, ref interceptor.TracerSpanRef) log.Logger {
+	if s, ok := ref.(interface{ SpanContext() trace.SpanContext }); ok && s.SpanContext().IsValid() {
+		return log.With(l, "trace_id", s.SpanContext().TraceID().String())
+	}
+	return l
+}
+
+// Traceparent is the W3C traceparent of ctx's span, "" without one.
+func Traceparent(ctx context.Context) string {
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier.Get("traceparent")
+}
+
+// FromTraceparent is ctx with tp's remote span as its parent (ctx unchanged if tp is no traceparent).
+func FromTraceparent(ctx context.Context, tp string) context.Context {
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+}
+
+// Annotate names the task, its provider and the provider's task ID on ctx's span (empty values left out), and on
+// the HTTP spans of the returned context's requests (Transport).
+func Annotate(ctx context.Context, workflowID, provider, providerTaskID string) context.Context {
+	attrs, _ := ctx.Value(taskKey{}).([]attribute.KeyValue)
+	for k, v := range map[string]string{"captchaflow.workflow_id": workflowID, "captchaflow.provider": provider,
+		"captchaflow.provider_task_id": providerTaskID} {
+		if v != "" {
+			attrs = append(slices.Clip(attrs), attribute.String(k, v))
+		}
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attrs...)
+	return context.WithValue(ctx, taskKey{}, attrs)
+}
+
+type taskKey struct{}
+
+// Transport is base with a client span per request, named by name, naming the task (Annotate) and sending prop's
+// headers (an empty composite: none).
+func Transport(base http.RoundTripper, prop propagation.TextMapPropagator, name func(*http.Request) string) http.RoundTripper {
+	annotated := roundTripper(func(r *http.Request) (*http.Response, error) {
+		attrs, _ := r.Context().Value(taskKey{}).([]attribute.KeyValue)
+		trace.SpanFromContext(r.Context()).SetAttributes(attrs...) // the request's own span: otelhttp's
+		return base.RoundTrip(r)
+	})
+	return otelhttp.NewTransport(annotated, otelhttp.WithPropagators(prop),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return name(r) }))
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// LogHandler adds the trace_id of the record's context to every record.
+func LogHandler(h slog.Handler) slog.Handler { return logHandler{h} }
+
+type logHandler struct{ slog.Handler }
+
+func (h logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h logHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return logHandler{h.Handler.WithAttrs(as)}
+}
+func (h logHandler) WithGroup(name string) slog.Handler { return logHandler{h.Handler.WithGroup(name)} }
+
+// query is a URL's query in any text (url.full, an error quoting a request): res.php's key=, a callback's t= and code=.
+var query = regexp.MustCompile(`\?[^\s"'<>]*=[^\s"'<>]*`)
+
+// scrubbing drops url.query and cuts every query out of the other strings of a span (attributes, status, events).
+type scrubbing struct{ sdktrace.SpanExporter }
+
+func (e scrubbing) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	out := make([]sdktrace.ReadOnlySpan, len(spans))
+	for i, s := range spans {
+		stub := tracetest.SpanStubFromReadOnlySpan(s)
+		stub.Attributes = scrub(stub.Attributes)
+		stub.Status.Description = query.ReplaceAllString(stub.Status.Description, "?REDACTED")
+		for j := range stub.Events {
+			stub.Events[j].Attributes = scrub(stub.Events[j].Attributes)
+		}
+		out[i] = stub.Snapshot()
+	}
+	return e.SpanExporter.ExportSpans(ctx, out)
+}
+
+func scrub(attrs []attribute.KeyValue) []attribute.KeyValue {
+	out := attrs[:0:0]
+	for _, kv := range attrs {
+		switch {
+		case kv.Key == "url.query" || kv.Key == "http.target":
+			continue
+		case kv.Value.Type() == attribute.STRING:
+			kv.Value = attribute.StringValue(query.ReplaceAllString(kv.Value.AsString(), "?REDACTED"))
+		}
+		out = append(out, kv)
+	}
+	return out
+}
