@@ -123,11 +123,9 @@ func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.Metr
 	return opts, flush, nil
 }
 
-// flushTraces exports what the batch processor holds, within a bound a stuck collector cannot stretch.
+// flushTraces exports what the batch processor holds (within telemetry's bound).
 func flushTraces(flush func(context.Context) error, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := flush(ctx); err != nil {
+	if err := flush(context.Background()); err != nil {
 		logger.Warn("traces not flushed", "error", err)
 	}
 }

@@ -38,7 +38,7 @@ func Enabled() bool {
 }
 
 // Setup installs the global tracer provider when Enabled; it returns the Temporal clients' interceptors (none when
-// off) and the flush a clean stop calls.
+// off) and the flush a clean stop calls, bounded at 5 s.
 func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor, func(context.Context) error, error) {
 	if !Enabled() {
 		return nil, func(context.Context) error { return nil }, nil
@@ -59,7 +59,12 @@ func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor
 	if err != nil {
 		return nil, nil, err
 	}
-	return []interceptor.ClientInterceptor{interceptor.NewTracingInterceptor(tracer{t})}, tp.Shutdown, nil
+	flush := func(ctx context.Context) error { // within a bound a stuck collector cannot stretch (the SDK's: 30 s or more)
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return tp.Shutdown(ctx)
+	}
+	return []interceptor.ClientInterceptor{interceptor.NewTracingInterceptor(tracer{t})}, flush, nil
 }
 
 // headerKey names the Temporal header that carries a workflow's or an activity's trace context.

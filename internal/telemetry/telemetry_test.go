@@ -5,16 +5,21 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 func TestEnabledOnlyWithAnEndpointAndNotNone(t *testing.T) {
@@ -104,4 +109,24 @@ func TestTraceparentRoundTrips(t *testing.T) {
 	assert.Equal(t, tp, Traceparent(FromTraceparent(context.Background(), tp)))
 	assert.Empty(t, Traceparent(context.Background()))
 	assert.Empty(t, Traceparent(FromTraceparent(context.Background(), "not one")))
+}
+
+// A clean stop's flush is bounded whatever the collector or OTEL_BSP_EXPORT_TIMEOUT: a collector that takes the
+// connection and never answers holds no process (worker, ingress, starter) past the bound.
+func TestFlushIsBoundedWhenTheCollectorHangs(t *testing.T) {
+	stuck := make(chan struct{})
+	collector := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-stuck }))
+	t.Cleanup(collector.Close)
+	t.Cleanup(func() { close(stuck) })
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
+	t.Setenv("OTEL_BSP_EXPORT_TIMEOUT", "60000")
+	_, flush, err := Setup(context.Background(), "test")
+	require.NoError(t, err)
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	_, s := otel.Tracer("t").Start(context.Background(), "buffered")
+	s.End()
+	began := time.Now()
+	assert.Error(t, flush(context.Background()), "the span was not exported")
+	assert.Less(t, time.Since(began), 10*time.Second)
 }
