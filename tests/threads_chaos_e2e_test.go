@@ -63,20 +63,20 @@ func TestE2E_ThreadsChaos_SemaphoreTerminatedWorkerKilled200RealTasks(t *testing
 	require.NoError(t, startOnQueue(ctx, sc, taskQueue))
 	watch := watchSemaphore(ctx, s, semID)
 
-	var first activities.SlotsView
+	var first activities.SemaphoreState
 	eventually(t, "the batch queued behind the plan", 2*time.Minute, 200*time.Millisecond, func() string {
 		var err error
-		if first, err = watch.view(); err == nil && first.InUse == chaosPlan && first.Queued >= chaosTasks*3/4 {
+		if first, err = watch.view(); err == nil && len(first.Holders) == chaosPlan && len(first.Queue) >= chaosTasks*3/4 {
 			return ""
 		}
-		return fmt.Sprintf("semaphore: %d held, %d queued (query: %v)", first.InUse, first.Queued, err)
+		return fmt.Sprintf("semaphore: %d held, %d queued (query: %v)", len(first.Holders), len(first.Queue), err)
 	})
 	firstRun := runOf(ctx, t, s, semID)
 	require.NoError(t, s.c.TerminateWorkflow(ctx, semID, "", "e2e: the semaphore terminated mid-batch"))
 	w.Kill()
 	chaosAt := time.Now()
 	sc.note("terminated the semaphore (%d held, %d queued) and SIGKILLed the PROVIDER_THREADS=%d worker",
-		first.InUse, first.Queued, chaosPlan)
+		len(first.Holders), len(first.Queue), chaosPlan)
 	require.NoError(t, restart(ctx, w, ready))
 
 	sc.await(ctx, time.Until(deadlineOf(ctx))-time.Minute) // a minute left to verify
@@ -100,10 +100,10 @@ func runOf(ctx context.Context, t *testing.T, s *stack, id string) string {
 func checkNothingStuck(ctx context.Context, t *testing.T, watch *semaphoreWatch) {
 	eventually(t, "every slot back and nobody queued", time.Minute, 200*time.Millisecond, func() string {
 		v, err := watch.view()
-		if err == nil && v.Plan == chaosPlan && v.InUse == 0 && v.Queued == 0 {
+		if err == nil && v.Plan == chaosPlan && len(v.Holders) == 0 && len(v.Queue) == 0 {
 			return ""
 		}
-		return fmt.Sprintf("%d held, %d queued, plan %d (query: %v)", v.InUse, v.Queued, v.Plan, err)
+		return fmt.Sprintf("%d held, %d queued, plan %d (query: %v)", len(v.Holders), len(v.Queue), v.Plan, err)
 	})
 }
 
@@ -187,7 +187,7 @@ type semaphoreWatch struct {
 	id   string
 	mu   sync.Mutex
 	max  int
-	last activities.SlotsView
+	last activities.SemaphoreState
 	err  error // the last query's failure, for the messages
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -219,7 +219,7 @@ func (w *semaphoreWatch) sample(ctx context.Context) {
 	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	q, err := w.s.c.QueryWorkflow(qctx, w.id, "", activities.SlotsQuery)
-	var v activities.SlotsView
+	var v activities.SemaphoreState
 	if err == nil {
 		err = q.Get(&v)
 	}
@@ -228,12 +228,12 @@ func (w *semaphoreWatch) sample(ctx context.Context) {
 	if w.err = err; err != nil {
 		return
 	}
-	w.max = max(w.max, v.InUse)
+	w.max = max(w.max, len(v.Holders))
 	w.last = v
 }
 
 // view samples now and returns the latest answer, and the failure of this query if it failed.
-func (w *semaphoreWatch) view() (activities.SlotsView, error) {
+func (w *semaphoreWatch) view() (activities.SemaphoreState, error) {
 	w.sample(context.Background())
 	w.mu.Lock()
 	defer w.mu.Unlock()

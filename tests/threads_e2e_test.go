@@ -43,19 +43,19 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 		_ = s.c.TerminateWorkflow(context.Background(), semID, "", "test over")
 	})
 
-	slots := func() activities.SlotsView {
+	slots := func() activities.SemaphoreState {
 		v, err := s.c.QueryWorkflow(ctx, semID, "", activities.SlotsQuery)
 		if err != nil {
-			return activities.SlotsView{Plan: -1}
+			return activities.SemaphoreState{Plan: -1}
 		}
-		var st activities.SlotsView
+		var st activities.SemaphoreState
 		require.NoError(t, v.Get(&st))
 		return st
 	}
 	peak := 0
-	watch := func() activities.SlotsView {
+	watch := func() activities.SemaphoreState {
 		st := slots()
-		peak = max(peak, st.InUse)
+		peak = max(peak, len(st.Holders))
 		return st
 	}
 
@@ -65,10 +65,10 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 		require.NoError(t, err)
 		runs[tr.ID] = func() error { return run.Get(ctx, &tr.Result) }
 	}
-	var held activities.SlotsView
+	var held activities.SemaphoreState
 	require.Eventually(t, func() bool {
 		held = watch()
-		return held.InUse == 2 && held.Queued == 4
+		return len(held.Holders) == 2 && len(held.Queue) == 4
 	}, 30*time.Second, 50*time.Millisecond, "two slots held and four tasks queued")
 	queuedFirst := ""
 	for _, tr := range trs {
@@ -98,13 +98,13 @@ func TestE2E_ProviderThreadsSlotsSurviveWorkerKillAndTermination(t *testing.T) {
 		require.NoError(t, get(), id)
 		watch()
 	}
-	var end activities.SlotsView
+	var end activities.SemaphoreState
 	require.Eventually(t, func() bool {
 		end = watch()
-		return end.Plan == 2 && end.InUse == 0 && end.Queued == 0
+		return end.Plan == 2 && len(end.Holders) == 0 && len(end.Queue) == 0
 	}, 90*time.Second, 200*time.Millisecond, "every slot back (the terminated holder's by the reclaim check)")
 	assert.LessOrEqual(t, peak, 2, "never more than PROVIDER_THREADS slots held")
-	sc.note("5 tasks completed after the kill; semaphore: %d/%d held, %d queued; peak %d", end.InUse, end.Plan, end.Queued, peak)
+	sc.note("5 tasks completed after the kill; semaphore: %d/%d held, %d queued; peak %d", len(end.Holders), end.Plan, len(end.Queue), peak)
 	var done []string
 	for _, tr := range trs {
 		if tr.ID != terminated {
