@@ -5,8 +5,10 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -31,10 +33,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
+// endpointVars name the OTLP endpoints; either turns tracing on.
+var endpointVars = []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}
+
 // Enabled: an OTLP endpoint is set and OTEL_TRACES_EXPORTER is not "none".
 func Enabled() bool {
-	return os.Getenv("OTEL_TRACES_EXPORTER") != "none" &&
-		(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "")
+	return os.Getenv("OTEL_TRACES_EXPORTER") != "none" && slices.ContainsFunc(endpointVars, func(k string) bool { return os.Getenv(k) != "" })
 }
 
 // Setup installs the global tracer provider when Enabled; it returns the Temporal clients' interceptors (none when
@@ -42,6 +46,11 @@ func Enabled() bool {
 func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor, func(context.Context) error, error) {
 	if !Enabled() {
 		return nil, func(context.Context) error { return nil }, nil
+	}
+	for _, k := range endpointVars { // the SDK would log a bad one and export to localhost; its value may hold credentials
+		if u, err := url.Parse(os.Getenv(k)); err != nil || (u.Host == "" && u.String() != "") {
+			return nil, nil, fmt.Errorf("%s is not a URL such as http://collector:4318", k)
+		}
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {

@@ -130,3 +130,19 @@ func TestFlushIsBoundedWhenTheCollectorHangs(t *testing.T) {
 	assert.Error(t, flush(context.Background()), "the span was not exported")
 	assert.Less(t, time.Since(began), 10*time.Second)
 }
+
+// An endpoint that is no URL stops the process at start, naming the variable: the SDK would log it and export to
+// localhost instead.
+func TestSetupRefusesAnEndpointThatIsNoURL(t *testing.T) {
+	for _, bad := range []string{"collector:4318", "http://[::1", "::::", "/v1/traces"} {
+		for _, key := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+			t.Setenv(key, bad)
+			_, _, err := Setup(context.Background(), "test")
+			if assert.Error(t, err, bad) {
+				assert.Contains(t, err.Error(), key)
+			}
+		}
+	}
+}
