@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -182,8 +183,9 @@ func (h logHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 func (h logHandler) WithGroup(name string) slog.Handler { return logHandler{h.Handler.WithGroup(name)} }
 
-// query is a URL's query in any text (url.full, an error quoting a request): res.php's key=, a callback's t= and code=.
-var query = regexp.MustCompile(`\?[^\s"'<>]*=[^\s"'<>]*`)
+// query is a URL's query in any text, to the end of the text or of the %q quoting it (an error quoting a request):
+// res.php's key=, a callback's t= and code=, a notify_url's own, whatever they hold.
+var query = regexp.MustCompile(`\?(?:[^"\\=]|\\.)*=(?:[^"\\]|\\.)*`)
 
 // scrubbing drops url.query and cuts every query out of the other strings of a span (attributes, status, events).
 type scrubbing struct{ sdktrace.SpanExporter }
@@ -208,6 +210,10 @@ func scrub(attrs []attribute.KeyValue) []attribute.KeyValue {
 		switch {
 		case kv.Key == "url.query" || kv.Key == "http.target":
 			continue
+		case kv.Key == "url.full" || kv.Key == "http.url": // all URL: its query goes whole, a raw quote in it too
+			if bare, _, cut := strings.Cut(kv.Value.AsString(), "?"); cut {
+				kv.Value = attribute.StringValue(bare + "?REDACTED")
+			}
 		case kv.Value.Type() == attribute.STRING:
 			kv.Value = attribute.StringValue(query.ReplaceAllString(kv.Value.AsString(), "?REDACTED"))
 		}

@@ -146,3 +146,27 @@ func TestSetupRefusesAnEndpointThatIsNoURL(t *testing.T) {
 		}
 	}
 }
+
+// A query's value may hold a quote or a space (a notify_url is the customer's): it is cut all the same, from
+// url.full and from an error that quotes the URL (%q escapes the quote).
+func TestAQueryWithQuotesOrSpacesIsCutWhole(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(scrubbing{mem}))
+	for _, hook := range []string{`http://127.0.0.1:1/x?a="&secret=S1`, `http://127.0.0.1:1/x?a=b c&secret=S1`,
+		`http://127.0.0.1:1/x?a='&secret=S1`} {
+		_, s := tp.Tracer("t").Start(context.Background(), "deliver")
+		s.SetAttributes(attribute.String("url.full", hook))
+		_, err := http.Post(hook, "text/plain", strings.NewReader("")) // refused: its error quotes the URL
+		require.Error(t, err)
+		s.RecordError(err)
+		s.SetStatus(codes.Error, err.Error())
+		s.End()
+	}
+	spans := mem.GetSpans()
+	require.Len(t, spans, 3)
+	for _, sp := range spans {
+		text := strings.Join(append([]string{sp.Status.Description}, flatten(sp)...), " ")
+		assert.NotContains(t, text, "S1")
+		assert.Contains(t, text, "url.full=http://127.0.0.1:1/x?REDACTED")
+	}
+}
