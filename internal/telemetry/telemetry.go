@@ -65,6 +65,7 @@ func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(scrubbing{exp}), sdktrace.WithResource(res)) // OTEL_BSP_*
 	otel.SetTracerProvider(tp)
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { slog.Warn("traces not exported", "error", err) }))
 	t, err := temporalotel.NewTracer(temporalotel.TracerOptions{DisableBaggage: true, HeaderKey: headerKey})
 	if err != nil {
 		return nil, nil, err

@@ -170,3 +170,19 @@ func TestAQueryWithQuotesOrSpacesIsCutWhole(t *testing.T) {
 		assert.Contains(t, text, "url.full=http://127.0.0.1:1/x?REDACTED")
 	}
 }
+
+// The SDK's own errors (an export that failed) are log records of the process's logger, not stray text lines.
+func TestExportErrorsAreLogRecords(t *testing.T) {
+	var buf bytes.Buffer
+	was := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(was) })
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	_, flush, err := Setup(context.Background(), "test")
+	require.NoError(t, err)
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	_, s := otel.Tracer("t").Start(context.Background(), "refused")
+	s.End()
+	_ = flush(context.Background())
+	assert.Contains(t, buf.String(), `"level":"WARN","msg":"traces not exported"`)
+}
