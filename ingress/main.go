@@ -24,6 +24,7 @@ import (
 
 func main() {
 	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stdout, nil)))
+	slog.SetDefault(logger) // what libraries log (the OpenTelemetry SDK's errors) is a JSON line too
 	cfg, err := config.LoadIngress()
 	check(err, "")
 	opts, err := envconfig.LoadDefaultClientOptions()

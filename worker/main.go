@@ -46,6 +46,7 @@ func main() {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(os.Getenv("LOG_LEVEL"))) // unset or unknown: Info
 	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	slog.SetDefault(logger) // what libraries log (the OpenTelemetry SDK's errors) is a JSON line too
 	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)
 		if errors.As(err, new(configError)) {
@@ -123,11 +124,9 @@ func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.Metr
 	return opts, flush, nil
 }
 
-// flushTraces exports what the batch processor holds, within a bound a stuck collector cannot stretch.
+// flushTraces exports what the batch processor holds (within telemetry's bound).
 func flushTraces(flush func(context.Context) error, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := flush(ctx); err != nil {
+	if err := flush(context.Background()); err != nil {
 		logger.Warn("traces not flushed", "error", err)
 	}
 }

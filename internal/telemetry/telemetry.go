@@ -5,12 +5,15 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -31,17 +34,24 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
+// endpointVars name the OTLP endpoints; either turns tracing on.
+var endpointVars = []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}
+
 // Enabled: an OTLP endpoint is set and OTEL_TRACES_EXPORTER is not "none".
 func Enabled() bool {
-	return os.Getenv("OTEL_TRACES_EXPORTER") != "none" &&
-		(os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "")
+	return os.Getenv("OTEL_TRACES_EXPORTER") != "none" && slices.ContainsFunc(endpointVars, func(k string) bool { return os.Getenv(k) != "" })
 }
 
 // Setup installs the global tracer provider when Enabled; it returns the Temporal clients' interceptors (none when
-// off) and the flush a clean stop calls.
+// off) and the flush a clean stop calls, bounded at 5 s.
 func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor, func(context.Context) error, error) {
 	if !Enabled() {
 		return nil, func(context.Context) error { return nil }, nil
+	}
+	for _, k := range endpointVars { // the SDK would log a bad one and export to localhost; its value may hold credentials
+		if u, err := url.Parse(os.Getenv(k)); err != nil || (u.Host == "" && u.String() != "") {
+			return nil, nil, fmt.Errorf("%s is not a URL such as http://collector:4318", k)
+		}
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
@@ -55,11 +65,17 @@ func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(scrubbing{exp}), sdktrace.WithResource(res)) // OTEL_BSP_*
 	otel.SetTracerProvider(tp)
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { slog.Warn("traces not exported", "error", err) }))
 	t, err := temporalotel.NewTracer(temporalotel.TracerOptions{DisableBaggage: true, HeaderKey: headerKey})
 	if err != nil {
 		return nil, nil, err
 	}
-	return []interceptor.ClientInterceptor{interceptor.NewTracingInterceptor(tracer{t})}, tp.Shutdown, nil
+	flush := func(ctx context.Context) error { // within a bound a stuck collector cannot stretch (the SDK's: 30 s or more)
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return tp.Shutdown(ctx)
+	}
+	return []interceptor.ClientInterceptor{interceptor.NewTracingInterceptor(tracer{t})}, flush, nil
 }
 
 // headerKey names the Temporal header that carries a workflow's or an activity's trace context.
@@ -168,8 +184,9 @@ func (h logHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 func (h logHandler) WithGroup(name string) slog.Handler { return logHandler{h.Handler.WithGroup(name)} }
 
-// query is a URL's query in any text (url.full, an error quoting a request): res.php's key=, a callback's t= and code=.
-var query = regexp.MustCompile(`\?[^\s"'<>]*=[^\s"'<>]*`)
+// query is a URL's query in any text, to the end of the text or of the %q quoting it (an error quoting a request):
+// res.php's key=, a callback's t= and code=, a notify_url's own, whatever they hold.
+var query = regexp.MustCompile(`\?(?:[^"\\=]|\\.)*=(?:[^"\\]|\\.)*`)
 
 // scrubbing drops url.query and cuts every query out of the other strings of a span (attributes, status, events).
 type scrubbing struct{ sdktrace.SpanExporter }
@@ -194,6 +211,10 @@ func scrub(attrs []attribute.KeyValue) []attribute.KeyValue {
 		switch {
 		case kv.Key == "url.query" || kv.Key == "http.target":
 			continue
+		case kv.Key == "url.full" || kv.Key == "http.url": // all URL: its query goes whole, a raw quote in it too
+			if bare, _, cut := strings.Cut(kv.Value.AsString(), "?"); cut {
+				kv.Value = attribute.StringValue(bare + "?REDACTED")
+			}
 		case kv.Value.Type() == attribute.STRING:
 			kv.Value = attribute.StringValue(query.ReplaceAllString(kv.Value.AsString(), "?REDACTED"))
 		}

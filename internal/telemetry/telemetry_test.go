@@ -5,16 +5,21 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 func TestEnabledOnlyWithAnEndpointAndNotNone(t *testing.T) {
@@ -104,4 +109,80 @@ func TestTraceparentRoundTrips(t *testing.T) {
 	assert.Equal(t, tp, Traceparent(FromTraceparent(context.Background(), tp)))
 	assert.Empty(t, Traceparent(context.Background()))
 	assert.Empty(t, Traceparent(FromTraceparent(context.Background(), "not one")))
+}
+
+// A clean stop's flush is bounded whatever the collector or OTEL_BSP_EXPORT_TIMEOUT: a collector that takes the
+// connection and never answers holds no process (worker, ingress, starter) past the bound.
+func TestFlushIsBoundedWhenTheCollectorHangs(t *testing.T) {
+	stuck := make(chan struct{})
+	collector := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-stuck }))
+	t.Cleanup(collector.Close)
+	t.Cleanup(func() { close(stuck) })
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
+	t.Setenv("OTEL_BSP_EXPORT_TIMEOUT", "60000")
+	_, flush, err := Setup(context.Background(), "test")
+	require.NoError(t, err)
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	_, s := otel.Tracer("t").Start(context.Background(), "buffered")
+	s.End()
+	began := time.Now()
+	assert.Error(t, flush(context.Background()), "the span was not exported")
+	assert.Less(t, time.Since(began), 10*time.Second)
+}
+
+// An endpoint that is no URL stops the process at start, naming the variable: the SDK would log it and export to
+// localhost instead.
+func TestSetupRefusesAnEndpointThatIsNoURL(t *testing.T) {
+	for _, bad := range []string{"collector:4318", "http://[::1", "::::", "/v1/traces"} {
+		for _, key := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+			t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+			t.Setenv(key, bad)
+			_, _, err := Setup(context.Background(), "test")
+			if assert.Error(t, err, bad) {
+				assert.Contains(t, err.Error(), key)
+			}
+		}
+	}
+}
+
+// A query's value may hold a quote or a space (a notify_url is the customer's): it is cut all the same, from
+// url.full and from an error that quotes the URL (%q escapes the quote).
+func TestAQueryWithQuotesOrSpacesIsCutWhole(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(scrubbing{mem}))
+	for _, hook := range []string{`http://127.0.0.1:1/x?a="&secret=S1`, `http://127.0.0.1:1/x?a=b c&secret=S1`,
+		`http://127.0.0.1:1/x?a='&secret=S1`} {
+		_, s := tp.Tracer("t").Start(context.Background(), "deliver")
+		s.SetAttributes(attribute.String("url.full", hook))
+		_, err := http.Post(hook, "text/plain", strings.NewReader("")) // refused: its error quotes the URL
+		require.Error(t, err)
+		s.RecordError(err)
+		s.SetStatus(codes.Error, err.Error())
+		s.End()
+	}
+	spans := mem.GetSpans()
+	require.Len(t, spans, 3)
+	for _, sp := range spans {
+		text := strings.Join(append([]string{sp.Status.Description}, flatten(sp)...), " ")
+		assert.NotContains(t, text, "S1")
+		assert.Contains(t, text, "url.full=http://127.0.0.1:1/x?REDACTED")
+	}
+}
+
+// The SDK's own errors (an export that failed) are log records of the process's logger, not stray text lines.
+func TestExportErrorsAreLogRecords(t *testing.T) {
+	var buf bytes.Buffer
+	was := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(was) })
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	_, flush, err := Setup(context.Background(), "test")
+	require.NoError(t, err)
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	_, s := otel.Tracer("t").Start(context.Background(), "refused")
+	s.End()
+	_ = flush(context.Background())
+	assert.Contains(t, buf.String(), `"level":"WARN","msg":"traces not exported"`)
 }
