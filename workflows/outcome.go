@@ -12,6 +12,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // outcomeKind is what one attempt came to; solve switches on it.
@@ -143,4 +144,37 @@ func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 		return false
 	}
 	return down
+}
+
+// changeRoutingObserve marks the tasks that hand their solve's submissions to the worker's routing model.
+const changeRoutingObserve = "scored-routing-observe"
+
+// observe teaches the worker's routing model what this solve's routed submissions took (a local activity: one
+// marker); a submission still open says its solve takes longer. Best effort: a failure changes nothing else.
+func (s *solver) observe(ctx workflow.Context) {
+	var obs []activities.Observation
+	for _, sub := range s.table.subs {
+		if sub.Round != s.table.round || sub.Provider == "" || slices.Contains([]subState{subRefused, subAnswerLost, subSubmitting}, sub.State) {
+			continue
+		}
+		o := activities.Observation{Provider: sub.Provider, Outcome: providers.ObservedOpen, CostUSD: sub.cost(),
+			Seconds: workflow.Now(ctx).Sub(sub.SubmittedAt).Seconds()}
+		switch {
+		case sub.State == subSolved && sub.answer != nil:
+			o.Outcome, o.Seconds = providers.ObservedSolved, sub.answer.res.ReceivedAt.Sub(sub.SubmittedAt).Seconds()
+		case sub.State == subSolved: // the submission's answer held the code
+			o.Outcome = providers.ObservedSolved
+		case sub.State == subUnsolvable:
+			o.Outcome = providers.ObservedUnsolvable
+		}
+		obs = append(obs, o)
+	}
+	if len(obs) == 0 || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 5 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
+	if err := workflow.ExecuteLocalActivity(lctx, acts.Observe, activities.ObserveRequest{Method: s.in.Method, Observations: obs}).Get(ctx, nil); err != nil {
+		s.logger.Warn("the routing model did not take the solve's observations", "Error", err)
+	}
 }

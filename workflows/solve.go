@@ -111,6 +111,7 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 	s.roundSubmits = s.status.Submits
 	defer s.releaseKept(ctx, true) // no submission of this solve is waited for any more
+	defer s.observe(ctx)
 	for {
 		o := s.attempt(ctx)
 		if o.kind != outSolved && !temporal.IsCanceledError(o.err) {
@@ -121,7 +122,7 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 		switch o.kind {
 		case outSolved: // stamped with its expiry, it is the status's token
 			res := o.res
-			res.ExpiresAt, res.Refreshes = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes
+			res.ExpiresAt, res.Refreshes, res.CostUSD = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes, s.table.cost()
 			s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
 			metrics, took := workflow.GetMetricsHandler(ctx), res.ReceivedAt.Sub(res.SubmittedAt)
 			metrics.Timer(MetricResultLatency).Record(took)
@@ -226,7 +227,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	if s.callbackTimeoutUnset && r.CallbackTimeoutSeconds > 0 {
 		s.in.CallbackTimeoutSeconds = r.CallbackTimeoutSeconds // the worker's default, from history
 	}
-	sub.Provider = r.Provider
+	sub.Provider, sub.price, sub.refunds, sub.route = r.Provider, r.PriceUSD, r.Refunds, r.Route
 	if r.Alternatives > 0 {
 		sub.giveUp = time.Duration(r.GiveUpSeconds) * time.Second
 	}

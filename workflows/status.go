@@ -86,7 +86,7 @@ func (s *solver) statusNow() captchaflow.Status {
 	st := s.status
 	for _, sub := range s.table.subs {
 		st.Submissions = append(st.Submissions, captchaflow.SubmissionStatus{N: sub.N, ProviderTaskID: sub.ProviderID,
-			Provider: sub.Provider, State: string(sub.State)})
+			Provider: sub.Provider, State: string(sub.State), CostUSD: sub.cost(), Route: sub.route})
 	}
 	if !st.ReceivedAt.IsZero() {
 		// A query changes nothing in the workflow; the wall clock only shapes its answer.
