@@ -347,6 +347,9 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
+	if err == nil && m.routed() {
+		m.checkRoute(req, res)
+	}
 	return res, err
 }
 
@@ -693,6 +696,7 @@ func (m *model) checkEnd() (result string) {
 		m.fail("fresh-result", "result: %v", err)
 	}
 	m.checkFresh(r, "the result")
+	m.checkCost(r)
 	return r.ProviderTaskID
 }
 
