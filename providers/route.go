@@ -201,7 +201,8 @@ func (s *stats) shares() (unsolvable, bad float64) {
 	return (s.unsolvable + priorUnsolvable) / (s.seen + 1), min(1, (s.bad+priorBad)/(s.solved+1))
 }
 
-// p90 is the Kaplan–Meier 90th percentile of the solve times, the prior one pseudo-solve; censored beyond: the longest.
+// p90 is the Kaplan–Meier 90th percentile of the solve times, the prior one pseudo-solve; when more than a tenth
+// was still open past every solve, it lies beyond what was seen: twice the longest wait, a guess that fits less.
 func p90(times []solveTime, prior float64) float64 {
 	all := slices.SortedStableFunc(slices.Values(append([]solveTime{{secs: prior}}, times...)), func(a, b solveTime) int {
 		return cmp.Or(cmp.Compare(a.secs, b.secs), cmp.Compare(btoi(a.open), btoi(b.open)))
@@ -215,7 +216,7 @@ func p90(times []solveTime, prior float64) float64 {
 			return t.secs
 		}
 	}
-	return all[len(all)-1].secs
+	return 2 * all[len(all)-1].secs
 }
 
 func round(x float64) float64 { return math.Round(x*1e9) / 1e9 }
