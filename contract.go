@@ -136,8 +136,9 @@ type Route struct {
 	Candidates []RouteCandidate `json:"candidates"`
 }
 
-// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), or exploring.
-const RouteCheapest, RouteFastest, RouteExplore = "cheapest_that_fits", "fastest_none_fits", "explore"
+// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), exploring, or
+// the PROVIDER_THREADS slot's provider, ranked when the slot was taken (the candidates are as Submit ranks them).
+const RouteCheapest, RouteFastest, RouteExplore, RouteSlot = "cheapest_that_fits", "fastest_none_fits", "explore", "slot"
 
 type RouteCandidate struct {
 	Provider   string  `json:"provider"`

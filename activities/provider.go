@@ -74,6 +74,9 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	defer keepAlive(ctx)()
 	set := a.set()
 	cands, route, why := a.ranked(req, timeLeft(ctx), activity.GetInfo(ctx).WorkflowExecution.ID)
+	if route != nil && req.Provider != "" && cands[0].Name != req.Provider {
+		route.Reason = captchaflow.RouteSlot
+	}
 	if len(cands) == 0 {
 		return SubmitResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no provider this task may use serves method %.40q: %s", req.Method, why), captchaflow.FailureProviderConfig, nil)
