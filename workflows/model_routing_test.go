@@ -29,11 +29,12 @@ type routingModel struct {
 	scored    bool                       // routing: scored, the model primed with draws of what it measured before
 	explore   float64                    // its explore_share
 	prices    map[string]providers.Price // price_per_1000 (absent: none)
+	reasons   map[string]int             // the scored submissions' route reasons, for the coverage
 }
 
 func (s *schedule) drawRouting() {
 	r := &s.routing
-	r.givenUpAt = map[string]time.Time{}
+	r.givenUpAt, r.reasons = map[string]time.Time{}, map[string]int{}
 	r.outages = map[string]outage{}
 	if s.rng.IntN(3) == 0 {
 		r.names = []string{""}
@@ -99,6 +100,33 @@ func (s *schedule) primeModel(m *providers.Model) {
 	}
 }
 
+// slotProvider is where a routed worker's AcquireSlot pins the submission, as slotOf does: the ticket's, or the
+// first of the ranking (the model's under routing: scored) that serves the method and whose circuit is not open.
+func (s *schedule) slotProvider(ask activities.SlotAsk) string {
+	set := s.acts.Providers
+	if set == nil {
+		return ""
+	}
+	if ask.Ticket != nil && ask.Ticket.Provider != "" {
+		return ask.Ticket.Provider
+	}
+	cands := slices.DeleteFunc(set.Candidates(ask.Providers, ask.Exclude, ask.Avoid), func(p *providers.Provider) bool {
+		return p.Client.Supports(ask.Method, ask.Params) != nil
+	})
+	if set.Model.Scored() && len(cands) > 0 {
+		cands, _ = set.Model.Rank(cands, ask.Method, ask.Avoid, 0, fmt.Sprint(ask.WorkflowID, ask.RunID, ask.Seq))
+	}
+	for _, p := range cands {
+		if !s.breaker.IsOpen(p.Name) {
+			return p.Name
+		}
+	}
+	if len(cands) > 0 {
+		return cands[0].Name
+	}
+	return ""
+}
+
 // checkRoute: under routing: scored an accepted submission says why, its candidates the task's allowed providers
 // not given up, those it avoids last, its provider among them; under order it says nothing.
 func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitResult) {
@@ -108,6 +136,7 @@ func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitRe
 		}
 		return
 	}
+	m.routing.reasons[res.Route.Reason]++
 	var names []string
 	avoided := false
 	for _, c := range res.Route.Candidates {
@@ -223,6 +252,9 @@ func (s *schedule) cover(covered map[string]int) {
 	}
 	if len(s.solves) > 1 {
 		covered["tasks-sharing-a-worker"]++
+	}
+	for reason, n := range s.routing.reasons {
+		covered["route:"+reason] += n
 	}
 	for _, m := range s.solves {
 		m.cover(covered)

@@ -469,7 +469,7 @@ func (s *schedule) mockSlots() {
 		defer s.mu.Unlock()
 		m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
 		key := modelSlot{m.wid, ask.Seq}
-		ticket := activities.SlotTicket{Semaphore: "sem", Run: "r1", RunID: ask.RunID}
+		ticket := activities.SlotTicket{Semaphore: "sem", Run: "r1", RunID: ask.RunID, Provider: s.slotProvider(ask)}
 		s.sem.asked[key]++
 		if s.sem.lost && s.sem.asked[key] == 1 {
 			s.logf("AcquireSlot %v: the semaphore is lost", key)
