@@ -213,7 +213,7 @@ type Profile struct {
 	NumericTaskID   bool          // integer task IDs, wanted back as JSON numbers (else a string: CapSolver's UUIDs)
 	MinPollInterval time.Duration // never ask for one task's result more often (0: none documented)
 	Reports         []ReportRule  // the verdict calls; a verdict no rule covers is ErrReportUnsupported
-	// RefundsUnsolvable: an unsolvable task is not charged (documented by 2captcha; not by the others: charged).
+	// RefundsUnsolvable: an unsolvable task is not charged (2captcha.com/api-docs/error-codes; the others document none).
 	RefundsUnsolvable bool
 }
 
