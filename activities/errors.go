@@ -101,8 +101,7 @@ const (
 	MetricDeliveries          = "captchaflow_deliveries_total"              // delivery attempts by result (ok, error)
 
 	// The routing model's, read at scrape (docs/operations.md): by provider and method, spend by provider.
-	MetricProviderPrice     = "captchaflow_provider_price_usd" // one solve, as PROVIDERS_FILE prices it
-	MetricProviderSpend     = "captchaflow_provider_spend_usd_total"
+	MetricProviderPrice     = "captchaflow_provider_price_usd"      // one solve, as PROVIDERS_FILE prices it
 	MetricRouteExpectedCost = "captchaflow_route_expected_cost_usd" // of a good code: the score
 	MetricRouteSolveP90     = "captchaflow_route_solve_p90_seconds"
 	MetricRouteUnsolvable   = "captchaflow_route_unsolvable_share"

@@ -237,12 +237,11 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	return PollResult{}, providerError(ctx, err)
 }
 
-// Observation is one submission of a solve that ended: how long it took, or how long it was open, and its cost.
+// Observation is one submission of a solve that ended: how long it took, or how long it was open.
 type Observation struct {
 	Provider string  `json:"provider"`
 	Seconds  float64 `json:"seconds"`
 	Outcome  string  `json:"outcome"` // providers.Observed*
-	CostUSD  float64 `json:"cost_usd,omitempty"`
 }
 
 // ObserveRequest is the input of Observe: one solve's submissions, of one method.
@@ -254,7 +253,7 @@ type ObserveRequest struct {
 // Observe teaches the worker's routing model a solve's submissions (a local activity: the worker that ran them).
 func (a *Activities) Observe(_ context.Context, req ObserveRequest) error {
 	for _, o := range req.Observations {
-		a.set().Model.Observe(o.Provider, req.Method, o.Seconds, o.Outcome, o.CostUSD)
+		a.set().Model.Observe(o.Provider, req.Method, o.Seconds, o.Outcome)
 	}
 	return nil
 }

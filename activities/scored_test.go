@@ -55,13 +55,21 @@ func candidateNames(r *captchaflow.Route) (names []string) {
 	return names
 }
 
-// Observe hands a solve's submissions to the worker's model, which counts their spend by provider.
-func TestObserveTeachesTheModelAndCountsSpend(t *testing.T) {
+// Observe hands a solve's submissions to the worker's model: a provider that keeps failing stops fitting.
+func TestObserveTeachesTheModel(t *testing.T) {
 	env, acts, _, _ := routedEnv(t)
-	acts.Providers.Model = providers.NewModel(providers.File{Routing: providers.RoutingScored})
-	_, err := env.ExecuteActivity(acts.Observe, ObserveRequest{Method: "userrecaptcha", Observations: []Observation{
-		{Provider: "a", Seconds: 3, Outcome: providers.ObservedSolved, CostUSD: 0.002}}})
+	acts.Providers.Model = providers.NewModel(providers.File{Routing: providers.RoutingScored, ExploreShare: new(0.0)})
+	for _, p := range acts.Providers.All() {
+		p.Price = providers.Price{"default": map[string]float64{"a": 1, "b": 2, "c": 3}[p.Name]}
+	}
+	var obs []Observation
+	for range 4 {
+		obs = append(obs, Observation{Provider: "a", Seconds: 3, Outcome: providers.ObservedUnsolvable})
+	}
+	_, err := env.ExecuteActivity(acts.Observe, ObserveRequest{Method: "userrecaptcha", Observations: obs})
 	require.NoError(t, err)
-	rows := acts.Providers.Model.Snapshot()
-	require.Contains(t, rows, providers.Row{Provider: "a", Spend: 0.002})
+	r, err := submitResult(t, env, acts, recaptchaReq)
+	require.NoError(t, err)
+	require.Equal(t, "b", r.Provider, "a fails most of its submissions: it does not fit")
+	require.False(t, r.Route.Candidates[len(r.Route.Candidates)-1].Fits)
 }

@@ -43,7 +43,7 @@ const RoutingOrder, RoutingScored = "order", "scored"
 // The model's priors and bounds (docs/behaviour.md).
 const (
 	DefaultExploreShare = 0.05
-	DefaultMemory       = 5 // observations: each weighs 1-1/memory less with every newer one
+	DefaultMemory       = 5  // observations: each weighs 1-1/memory less with every newer one
 	DefaultPriorSolve   = 30 // seconds: one pseudo-solve a provider starts with
 	priorUnsolvable     = 0.05
 	priorBad            = 0.02
@@ -62,7 +62,6 @@ type Model struct {
 	prior   float64
 	mu      sync.Mutex
 	stats   map[[2]string]*stats // by provider and method
-	spend   map[string]float64
 }
 
 type stats struct {
@@ -81,7 +80,7 @@ type solveTime struct {
 func NewModel(f File) *Model {
 	return &Model{Policy: cmp.Or(f.Routing, RoutingOrder), explore: *cmp.Or(f.ExploreShare, new(float64(DefaultExploreShare))),
 		decay: 1 - 1/float64(cmp.Or(f.Memory, DefaultMemory)), prior: float64(cmp.Or(f.PriorSolveSeconds, DefaultPriorSolve)),
-		stats: map[[2]string]*stats{}, spend: map[string]float64{}}
+		stats: map[[2]string]*stats{}}
 }
 
 // Scored tells whether submissions are ranked by the model.
@@ -101,10 +100,9 @@ func (m *Model) with(provider, method string, f func(s *stats)) {
 	f(m.stats[k])
 }
 
-// Observe learns one ended or still open submission, and what it cost.
-func (m *Model) Observe(provider, method string, secs float64, outcome string, costUSD float64) {
+// Observe learns one ended or still open submission.
+func (m *Model) Observe(provider, method string, secs float64, outcome string) {
 	m.with(provider, method, func(s *stats) {
-		m.spend[provider] += costUSD
 		if outcome != ObservedUnsolvable { // an unsolvable answer says nothing of the solve time
 			s.times = append(s.times[max(0, len(s.times)+1-timesKept):], solveTime{secs, outcome == ObservedOpen})
 		}
@@ -223,11 +221,11 @@ func round(x float64) float64 { return math.Round(x*1e9) / 1e9 }
 
 // Row is one provider and method's latest score, for the metrics.
 type Row struct {
-	Provider, Method                         string
-	Price, Cost, P90, Unsolvable, Bad, Spend float64
+	Provider, Method                  string
+	Price, Cost, P90, Unsolvable, Bad float64
 }
 
-// Snapshot is every provider and method scored so far, and each provider's spend (Method "").
+// Snapshot is every provider and method scored so far.
 func (m *Model) Snapshot() (rows []Row) {
 	if m == nil {
 		return nil
@@ -237,9 +235,6 @@ func (m *Model) Snapshot() (rows []Row) {
 	for k, s := range m.stats {
 		u, b := s.shares()
 		rows = append(rows, Row{Provider: k[0], Method: k[1], Price: s.price, Cost: s.cost, P90: s.p90, Unsolvable: u, Bad: b})
-	}
-	for p, v := range m.spend {
-		rows = append(rows, Row{Provider: p, Spend: v})
 	}
 	return rows
 }

@@ -79,10 +79,10 @@ type simProvider struct {
 }
 
 type simRun struct {
-	first        []string // each task's first submission's provider
-	explored     []bool
-	cost, static float64  // what the tasks cost, and what routing: order would have
-	good, staticGood int  // the good codes of each
+	first            []string // each task's first submission's provider
+	explored         []bool
+	cost, static     float64 // what the tasks cost, and what routing: order would have
+	good, staticGood int     // the good codes of each
 }
 
 func (r simRun) share(name string, from, to int) float64 {
@@ -142,16 +142,16 @@ func simulateUnder(m *Model, sims []simProvider, tasks int, deadline time.Durati
 			run.cost += paid
 			switch {
 			case solved:
-				m.Observe(s.name, "turnstile", secs, ObservedSolved, paid)
+				m.Observe(s.name, "turnstile", secs, ObservedSolved)
 				if s.bad != nil && s.bad(task) {
 					m.Verdict(s.name, "turnstile", false)
 				} else {
 					run.good++
 				}
 			case secs > 0:
-				m.Observe(s.name, "turnstile", secs, ObservedOpen, paid)
+				m.Observe(s.name, "turnstile", secs, ObservedOpen)
 			default:
-				m.Observe(s.name, "turnstile", 0, ObservedUnsolvable, paid)
+				m.Observe(s.name, "turnstile", 0, ObservedUnsolvable)
 				avoid = append(avoid, s.name)
 				continue
 			}

@@ -39,6 +39,7 @@ type routed struct {
 	urlA, urlB string
 	simA, simB *devstack.Process
 	worker     *devstack.Process
+	metrics    string // the worker's /metrics
 }
 
 // startRouted starts the two simulators and the routed worker; everything stops when the test ends. envA adds to
@@ -87,6 +88,7 @@ func startRoutedFile(t *testing.T, s *stack, sc *scenario, envA map[string]strin
 	delete(env, "CAPTCHAAI_API_KEY")
 	delete(env, "CAPTCHAAI_BASE_URL")
 	metrics := "http://" + loopback(ports[2])
+	r.metrics = metrics + "/metrics"
 	for k, v := range map[string]string{"PROVIDERS_FILE": file, "E2E_PROVIDER_A_KEY": providerKey, "E2E_PROVIDER_B_KEY": providerKey,
 		"TASK_QUEUE": r.queue, "WORKER_METRICS_ADDR": loopback(ports[2]), "PROVIDER_BALANCE_INTERVAL": "0",
 		"PROVIDER_GIVE_UP": routedGiveUp.String(), "PROVIDER_NO_SLOT_BUDGET": routedNoSlotBudget.String()} {

@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // The scored-routing scenarios (#22): a (in.php) and b (createTask) priced apart under `routing: scored`, each
@@ -88,6 +91,12 @@ func TestE2E_ScoredRouting(t *testing.T) {
 		sc.note("same speed: split %v, cost $%.4f, always-a $%.4f, saved $%.4f", split, cost, static, static-cost)
 		assert.GreaterOrEqual(t, split[providerB], len(trs)*3/4, "most go to the cheaper")
 		assert.InDelta(t, float64(split[providerA])*0.002+float64(split[providerB])*0.001, cost, 1e-9, "cost_usd is the prices'")
+		eventually(t, "the worker's spend metric", 10*time.Second, 200*time.Millisecond, func() string {
+			if spent := scrapeSum(ctx, t, r.metrics, workflows.MetricProviderSpend); math.Abs(spent-cost*1e6) > 0.5 {
+				return fmt.Sprintf("spend %v micro-USD, the results' cost_usd %v", spent, cost)
+			}
+			return ""
+		})
 	})
 
 	t.Run("the cheaper turns unsolvable, then recovers", func(t *testing.T) {

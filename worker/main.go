@@ -321,7 +321,7 @@ func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string
 	return m.registry.Register(modelCollector{set, prom.Labels{"namespace": namespace, "task_queue": taskQueue}})
 }
 
-// modelCollector exports the routing model's scores, the prices and the spend at scrape.
+// modelCollector exports the routing model's scores and the prices at scrape.
 type modelCollector struct {
 	set    *providers.Set
 	labels prom.Labels
@@ -340,10 +340,6 @@ func (c modelCollector) Collect(ch chan<- prom.Metric) {
 		}
 	}
 	for _, r := range c.set.Model.Snapshot() {
-		if r.Method == "" {
-			emit(activities.MetricProviderSpend, prom.CounterValue, r.Spend, r.Provider)
-			continue
-		}
 		for name, v := range map[string]float64{activities.MetricRouteExpectedCost: r.Cost, activities.MetricRouteSolveP90: r.P90,
 			activities.MetricRouteUnsolvable: r.Unsolvable, activities.MetricRouteBad: r.Bad} {
 			emit(name, prom.GaugeValue, v, r.Provider, r.Method)

@@ -72,7 +72,7 @@ func TestMetricsExportTheRoutingModel(t *testing.T) {
 	m := &metrics{registry: prom.NewRegistry()} // newMetrics registers /metrics on the default mux: once per process
 	set := providers.NewSet([]*providers.Provider{{Name: "a", Price: providers.Price{"default": 2.5}}}, nil)
 	set.Model = providers.NewModel(providers.File{Routing: providers.RoutingScored})
-	set.Model.Observe("a", "hcaptcha", 4, providers.ObservedSolved, 0.0025)
+	set.Model.Observe("a", "hcaptcha", 4, providers.ObservedSolved)
 	set.Model.Rank(set.All(), "hcaptcha", nil, time.Minute, "seed")
 	require.NoError(t, m.exportCircuits(set, "default", "q"))
 	families, err := m.registry.Gather()
@@ -84,7 +84,6 @@ func TestMetricsExportTheRoutingModel(t *testing.T) {
 		}
 	}
 	assert.InDelta(t, 0.0025, got[activities.MetricProviderPrice], 1e-12)
-	assert.InDelta(t, 0.0025, got[activities.MetricProviderSpend], 1e-12)
 	assert.InDelta(t, 30.0, got[activities.MetricRouteSolveP90], 1e-9, "one solve of 4 s beside the prior's 30 s: the 90th percentile is the prior")
 	for _, name := range []string{activities.MetricRouteExpectedCost, activities.MetricRouteUnsolvable, activities.MetricRouteBad} {
 		assert.Positive(t, got[name], name)

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -149,16 +150,20 @@ func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 // changeRoutingObserve marks the tasks that hand their solve's submissions to the worker's routing model.
 const changeRoutingObserve = "scored-routing-observe"
 
-// observe teaches the worker's routing model what this solve's routed submissions took (a local activity: one
-// marker); a submission still open says its solve takes longer. Best effort: a failure changes nothing else.
+// observe counts what this solve's submissions cost (a metric: no event) and, under routing: scored, teaches the
+// worker's model what they took (a local activity: one marker per solve); one still open says its solve takes
+// longer. Best effort: a failure changes nothing else.
 func (s *solver) observe(ctx workflow.Context) {
 	var obs []activities.Observation
+	scored := false
 	for _, sub := range s.table.subs {
 		if sub.Round != s.table.round || sub.Provider == "" || slices.Contains([]subState{subRefused, subAnswerLost, subSubmitting}, sub.State) {
 			continue
 		}
-		o := activities.Observation{Provider: sub.Provider, Outcome: providers.ObservedOpen, CostUSD: sub.cost(),
-			Seconds: workflow.Now(ctx).Sub(sub.SubmittedAt).Seconds()}
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": sub.Provider}).Counter(MetricProviderSpend).
+			Inc(int64(math.Round(sub.cost() * 1e6)))
+		scored = scored || sub.route != nil
+		o := activities.Observation{Provider: sub.Provider, Outcome: providers.ObservedOpen, Seconds: workflow.Now(ctx).Sub(sub.SubmittedAt).Seconds()}
 		switch {
 		case sub.State == subSolved && sub.answer != nil:
 			o.Outcome, o.Seconds = providers.ObservedSolved, sub.answer.res.ReceivedAt.Sub(sub.SubmittedAt).Seconds()
@@ -169,7 +174,7 @@ func (s *solver) observe(ctx workflow.Context) {
 		}
 		obs = append(obs, o)
 	}
-	if len(obs) == 0 || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !scored || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 5 * time.Second,

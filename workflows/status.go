@@ -22,6 +22,7 @@ const (
 	MetricProviderUnsolvable   = "captchaflow_provider_unsolvable_total"
 	MetricProviderGaveUp       = "captchaflow_provider_gave_up_total" // each may have been paid for
 	MetricProviderSolveSeconds = "captchaflow_provider_solve_seconds"
+	MetricProviderSpend        = "captchaflow_provider_spend_microusd_total" // what submissions cost, when their solve ends
 )
 
 // outcomes label MetricTasksFinished by a result's Via ("callback" by default) and a failure's type ("error" by default).

@@ -101,7 +101,7 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 				}
 			}
 		}
-		for _, want := range []string{"captchaflow_provider_price_usd", "captchaflow_provider_spend_usd_total", "captchaflow_route_solve_p90_seconds",
+		for _, want := range []string{"captchaflow_provider_price_usd", "captchaflow_provider_spend_microusd_total", "captchaflow_route_solve_p90_seconds",
 			"captchaflow_route_unsolvable_share", "captchaflow_route_bad_share", "captchaflow_route_expected_cost_usd", "captchaflow_provider_submissions_total"} {
 			if !slices.Contains(queried, want) {
 				return fmt.Errorf("no panel queries %s", want)
