@@ -127,8 +127,8 @@ func (m *Model) Verdict(provider, method string, good bool) {
 	})
 }
 
-// Candidate is one provider's score for a submission.
-type Candidate struct {
+// candidate is one provider's score for a submission.
+type candidate struct {
 	*Provider
 	captchaflow.RouteCandidate
 	avoided bool
@@ -137,11 +137,11 @@ type Candidate struct {
 // Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time;
 // avoided ones last. A share of seeds explores another that fits in time.
 func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time.Duration, seed string) ([]*Provider, *captchaflow.Route) {
-	scored := make([]Candidate, len(cands))
+	scored := make([]candidate, len(cands))
 	for i, p := range cands {
-		scored[i] = Candidate{Provider: p, RouteCandidate: m.score(p, method, left), avoided: slices.Contains(avoid, p.Name)}
+		scored[i] = candidate{Provider: p, RouteCandidate: m.score(p, method, left), avoided: slices.Contains(avoid, p.Name)}
 	}
-	slices.SortStableFunc(scored, func(a, b Candidate) int {
+	slices.SortStableFunc(scored, func(a, b candidate) int {
 		if c := cmp.Or(cmp.Compare(btoi(a.avoided), btoi(b.avoided)), cmp.Compare(btoi(!a.Fits), btoi(!b.Fits))); c != 0 || !a.Fits {
 			return cmp.Or(c, cmp.Compare(a.P90Seconds/a.GoodShare, b.P90Seconds/b.GoodShare))
 		}
