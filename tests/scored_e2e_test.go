@@ -87,6 +87,17 @@ func TestE2E_ScoredRouting(t *testing.T) {
 			split[tr.Result.Provider]++
 			cost += tr.Result.CostUSD
 		}
+		reasons := map[string]int{}
+		for _, tr := range trs {
+			v, err := s.c.QueryWorkflow(ctx, tr.ID, "", captchaflow.StatusQuery)
+			require.NoError(t, err)
+			var st captchaflow.Status
+			require.NoError(t, v.Get(&st))
+			for _, sub := range st.Submissions {
+				reasons[sub.Provider+":"+sub.Route.Reason+":"+sub.State]++
+			}
+		}
+		sc.note("same speed: submissions by provider, reason and state %v", reasons)
 		static := float64(len(trs)) * 0.002
 		sc.note("same speed: split %v, cost $%.4f, always-a $%.4f, saved $%.4f", split, cost, static, static-cost)
 		assert.GreaterOrEqual(t, split[providerB], len(trs)*3/4, "most go to the cheaper")
