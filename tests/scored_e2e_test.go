@@ -20,6 +20,7 @@ import (
 
 // scoredStep is one task of a sequential scenario: where its first submission went and why, and how it ended.
 type scoredStep struct {
+	id            string
 	first, reason string
 	res           captchaflow.Result
 	err           error
@@ -37,7 +38,7 @@ func (r *routed) one(ctx context.Context, sc *scenario, deadline int) scoredStep
 	require.NoError(sc.t, err)
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	step := scoredStep{}
+	step := scoredStep{id: tr.ID}
 	step.res, step.err = r.s.awaitResult(wctx, tr.ID)
 	tr.Result, tr.Err = step.res, step.err
 	v, err := r.s.c.QueryWorkflow(ctx, tr.ID, "", captchaflow.StatusQuery)
@@ -129,6 +130,9 @@ func TestE2E_ScoredRouting(t *testing.T) {
 		for _, st := range append(broken, after...) {
 			assert.NoError(t, st.err, "failover solved it")
 		}
+		// A task that met the unsolvable a and failed over to b, its solve observed: replayed, and recorded.
+		replayLive(t, s, broken[0].id, after[len(after)-1].id)
+		recordNew(t, s, map[string]string{"scored-unsolvable-failover": broken[0].id})
 	})
 
 	t.Run("one far slower than the deadlines", func(t *testing.T) {
