@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,8 +145,9 @@ func TestE2E_ScoredRouting(t *testing.T) {
 			steps = append(steps, r.one(ctx, sc, 12))
 		}
 		sc.note("slow a (60 s, deadline 12 s): first submissions %v; failures %d", firsts(steps), failures(steps))
-		assert.Equal(t, []string{providerB, providerB, providerB}, firsts(steps[1:]), "avoided after its first task")
-		assert.Equal(t, 3, 4-failures(steps), "only the task that taught it failed")
+		first := slices.Index(firsts(steps), providerA) // exploring may have sent the first tasks to b
+		assert.NotContains(t, firsts(steps[first+1:]), providerA, "avoided after its first task")
+		assert.LessOrEqual(t, failures(steps), 1, "only the task that taught it failed")
 	})
 
 	t.Run("bad verdicts on one", func(t *testing.T) {

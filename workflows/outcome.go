@@ -151,9 +151,9 @@ func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 const changeRoutingObserve = "scored-routing-observe"
 
 // observe counts what this solve's submissions cost (a metric: no event) and, under routing: scored, teaches the
-// worker's model what they took (a local activity: one marker per solve); one still open says its solve takes
-// longer. Best effort: a failure changes nothing else.
-func (s *solver) observe(ctx workflow.Context) {
+// worker's model what they took: carried by the delivery that follows, else in a local activity (one marker);
+// one still open says its solve takes longer. Best effort: a failure changes nothing else.
+func (s *solver) observe(ctx workflow.Context, carried bool) {
 	var obs []activities.Observation
 	scored := false
 	for _, sub := range s.table.subs {
@@ -174,12 +174,16 @@ func (s *solver) observe(ctx workflow.Context) {
 		}
 		obs = append(obs, o)
 	}
-	if !scored || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	req := &activities.ObserveRequest{Method: s.in.Method, Observations: obs}
+	if s.observed = nil; scored && carried {
+		s.observed = req
+	}
+	if !scored || carried || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 5 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
-	if err := workflow.ExecuteLocalActivity(lctx, acts.Observe, activities.ObserveRequest{Method: s.in.Method, Observations: obs}).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, acts.Observe, *req).Get(ctx, nil); err != nil {
 		s.logger.Warn("the routing model did not take the solve's observations", "Error", err)
 	}
 }
