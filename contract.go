@@ -103,6 +103,7 @@ type Result struct {
 	Submits        int       `json:"submits"`
 	ExpiresAt      time.Time `json:"expires_at,omitzero"` // zero: the code does not expire
 	Refreshes      int       `json:"refreshes,omitempty"` // solves made again after a token expired undelivered
+	CostUSD        float64   `json:"cost_usd,omitempty"`  // the sum over its submissions, at PROVIDERS_FILE prices
 }
 
 type Status struct { // the answer to StatusQuery
@@ -121,10 +122,30 @@ type Status struct { // the answer to StatusQuery
 }
 
 type SubmissionStatus struct { // one in.php request of a run
-	N              int    `json:"n"`
-	ProviderTaskID string `json:"provider_task_id,omitempty"`
-	Provider       string `json:"provider,omitempty"`
-	State          string `json:"state"` // docs/contract.md lists the states
+	N              int     `json:"n"`
+	ProviderTaskID string  `json:"provider_task_id,omitempty"`
+	Provider       string  `json:"provider,omitempty"`
+	State          string  `json:"state"` // docs/contract.md lists the states
+	CostUSD        float64 `json:"cost_usd,omitempty"`
+	Route          *Route  `json:"route,omitempty"` // why it went to Provider (routing: scored)
+}
+
+// Route is why scored routing sent a submission where it did: the reason and the candidates, best first.
+type Route struct {
+	Reason     string           `json:"reason"`
+	Candidates []RouteCandidate `json:"candidates"`
+}
+
+// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), exploring, or
+// the PROVIDER_THREADS slot's provider, ranked when the slot was taken (the candidates are as Submit ranks them).
+const RouteCheapest, RouteFastest, RouteExplore, RouteSlot = "cheapest_that_fits", "fastest_none_fits", "explore", "slot"
+
+type RouteCandidate struct {
+	Provider   string  `json:"provider"`
+	CostUSD    float64 `json:"expected_cost_usd"` // of a good code: price over the good share (refunds counted)
+	P90Seconds float64 `json:"p90_seconds"`       // measured 90th-percentile solve time
+	GoodShare  float64 `json:"good_share"`        // neither unsolvable nor reported bad
+	Fits       bool    `json:"fits"`              // p90 within the time left and good share at least 0.5
 }
 
 // WaitingZeroBalance is Status.Waiting while in.php answers ERROR_ZERO_BALANCE.

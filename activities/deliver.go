@@ -32,11 +32,16 @@ type DeliverRequest struct {
 	Refresh   int             `json:"refresh,omitempty"` // N for the token of the Nth refresh: a new result, a new webhook-id
 	// RunID is the run the task's reset chain started from, so a reset run delivers under the same webhook-id.
 	RunID string `json:"run_id,omitempty"`
+	// Observed is the solve's submissions for the routing model (routing: scored), taken on the first attempt.
+	Observed *ObserveRequest `json:"observed,omitempty"`
 }
 
 // Deliver POSTs the result to notify_url, signed per Standard Webhooks (webhook-id deliveryID, so receivers drop
 // duplicates); failures are retried, except a notify_url the worker never connects to (FailureDeliveryForbidden).
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error) {
+	if req.Observed != nil && activity.GetInfo(ctx).Attempt == 1 {
+		_ = a.Observe(ctx, *req.Observed)
+	}
 	defer func() {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"result": map[bool]string{true: "ok", false: "error"}[err == nil]}).
 			Counter(MetricDeliveries).Inc(1)

@@ -100,6 +100,13 @@ const (
 	MetricCircuitOpened       = "captchaflow_provider_circuit_opened_total" // by provider and reason (providers.Reason*)
 	MetricDeliveries          = "captchaflow_deliveries_total"              // delivery attempts by result (ok, error)
 
+	// The routing model's, read at scrape (docs/operations.md): by provider and method, spend by provider.
+	MetricProviderPrice     = "captchaflow_provider_price_usd"      // one solve, as PROVIDERS_FILE prices it
+	MetricRouteExpectedCost = "captchaflow_route_expected_cost_usd" // of a good code: the score
+	MetricRouteSolveP90     = "captchaflow_route_solve_p90_seconds"
+	MetricRouteUnsolvable   = "captchaflow_route_unsolvable_share"
+	MetricRouteBad          = "captchaflow_route_bad_share"
+
 	MetricProviderBalance             = "captchaflow_provider_balance"                           // in the provider's currency
 	MetricProviderBalanceChecked      = "captchaflow_provider_balance_checked_timestamp_seconds" // Unix seconds
 	MetricProviderBalanceLowThreshold = "captchaflow_provider_balance_low_threshold"             // PROVIDER_BALANCE_LOW, when set

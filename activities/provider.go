@@ -35,13 +35,16 @@ type SubmitRequest struct {
 
 // SubmitResult is the provider's task ID for the new submission.
 type SubmitResult struct {
-	ProviderTaskID         string `json:"provider_task_id"`
-	CallbackTimeoutSeconds int    `json:"callback_timeout_seconds,omitempty"` // CALLBACK_TIMEOUT_BY_METHOD's (0: none)
-	Provider               string `json:"provider,omitempty"`                 // chosen here, so in history ("" without the file)
-	Alternatives           int    `json:"alternatives,omitempty"`             // other providers the task could use
-	GiveUpSeconds          int    `json:"give_up_seconds,omitempty"`          // the worker's PROVIDER_GIVE_UP
-	PollIntervalSeconds    int    `json:"poll_interval_seconds,omitempty"`    // the provider's least poll spacing
-	Code                   string `json:"code,omitempty"`                     // came with the answer (CapSolver's images)
+	ProviderTaskID         string             `json:"provider_task_id"`
+	CallbackTimeoutSeconds int                `json:"callback_timeout_seconds,omitempty"` // CALLBACK_TIMEOUT_BY_METHOD's (0: none)
+	Provider               string             `json:"provider,omitempty"`                 // chosen here, so in history ("" without the file)
+	Alternatives           int                `json:"alternatives,omitempty"`             // other providers the task could use
+	GiveUpSeconds          int                `json:"give_up_seconds,omitempty"`          // the worker's PROVIDER_GIVE_UP
+	PollIntervalSeconds    int                `json:"poll_interval_seconds,omitempty"`    // the provider's least poll spacing
+	Code                   string             `json:"code,omitempty"`                     // came with the answer (CapSolver's images)
+	PriceUSD               float64            `json:"price_usd,omitempty"`                // what it costs at PROVIDERS_FILE's price
+	Refunds                bool               `json:"refunds,omitempty"`                  // unless it ends unsolvable
+	Route                  *captchaflow.Route `json:"route,omitempty"`                    // why it went to Provider (routing: scored)
 }
 
 // LostDetails are a FailureSubmitOutcomeUnknown's: where the submission went, and after how long it may be given up.
@@ -71,7 +74,10 @@ func (a *Activities) provider(name string) (*providers.Provider, error) {
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	defer keepAlive(ctx)()
 	set := a.set()
-	cands, why := supported(set.Candidates(req.Providers, req.Exclude, req.Avoid), req)
+	cands, route, why := a.ranked(req, timeLeft(ctx), activity.GetInfo(ctx).WorkflowExecution.ID)
+	if route != nil && req.Provider != "" && cands[0].Name != req.Provider {
+		route.Reason = captchaflow.RouteSlot
+	}
 	if len(cands) == 0 {
 		return SubmitResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no provider this task may use serves method %.40q: %s", req.Method, why), captchaflow.FailureProviderConfig, nil)
@@ -91,7 +97,7 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 			continue
 		}
 		res, err, next := a.submitTo(ctx, p, req, len(cands)-1)
-		if !next {
+		if res.Route = route; !next {
 			return res, err
 		}
 		lastErr = err
@@ -107,6 +113,18 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	return SubmitResult{}, temporal.NewApplicationErrorWithOptions("every provider this task may use is skipped (circuit open)",
 		FailureProviderUnavailable, temporal.ApplicationErrorOptions{ // retried when the first circuit half-opens
 			NextRetryDelay: pacedDelay(max(time.Until(retryAt), time.Second), timeLeft(ctx), 0.5)})
+}
+
+// ranked is where a submission may go, best first (by the model under routing: scored), and why; Submit and slotOf
+// both ask it, so a slot is taken where Submit would go. seed, with the request's run and number, draws exploring.
+func (a *Activities) ranked(req SubmitRequest, left time.Duration, seed string) ([]*providers.Provider, *captchaflow.Route, string) {
+	set := a.set()
+	cands, why := supported(set.Candidates(req.Providers, req.Exclude, req.Avoid), req)
+	if len(cands) == 0 || !set.Model.Scored() {
+		return cands, nil, why
+	}
+	cands, route := set.Model.Rank(cands, req.Method, req.Avoid, left, fmt.Sprint(seed, req.RunID, req.Submission))
+	return cands, route, why
 }
 
 // supported drops the candidates that cannot serve the method; why says which and why, for the failure.
@@ -149,6 +167,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
+			PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds,
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
 	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
 		a.countSubmission(ctx, p.Name, "lost")
@@ -182,7 +201,8 @@ type PollRequest struct {
 
 // PollResult is the solved code.
 type PollResult struct {
-	Code string `json:"code"`
+	Code    string  `json:"code"`
+	CostUSD float64 `json:"cost_usd,omitempty"` // what the provider's answer says the solve cost (0: not said)
 }
 
 // Poll makes exactly one result request; not ready is a retryable NotReady error the retry policy spaces.
@@ -194,7 +214,13 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	}
 	breaker := a.set().Breaker
 	ctx = telemetry.Annotate(ctx, activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)
-	code, err := p.Client.Get(ctx, req.ProviderTaskID)
+	var code string
+	var cost float64
+	if c, ok := p.Client.(providers.CostReporter); ok {
+		code, cost, err = c.GetCost(ctx, req.ProviderTaskID)
+	} else {
+		code, err = p.Client.Get(ctx, req.ProviderTaskID)
+	}
 	a.record(ctx, p.Name, err, breaker.RecordPoll)
 	switch { // the clients bound a code; a Client that does not is held to the same bound here
 	case err == nil && len(code) > captchaflow.MaxCodeBytes:
@@ -207,13 +233,34 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	a.countAnswer(ctx, p, "get", err)
 	switch {
 	case err == nil:
-		return PollResult{Code: code}, nil
+		return PollResult{Code: code, CostUSD: cost}, nil
 	case req.GiveUp && breaker.GivenUp(p.Name): // always asked first: the provider holds the paid code
 		a.countSubmission(ctx, p.Name, "abandoned")
 		return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",
 			p.Name, breaker.DownFor(p.Name).Round(time.Second)), FailureProviderGaveUp, nil, p.Name)
 	}
 	return PollResult{}, providerError(ctx, err)
+}
+
+// Observation is one submission of a solve that ended: how long it took, or how long it was open.
+type Observation struct {
+	Provider string  `json:"provider"`
+	Seconds  float64 `json:"seconds"`
+	Outcome  string  `json:"outcome"` // providers.Observed*
+}
+
+// ObserveRequest is the input of Observe: one solve's submissions, of one method.
+type ObserveRequest struct {
+	Method       string        `json:"method"`
+	Observations []Observation `json:"observations"`
+}
+
+// Observe teaches the worker's routing model a solve's submissions (a local activity: the worker that ran them).
+func (a *Activities) Observe(_ context.Context, req ObserveRequest) error {
+	for _, o := range req.Observations {
+		a.set().Model.Observe(o.Provider, req.Method, o.Seconds, o.Outcome)
+	}
+	return nil
 }
 
 // ProviderGivenUp: unreachable past PROVIDER_GIVE_UP on this worker (a local activity, so replay decides the same).

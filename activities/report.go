@@ -33,6 +33,7 @@ type ReportTarget struct {
 	// Provider solved it ("" without PROVIDERS_FILE); Kind is its createTask kind (some report calls depend on it).
 	Provider    string    `json:"provider,omitempty"`
 	Kind        string    `json:"kind,omitempty"`
+	Method      string    `json:"method,omitempty"` // the task's: verdicts teach the routing model
 	SubmittedAt time.Time `json:"submitted_at"`
 	ReceivedAt  time.Time `json:"received_at"`
 }
@@ -47,6 +48,7 @@ func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetReq
 		}
 		target.Kind = string(kind)
 	}
+	target.Method = in.Method
 	return target, err
 }
 
@@ -109,6 +111,7 @@ type SendReportRequest struct {
 	ProviderTaskID string              `json:"provider_task_id"`
 	Provider       string              `json:"provider,omitempty"`
 	Kind           string              `json:"kind,omitempty"`
+	Method         string              `json:"method,omitempty"`
 	Verdict        captchaflow.Verdict `json:"verdict"`
 }
 
@@ -128,6 +131,9 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 	}
 	defer keepAlive(ctx)()
 	ctx = telemetry.Annotate(ctx, "", p.Name, req.ProviderTaskID)
+	if activity.GetInfo(ctx).Attempt == 1 { // the caller's verdict, whatever the provider does with it
+		a.set().Model.Verdict(p.Name, req.Method, req.Verdict == captchaflow.VerdictGood)
+	}
 	err = p.Client.Report(ctx, providers.Kind(req.Kind), req.ProviderTaskID, req.Verdict == captchaflow.VerdictGood)
 	if errors.Is(err, providers.ErrReportUnsupported) {
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(

@@ -89,7 +89,7 @@ func PlannedThreads(a *Activities) (most int) {
 // AcquireSlot asks (starting the semaphore); a re-ask sends nothing while the run that took it runs and the ticket is ours.
 func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, error) {
 	t, k := SlotTicket{RunID: ask.RunID}, ask.Ticket
-	if t.Provider, ask.Plan = a.slotOf(ask); ask.Plan <= 0 {
+	if t.Provider, ask.Plan = a.slotOf(ask, timeLeft(ctx)); ask.Plan <= 0 {
 		return t, nil
 	}
 	c, tq := activity.GetClient(ctx), activity.GetInfo(ctx).TaskQueue
@@ -119,14 +119,14 @@ func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRequest) error {
 }
 
 // slotOf is the pinned provider and its plan: the ticket's, or the first serving candidate with its circuit not open.
-func (a *Activities) slotOf(ask SlotAsk) (provider string, plan int) {
+func (a *Activities) slotOf(ask SlotAsk, left time.Duration) (provider string, plan int) {
 	if a.Providers == nil {
 		return "", a.ProviderThreads
 	}
 	if ask.Ticket != nil {
 		provider = ask.Ticket.Provider
-	} else if cands, _ := supported(a.Providers.Candidates(ask.Providers, ask.Exclude, ask.Avoid),
-		SubmitRequest{Method: ask.Method, Params: ask.Params}); len(cands) > 0 {
+	} else if cands, _, _ := a.ranked(SubmitRequest{Method: ask.Method, Params: ask.Params, Providers: ask.Providers, Exclude: ask.Exclude,
+		Avoid: ask.Avoid, RunID: ask.RunID, Submission: ask.Seq}, left, ask.WorkflowID); len(cands) > 0 {
 		provider = cands[max(0, slices.IndexFunc(cands, func(p *providers.Provider) bool { return !a.Providers.Breaker.IsOpen(p.Name) }))].Name
 	}
 	if p, ok := a.Providers.Get(provider); ok && provider != "" {

@@ -70,24 +70,40 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 
 // Get calls getTaskResult: "processing" (CapSolver: "idle") is ClassNotReady, "failed" ClassResubmit.
 func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
+	code, _, err := c.GetCost(ctx, taskID)
+	return code, err
+}
+
+// CostReporter is a Client whose result answer may say what the solve cost.
+type CostReporter interface {
+	GetCost(ctx context.Context, taskID string) (code string, costUSD float64, err error)
+}
+
+// GetCost is Get with the answer's cost (0: not stated, or not a number).
+func (c *CreateTask) GetCost(ctx context.Context, taskID string) (string, float64, error) {
 	const op = "getTaskResult"
 	id, err := c.idValue(taskID)
 	if err != nil {
-		return "", c.fail(op, callback.ClassConfig, err)
+		return "", 0, c.fail(op, callback.ClassConfig, err)
 	}
 	env, err := c.call(ctx, op, map[string]any{"taskId": id})
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	switch env.Status {
 	case "processing", "idle":
-		return "", c.codeError(op, callback.CodeNotReady, "status "+env.Status, 0)
+		return "", 0, c.codeError(op, callback.CodeNotReady, "status "+env.Status, 0)
 	case "ready":
-		return c.code(op, callback.InferCode, env.Solution)
+		cost, _ := strconv.ParseFloat(strings.Trim(string(env.Cost), `"`), 64)
+		if !(cost > 0 && cost < 1e6) { // NaN included
+			cost = 0
+		}
+		code, err := c.code(op, callback.InferCode, env.Solution)
+		return code, cost, err
 	case "failed":
-		return "", c.codeError(op, callback.CodeUnsolvable, "status failed", 0)
+		return "", 0, c.codeError(op, callback.CodeUnsolvable, "status failed", 0)
 	}
-	return "", c.fail(op, callback.ClassTransient,
+	return "", 0, c.fail(op, callback.ClassTransient,
 		fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
 }
 
@@ -197,6 +213,8 @@ type Profile struct {
 	NumericTaskID   bool          // integer task IDs, wanted back as JSON numbers (else a string: CapSolver's UUIDs)
 	MinPollInterval time.Duration // never ask for one task's result more often (0: none documented)
 	Reports         []ReportRule  // the verdict calls; a verdict no rule covers is ErrReportUnsupported
+	// RefundsUnsolvable: an unsolvable task is not charged (2captcha.com/api-docs/error-codes; the others document none).
+	RefundsUnsolvable bool
 }
 
 // ReportRule is one verdict call: for the kinds listed (nil: every kind), a good (or bad) verdict goes to Endpoint.
@@ -218,7 +236,7 @@ var profiles = map[Flavor]Profile{
 		{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
 		{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
 	}},
-	callback.TwoCaptcha: {BaseURL: "https://api.2captcha.com", NumericTaskID: true, MinPollInterval: 5 * time.Second,
+	callback.TwoCaptcha: {BaseURL: "https://api.2captcha.com", NumericTaskID: true, MinPollInterval: 5 * time.Second, RefundsUnsolvable: true,
 		Reports: []ReportRule{{Endpoint: "reportIncorrect"}}},
 	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second,
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),

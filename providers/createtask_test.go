@@ -285,3 +285,15 @@ func TestClassOfPlainErrors(t *testing.T) {
 	assert.True(t, known, "the in.php family's codes are known too")
 	_ = http.StatusOK
 }
+
+// getTaskResult's cost (a number, or one in a string) comes back with the code; one that is no price is 0.
+func TestResultCost(t *testing.T) {
+	ctx := context.Background()
+	for cost, want := range map[string]float64{`"0.00150"`: 0.0015, `0.002`: 0.002, `"NaN"`: 0, `-1`: 0, `"free"`: 0, `null`: 0} {
+		p := newFake(t, ctAlways(200, `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03AG"},"cost":`+cost+`}`))
+		code, got, err := p.client(t, callback.AntiCaptcha).GetCost(ctx, "7654321")
+		require.NoError(t, err)
+		assert.Equal(t, "03AG", code)
+		assert.InDelta(t, want, got, 1e-12, cost)
+	}
+}

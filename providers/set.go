@@ -38,6 +38,8 @@ type Provider struct {
 	Client       Client
 	Threads      int           // the plan's concurrent tasks (PROVIDERS_FILE threads; 0: not stated)
 	PollInterval time.Duration // the least spacing of one task's polls (0: none)
+	Price        Price         // PROVIDERS_FILE price_per_1000
+	Refunds      bool          // an unsolvable answer is not charged (the protocol's or flavor's terms)
 }
 
 // Set is the worker's providers, in order of preference, built once at start.
@@ -45,6 +47,7 @@ type Set struct {
 	list    []*Provider
 	Routed  bool // false for the one-provider set of the CAPTCHAAI_* settings: no provider names, no circuits
 	Breaker *Breaker
+	Model   *Model // what scored routing learned; nil: routed in order, nothing learned
 }
 
 // Single is the one-provider set of a worker without PROVIDERS_FILE.
@@ -56,15 +59,17 @@ func NewSet(list []*Provider, b *Breaker) *Set { return &Set{list: list, Routed:
 // Build makes the clients of a validated file; timeout bounds each request.
 func Build(f File, getenv func(string) string, timeout time.Duration, circuits CircuitSettings) (*Set, error) {
 	set := NewSet(nil, NewBreaker(circuits, time.Now))
+	set.Model = NewModel(f)
 	for i, spec := range f.Providers {
-		p := &Provider{Name: spec.Name, Flavor: Flavor(spec.Flavor), Threads: spec.Threads,
-			PollInterval: time.Duration(spec.PollIntervalSeconds) * time.Second}
+		p := &Provider{Name: spec.Name, Flavor: Flavor(spec.Flavor), Threads: spec.Threads, Price: spec.PricePer1000,
+			PollInterval: time.Duration(spec.PollIntervalSeconds) * time.Second, Refunds: spec.Protocol == ProtocolInPHP}
 		var ct *CreateTask
 		var err error
 		if key := getenv(spec.APIKeyEnv); spec.Protocol == ProtocolInPHP {
 			p.Client, err = NewInPHP(spec.BaseURL, key, WithTimeout(timeout))
 		} else if ct, err = NewCreateTask(p.Flavor, spec.BaseURL, key, WithTimeout(timeout)); err == nil {
 			p.Client, p.PollInterval = ct, max(p.PollInterval, ct.profile.MinPollInterval) // never under its documented least
+			p.Refunds = ct.profile.RefundsUnsolvable
 		}
 		if err != nil { // the message names the URL (redacted) or the flavor, never the key
 			return nil, fmt.Errorf("providers[%d] (%s): %w", i, spec.Name, err)
@@ -99,9 +104,13 @@ func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 
 const ProtocolInPHP, ProtocolCreateTask = "inphp", "createtask"
 
-// File is PROVIDERS_FILE: the providers, in order of preference.
+// File is PROVIDERS_FILE: the routing policy and its knobs, and the providers, in order of preference.
 type File struct {
-	Providers []Spec `yaml:"providers"`
+	Routing           string   `yaml:"routing"`
+	ExploreShare      *float64 `yaml:"explore_share"`
+	Memory            int      `yaml:"memory"`
+	PriorSolveSeconds int      `yaml:"prior_solve_seconds"`
+	Providers         []Spec   `yaml:"providers"`
 }
 
 type Spec struct {
@@ -112,6 +121,7 @@ type Spec struct {
 	APIKeyEnv           string `yaml:"api_key_env"`
 	Threads             int    `yaml:"threads"`
 	PollIntervalSeconds int    `yaml:"poll_interval_seconds"` // never under the flavor's documented least
+	PricePer1000        Price  `yaml:"price_per_1000"`
 }
 
 // ParseFile validates a providers file, every problem at once, each naming its field; of a key, only whether it is set.
@@ -122,7 +132,7 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return File{}, fmt.Errorf("not a providers file: %w", err)
 	}
-	var errs []error
+	errs := checkRouting(f)
 	if n := len(f.Providers); n == 0 || n > captchaflow.MaxProviders {
 		errs = append(errs, fmt.Errorf("providers: 1 to %d providers", captchaflow.MaxProviders))
 	}
@@ -144,8 +154,25 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 		bad(envName.MatchString(key) && strings.TrimSpace(getenv(key)) == "", "api_key_env", key+" is not set or empty")
 		bad(s.Threads < 0, "threads", "must not be negative")
 		bad(s.PollIntervalSeconds < 0, "poll_interval_seconds", "must not be negative")
+		for m, v := range s.PricePer1000 {
+			bad(!(v >= 0 && v < 1e6), "price_per_1000."+m, "must be a number of USD from 0 to 1000000")
+		}
 	}
 	return f, errors.Join(errs...)
+}
+
+// checkRouting validates the file's routing policy and its knobs.
+func checkRouting(f File) (errs []error) {
+	bad := func(bad bool, field, why string) {
+		if bad {
+			errs = append(errs, fmt.Errorf("%s: %s", field, why))
+		}
+	}
+	bad(!slices.Contains([]string{"", RoutingOrder, RoutingScored}, f.Routing), "routing", "must be "+RoutingOrder+" or "+RoutingScored)
+	bad(f.ExploreShare != nil && !(*f.ExploreShare >= 0 && *f.ExploreShare <= 0.5), "explore_share", "must be from 0 to 0.5")
+	bad(f.Memory < 0 || f.Memory == 1 || f.Memory > 1000, "memory", "must be from 2 to 1000 observations")
+	bad(f.PriorSolveSeconds < 0 || f.PriorSolveSeconds > 3600, "prior_solve_seconds", "must be from 0 to 3600")
+	return errs
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)

@@ -39,6 +39,7 @@ type routed struct {
 	urlA, urlB string
 	simA, simB *devstack.Process
 	worker     *devstack.Process
+	metrics    string // the worker's /metrics
 }
 
 // startRouted starts the two simulators and the routed worker; everything stops when the test ends. envA adds to
@@ -46,6 +47,14 @@ type routed struct {
 // such a task could not fail over to b).
 func startRouted(t *testing.T, s *stack, sc *scenario, envA map[string]string) *routed {
 	t.Helper()
+	return startRoutedFile(t, s, sc, envA, "", "")
+}
+
+// startRoutedFile is startRouted with head (top-level settings) at the top of PROVIDERS_FILE and extra appended to
+// each provider's entry (a's, then b's, split on '|').
+func startRoutedFile(t *testing.T, s *stack, sc *scenario, envA map[string]string, head, extra string) *routed {
+	t.Helper()
+	extraA, extraB, _ := strings.Cut(extra, "|")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ports := make([]int, 3)
@@ -71,14 +80,15 @@ func startRouted(t *testing.T, s *stack, sc *scenario, envA map[string]string) *
 	require.NoError(t, err)
 
 	file := filepath.Join(s.runDir, "providers-"+sc.name+".yaml")
-	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`providers:
-  - {name: %s, protocol: inphp, base_url: %q, api_key_env: E2E_PROVIDER_A_KEY}
-  - {name: %s, protocol: createtask, flavor: capsolver, base_url: %q, api_key_env: E2E_PROVIDER_B_KEY}
-`, providerA, r.urlA, providerB, r.urlB)), 0o600))
+	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`%sproviders:
+  - {name: %s, protocol: inphp, base_url: %q, api_key_env: E2E_PROVIDER_A_KEY%s}
+  - {name: %s, protocol: createtask, flavor: capsolver, base_url: %q, api_key_env: E2E_PROVIDER_B_KEY%s}
+`, head, providerA, r.urlA, extraA, providerB, r.urlB, extraB)), 0o600))
 	env := s.workerEnv()
 	delete(env, "CAPTCHAAI_API_KEY")
 	delete(env, "CAPTCHAAI_BASE_URL")
 	metrics := "http://" + loopback(ports[2])
+	r.metrics = metrics + "/metrics"
 	for k, v := range map[string]string{"PROVIDERS_FILE": file, "E2E_PROVIDER_A_KEY": providerKey, "E2E_PROVIDER_B_KEY": providerKey,
 		"TASK_QUEUE": r.queue, "WORKER_METRICS_ADDR": loopback(ports[2]), "PROVIDER_BALANCE_INTERVAL": "0",
 		"PROVIDER_GIVE_UP": routedGiveUp.String(), "PROVIDER_NO_SLOT_BUDGET": routedNoSlotBudget.String()} {

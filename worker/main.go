@@ -342,5 +342,31 @@ func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string
 			return err
 		}
 	}
-	return nil
+	return m.registry.Register(modelCollector{set, prom.Labels{"namespace": namespace, "task_queue": taskQueue}})
+}
+
+// modelCollector exports the routing model's scores and the prices at scrape.
+type modelCollector struct {
+	set    *providers.Set
+	labels prom.Labels
+}
+
+func (c modelCollector) Describe(ch chan<- *prom.Desc) {} // unchecked: the providers and methods grow as tasks come
+
+func (c modelCollector) Collect(ch chan<- prom.Metric) {
+	emit := func(name string, kind prom.ValueType, v float64, labels ...string) { // provider, then method
+		desc := prom.NewDesc(name, "the routing model's (docs/operations.md)", []string{"provider", "method"}[:len(labels)], c.labels)
+		ch <- prom.MustNewConstMetric(desc, kind, v, labels...)
+	}
+	for _, p := range c.set.All() {
+		for method, v := range p.Price {
+			emit(activities.MetricProviderPrice, prom.GaugeValue, v/1000, p.Name, method)
+		}
+	}
+	for _, r := range c.set.Model.Snapshot() {
+		for name, v := range map[string]float64{activities.MetricRouteExpectedCost: r.Cost, activities.MetricRouteSolveP90: r.P90,
+			activities.MetricRouteUnsolvable: r.Unsolvable, activities.MetricRouteBad: r.Bad} {
+			emit(name, prom.GaugeValue, v, r.Provider, r.Method)
+		}
+	}
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/uber-go/tally/v4"
 	sdktally "go.temporal.io/sdk/contrib/tally"
 
+	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 func TestMetricsExportsDomainCountersInPrometheusFormat(t *testing.T) {
@@ -64,4 +66,26 @@ func TestBalanceLowThresholdIsExportedOnlyWhenSet(t *testing.T) {
 		assert.Equal(t, 25.5, g.Value())
 	}
 	assert.Empty(t, gauges(0), "PROVIDER_BALANCE_LOW unset: no threshold, the low-balance alert stays quiet")
+}
+
+func TestMetricsExportTheRoutingModel(t *testing.T) {
+	m := &metrics{registry: prom.NewRegistry()} // newMetrics registers /metrics on the default mux: once per process
+	set := providers.NewSet([]*providers.Provider{{Name: "a", Price: providers.Price{"default": 2.5}}}, nil)
+	set.Model = providers.NewModel(providers.File{Routing: providers.RoutingScored})
+	set.Model.Observe("a", "hcaptcha", 4, providers.ObservedSolved)
+	set.Model.Rank(set.All(), "hcaptcha", nil, time.Minute, "seed")
+	require.NoError(t, m.exportCircuits(set, "default", "q"))
+	families, err := m.registry.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			got[f.GetName()] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
+		}
+	}
+	assert.InDelta(t, 0.0025, got[activities.MetricProviderPrice], 1e-12)
+	assert.InDelta(t, 30.0, got[activities.MetricRouteSolveP90], 1e-9, "one solve of 4 s beside the prior's 30 s: the 90th percentile is the prior")
+	for _, name := range []string{activities.MetricRouteExpectedCost, activities.MetricRouteUnsolvable, activities.MetricRouteBad} {
+		assert.Positive(t, got[name], name)
+	}
 }

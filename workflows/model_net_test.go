@@ -57,12 +57,16 @@ func (s *schedule) newNet() *activities.Activities {
 			return a
 		}
 		prof, _ := providers.ProfileOf(p.flavor)
-		list = append(list, &providers.Provider{Name: name, Flavor: p.flavor, Client: client, PollInterval: prof.MinPollInterval})
+		list = append(list, &providers.Provider{Name: name, Flavor: p.flavor, Client: client, PollInterval: prof.MinPollInterval,
+			Price: s.routing.prices[name], Refunds: p.flavor == "" || prof.RefundsUnsolvable})
 	}
 	circuits := providers.DefaultCircuitSettings
 	circuits.GiveUp = s.routing.giveUp
 	s.breaker = providers.NewBreaker(circuits, s.env.Now)
 	a.Providers = providers.NewSet(list, s.breaker)
+	routing := map[bool]string{true: providers.RoutingScored}[s.routing.scored]
+	a.Providers.Model = providers.NewModel(providers.File{Routing: routing, ExploreShare: &s.routing.explore})
+	s.primeModel(a.Providers.Model)
 	return a
 }
 

@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/mock"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // The model's providers (PROVIDERS_FILE): a third of the schedules keep the one-provider worker (no names); the
@@ -24,11 +26,15 @@ type routingModel struct {
 	outages map[string]outage
 	// givenUpAt is when the worker first told the task a provider was given up (Poll or ProviderGivenUp).
 	givenUpAt map[string]time.Time
+	scored    bool                       // routing: scored, the model primed with draws of what it measured before
+	explore   float64                    // its explore_share
+	prices    map[string]providers.Price // price_per_1000 (absent: none)
+	reasons   map[string]int             // the scored submissions' route reasons, for the coverage
 }
 
 func (s *schedule) drawRouting() {
 	r := &s.routing
-	r.givenUpAt = map[string]time.Time{}
+	r.givenUpAt, r.reasons = map[string]time.Time{}, map[string]int{}
 	r.outages = map[string]outage{}
 	if s.rng.IntN(3) == 0 {
 		r.names = []string{""}
@@ -36,6 +42,12 @@ func (s *schedule) drawRouting() {
 	}
 	r.names = []string{"a", "b", "c"}[:2+s.rng.IntN(2)]
 	r.giveUp = time.Duration(30+s.rng.IntN(90)) * time.Second
+	r.scored, r.explore, r.prices = s.rng.IntN(2) == 0, []float64{0, 0.05, 0.5}[s.rng.IntN(3)], map[string]providers.Price{}
+	for _, name := range r.names {
+		if s.rng.IntN(4) > 0 {
+			r.prices[name] = providers.Price{"default": float64(1 + s.rng.IntN(3)), "userrecaptcha": float64(s.rng.IntN(4))}
+		}
+	}
 	for _, name := range r.names {
 		if s.rng.IntN(3) == 0 {
 			from := time.Duration(s.rng.Int64N(int64(5 * time.Minute))) // within the longest deadline's first half
@@ -73,6 +85,90 @@ func (s *schedule) down(provider string) (bool, time.Duration) {
 		return false, 0
 	}
 	return true, now - o.from
+}
+
+// primeModel teaches a scored worker's model what earlier tasks measured: some providers slow, some unsolving.
+func (s *schedule) primeModel(m *providers.Model) {
+	for _, name := range s.routing.names {
+		for range s.rng.IntN(8) {
+			outcome := []string{providers.ObservedSolved, providers.ObservedUnsolvable, providers.ObservedOpen}[s.rng.IntN(3)]
+			m.Observe(name, "userrecaptcha", float64(1+s.rng.IntN(900)), outcome)
+			if s.rng.IntN(4) == 0 {
+				m.Verdict(name, "userrecaptcha", false)
+			}
+		}
+	}
+}
+
+// slotProvider is where a routed worker's AcquireSlot pins the submission, as slotOf does: the ticket's, or the
+// first of the ranking (the model's under routing: scored) that serves the method and whose circuit is not open.
+func (s *schedule) slotProvider(ask activities.SlotAsk) string {
+	set := s.acts.Providers
+	if set == nil {
+		return ""
+	}
+	if ask.Ticket != nil && ask.Ticket.Provider != "" {
+		return ask.Ticket.Provider
+	}
+	cands := slices.DeleteFunc(set.Candidates(ask.Providers, ask.Exclude, ask.Avoid), func(p *providers.Provider) bool {
+		return p.Client.Supports(ask.Method, ask.Params) != nil
+	})
+	if set.Model.Scored() && len(cands) > 0 {
+		cands, _ = set.Model.Rank(cands, ask.Method, ask.Avoid, 0, fmt.Sprint(ask.WorkflowID, ask.RunID, ask.Seq))
+	}
+	for _, p := range cands {
+		if !s.breaker.IsOpen(p.Name) {
+			return p.Name
+		}
+	}
+	if len(cands) > 0 {
+		return cands[0].Name
+	}
+	return ""
+}
+
+// checkRoute: under routing: scored an accepted submission says why, its candidates the task's allowed providers
+// not given up, those it avoids last, its provider among them; under order it says nothing.
+func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitResult) {
+	if !m.routing.scored || res.Route == nil {
+		if m.routing.scored != (res.Route != nil) {
+			m.fail("scored-routes-explained", "routing scored %t, route %+v", m.routing.scored, res.Route)
+		}
+		return
+	}
+	m.routing.reasons[res.Route.Reason]++
+	var names []string
+	avoided := false
+	for _, c := range res.Route.Candidates {
+		names = append(names, c.Provider)
+		if a := slices.Contains(req.Avoid, c.Provider); avoided && !a {
+			m.fail("scored-routes-explained", "an avoided provider ranked before %s: %+v", c.Provider, res.Route)
+		} else {
+			avoided = avoided || a
+		}
+	}
+	want := req.Providers
+	if len(want) == 0 {
+		want = m.routing.names
+	}
+	want = slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(req.Exclude, n) })
+	if slices.Sort(names); !slices.Equal(names, slices.Sorted(slices.Values(want))) || !slices.Contains(names, res.Provider) {
+		m.fail("scored-routes-explained", "candidates %v, allowed %v, chosen %s", names, want, res.Provider)
+	}
+}
+
+// checkCost: a result's cost_usd is at most every provider task's price, and at least its own (unless lost).
+func (m *model) checkCost(r captchaflow.Result) {
+	var most, own float64
+	for _, t := range m.tasks {
+		most += m.routing.prices[t.provider].Of(m.in.Method)
+		if t.id == r.ProviderTaskID && !t.lost {
+			own = m.routing.prices[t.provider].Of(m.in.Method)
+		}
+	}
+	if r.CostUSD > most+1e-9 || r.CostUSD < own-1e-9 {
+		m.fail("cost-is-the-submissions", "cost_usd %v, own submission %v, all %v", r.CostUSD, own, most)
+	}
 }
 
 // checkRouteRequest: the task passes its providers as given, excludes only providers the worker gave up, and
@@ -157,6 +253,9 @@ func (s *schedule) cover(covered map[string]int) {
 	if len(s.solves) > 1 {
 		covered["tasks-sharing-a-worker"]++
 	}
+	for reason, n := range s.routing.reasons {
+		covered["route:"+reason] += n
+	}
 	for _, m := range s.solves {
 		m.cover(covered)
 	}
@@ -172,6 +271,9 @@ func (m *model) cover(covered map[string]int) {
 	}
 	if len(m.in.Providers) == 1 {
 		covered["pinned"]++
+	}
+	if m.routing.scored {
+		covered["scored"]++
 	}
 	seen := map[string]bool{}
 	for _, t := range m.tasks {

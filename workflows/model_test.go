@@ -366,6 +366,9 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
+	if err == nil && m.routed() {
+		m.checkRoute(req, res)
+	}
 	return res, err
 }
 
@@ -486,7 +489,7 @@ func (s *schedule) mockSlots() {
 		defer s.mu.Unlock()
 		m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
 		key := modelSlot{m.wid, ask.Seq}
-		ticket := activities.SlotTicket{Semaphore: "sem", Run: "r1", RunID: ask.RunID}
+		ticket := activities.SlotTicket{Semaphore: "sem", Run: "r1", RunID: ask.RunID, Provider: s.slotProvider(ask)}
 		s.sem.asked[key]++
 		if s.sem.lost && s.sem.asked[key] == 1 {
 			s.logf("AcquireSlot %v: the semaphore is lost", key)
@@ -713,6 +716,7 @@ func (m *model) checkEnd() (result string) {
 		m.fail("fresh-result", "result: %v", err)
 	}
 	m.checkFresh(r, "the result")
+	m.checkCost(r)
 	return r.ProviderTaskID
 }
 

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // outcomeKind is what one attempt came to; solve switches on it.
@@ -143,4 +145,45 @@ func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 		return false
 	}
 	return down
+}
+
+// changeRoutingObserve marks the tasks that hand their solve's submissions to the worker's routing model.
+const changeRoutingObserve = "scored-routing-observe"
+
+// observe counts what this solve's submissions cost (a metric: no event) and, under routing: scored, teaches the
+// worker's model what they took: carried by the delivery that follows, else in a local activity (one marker);
+// one still open says its solve takes longer. Best effort: a failure changes nothing else.
+func (s *solver) observe(ctx workflow.Context, carried bool) {
+	var obs []activities.Observation
+	scored := false
+	for _, sub := range s.table.subs {
+		if sub.Round != s.table.round || sub.Provider == "" || slices.Contains([]subState{subRefused, subAnswerLost, subSubmitting}, sub.State) {
+			continue
+		}
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": sub.Provider}).Counter(MetricProviderSpend).
+			Inc(int64(math.Round(sub.cost() * 1e6)))
+		scored = scored || sub.route != nil
+		o := activities.Observation{Provider: sub.Provider, Outcome: providers.ObservedOpen, Seconds: workflow.Now(ctx).Sub(sub.SubmittedAt).Seconds()}
+		switch {
+		case sub.State == subSolved && sub.answer != nil:
+			o.Outcome, o.Seconds = providers.ObservedSolved, sub.answer.res.ReceivedAt.Sub(sub.SubmittedAt).Seconds()
+		case sub.State == subSolved: // the submission's answer held the code
+			o.Outcome = providers.ObservedSolved
+		case sub.State == subUnsolvable:
+			o.Outcome = providers.ObservedUnsolvable
+		}
+		obs = append(obs, o)
+	}
+	req := &activities.ObserveRequest{Method: s.in.Method, Observations: obs}
+	if s.observed = nil; scored && carried {
+		s.observed = req
+	}
+	if !scored || carried || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 5 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
+	if err := workflow.ExecuteLocalActivity(lctx, acts.Observe, *req).Get(ctx, nil); err != nil {
+		s.logger.Warn("the routing model did not take the solve's observations", "Error", err)
+	}
 }

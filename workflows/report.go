@@ -72,7 +72,7 @@ func report(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.Repor
 	opts := withRetry(ctx, ProviderStartToClose, left, backoff(time.Second, 30*time.Second)) // SendReport marks its final failures
 	err = workflow.ExecuteActivity(opts, acts.SendReport,
 		activities.SendReportRequest{ProviderTaskID: target.ProviderTaskID, Verdict: in.Verdict,
-			Provider: target.Provider, Kind: target.Kind}).Get(ctx, &sent)
+			Provider: target.Provider, Kind: target.Kind, Method: target.Method}).Get(ctx, &sent)
 	// Timed out or still retryable: the retries ran into the window's end.
 	if appErr, _ := errors.AsType[*temporal.ApplicationError](err); isTimeout(err) || appErr != nil && !appErr.NonRetryable() {
 		return captchaflow.ReportResult{}, windowClosed(taskID, target, closes, err)

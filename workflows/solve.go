@@ -59,9 +59,10 @@ type solver struct {
 	table                table
 	route                route
 	admission            admission
-	searched             captchaflow.Phase // what CaptchaPhase was last set to
-	refusals             int               // in.php refusals so far: they grow the backoff before the next request
-	roundSubmits         int               // status.Submits when the current solve began: max_submits bounds each solve
+	searched             captchaflow.Phase          // what CaptchaPhase was last set to
+	observed             *activities.ObserveRequest // a solved solve's submissions for the model, carried by its delivery
+	refusals             int                        // in.php refusals so far: they grow the backoff before the next request
+	roundSubmits         int                        // status.Submits when the current solve began: max_submits bounds each solve
 	callbackTimeoutUnset bool
 }
 
@@ -109,9 +110,10 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 }
 
 // solve attempts until a submission yields a code, resubmitting while the provider answers unsolvable.
-func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
+func (s *solver) solve(ctx workflow.Context) (_ captchaflow.Result, err error) {
 	s.roundSubmits = s.status.Submits
 	defer s.releaseKept(ctx, true) // no submission of this solve is waited for any more
+	defer func() { s.observe(ctx, err == nil && s.in.NotifyURL != "") }()
 	for {
 		o := s.attempt(ctx)
 		if o.kind != outSolved && !temporal.IsCanceledError(o.err) {
@@ -122,7 +124,7 @@ func (s *solver) solve(ctx workflow.Context) (captchaflow.Result, error) {
 		switch o.kind {
 		case outSolved: // stamped with its expiry, it is the status's token
 			res := o.res
-			res.ExpiresAt, res.Refreshes = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes
+			res.ExpiresAt, res.Refreshes, res.CostUSD = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes, s.table.cost()
 			s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
 			metrics, took := workflow.GetMetricsHandler(ctx), res.ReceivedAt.Sub(res.SubmittedAt)
 			metrics.Timer(MetricResultLatency).Record(took)
@@ -227,7 +229,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	if s.callbackTimeoutUnset && r.CallbackTimeoutSeconds > 0 {
 		s.in.CallbackTimeoutSeconds = r.CallbackTimeoutSeconds // the worker's default, from history
 	}
-	sub.Provider = r.Provider
+	sub.Provider, sub.price, sub.refunds, sub.route = r.Provider, r.PriceUSD, r.Refunds, r.Route
 	if r.Alternatives > 0 {
 		sub.giveUp = time.Duration(r.GiveUpSeconds) * time.Second
 	}
@@ -379,7 +381,8 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 	if err != nil {
 		return false, err
 	}
-	timeout, maxInterval, byExpiry := s.in.DeliveryTimeout(), time.Minute, false
+	timeout, maxInterval, byExpiry, observed := s.in.DeliveryTimeout(), time.Minute, false, s.observed
+	s.observed = nil // carried once
 	if !res.ExpiresAt.IsZero() {
 		left := res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
 		if left <= 0 {
@@ -391,7 +394,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 		}
 	}
 	f := workflow.ExecuteActivity(withRetry(ctx, DeliverStartToClose, timeout, backoff(time.Second, maxInterval)), acts.Deliver,
-		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body, Refresh: res.Refreshes, RunID: s.table.runID})
+		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body, Refresh: res.Refreshes, RunID: s.table.runID, Observed: observed})
 	s.waitFor(ctx, f)
 	switch err = f.Get(ctx, nil); {
 	case err == nil:

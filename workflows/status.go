@@ -22,6 +22,7 @@ const (
 	MetricProviderUnsolvable   = "captchaflow_provider_unsolvable_total"
 	MetricProviderGaveUp       = "captchaflow_provider_gave_up_total" // each may have been paid for
 	MetricProviderSolveSeconds = "captchaflow_provider_solve_seconds"
+	MetricProviderSpend        = "captchaflow_provider_spend_microusd_total" // what submissions cost, when their solve ends
 )
 
 // outcomes label MetricTasksFinished by a result's Via ("callback" by default) and a failure's type ("error" by default).
@@ -86,7 +87,7 @@ func (s *solver) statusNow() captchaflow.Status {
 	st := s.status
 	for _, sub := range s.table.subs {
 		st.Submissions = append(st.Submissions, captchaflow.SubmissionStatus{N: sub.N, ProviderTaskID: sub.ProviderID,
-			Provider: sub.Provider, State: string(sub.State)})
+			Provider: sub.Provider, State: string(sub.State), CostUSD: sub.cost(), Route: sub.route})
 	}
 	if !st.ReceivedAt.IsZero() {
 		// A query changes nothing in the workflow; the wall clock only shapes its answer.

@@ -3,7 +3,9 @@ package workflows
 // The run's submissions, and the listener that files every callback, hint and grant in them; solve.go acts on them.
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -42,6 +44,25 @@ type submission struct {
 	untokened   int                    // untokened hints taken (captchaflow.UntokenedHintsPerSubmission)
 	confirms    int                    // res.php confirmations started (maxConfirmsPerSubmission)
 	asking      int                    // polls and confirmations running (a poll runs until sub settles)
+	price       float64                // what it costs (Submit's price, or the provider's reported cost)
+	refunds     bool                   // an unsolvable end costs nothing
+	route       *captchaflow.Route     // why it went to Provider
+}
+
+// cost is what sub costs: its price, unless it ended unsolvable at a provider that refunds those.
+func (sub *submission) cost() float64 {
+	if sub.State == subUnsolvable && sub.refunds {
+		return 0
+	}
+	return sub.price
+}
+
+// cost is the run's submissions' sum, to the micro-dollar.
+func (t *table) cost() (sum float64) {
+	for _, sub := range t.subs {
+		sum += sub.cost()
+	}
+	return math.Round(sum*1e6) / 1e6
 }
 
 // open tells whether the provider may still answer it.
@@ -272,6 +293,7 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 		}
 		switch o := s.classify(err); {
 		case err == nil:
+			sub.price = cmp.Or(r.CostUSD, sub.price) // the provider's own figure wins
 			sub.solved(r.Code, via, workflow.Now(ctx))
 		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
 			sub.file(outcome{kind: outGaveUp})

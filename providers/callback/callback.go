@@ -120,6 +120,7 @@ type Envelope struct {
 	Status           string          `json:"status"`
 	Solution         json.RawMessage `json:"solution"`
 	Balance          json.RawMessage `json:"balance"`
+	Cost             json.RawMessage `json:"cost"` // getTaskResult's: what the solve cost, a number or one in a string
 }
 
 // ParseEnvelope decodes an answer; one without an integer errorId is not createTask's.

@@ -93,10 +93,19 @@ func (s *Stack) startExtraSimulators(ctx context.Context) error {
 // writeProvidersFile writes the worker's PROVIDERS_FILE into the run directory and returns the worker's
 // environment for it (the file, and the key under the name the file gives).
 func (s *Stack) writeProvidersFile() (map[string]string, error) {
-	var f providers.File
+	return s.WriteProvidersFile("providers.yaml", providers.File{}, nil)
+}
+
+// WriteProvidersFile writes a PROVIDERS_FILE naming the simulators into the run directory as name, with base's
+// routing settings and the prices (USD per 1 000, by provider name), and returns a worker's environment for it.
+func (s *Stack) WriteProvidersFile(name string, base providers.File, prices map[string]float64) (map[string]string, error) {
+	f := base
 	for _, p := range s.opts.Providers {
 		f.Providers = append(f.Providers, providers.Spec{Name: p.Name, Protocol: p.Protocol, Flavor: p.Flavor,
 			BaseURL: s.ProviderSimulatorURL(p.Name), APIKeyEnv: providerKeyEnv})
+		if price, ok := prices[p.Name]; ok {
+			f.Providers[len(f.Providers)-1].PricePer1000 = providers.Price{"default": price}
+		}
 	}
 	content, err := yaml.Marshal(f)
 	if err != nil {
@@ -105,7 +114,7 @@ func (s *Stack) writeProvidersFile() (map[string]string, error) {
 	if _, err := providers.ParseFile(content, func(string) string { return "set" }); err != nil {
 		return nil, fmt.Errorf("devstack: Options.Providers: %w", err)
 	}
-	path := filepath.Join(s.opts.RunDir, "providers.yaml")
+	path := filepath.Join(s.opts.RunDir, name)
 	if err := os.WriteFile(path, content, 0o600); err != nil {
 		return nil, err
 	}

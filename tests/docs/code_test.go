@@ -1,16 +1,20 @@
 package docs_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -71,4 +75,44 @@ func metricNames(t *testing.T, dirs ...string) []string {
 		}
 	}
 	return out
+}
+
+// Every query of the Grafana dashboard names metrics the worker exports (a histogram's series by its timer's
+// name), and it shows each of the routing model's: price, spend, solve time, unsolvable and bad shares, the split.
+func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
+	exported := metricNames(t, "workflows", "activities", "worker")
+	check := func(dashboard string) error {
+		var d struct {
+			Panels []struct {
+				Targets []struct{ Expr string } `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal([]byte(dashboard), &d); err != nil {
+			return err
+		}
+		var queried []string
+		for _, p := range d.Panels {
+			for _, q := range p.Targets {
+				for _, name := range regexp.MustCompile(`captchaflow_[a-z0-9_]+`).FindAllString(q.Expr, -1) {
+					if base := strings.TrimSuffix(name, "_bucket"); !slices.Contains(exported, name) && !slices.Contains(exported, base) {
+						return fmt.Errorf("the query %q names %s, which the worker does not export", q.Expr, name)
+					}
+					queried = append(queried, name)
+				}
+			}
+		}
+		for _, want := range []string{"captchaflow_provider_price_usd", "captchaflow_provider_spend_microusd_total", "captchaflow_route_solve_p90_seconds",
+			"captchaflow_route_unsolvable_share", "captchaflow_route_bad_share", "captchaflow_route_expected_cost_usd", "captchaflow_provider_submissions_total"} {
+			if !slices.Contains(queried, want) {
+				return fmt.Errorf("no panel queries %s", want)
+			}
+		}
+		return nil
+	}
+	dashboard := read(t, "deploy/grafana/captchaflow-routing.json")
+	require.NoError(t, check(dashboard))
+	assert.ErrorContains(t, check(strings.Replace(dashboard, "captchaflow_route_bad_share", "captchaflow_route_bad_ratio", 1)),
+		"does not export", "a renamed metric is caught")
+	assert.ErrorContains(t, check(strings.ReplaceAll(dashboard, "captchaflow_provider_price_usd", "captchaflow_route_bad_share")),
+		"no panel queries", "a missing panel is caught")
 }

@@ -48,6 +48,7 @@ const startConcurrency = 8
 type settings struct {
 	tasks         int
 	failoverTasks int
+	pricedTasks   int
 	exit          bool
 	dataDir       string
 	timeout       time.Duration
@@ -65,6 +66,7 @@ func parseFlags(args []string, errOut io.Writer) (settings, error) {
 	fs.SetOutput(errOut)
 	fs.IntVar(&s.tasks, "tasks", 50, "number of demo tasks (0: start the stack only)")
 	fs.IntVar(&s.failoverTasks, "failover-tasks", 20, "plain tasks after them, during which provider a runs out of money (0: none)")
+	fs.IntVar(&s.pricedTasks, "priced-tasks", 20, "plain tasks on a worker with routing: scored and prices, after the summary (0: none)")
 	fs.BoolVar(&s.exit, "exit", false, "stop the stack after the summary instead of keeping it up")
 	fs.StringVar(&s.dataDir, "data", "", "directory for Temporal's SQLite file and the logs (default: .data in the module root)")
 	fs.DurationVar(&s.timeout, "timeout", 4*time.Minute, "how long to wait for the demo batch")
@@ -80,8 +82,8 @@ func parseFlags(args []string, errOut io.Writer) (settings, error) {
 	if fs.NArg() > 0 {
 		return s, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if s.tasks < 0 || s.failoverTasks < 0 || s.timeout <= 0 || s.progressEvery <= 0 {
-		return s, errors.New("-tasks and -failover-tasks must be >= 0, -timeout and -progress positive")
+	if s.tasks < 0 || s.failoverTasks < 0 || s.pricedTasks < 0 || s.timeout <= 0 || s.progressEvery <= 0 {
+		return s, errors.New("-tasks, -failover-tasks and -priced-tasks must be >= 0, -timeout and -progress positive")
 	}
 	return s, nil
 }
@@ -239,12 +241,21 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	}
 	sum := summarize(ctx, c, stack, runID, receiver, track, elapsed)
 	writeSummary(out, sum)
+	pricedOK := true
+	if len(stack.Providers()) > 1 && s.pricedTasks > 0 {
+		split, err := runPriced(ctx, c, stack, s.pricedTasks, runID)
+		if err != nil {
+			fmt.Fprintln(out, "run: the priced batch:", err)
+		}
+		split.write(out)
+		pricedOK = err == nil && split.Failed == 0
+	}
 	if id := exampleTask(tasks); id != "" {
 		fmt.Fprintf(out, "\nSee one task's history (a pingback that never came, so it was polled):\n  %s workflow show --address %s --workflow-id %s\n",
 			cli, stack.Temporal.Address(), id)
 		printTrace(ctx, c, id, out)
 	}
-	if !sum.ok() {
+	if !sum.ok() || !pricedOK {
 		return 1
 	}
 	return 0

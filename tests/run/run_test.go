@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,7 +63,7 @@ func TestRunSmoke(t *testing.T) {
 	dataDir := t.TempDir()
 	var out syncBuffer
 	code := run(ctx, []string{
-		"-exit", "-tasks", "10", "-failover-tasks", "6", "-timeout", "3m", "-data", dataDir,
+		"-exit", "-tasks", "10", "-failover-tasks", "6", "-priced-tasks", "8", "-timeout", "3m", "-data", dataDir,
 		"-port", "0", "-ui-port", "0", "-ingress-port", "0", "-simulator-port", "0", "-metrics-port", "0",
 	}, &out)
 	text := out.String()
@@ -103,9 +104,17 @@ func TestRunSmoke(t *testing.T) {
 	assert.NotContains(t, text, "REPORT FAILED")
 	assert.Contains(t, text, "stopped; nothing is left running")
 
+	// The priced batch: most of its tasks at the cheaper b, and what that saved against the file's order.
+	priced := regexp.MustCompile(`priced batch \(routing: scored[^\n]*\n(?:  a\s+(\d+) tasks\n)?  b\s+(\d+) tasks\n  cost \$[0-9.]+; always a \(the file's order\) \$[0-9.]+; saved \$[0-9.]+ \((\d+)%\)\n`).FindStringSubmatch(text)
+	require.NotNil(t, priced, "the priced batch's split")
+	atA, _ := strconv.Atoi(cmp.Or(priced[1], "0"))
+	atB, _ := strconv.Atoi(priced[2])
+	assert.Equal(t, 8, atA+atB)
+	assert.GreaterOrEqual(t, atB, 6, "most at the cheaper provider")
+
 	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
 	require.NoError(t, err)
-	require.Len(t, logs, 5)
+	require.Len(t, logs, 6) // the priced batch's worker too
 	for _, path := range append(logs, "") {
 		content := text
 		if path != "" {

@@ -1,0 +1,240 @@
+package providers
+
+// Scored routing (docs/behaviour.md "Scored routing"): what this worker learned of each provider and method, and
+// the ranking of a submission's candidates by the expected cost of a good code among those that fit its time.
+
+import (
+	"cmp"
+	"hash/fnv"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/captchaflow/captchaflow"
+)
+
+// Price is USD per 1 000 solves by in.php method, "default" for the rest; one number is the default.
+type Price map[string]float64
+
+func (p *Price) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var one float64
+		err := n.Decode(&one)
+		*p = Price{"default": one}
+		return err
+	}
+	return n.Decode((*map[string]float64)(p))
+}
+
+// Of is one solve of method's price in USD (0: none stated).
+func (p Price) Of(method string) float64 {
+	if v, ok := p[method]; ok {
+		return v / 1000
+	}
+	return p["default"] / 1000
+}
+
+// Routing policies: the file's order (default), or scored.
+const RoutingOrder, RoutingScored = "order", "scored"
+
+// The model's priors and bounds (docs/behaviour.md).
+const (
+	DefaultExploreShare = 0.05
+	DefaultMemory       = 5  // observations: each weighs 1-1/memory less with every newer one
+	DefaultPriorSolve   = 30 // seconds: one pseudo-solve a provider starts with
+	priorUnsolvable     = 0.05
+	priorBad            = 0.02
+	minGoodShare        = 0.5 // below it a provider does not fit: most of its submissions fail
+	timesKept           = 32  // solve times kept per provider and method
+)
+
+// Outcomes of an observed submission.
+const ObservedSolved, ObservedUnsolvable, ObservedOpen = "solved", "unsolvable", "open"
+
+// Model is one worker's routing knowledge; nil routes in order and learns nothing.
+type Model struct {
+	Policy  string
+	explore float64
+	decay   float64
+	prior   float64
+	mu      sync.Mutex
+	stats   map[[2]string]*stats // by provider and method
+}
+
+type stats struct {
+	times                    []solveTime // the latest timesKept, oldest first
+	seen, unsolvable, solved float64     // decayed counts of ended submissions
+	bad                      float64     // decayed count of bad verdicts
+	price, cost, p90, good   float64     // the latest score, for the metrics
+}
+
+type solveTime struct {
+	secs float64
+	open bool // censored: still open after secs
+}
+
+// NewModel is the model of a file's routing settings (validated by ParseFile).
+func NewModel(f File) *Model {
+	return &Model{Policy: cmp.Or(f.Routing, RoutingOrder), explore: *cmp.Or(f.ExploreShare, new(float64(DefaultExploreShare))),
+		decay: 1 - 1/float64(cmp.Or(f.Memory, DefaultMemory)), prior: float64(cmp.Or(f.PriorSolveSeconds, DefaultPriorSolve)),
+		stats: map[[2]string]*stats{}}
+}
+
+// Scored tells whether submissions are ranked by the model.
+func (m *Model) Scored() bool { return m != nil && m.Policy == RoutingScored }
+
+// with runs f on provider and method's stats under the lock; a nil Model runs nothing.
+func (m *Model) with(provider, method string, f func(s *stats)) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{provider, method}
+	if m.stats[k] == nil {
+		m.stats[k] = &stats{}
+	}
+	f(m.stats[k])
+}
+
+// Observe learns one ended or still open submission.
+func (m *Model) Observe(provider, method string, secs float64, outcome string) {
+	m.with(provider, method, func(s *stats) {
+		if outcome != ObservedUnsolvable { // an unsolvable answer says nothing of the solve time
+			s.times = append(s.times[max(0, len(s.times)+1-timesKept):], solveTime{secs, outcome == ObservedOpen})
+		}
+		if outcome == ObservedOpen {
+			return
+		}
+		s.seen, s.unsolvable, s.solved, s.bad = s.seen*m.decay+1, s.unsolvable*m.decay, s.solved*m.decay, s.bad*m.decay
+		if outcome == ObservedSolved {
+			s.solved++
+		} else {
+			s.unsolvable++
+		}
+	})
+}
+
+// Verdict learns a caller's verdict on a code provider solved; only a bad one changes a share.
+func (m *Model) Verdict(provider, method string, good bool) {
+	m.with(provider, method, func(s *stats) {
+		if !good {
+			s.bad++
+		}
+	})
+}
+
+// candidate is one provider's score for a submission.
+type candidate struct {
+	*Provider
+	captchaflow.RouteCandidate
+	avoided bool
+}
+
+// Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time;
+// avoided ones last. A share of seeds explores another that fits in time.
+func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time.Duration, seed string) ([]*Provider, *captchaflow.Route) {
+	scored := make([]candidate, len(cands))
+	for i, p := range cands {
+		scored[i] = candidate{Provider: p, RouteCandidate: m.score(p, method, left), avoided: slices.Contains(avoid, p.Name)}
+	}
+	slices.SortStableFunc(scored, func(a, b candidate) int {
+		if c := cmp.Or(cmp.Compare(btoi(a.avoided), btoi(b.avoided)), cmp.Compare(btoi(!a.Fits), btoi(!b.Fits))); c != 0 || !a.Fits {
+			return cmp.Or(c, cmp.Compare(a.P90Seconds/a.GoodShare, b.P90Seconds/b.GoodShare))
+		}
+		return cmp.Compare(a.CostUSD, b.CostUSD)
+	})
+	route := &captchaflow.Route{Reason: captchaflow.RouteCheapest}
+	if !scored[0].Fits {
+		route.Reason = captchaflow.RouteFastest
+	}
+	var others []int // where exploring may go: not avoided, and in time
+	for i, c := range scored[1:] {
+		if !c.avoided && (left <= 0 || c.P90Seconds < left.Seconds()) {
+			others = append(others, i+1)
+		}
+	}
+	h := fnv.New64a()
+	h.Write([]byte(seed))
+	if u := float64(h.Sum64()%1_000_000) / 1_000_000; u < m.explore && len(others) > 0 && !scored[0].avoided {
+		i := others[int(u/m.explore*float64(len(others)))] // u/explore is uniform in [0, 1)
+		scored[0], scored[i] = scored[i], scored[0]
+		route.Reason = captchaflow.RouteExplore
+	}
+	out := make([]*Provider, len(scored))
+	for i, c := range scored {
+		out[i], route.Candidates = c.Provider, append(route.Candidates, c.RouteCandidate)
+	}
+	return out, route
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// score is p's expected cost of a good code for method and its p90 solve time; it fits when both are good enough.
+func (m *Model) score(p *Provider, method string, left time.Duration) (c captchaflow.RouteCandidate) {
+	m.with(p.Name, method, func(s *stats) {
+		unsolvable, bad := s.shares()
+		s.price, s.good, s.p90 = p.Price.Of(method), max((1-unsolvable)*(1-bad), 1e-3), p90(s.times, m.prior)
+		paid := s.price
+		if p.Refunds {
+			paid *= 1 - unsolvable
+		}
+		s.cost = paid / s.good
+		c = captchaflow.RouteCandidate{Provider: p.Name, CostUSD: round(s.cost), P90Seconds: round(s.p90), GoodShare: round(s.good),
+			Fits: s.good >= minGoodShare && (left <= 0 || s.p90 < left.Seconds())}
+	})
+	return c
+}
+
+// shares are the unsolvable share of ended submissions and the bad share of solved ones; each prior weighs one.
+func (s *stats) shares() (unsolvable, bad float64) {
+	return (s.unsolvable + priorUnsolvable) / (s.seen + 1), min(1, (s.bad+priorBad)/(s.solved+1))
+}
+
+// p90 is the Kaplan–Meier 90th percentile of the solve times, the prior one pseudo-solve; when more than a tenth
+// was still open past every solve, it lies beyond what was seen: twice the longest wait, a guess that fits less.
+func p90(times []solveTime, prior float64) float64 {
+	all := slices.SortedStableFunc(slices.Values(append([]solveTime{{secs: prior}}, times...)), func(a, b solveTime) int {
+		return cmp.Or(cmp.Compare(a.secs, b.secs), cmp.Compare(btoi(a.open), btoi(b.open)))
+	})
+	survive := 1.0
+	for i, t := range all {
+		if !t.open {
+			survive *= 1 - 1/float64(len(all)-i)
+		}
+		if survive <= 0.1+1e-9 {
+			return t.secs
+		}
+	}
+	return 2 * all[len(all)-1].secs
+}
+
+func round(x float64) float64 { return math.Round(x*1e9) / 1e9 }
+
+// Row is one provider and method's latest score, for the metrics.
+type Row struct {
+	Provider, Method                  string
+	Price, Cost, P90, Unsolvable, Bad float64
+}
+
+// Snapshot is every provider and method scored so far.
+func (m *Model) Snapshot() (rows []Row) {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, s := range m.stats {
+		u, b := s.shares()
+		rows = append(rows, Row{Provider: k[0], Method: k[1], Price: s.price, Cost: s.cost, P90: s.p90, Unsolvable: u, Bad: b})
+	}
+	return rows
+}
