@@ -51,8 +51,8 @@ type otlpReceiver struct {
 	srv      *httptest.Server
 	grpcAddr string
 	mu       sync.Mutex
-	spans []span
-	dump  strings.Builder // protojson of every request, for the secret scan
+	spans    []span
+	dump     strings.Builder // protojson of every request, for the secret scan
 }
 
 func newOTLPReceiver(t *testing.T) *otlpReceiver {

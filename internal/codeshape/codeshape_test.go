@@ -19,8 +19,7 @@ import (
 const maxFuncLines = 50
 
 // exempt lists functions allowed over the limit, by slash path relative to the module root and name, with the reason.
-var exempt = map[string]string{
-}
+var exempt = map[string]string{}
 
 // skipDirs are directories that hold no code of this module: build output, local data, test fixtures, vendored code.
 var skipDirs = []string{".bin", ".data", ".git", "testdata", "vendor", "node_modules"}
