@@ -210,20 +210,12 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	}
 	defer receiver.Close()
 
-	// With OTEL_* set (passed on to the worker and the ingress), each task starts a trace the summary names.
-	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-run")
+	c, closeClient, err := dialTraced(ctx, stack)
 	if err != nil {
-		fmt.Fprintln(out, "run: OTEL_* (tracing):", err)
+		fmt.Fprintln(out, "run:", err)
 		return 1
 	}
-	defer func() { _ = flush(context.WithoutCancel(ctx)) }()
-	c, err := client.DialContext(ctx, client.Options{HostPort: stack.Temporal.Address(), Namespace: devstack.DefaultNamespace,
-		Logger: devstack.QuietSDKLogger(), Interceptors: interceptors})
-	if err != nil {
-		fmt.Fprintln(out, "run: connect to Temporal:", err)
-		return 1
-	}
-	defer c.Close()
+	defer closeClient()
 
 	runID := time.Now().Format("20060102-150405")
 	notify := receiver.URL() + "/hooks/captcha"
@@ -259,6 +251,21 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 		return 1
 	}
 	return 0
+}
+
+// dialTraced connects to the stack's Temporal; with OTEL_* set (passed on to the worker and the ingress), each task
+// starts a trace the summary names.
+func dialTraced(ctx context.Context, stack *devstack.Stack) (client.Client, func(), error) {
+	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-run")
+	if err != nil {
+		return nil, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
+	}
+	c, err := client.DialContext(ctx, client.Options{HostPort: stack.Temporal.Address(), Namespace: devstack.DefaultNamespace,
+		Logger: devstack.QuietSDKLogger(), Interceptors: interceptors})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to Temporal: %w", err)
+	}
+	return c, func() { c.Close(); _ = flush(context.WithoutCancel(ctx)) }, nil
 }
 
 // printTrace names the task's trace, read from its start event, or says how to get one.
