@@ -25,6 +25,15 @@ var acts *activities.Activities
 // changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
 const changeProviderThreads = "provider-threads-admission"
 
+// changeQuirks gates what issue 29 changed in which callbacks, answers and refusals a task acts on: asked only where
+// the new build would act otherwise, so a task that never meets such a case records no marker.
+const changeQuirks = "provider-quirks"
+
+// quirksFixed tells whether this run acts as the build that fixed them (false: a history recorded before it).
+func quirksFixed(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeQuirks, workflow.DefaultVersion, 1) == 1
+}
+
 // Activity timeouts: the worker requires its provider client timeout (30 s by default) to be shorter.
 const (
 	ProviderStartToClose     = 45 * time.Second // one attempt of submit, poll, confirm
