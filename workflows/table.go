@@ -208,7 +208,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 		stale("an unauthenticated callback that names no waiting submission")
 	case t.discarded(ctx, sub, cb) && quirksFixed(ctx):
 		s.adopt(ctx, cb, stale)
-	case cb.RunID != "" && cb.RunID != t.runID:
+	case cb.RunID != "" && cb.RunID != t.runID && (sub == nil || cb.RunID != sub.urlRun):
 		stale("a callback of an earlier run")
 	case sub == nil:
 		stale("a callback naming a submission this run never made")
