@@ -45,6 +45,7 @@ type SubmitResult struct {
 	PriceUSD               float64            `json:"price_usd,omitempty"`                // what it costs at PROVIDERS_FILE's price
 	Refunds                bool               `json:"refunds,omitempty"`                  // unless it ends unsolvable
 	Route                  *captchaflow.Route `json:"route,omitempty"`                    // why it went to Provider (routing: scored)
+	RunID                  string             `json:"run_id,omitempty"`                   // the run its pingback URL names
 }
 
 // LostDetails are a FailureSubmitOutcomeUnknown's: where the submission went, and after how long it may be given up.
@@ -52,6 +53,7 @@ type LostDetails struct {
 	Provider      string `json:"provider"`
 	Alternatives  int    `json:"alternatives,omitempty"`
 	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
+	RunID         string `json:"run_id,omitempty"` // the run its pingback URL names
 }
 
 // set is the worker's providers: Providers, or Provider alone, named captchaai in logs (made per call: tests swap it).
@@ -145,7 +147,8 @@ func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Pro
 func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, alternatives int) (SubmitResult, error, bool) {
 	set := a.set()
 	// Without PROVIDERS_FILE: no name, no alternatives and no breaker (so no give-up).
-	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second)}
+	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second),
+		RunID: req.RunID}
 	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
 	ctx = telemetry.Annotate(ctx, workflowID, p.Name, "")
@@ -168,7 +171,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
 			PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds,
-			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
+			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second), RunID: req.RunID}, nil, false
 	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
 		a.countSubmission(ctx, p.Name, "lost")
 		activity.GetLogger(ctx).Warn("the provider failed after the request was sent: it may have created the task",

@@ -103,7 +103,7 @@ func TestLostAnswerStaysWithItsProvider(t *testing.T) {
 	require.Equal(t, FailureSubmitOutcomeUnknown, appErr.Type())
 	var d LostDetails
 	require.NoError(t, appErr.Details(&d))
-	require.Equal(t, LostDetails{Provider: "a", Alternatives: 2, GiveUpSeconds: 120}, d)
+	require.Equal(t, LostDetails{Provider: "a", Alternatives: 2, GiveUpSeconds: 120, RunID: recaptchaReq.RunID}, d, "and the run its pingback URL names")
 	require.Empty(t, fakes["b"].pingbacks)
 }
 

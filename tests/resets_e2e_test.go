@@ -22,6 +22,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"go.temporal.io/sdk/converter"
+
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
@@ -42,6 +44,9 @@ type resetCase struct {
 	to []resetPoint
 	// paid: the provider accepted a submission before the first reset point.
 	paid bool
+	// firstCodeWins: the reset run submits again, and the first submission's code, which comes first, is the result.
+	firstCodeWins bool
+	firstID       string // the provider task of the first run's submission
 
 	tr          *taskRun
 	failedTasks []string // the final run's failed workflow tasks, resets' own aside
@@ -55,6 +60,9 @@ func TestE2E_OperatorResets(t *testing.T) {
 	cases := resetCases()
 	for _, c := range cases {
 		c.tr = sc.add(1, c.spec)[0]
+		if c.firstCodeWins {
+			c.tr.paidAgainByReset = 1
+		}
 	}
 	// The holder keeps the slot past the queued task's first re-ask (activities.SlotReaskInterval after the reset),
 	// so the reset run's grant comes by signal, not in an answer.
@@ -104,6 +112,11 @@ func resetCases() []*resetCase {
 		{name: "ZeroBalancePause", spec: taskSpec{Kind: "reset during a zero-balance pause",
 			Faults: "fail_submit=1,submit_error=" + sim.ErrorZeroBalance}, phase: captchaflow.PhaseAwaitingBalance,
 			to: []resetPoint{after(submitFailed(activities.FailureProviderZeroBalance))}},
+		// Issue 29, finding 3: before, the first task's callback was confirmed against the reset run's own task, found
+		// not ready and dropped: the first paid code was lost and the second paid for.
+		{name: "BeforeItsSubmission", spec: taskSpec{Kind: "reset to before its submission while the provider solves it",
+			SolveMS: 6000, Via: captchaflow.ViaCallback}, phase: captchaflow.PhaseAwaitingCallback,
+			to: []resetPoint{beforeAnAcceptedSubmission}, firstCodeWins: true},
 		{name: "ResetOfAReset", spec: taskSpec{Kind: "reset twice during a lost-answer wait", Faults: sim.FaultSubmitLost,
 			SolveMS: 15000, Via: captchaflow.ViaCallback}, input: lostWait, phase: captchaflow.PhaseAwaitingCallback,
 			to: []resetPoint{lostAnswer, after(resetFailure)}, paid: true},
@@ -154,6 +167,9 @@ func (c *resetCase) run(ctx context.Context, t *testing.T, s *stack) {
 			require.NoError(t, err)
 			assert.Equal(t, string(c.phase), st.Phase, "%s: where the operator resets it", id)
 		}
+		if i == 0 && c.firstCodeWins {
+			c.firstID = submittedID(t, h)
+		}
 		var err error
 		run, err = s.resetRun(ctx, id, run, point(h), "e2e: an operator resets the task ("+c.name+")")
 		require.NoError(t, err, "%s: reset %d to event %d", id, i+1, point(h))
@@ -165,6 +181,38 @@ func (c *resetCase) run(ctx context.Context, t *testing.T, s *stack) {
 	assert.Equal(t, len(c.to), eventCountWhere(h, resetFailure), "%s: the resets' own failed workflow tasks", id)
 	c.tr.Err = s.c.GetWorkflow(ctx, id, run).Get(ctx, &c.tr.Result)
 	assert.NoError(t, c.tr.Err, "%s (%s): the reset run completes", id, c.tr.Kind)
+	if c.firstCodeWins {
+		assert.Equal(t, c.firstID, c.tr.Result.ProviderTaskID, "%s: the discarded submission's code, paid and first, is the result", id)
+	}
+}
+
+// beforeAnAcceptedSubmission is a run's first workflow task once the Submit it scheduled was accepted.
+func beforeAnAcceptedSubmission(h *historypb.History) int64 {
+	if after(func(ev *historypb.HistoryEvent, activity string) bool {
+		return activity == "Submit" && ev.GetActivityTaskCompletedEventAttributes() != nil
+	})(h) == 0 {
+		return 0
+	}
+	for _, ev := range h.GetEvents() {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			return ev.GetEventId()
+		}
+	}
+	return 0
+}
+
+// submittedID is the provider task ID of h's first accepted Submit.
+func submittedID(t *testing.T, h *historypb.History) string {
+	for _, ev := range h.GetEvents() {
+		if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+			var r activities.SubmitResult
+			if converter.GetDefaultDataConverter().FromPayloads(a.GetResult(), &r) == nil && r.ProviderTaskID != "" {
+				return r.ProviderTaskID
+			}
+		}
+	}
+	t.Errorf("no accepted Submit in the history")
+	return ""
 }
 
 // watch polls the history of run until done holds for it or a workflow task failed (retried forever: that is the

@@ -44,6 +44,8 @@ type taskRun struct {
 	Err    error
 	// redelivered: deliveries a reset repeats under the first run's webhook-id, which the receiver drops.
 	redelivered int
+	// paidAgainByReset: submissions a reset run made again, any of whose codes may be the result.
+	paidAgainByReset int
 }
 
 // scenario is a batch of tasks with distinct workflow IDs, its own simulator rules and its figures.

@@ -57,7 +57,7 @@ func (sc *scenario) verify(ctx context.Context) figures {
 		// the callback timeout (dropped, hung, late) does the workflow submit once more per lost answer. (A Submit
 		// attempt retried by the server after a timeout, lost[Submit], no longer happens: its policy does not retry
 		// timeouts.)
-		extraAllowed := lost["Submit"]
+		extraAllowed := lost["Submit"] + tr.paidAgainByReset
 		if pingbackMayMissCallbackTimeout(tr) || pingbackFailed(sc.simTasks[tr.ID]) {
 			extraAllowed += lostAnswers // the lost submission's pingback was dropped, or failed (an ingress outage)
 		}
@@ -73,7 +73,7 @@ func (sc *scenario) verify(ctx context.Context) figures {
 			"%s: %d extra paid submission(s) with %d in.php answer(s) lost: a lost answer must be settled by its "+
 				"submission's own callback, never by paying again (allowed: %d, only where the pingback itself cannot "+
 				"arrive within the callback timeout)", label, len(provider)-tr.submits(), lostAnswers, extraAllowed)
-		if len(provider) > 0 {
+		if len(provider) > 0 && tr.paidAgainByReset == 0 {
 			final := provider[len(provider)-1]
 			assert.Equal(t, final.ID, res.ProviderTaskID, "%s: the result must come from the last submission", label)
 			if lost["Submit"] == 0 && extraAllowed == 0 {

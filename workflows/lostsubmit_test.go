@@ -248,3 +248,36 @@ func (s *SolveCaptchaSuite) TestEarlierRunCallbackIsNotTheLostAnswer() {
 	s.Equal("CODE-111", r.Code)
 	s.Equal("111", r.ProviderTaskID)
 }
+
+// Issue 29, finding 1: CapMonster calls back with the getTaskResult body, which names no task. After a lost
+// createTask answer, that authenticated solution is the lost submission's answer: one submission, nothing paid twice.
+func (s *SolveCaptchaSuite) TestLostSubmitAnsweredByACallbackWithoutTaskID() {
+	s.expectSubmitCalls(lostAnswer())
+	s.signalAt(20*time.Second, captchaflow.Callback{Code: "CODE-CM", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	r := s.result()
+	s.Equal("CODE-CM", r.Code)
+	s.Equal(1, r.Submits, "one createTask, one payment")
+}
+
+// A waiting submission's tokened callback is its answer whatever task it names: a solution without a task ID is
+// taken, and an unsolvable word without one resubmits, with no getTaskResult asked to confirm either.
+func (s *SolveCaptchaSuite) TestTokenedCallbackWithoutTaskIDNeedsNoConfirmation() {
+	polls := 0
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Maybe().
+		Return(func(context.Context, activities.PollRequest) (activities.PollResult, error) {
+			polls++
+			return activities.PollResult{}, temporal.NewApplicationError("not ready", activities.FailureNotReady)
+		})
+	s.expectSubmit("100", "200")
+	s.signalAt(10*time.Second, captchaflow.Callback{Code: "ERROR_CAPTCHA_UNSOLVABLE", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(40*time.Second, captchaflow.Callback{Code: "CODE-2", Authenticated: true, RunID: testRunID, Submission: 2})
+	start := s.env.Now()
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	r := s.result()
+	s.Equal("CODE-2", r.Code)
+	s.Equal("200", r.ProviderTaskID, "the submission's own task")
+	s.Equal(2, r.Submits)
+	s.Zero(polls, "nothing to confirm")
+	s.Less(r.ReceivedAt.Sub(start), 41*time.Second, "taken when it came")
+}

@@ -46,7 +46,7 @@ func (s *schedule) newNet() *activities.Activities {
 	for _, name := range s.routing.names {
 		p := &fakeProvider{name: name}
 		if name != "" && s.rng.IntN(2) == 0 {
-			p.flavor = []providers.Flavor{callback.CapSolver, callback.AntiCaptcha}[s.rng.IntN(2)]
+			p.flavor = []providers.Flavor{callback.CapSolver, callback.AntiCaptcha, callback.CapMonster}[s.rng.IntN(3)]
 		}
 		p.srv = httptest.NewServer(s.serve(p))
 		s.t.Cleanup(p.srv.Close)
@@ -149,7 +149,9 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool) (answer
 		p.busyUntil = now.Add(time.Duration(m.rng.IntN(300)) * time.Second)
 	case answer == "ok" || answer == "reset" || answer == "504":
 		instant := answer == "ok" && image && p.flavor == callback.CapSolver // as CapSolver answers image tasks
-		task = m.take(p.name, pingback, answer != "ok", instant)
+		// Anti-Captcha and CapMonster call back with the getTaskResult body, which names no task.
+		unnamed := p.flavor == callback.AntiCaptcha || p.flavor == callback.CapMonster
+		task = m.take(p.name, pingback, answer != "ok", instant, unnamed)
 		task.image = image
 		m.checkPlan()
 	}

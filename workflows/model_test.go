@@ -385,7 +385,7 @@ func (m *model) latency() time.Duration {
 
 // take records a new provider task and schedules its pingbacks to the URL it was given: on time, dropped,
 // duplicated or late. An instant task is solved as it is taken (its pingbacks still come, as noise).
-func (m *model) take(provider, pingback string, lost, instant bool) *providerTask {
+func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *providerTask {
 	m.nextID++
 	id := strconv.Itoa(7300 + m.nextID)
 	now := m.env.Now()
@@ -407,6 +407,9 @@ func (m *model) take(provider, pingback string, lost, instant bool) *providerTas
 		code = "ERROR_CAPTCHA_UNSOLVABLE"
 	}
 	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: runID, Submission: n}
+	if unnamed {
+		cb.ProviderTaskID = ""
+	}
 	delays := []time.Duration{task.solveAt.Sub(now)}
 	switch pick(m.rng, map[string]int{"on-time": 6, "dropped": 2, "duplicate": 1, "late": 1}) {
 	case "dropped":
@@ -425,6 +428,11 @@ func (m *model) take(provider, pingback string, lost, instant bool) *providerTas
 				m.logf("pingback of %s not sent: %q is down", id, provider)
 				return
 			}
+			m.mu.Lock()
+			if task.gaveUp = task.unsolvable; !task.unsolvable {
+				m.arrive(task) // signal tells a task by the ID its callback names, and this one may name none
+			}
+			m.mu.Unlock()
 			m.signal("pingback", cb)
 		}, d)
 	}
@@ -581,7 +589,7 @@ func (m *model) delivery(id string, body []byte) error {
 	if err := json.Unmarshal(body, &r); err != nil {
 		m.fail("fresh-result", "delivery body: %v", err)
 	}
-	now := m.env.Now()
+	now, r := m.env.Now(), m.named(r)
 	m.delivered = append(m.delivered, r)
 	m.hooks = append(m.hooks, hook{id: id, at: now, ok: now.Sub(m.epoch) >= m.deliverBad})
 	m.checkLive(r, now)
@@ -589,6 +597,17 @@ func (m *model) delivery(id string, body []byte) error {
 		return errors.New("notify_url answered 503")
 	}
 	return nil
+}
+
+// named is r naming the provider task its code is: a lost submission answered by a callback that names no task
+// (Anti-Captcha's, CapMonster's) cannot say which, and a code is its task's alone.
+func (m *model) named(r captchaflow.Result) captchaflow.Result {
+	for _, task := range m.tasks {
+		if r.ProviderTaskID == "" && r.Code == task.code && task.lost {
+			r.ProviderTaskID = task.id
+		}
+	}
+	return r
 }
 
 // checkLive: a token is offered only while it lives, counted from when its answer arrived, and says so.
@@ -715,6 +734,9 @@ func (m *model) checkEnd() (result string) {
 	if err := m.result.Get(&r); err != nil {
 		m.fail("fresh-result", "result: %v", err)
 	}
+	m.mu.Lock()
+	r = m.named(r)
+	m.mu.Unlock()
 	m.checkFresh(r, "the result")
 	m.checkCost(r)
 	return r.ProviderTaskID

@@ -95,14 +95,13 @@ func submitOutcomeUnknown(err error) bool {
 	return failureType(err) == activities.FailureSubmitOutcomeUnknown
 }
 
-// lostAt is the provider of a lost Submit and its give-up bound (0: the task has nowhere else to go).
-func lostAt(err error) (provider string, giveUp time.Duration) {
-	var d activities.LostDetails
+// lostAt is a lost Submit's details and its give-up bound (0: the task has nowhere else to go).
+func lostAt(err error) (d activities.LostDetails, giveUp time.Duration) {
 	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
 	if !ok || !appErr.HasDetails() || appErr.Details(&d) != nil || d.Alternatives == 0 {
-		return d.Provider, 0
+		return d, 0
 	}
-	return d.Provider, time.Duration(d.GiveUpSeconds) * time.Second
+	return d, time.Duration(d.GiveUpSeconds) * time.Second
 }
 
 // balanceWait is the paced wait the zero-balance failure carries (a minute when it carries none).

@@ -178,14 +178,15 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	if remaining <= 0 {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
-	sub := &submission{N: len(s.table.subs) + 1, Round: s.table.round, State: subSubmitting, SubmittedAt: workflow.Now(ctx)}
+	sub := &submission{N: len(s.table.subs) + 1, Round: s.table.round, State: subSubmitting, SubmittedAt: workflow.Now(ctx),
+		urlRun: s.table.newURLRun(ctx)}
 	s.table.subs = append(s.table.subs, sub)
 	submitCtx, cancelSubmit := workflow.WithCancel(ctx)
 	// Transient trouble is retried until the deadline; a lost answer and a zero balance come to the workflow.
 	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
 	f := workflow.ExecuteActivity(opts, acts.Submit, activities.SubmitRequest{
-		Method: s.in.Method, Params: s.in.Params, RunID: s.table.runID, Submission: sub.N,
+		Method: s.in.Method, Params: s.in.Params, RunID: sub.urlRun, Submission: sub.N,
 		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: s.admission.ticket.Provider})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.answered() != nil }); err != nil {
 		return failed(err)
@@ -209,7 +210,9 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 	case submitOutcomeUnknown(err) && s.remaining(ctx) <= 0:
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	case submitOutcomeUnknown(err):
-		sub.Provider, sub.giveUp = lostAt(err)
+		var d activities.LostDetails
+		d, sub.giveUp = lostAt(err)
+		sub.Provider, sub.urlRun = d.Provider, cmp.Or(d.RunID, s.table.runID)
 		return s.awaitLost(ctx, sub, err)
 	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
@@ -239,6 +242,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 		s.in.CallbackTimeoutSeconds = r.CallbackTimeoutSeconds // the worker's default, from history
 	}
 	sub.Provider, sub.price, sub.refunds, sub.route = r.Provider, r.PriceUSD, r.Refunds, r.Route
+	sub.urlRun = cmp.Or(r.RunID, s.table.runID) // what it named, also where a reset replays another run's submission
 	if r.Alternatives > 0 {
 		sub.giveUp = time.Duration(r.GiveUpSeconds) * time.Second
 	}

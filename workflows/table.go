@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,7 @@ type submission struct {
 	untokened   int                    // untokened hints taken (captchaflow.UntokenedHintsPerSubmission)
 	confirms    int                    // res.php confirmations started (maxConfirmsPerSubmission)
 	asking      int                    // polls and confirmations running (a poll runs until sub settles)
+	urlRun      string                 // the run its pingback URL names (newURLRun)
 	price       float64                // what it costs (Submit's price, or the provider's reported cost)
 	refunds     bool                   // an unsolvable end costs nothing
 	route       *captchaflow.Route     // why it went to Provider
@@ -83,11 +85,30 @@ func (sub *submission) solved(code string, via captchaflow.Via, receivedAt time.
 		Code: code, Via: via, ReceivedAt: receivedAt}})
 }
 
-// table is the run's submissions, oldest first.
+// table is the run's submissions, oldest first, and the answers it adopted from submissions a reset discarded.
 type table struct {
-	runID string
-	round int
-	subs  []*submission
+	runID   string
+	round   int
+	subs    []*submission
+	adopted []*submission
+}
+
+// epochSep joins the chain's run ID and the reset run's in a pingback URL (the previous release's ingress takes it).
+const epochSep = "~"
+
+// newURLRun is what a new submission's pingback URL names: the chain's run, and in a reset run which run made it, so
+// the callback of a submission the reset discarded is told from this run's submission of the same number.
+func (t *table) newURLRun(ctx workflow.Context) string {
+	if run := workflow.GetInfo(ctx).WorkflowExecution.RunID; run != t.runID {
+		return t.runID + epochSep + run[:min(len(run), 8)]
+	}
+	return t.runID
+}
+
+// discarded tells whether cb is from a submission a reset discarded: only a reset run has any, and it never made one
+// under that URL.
+func (t *table) discarded(ctx workflow.Context, sub *submission, cb captchaflow.Callback) bool {
+	return cb.RunID != "" && workflow.GetInfo(ctx).WorkflowExecution.RunID != t.runID && (sub == nil || sub.urlRun != cb.RunID)
 }
 
 func (t *table) current() *submission {
@@ -108,7 +129,7 @@ func (t *table) supersede() {
 
 // answered is a lost submission of this solve whose answer came, nil when none did.
 func (t *table) answered() *submission {
-	for _, sub := range t.subs {
+	for _, sub := range slices.Concat(t.subs, t.adopted) {
 		if sub.Round == t.round && sub.State == subSolved && sub.answer != nil && sub.answer.kind == outSolved {
 			return sub
 		}
@@ -175,8 +196,9 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 	if cb.Submission > 0 && cb.Submission <= len(t.subs) {
 		sub = t.subs[cb.Submission-1]
 	}
+	chain, _, _ := strings.Cut(cb.RunID, epochSep)
 	switch cur := t.current(); {
-	case cb.RunID != "" && cb.RunID != t.runID:
+	case cb.RunID != "" && chain != t.runID:
 		stale("a callback of an earlier run")
 	case cb.Submission == 0 && cb.Authenticated:
 		stale("a callback from a URL that names no submission")
@@ -184,12 +206,16 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 		s.confirm(ctx, cur, "unauthenticated callback")
 	case cb.Submission == 0:
 		stale("an unauthenticated callback that names no waiting submission")
+	case t.discarded(ctx, sub, cb) && quirksFixed(ctx):
+		s.adopt(ctx, cb, stale)
+	case cb.RunID != "" && cb.RunID != t.runID && (sub == nil || cb.RunID != sub.urlRun):
+		stale("a callback of an earlier run")
 	case sub == nil:
 		stale("a callback naming a submission this run never made")
 	case sub.Round != t.round:
 		stale("a callback of an expired solve round")
 	case sub.State == subAnswerLost:
-		s.lostCallback(sub, cb, stale)
+		s.lostCallback(ctx, sub, cb, stale)
 	case sub != cur || !sub.open():
 		stale("a callback of an earlier or settled submission (" + string(sub.State) + ")")
 	case sub.State == subSubmitting:
@@ -199,10 +225,11 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 	}
 }
 
-// onCallback files a callback's code or "unsolvable" as the waiting sub's answer, or confirms it with res.php.
+// onCallback files a callback's code or "unsolvable" as the waiting sub's answer, or confirms it with res.php. Its
+// token ties it to sub, so a solution is sub's whatever provider task it names; a status word, unless it names another.
 func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflow.Callback) {
 	switch word := strings.TrimSpace(cb.Code); {
-	case otherCandidate(sub, cb) && lostSubmissionAnswer(cb):
+	case otherCandidate(sub, cb) && s.solution(ctx, cb):
 		// A provider the pingback URL was handed to created a task after all: its solution is that provider's.
 		sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: cb.ProviderTaskID, Provider: cb.Provider,
 			Code: cb.Code, Via: captchaflow.ViaCallback, ReceivedAt: cb.ReceivedAt}})
@@ -214,7 +241,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 			"Bytes", len(cb.Code), "Authenticated", cb.Authenticated)
 	case !cb.Authenticated:
 		s.confirm(ctx, sub, "unauthenticated callback")
-	case cb.ProviderTaskID != sub.ProviderID:
+	case cb.ProviderTaskID != sub.ProviderID && !((s.solution(ctx, cb) || cb.ProviderTaskID == "") && quirksFixed(ctx)):
 		s.confirm(ctx, sub, "a callback naming another provider task")
 	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(word) == callback.ClassResubmit:
 		s.logger.Info("the provider called back that it gave up", "ProviderTaskID", sub.ProviderID, "Code", cb.Code)
@@ -222,17 +249,27 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 	case callback.IsStatusWord(cb.Code):
 		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", word))
 	default:
-		sub.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
+		sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: cmp.Or(cb.ProviderTaskID, sub.ProviderID),
+			Provider: sub.Provider, Code: cb.Code, Via: captchaflow.ViaCallback, ReceivedAt: cb.ReceivedAt}})
+	}
+}
+
+// adopt takes the solution of a submission a reset discarded: it was paid for, so it answers the solve.
+func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func(string)) {
+	sub := &submission{N: cb.Submission, Round: s.table.round, State: subAnswerLost, Provider: cb.Provider,
+		SubmittedAt: cb.ReceivedAt, urlRun: cb.RunID}
+	if s.lostCallback(ctx, sub, cb, stale); sub.State == subSolved {
+		s.table.adopted = append(s.table.adopted, sub)
 	}
 }
 
 // lostCallback takes cb as the answer of a submission with no ID to poll: hints and status words are dropped.
-func (s *solver) lostCallback(lost *submission, cb captchaflow.Callback, stale func(string)) {
+func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captchaflow.Callback, stale func(string)) {
 	switch {
 	case cb.Authenticated && !otherCandidate(lost, cb) &&
 		callback.ClassifyCode(strings.TrimSpace(cb.Code)) == callback.ClassResubmit:
 		lost.ProviderID, lost.State = cb.ProviderTaskID, subUnsolvable // nothing more will come
-	case !lostSubmissionAnswer(cb):
+	case !s.solution(ctx, cb):
 		stale("not an authenticated solution (a lost submission can only be answered by one)")
 	default:
 		lost.ProviderID = cb.ProviderTaskID
@@ -249,7 +286,7 @@ func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state
 	sub.ProviderID, sub.State = id, state
 	for _, cb := range sub.inbox {
 		if state == subAnswerLost {
-			s.lostCallback(sub, cb, func(string) {})
+			s.lostCallback(ctx, sub, cb, func(string) {})
 		} else {
 			s.onCallback(ctx, sub, cb)
 		}
@@ -345,8 +382,9 @@ func otherCandidate(sub *submission, cb captchaflow.Callback) bool {
 	return cb.Provider != "" && sub.Provider != "" && cb.Provider != sub.Provider
 }
 
-// lostSubmissionAnswer tells whether cb can be a solution: authenticated, naming a provider task, with a code.
-func lostSubmissionAnswer(cb captchaflow.Callback) bool {
-	return cb.Authenticated && cb.ProviderTaskID != "" && strings.TrimSpace(cb.Code) != "" &&
-		len(cb.Code) <= captchaflow.MaxCodeBytes && !callback.IsStatusWord(cb.Code)
+// solution tells whether cb can be a solution: authenticated, with a code; also without a provider task ID (CapMonster
+// calls back with the getTaskResult body, which has none) unless the run predates quirksFixed.
+func (s *solver) solution(ctx workflow.Context, cb captchaflow.Callback) bool {
+	return cb.Authenticated && strings.TrimSpace(cb.Code) != "" && len(cb.Code) <= captchaflow.MaxCodeBytes &&
+		!callback.IsStatusWord(cb.Code) && (cb.ProviderTaskID != "" || quirksFixed(ctx))
 }

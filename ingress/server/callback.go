@@ -49,12 +49,13 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	key := callbackKey(routeTokened, workflowID, id, code)
+	// Repeats and the budget are per submission: CapMonster's callbacks name no task, so two submissions' can match.
+	now, submission := s.now(), workflowID+"\x00"+sub.RunID+"\x00"+strconv.Itoa(sub.N)+"\x00"+sub.Provider
+	key := callbackKey(routeTokened, submission, id, code)
 	switch {
 	case s.seen.has(key, now):
 		info.outcome = outcomeDuplicate
-	case !s.tokenedBudget.take(workflowID, now):
+	case !s.tokenedBudget.take(submission, now):
 		info.outcome = outcomeSuppressed
 	default:
 		wait := s.cfg.SignalTimeout
@@ -64,7 +65,7 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		info.outcome, err = s.signal(c.Request().Context(), wait, workflowID, captchaflow.Callback{ProviderTaskID: id,
 			Code: code, Authenticated: true, RunID: sub.RunID, Submission: sub.N, Provider: sub.Provider, ReceivedAt: now})
 		if err != nil {
-			s.tokenedBudget.refund(workflowID, s.now()) // the provider's retry finds the budget as it was
+			s.tokenedBudget.refund(submission, s.now()) // the provider's retry finds the budget as it was
 			return err
 		}
 		s.seen.add(key, s.now())

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -52,4 +53,33 @@ func TestCreateTaskCallbackRefusals(t *testing.T) {
 	rec = e.do(t, http.MethodPost, forged, strings.NewReader(`{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"x"}}`), "application/json")
 	require.Equal(t, http.StatusForbidden, rec.Code)
 	assert.Empty(t, e.fake.sent())
+}
+
+// Issue 29, finding 8: CapMonster calls back without a task ID, so two submissions of one task send the same body.
+// Each submission's callback is its own: the second's ERROR_CAPTCHA_UNSOLVABLE is signalled, not dropped as the
+// first's duplicate. Suspicion 2: a submission's signal budget is its own, so the first submission's URL replayed
+// with other bodies cannot silence the second.
+func TestSubmissionsAnswerApart(t *testing.T) {
+	for name, replays := range map[string]int{"same body": 0, "budget spent by another submission": testConfig().CallbackBurst + 3} {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEnv(t)
+			post := func(n int, body string) {
+				target := submissionURL(testWorkflowID, testSecret, n, url.Values{callbackauth.FlavorParam: {"capmonster"}})
+				require.Equal(t, http.StatusOK, e.do(t, http.MethodPost, target, strings.NewReader(body), "application/json").Code)
+			}
+			post(1, `{"errorId":0,"status":"failed"}`)
+			for i := range replays {
+				post(1, fmt.Sprintf(`{"errorId":0,"status":"ready","solution":{"token":"t-%d"}}`, i))
+			}
+			post(2, `{"errorId":0,"status":"failed"}`)
+			var second []captchaflow.Callback
+			for _, s := range e.fake.sent() {
+				if s.Callback.Submission == 2 {
+					second = append(second, s.Callback)
+				}
+			}
+			require.Len(t, second, 1, "the second submission's answer reaches the task")
+			assert.Equal(t, "ERROR_CAPTCHA_UNSOLVABLE", second[0].Code)
+		})
+	}
 }

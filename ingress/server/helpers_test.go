@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -273,13 +274,18 @@ func (e *testEnv) callbacks(route, outcome string) float64 {
 }
 
 func tokenedURL(workflowID, secret string, query url.Values) string {
+	return submissionURL(workflowID, secret, 1, query)
+}
+
+// submissionURL is the pingback URL of submission n of testRunID.
+func submissionURL(workflowID, secret string, n int, query url.Values) string {
 	if query == nil {
 		query = url.Values{}
 	}
 	if secret != "" {
 		query.Set(callbackauth.RunParam, testRunID)
-		query.Set(callbackauth.SubmissionParam, "1")
-		query.Set(callbackauth.TokenParam, callbackauth.TokenFor(secret, workflowID, callbackauth.Submission{RunID: testRunID, N: 1}))
+		query.Set(callbackauth.SubmissionParam, strconv.Itoa(n))
+		query.Set(callbackauth.TokenParam, callbackauth.TokenFor(secret, workflowID, callbackauth.Submission{RunID: testRunID, N: n}))
 	}
 	return callbackauth.CallbackPath + url.PathEscape(workflowID) + "?" + query.Encode()
 }
