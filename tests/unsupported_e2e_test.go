@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
 )
 
 // TestE2E_Routing_UnsupportedTaskType (#29 §11): two createTask providers; a, listed first (Anti-Captcha's flavor),
@@ -30,7 +31,7 @@ func TestE2E_Routing_UnsupportedTaskType(t *testing.T) {
 			failed[failureType(tr.Err)]++
 		}
 	}
-	refusals := scrapeSum(ctx, t, r.metrics, "captchaflow_provider_unsupported_total")
+	refusals := scrapeSum(ctx, t, r.metrics, activities.MetricProviderUnsupported)
 	sc.note("%d tasks, a refuses reCAPTCHA v2: failed %v (%d with %s); a's refusals counted by the worker: %.0f",
 		n, failed, failed[captchaflow.FailureProviderConfig], captchaflow.FailureProviderConfig, refusals)
 	assert.Zero(t, failed[captchaflow.FailureProviderConfig], "tasks failed with ProviderConfig although b takes the task type")

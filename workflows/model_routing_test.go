@@ -120,7 +120,7 @@ func (s *schedule) slotProvider(ask activities.SlotAsk) string {
 		return ask.Ticket.Provider
 	}
 	cands := slices.DeleteFunc(set.Candidates(ask.Providers, ask.Exclude, ask.Avoid), func(p *providers.Provider) bool {
-		return p.Client.Supports(ask.Method, ask.Params) != nil
+		return p.Client.Supports(ask.Method, ask.Params) != nil || s.breaker.Lacks(p.Name, ask.Method, ask.Params)
 	})
 	if set.Model.Scored() && len(cands) > 0 {
 		cands, _ = set.Model.Rank(cands, ask.Method, ask.Avoid, 0, fmt.Sprint(ask.WorkflowID, ask.RunID, ask.Seq))
@@ -137,8 +137,8 @@ func (s *schedule) slotProvider(ask activities.SlotAsk) string {
 }
 
 // checkRoute: under routing: scored an accepted submission says why, its candidates the task's allowed providers
-// not given up, those it avoids last, its provider among them; under order it says nothing.
-func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitResult) {
+// not given up nor lacking its task type, those it avoids last, its provider among them; under order it says nothing.
+func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitResult, lackedBefore []string) {
 	if !m.routing.scored || res.Route == nil {
 		if m.routing.scored != (res.Route != nil) {
 			m.fail("scored-routes-explained", "routing scored %t, route %+v", m.routing.scored, res.Route)
@@ -160,10 +160,22 @@ func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitRe
 	if len(want) == 0 {
 		want = m.routing.names
 	}
+	// Not those that refused the task type lately: before Submit ranked them, or (another task's refusal) while it did.
 	want = slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(req.Exclude, n) })
-	if slices.Sort(names); !slices.Equal(names, slices.Sorted(slices.Values(want))) || !slices.Contains(names, res.Provider) {
-		m.fail("scored-routes-explained", "candidates %v, allowed %v, chosen %s", names, want, res.Provider)
+	must := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(m.lacking(req), n) })
+	if !subset(names, want) || !subset(must, names) || !slices.Contains(names, res.Provider) ||
+		slices.ContainsFunc(lackedBefore, func(n string) bool { return slices.Contains(names, n) }) {
+		m.fail("scored-routes-explained", "candidates %v, allowed %v, lacking the type %v, chosen %s", names, want, lackedBefore, res.Provider)
 	}
+}
+
+func subset(a, b []string) bool {
+	return !slices.ContainsFunc(a, func(n string) bool { return !slices.Contains(b, n) })
+}
+
+// lacking are the providers the worker marks as lacking req's task type now (Submit's candidates skip them).
+func (m *model) lacking(req activities.SubmitRequest) []string {
+	return slices.DeleteFunc(slices.Clone(m.routing.names), func(n string) bool { return !m.breaker.Lacks(n, req.Method, req.Params) })
 }
 
 // checkCost: a result's cost_usd is at most every provider task's price, and at least its own (unless lost).

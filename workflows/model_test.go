@@ -161,8 +161,8 @@ type model struct {
 	hooks      []hook               // every delivery attempt as notify_url saw it, in order
 	deliverBad time.Duration        // delivery fails until this long after the start
 	canceled   bool
-	refused    []string // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
-	keyRefused bool     // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
+	refused    []string  // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
+	keyRefused bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
 	ended      time.Time // when the task ended, with its result or error
 	result     interface{ Get(any) error }
 	err        error
@@ -361,8 +361,10 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 		return activities.SubmitResult{}, temporal.NewCanceledError()
 	}
 	m.runID = req.RunID
+	var lacked []string
 	if m.routed() {
 		m.checkRouteRequest(req)
+		lacked = m.lacking(req)
 	}
 	m.mu.Unlock()
 	res, err := m.acts.Submit(ctx, req)
@@ -370,7 +372,7 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	defer m.mu.Unlock()
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
 	if err == nil && m.routed() {
-		m.checkRoute(req, res)
+		m.checkRoute(req, res, lacked)
 	}
 	return res, err
 }
