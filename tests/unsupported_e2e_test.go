@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -42,6 +43,18 @@ func TestE2E_Routing_UnsupportedTaskType(t *testing.T) {
 	assert.Positive(t, refusals, "the worker counts a's refusals")
 	assert.Less(t, refusals, float64(n), "once marked, a is not asked for the type again")
 	assert.Zero(t, f.ExtraPaid)
+	var moved []string // the tasks a refused: two Submits, the second to b (the gate's marker in their histories)
+	for _, tr := range trs {
+		h, err := s.history(ctx, tr.ID)
+		require.NoError(t, err)
+		if activitiesScheduled(h, "Submit") == 2 {
+			moved = append(moved, tr.ID)
+		}
+	}
+	if assert.NotEmpty(t, moved, "a task a refused") {
+		replayLive(t, s, moved...)
+		recordNew(t, s, map[string]string{"type-refused-moved-on": moved[0]})
+	}
 	f.Notes = sc.notes // not f.record: a refused task's extra Submit is more than the callback path's baseline
 	recordFigures(t, f.figures)
 }
