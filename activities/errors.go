@@ -27,6 +27,7 @@ const (
 	FailureProviderZeroBalance  = "ProviderZeroBalance"  // ERROR_ZERO_BALANCE: the workflow pauses. Details: code, wait
 	FailureProviderUnavailable  = "ProviderUnavailable"  // every provider's circuit is open; retried when one half-opens
 	FailureProviderGaveUp       = "ProviderGaveUp"       // unreachable past PROVIDER_GIVE_UP. Details: the provider
+	FailureProviderUnsupported  = "ProviderUnsupported"  // the provider lacks the task type: submit elsewhere. Details: LostDetails
 )
 
 // NonRetryableProviderErrors are the provider error types no retry policy should retry.
@@ -40,7 +41,7 @@ func providerError(ctx context.Context, err error) error {
 		return temporal.NewApplicationError(msg, FailureNotReady, code)
 	case callback.ClassResubmit:
 		return temporal.NewNonRetryableApplicationError(msg, FailureResubmit, nil, code)
-	case callback.ClassConfig:
+	case callback.ClassConfig, callback.ClassUnsupported: // Submit moves on from the latter (unsupported)
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderConfig, nil, code)
 	case callback.ClassUnknown:
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderUnknown, nil, code)
@@ -98,6 +99,7 @@ const (
 	MetricProviderSubmissions = "captchaflow_provider_submissions_total"    // by provider and outcome
 	MetricCircuitState        = "captchaflow_provider_circuit_state"        // 0 closed, 1 half-open, 2 open, at scrape
 	MetricCircuitOpened       = "captchaflow_provider_circuit_opened_total" // by provider and reason (providers.Reason*)
+	MetricProviderUnsupported = "captchaflow_provider_unsupported_total"    // task types refused, by provider and method
 	MetricDeliveries          = "captchaflow_deliveries_total"              // delivery attempts by result (ok, error)
 
 	// The routing model's, read at scrape (docs/operations.md): by provider and method, spend by provider.

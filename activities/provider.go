@@ -48,7 +48,8 @@ type SubmitResult struct {
 	RunID                  string             `json:"run_id,omitempty"`                   // the run its pingback URL names
 }
 
-// LostDetails are a FailureSubmitOutcomeUnknown's: where the submission went, and after how long it may be given up.
+// LostDetails are a FailureSubmitOutcomeUnknown's (and a FailureProviderUnsupported's): where the submission went,
+// how many other providers the task could use, and after how long it may be given up.
 type LostDetails struct {
 	Provider      string `json:"provider"`
 	Alternatives  int    `json:"alternatives,omitempty"`
@@ -121,7 +122,7 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 // both ask it, so a slot is taken where Submit would go. seed, with the request's run and number, draws exploring.
 func (a *Activities) ranked(req SubmitRequest, left time.Duration, seed string) ([]*providers.Provider, *captchaflow.Route, string) {
 	set := a.set()
-	cands, why := supported(set.Candidates(req.Providers, req.Exclude, req.Avoid), req)
+	cands, why := supported(set.Candidates(req.Providers, req.Exclude, req.Avoid), req, set.Breaker)
 	if len(cands) == 0 || !set.Model.Scored() {
 		return cands, nil, why
 	}
@@ -129,12 +130,16 @@ func (a *Activities) ranked(req SubmitRequest, left time.Duration, seed string) 
 	return cands, route, why
 }
 
-// supported drops the candidates that cannot serve the method; why says which and why, for the failure.
-func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Provider, string) {
+// supported drops the candidates that cannot serve the method, or refused its task type lately; why says which and why.
+func supported(cands []*providers.Provider, req SubmitRequest, b *providers.Breaker) ([]*providers.Provider, string) {
 	var out []*providers.Provider
 	var why []string
 	for _, p := range cands {
-		if err := p.Client.Supports(req.Method, req.Params); err != nil {
+		err := p.Client.Supports(req.Method, req.Params)
+		if err == nil && b.Lacks(p.Name, req.Method, req.Params) {
+			err = fmt.Errorf("refused the task type within %v (ERROR_TASK_NOT_SUPPORTED or the like)", providers.UnsupportedFor)
+		}
+		if err != nil {
 			why = append(why, p.Name+": "+err.Error())
 			continue
 		}
@@ -180,11 +185,27 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 			err.Error(), FailureSubmitOutcomeUnknown, lost), false
 	}
 	a.countSubmission(ctx, p.Name, "refused")
+	if providers.ClassOf(err) == callback.ClassUnsupported {
+		return SubmitResult{}, a.unsupported(ctx, p.Name, req, err, lost), false
+	}
 	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
 	if callback.Canonical(codeOf(err)) == callback.CodeZeroBalance {
 		return SubmitResult{}, transientError(ctx, err, FailureProviderZeroBalance), next
 	}
 	return SubmitResult{}, providerError(ctx, err), next
+}
+
+// unsupported marks name as lacking the task type (Submit skips it for a while) and fails the Submit naming it: the
+// workflow decides to go elsewhere, as a later choice of provider outside Submit will.
+func (a *Activities) unsupported(ctx context.Context, name string, req SubmitRequest, err error, lost LostDetails) error {
+	if a.set().Routed {
+		a.set().Breaker.Refused(name, req.Method, req.Params)
+		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": name, "method": req.Method}).
+			Counter(MetricProviderUnsupported).Inc(1)
+	}
+	activity.GetLogger(ctx).Warn("the provider lacks the task type: not asked for it again for a while", "Provider", name,
+		"Method", req.Method, "For", providers.UnsupportedFor, "Error", err)
+	return temporal.NewNonRetryableApplicationError(err.Error(), FailureProviderUnsupported, nil, lost)
 }
 
 // routedName is p's name as results, pingback URLs and metrics carry it: "" on a worker without PROVIDERS_FILE.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/providers/callback"
@@ -105,6 +106,45 @@ func TestLostAnswerStaysWithItsProvider(t *testing.T) {
 	require.NoError(t, appErr.Details(&d))
 	require.Equal(t, LostDetails{Provider: "a", Alternatives: 2, GiveUpSeconds: 120, RunID: recaptchaReq.RunID}, d, "and the run its pingback URL names")
 	require.Empty(t, fakes["b"].pingbacks)
+}
+
+// A provider that lacks the task type (ERROR_TASK_NOT_SUPPORTED) fails the Submit naming it, for the workflow to go
+// elsewhere (not within the attempt), and is not asked for that type again for UnsupportedFor: a task pinned to it
+// fails at once naming why; another type still goes to it. A refusal about the task itself stays ProviderConfig.
+func TestRefusedTaskTypeNamesTheProviderAndIsRemembered(t *testing.T) {
+	env, acts, fakes, now := routedEnv(t)
+	fakes["a"].submitErr = &providers.Error{Op: "createTask", Code: "ERROR_TASK_NOT_SUPPORTED", Class: callback.ClassUnsupported}
+	_, err := submitResult(t, env, acts, recaptchaReq)
+	appErr := appError(t, err)
+	require.Equal(t, FailureProviderUnsupported, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	var d LostDetails
+	require.NoError(t, appErr.Details(&d))
+	require.Equal(t, LostDetails{Provider: "a", Alternatives: 2, GiveUpSeconds: 120}, d)
+	require.Empty(t, fakes["b"].pingbacks, "the workflow moves the task, not Submit's loop")
+
+	r, err := submitResult(t, env, acts, recaptchaReq)
+	require.NoError(t, err)
+	require.Equal(t, "b", r.Provider, "a is skipped for the type")
+	require.Equal(t, 1, r.Alternatives)
+	require.Len(t, fakes["a"].pingbacks, 1)
+	pinned := recaptchaReq
+	pinned.Providers = []string{"a"}
+	_, err = submitResult(t, env, acts, pinned)
+	require.Equal(t, captchaflow.FailureProviderConfig, appError(t, err).Type())
+	require.ErrorContains(t, err, "a: refused the task type")
+	v3 := recaptchaReq
+	v3.Params = map[string]string{"googlekey": "k", "pageurl": "https://x.example", "version": "v3"}
+	fakes["a"].submitErr = nil
+	r, err = submitResult(t, env, acts, v3)
+	require.NoError(t, err)
+	require.Equal(t, "a", r.Provider, "reCAPTCHA v3 is another task type")
+
+	*now = now.Add(providers.UnsupportedFor)
+	fakes["a"].submitErr = &providers.Error{Op: "createTask", Code: "ERROR_WRONG_GOOGLEKEY", Class: callback.ClassConfig}
+	_, err = submitResult(t, env, acts, recaptchaReq)
+	require.Equal(t, captchaflow.FailureProviderConfig, appError(t, err).Type(), "asked again after UnsupportedFor")
+	require.Len(t, fakes["a"].pingbacks, 3)
 }
 
 // Unreachable three times: a's circuit opens and the third attempt goes on to b (nothing was written to a); a task

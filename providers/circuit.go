@@ -31,7 +31,8 @@ const (
 	maxOpenFor     = 5 * time.Minute  // an unreachable circuit's time doubles up to it while its one probe fails
 	zeroBalanceFor = time.Minute
 	keyRefusedFor  = 10 * time.Minute
-	probeTimeout   = time.Minute // a half-open probe not reported back within it lets another through
+	UnsupportedFor = 10 * time.Minute // a provider that refused a task type is not asked for it again (its plan may change)
+	probeTimeout   = time.Minute      // a half-open probe not reported back within it lets another through
 )
 
 // CircuitSettings are the worker's PROVIDER_* bounds on circuits.
@@ -48,6 +49,7 @@ type Breaker struct {
 	now   func() time.Time
 	mu    sync.Mutex
 	state map[string]*circuit
+	lacks map[[2]string]time.Time // provider, task type: refused until then (a circuit's reset does not forget it)
 }
 
 type circuit struct {
@@ -59,7 +61,29 @@ type circuit struct {
 }
 
 func NewBreaker(cfg CircuitSettings, now func() time.Time) *Breaker {
-	return &Breaker{cfg: cfg, now: now, state: map[string]*circuit{}}
+	return &Breaker{cfg: cfg, now: now, state: map[string]*circuit{}, lacks: map[[2]string]time.Time{}}
+}
+
+// Refused marks name as lacking the task type of method and params for UnsupportedFor; Lacks tells whether it does.
+func (b *Breaker) Refused(name, method string, params map[string]string) {
+	b.with(name, func(_ *circuit, now time.Time) {
+		b.lacks[[2]string{name, taskType(method, params)}] = now.Add(UnsupportedFor)
+	})
+}
+
+func (b *Breaker) Lacks(name, method string, params map[string]string) (lacks bool) {
+	b.with(name, func(_ *circuit, now time.Time) {
+		lacks = now.Before(b.lacks[[2]string{name, taskType(method, params)}])
+	})
+	return lacks
+}
+
+// taskType is what a provider lacks: the createTask kind of method and params (reCAPTCHA v2 or v3 …), else the method.
+func taskType(method string, params map[string]string) string {
+	if kind, err := KindOf(method, params); err == nil {
+		return string(kind)
+	}
+	return method
 }
 
 // with runs f on name's circuit under the lock; a nil Breaker runs nothing.

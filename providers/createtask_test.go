@@ -107,7 +107,8 @@ func TestErrorCodesClassifyLikeInPHP(t *testing.T) {
 		"ERROR_CAPTCHA_SOLVE_FAILED": {callback.ClassResubmit, 0},
 		"ERROR_KEY_DOES_NOT_EXIST":   {callback.ClassConfig, 0},
 		"ERROR_IP_BLOCKED":           {callback.ClassTransient, 5 * time.Minute},
-		"ERROR_TASK_NOT_SUPPORTED":   {callback.ClassConfig, 0},
+		"ERROR_TASK_NOT_SUPPORTED":   {callback.ClassUnsupported, 0}, // another provider may take the type
+		"ERROR_WRONG_GOOGLEKEY":      {callback.ClassConfig, 0},      // the task itself: no provider can
 		"ERROR_RATE_LIMIT":           {callback.ClassTransient, 10 * time.Second},
 		"ERROR_SOMETHING_NEW":        {callback.ClassUnknown, 0},
 	} {

@@ -79,11 +79,15 @@ func startRoutedFile(t *testing.T, s *stack, sc *scenario, envA map[string]strin
 	r.simB, err = s.startProcess(ctx, "sim-b-"+sc.name, s.bins.Simulator, envB, r.urlB+"/healthz")
 	require.NoError(t, err)
 
+	protoA := "inphp" // unless envA makes a a createTask provider
+	if envA["SIM_PROTOCOL"] == "createtask" {
+		protoA = "createtask, flavor: " + envA["SIM_FLAVOR"]
+	}
 	file := filepath.Join(s.runDir, "providers-"+sc.name+".yaml")
 	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`%sproviders:
-  - {name: %s, protocol: inphp, base_url: %q, api_key_env: E2E_PROVIDER_A_KEY%s}
+  - {name: %s, protocol: %s, base_url: %q, api_key_env: E2E_PROVIDER_A_KEY%s}
   - {name: %s, protocol: createtask, flavor: capsolver, base_url: %q, api_key_env: E2E_PROVIDER_B_KEY%s}
-`, head, providerA, r.urlA, extraA, providerB, r.urlB, extraB)), 0o600))
+`, head, providerA, protoA, r.urlA, extraA, providerB, r.urlB, extraB)), 0o600))
 	env := s.workerEnv()
 	delete(env, "CAPTCHAAI_API_KEY")
 	delete(env, "CAPTCHAAI_BASE_URL")

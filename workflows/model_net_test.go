@@ -28,6 +28,7 @@ type fakeProvider struct {
 	flavor    providers.Flavor
 	srv       *httptest.Server
 	busyUntil time.Time // answers no-slot until then: Submit then takes minutes of retries
+	lacks     bool      // refuses reCAPTCHA tasks: ERROR_TASK_NOT_SUPPORTED (createTask), ERROR_NO_SUCH_METHOD (in.php)
 }
 
 // submitAnswers weigh what a task-creating request draws; "reset" and "504" lose the answer after the task was
@@ -44,7 +45,7 @@ func (s *schedule) newNet() *activities.Activities {
 		NotifySecret: "whsec_" + "bW9kZWwtbm90aWZ5LXNlY3JldA==", NotifyAllowPrivate: true}
 	var list []*providers.Provider
 	for _, name := range s.routing.names {
-		p := &fakeProvider{name: name}
+		p := &fakeProvider{name: name, lacks: s.routing.lacks[name]}
 		if name != "" && s.rng.IntN(2) == 0 {
 			p.flavor = []providers.Flavor{callback.CapSolver, callback.AntiCaptcha, callback.CapMonster}[s.rng.IntN(3)]
 		}
@@ -143,6 +144,9 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool) (answer
 		answer = "reset"
 	}
 	switch {
+	case p.lacks && !image: // a provider without the task type refuses it before anything else
+		answer = "unsupported"
+		m.refused = append(m.refused, p.name)
 	case now.Before(p.busyUntil):
 		answer = "noslot"
 	case answer == "noslot":
@@ -154,6 +158,8 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool) (answer
 		task = m.take(p.name, pingback, answer != "ok", instant, unnamed)
 		task.image = image
 		m.checkPlan()
+	case answer == "config":
+		m.keyRefused = true
 	}
 	m.logf("%s at %q -> %s %v", map[bool]string{true: "createTask", false: "in.php"}[p.flavor != ""], p.name, answer, task)
 	return answer, task
@@ -175,7 +181,10 @@ func (s *schedule) answerCreate(w http.ResponseWriter, p *fakeProvider, answer s
 		return
 	}
 	code := map[string]string{"zero": "ERROR_ZERO_BALANCE", "noslot": "ERROR_NO_SLOT_AVAILABLE",
-		"unsolvable": "ERROR_CAPTCHA_UNSOLVABLE", "config": "ERROR_WRONG_USER_KEY"}[answer]
+		"unsolvable": "ERROR_CAPTCHA_UNSOLVABLE", "config": "ERROR_WRONG_USER_KEY", "unsupported": "ERROR_TASK_NOT_SUPPORTED"}[answer]
+	if answer == "unsupported" && p.flavor == "" {
+		code = "ERROR_NO_SUCH_METHOD" // in.php's word for a method it does not offer
+	}
 	switch {
 	case p.flavor == "" && task != nil:
 		writeJSON(w, map[string]any{"status": 1, "request": task.id})

@@ -2,11 +2,13 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -30,6 +32,9 @@ type routingModel struct {
 	explore   float64                    // its explore_share
 	prices    map[string]providers.Price // price_per_1000 (absent: none)
 	reasons   map[string]int             // the scored submissions' route reasons, for the coverage
+	// lacks are the providers without the reCAPTCHA task type: createTask answers ERROR_TASK_NOT_SUPPORTED, in.php
+	// ERROR_NO_SUCH_METHOD (image tasks they take).
+	lacks map[string]bool
 }
 
 func (s *schedule) drawRouting() {
@@ -57,6 +62,10 @@ func (s *schedule) drawRouting() {
 			}
 			r.outages[name] = o
 		}
+	}
+	r.lacks = map[string]bool{}
+	for _, name := range r.names {
+		r.lacks[name] = s.rng.IntN(4) == 0
 	}
 }
 
@@ -111,7 +120,7 @@ func (s *schedule) slotProvider(ask activities.SlotAsk) string {
 		return ask.Ticket.Provider
 	}
 	cands := slices.DeleteFunc(set.Candidates(ask.Providers, ask.Exclude, ask.Avoid), func(p *providers.Provider) bool {
-		return p.Client.Supports(ask.Method, ask.Params) != nil
+		return p.Client.Supports(ask.Method, ask.Params) != nil || s.breaker.Lacks(p.Name, ask.Method, ask.Params)
 	})
 	if set.Model.Scored() && len(cands) > 0 {
 		cands, _ = set.Model.Rank(cands, ask.Method, ask.Avoid, 0, fmt.Sprint(ask.WorkflowID, ask.RunID, ask.Seq))
@@ -128,8 +137,8 @@ func (s *schedule) slotProvider(ask activities.SlotAsk) string {
 }
 
 // checkRoute: under routing: scored an accepted submission says why, its candidates the task's allowed providers
-// not given up, those it avoids last, its provider among them; under order it says nothing.
-func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitResult) {
+// not given up nor lacking its task type, those it avoids last, its provider among them; under order it says nothing.
+func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitResult, lackedBefore []string) {
 	if !m.routing.scored || res.Route == nil {
 		if m.routing.scored != (res.Route != nil) {
 			m.fail("scored-routes-explained", "routing scored %t, route %+v", m.routing.scored, res.Route)
@@ -151,10 +160,22 @@ func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitRe
 	if len(want) == 0 {
 		want = m.routing.names
 	}
+	// Not those that refused the task type lately: before Submit ranked them, or (another task's refusal) while it did.
 	want = slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(req.Exclude, n) })
-	if slices.Sort(names); !slices.Equal(names, slices.Sorted(slices.Values(want))) || !slices.Contains(names, res.Provider) {
-		m.fail("scored-routes-explained", "candidates %v, allowed %v, chosen %s", names, want, res.Provider)
+	must := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(m.lacking(req), n) })
+	if !subset(names, want) || !subset(must, names) || !slices.Contains(names, res.Provider) ||
+		slices.ContainsFunc(lackedBefore, func(n string) bool { return slices.Contains(names, n) }) {
+		m.fail("scored-routes-explained", "candidates %v, allowed %v, lacking the type %v, chosen %s", names, want, lackedBefore, res.Provider)
 	}
+}
+
+func subset(a, b []string) bool {
+	return !slices.ContainsFunc(a, func(n string) bool { return !slices.Contains(b, n) })
+}
+
+// lacking are the providers the worker marks as lacking req's task type now (Submit's candidates skip them).
+func (m *model) lacking(req activities.SubmitRequest) []string {
+	return slices.DeleteFunc(slices.Clone(m.routing.names), func(n string) bool { return !m.breaker.Lacks(n, req.Method, req.Params) })
 }
 
 // checkCost: a result's cost_usd is at most every provider task's price, and at least its own (unless lost).
@@ -171,15 +192,15 @@ func (m *model) checkCost(r captchaflow.Result) {
 	}
 }
 
-// checkRouteRequest: the task passes its providers as given, excludes only providers the worker gave up, and
-// avoids only providers that found one of its submissions unsolvable.
+// checkRouteRequest: the task passes its providers as given, excludes only providers the worker gave up or that
+// refused its task type, and avoids only providers that found one of its submissions unsolvable.
 func (m *model) checkRouteRequest(req activities.SubmitRequest) {
 	if !slices.Equal(req.Providers, m.in.Providers) {
 		m.fail("routes-as-asked", "Submit asked for providers %v, the input says %v", req.Providers, m.in.Providers)
 	}
 	for _, name := range req.Exclude {
-		if _, ok := m.routing.givenUpAt[name]; !ok {
-			m.fail("routes-as-asked", "Submit excludes %s, which the worker never gave up", name)
+		if _, ok := m.routing.givenUpAt[name]; !ok && !slices.Contains(m.refused, name) {
+			m.fail("routes-as-asked", "Submit excludes %s, which the worker never gave up and which took the task type", name)
 		}
 	}
 	for _, name := range req.Avoid {
@@ -237,8 +258,29 @@ func (m *model) checkNoSubmitWhileOpen() {
 	}
 }
 
+// checkUnsupported: a task fails with ProviderConfig only if no provider it may use takes its task type (nor was
+// given up), or a provider refused its key (ERROR_WRONG_USER_KEY): a refusal of the type moves it on (#29 §11).
+func (m *model) checkUnsupported(err error) {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != captchaflow.FailureProviderConfig || m.keyRefused {
+		return
+	}
+	allowed := m.in.Providers
+	if len(allowed) == 0 {
+		allowed = m.routing.names
+	}
+	takers := slices.DeleteFunc(slices.Clone(allowed), func(name string) bool {
+		_, gaveUp := m.routing.givenUpAt[name]
+		return gaveUp || name == "" || m.routing.lacks[name] && m.in.Method != "base64"
+	})
+	if len(takers) > 0 {
+		m.fail("unsupported-moves-on", "failed with ProviderConfig (%v) although %v take its task type", err, takers)
+	}
+}
+
 func (s *schedule) describe() string {
-	d := fmt.Sprintf("providers %v give-up %v outages %v PROVIDER_THREADS %d", s.routing.names, s.routing.giveUp, s.routing.outages, s.settings.ProviderThreads)
+	d := fmt.Sprintf("providers %v give-up %v outages %v lack reCAPTCHA %v PROVIDER_THREADS %d", s.routing.names, s.routing.giveUp,
+		s.routing.outages, s.routing.lacks, s.settings.ProviderThreads)
 	for _, m := range s.solves {
 		d += fmt.Sprintf("\n%s: %+v", m.wid, m.in)
 	}
@@ -287,5 +329,8 @@ func (m *model) cover(covered map[string]int) {
 	}
 	if len(seen) > 1 {
 		covered["failed-over"]++
+	}
+	if len(m.refused) > 0 {
+		covered["type-refused"]++
 	}
 }

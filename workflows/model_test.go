@@ -70,6 +70,7 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
 //     its provider given up, its answer too late;
 //   - a provider is given up only while it is unreachable, and has been for PROVIDER_GIVE_UP;
+//   - a task fails with ProviderConfig only if no provider it may use takes its task type (or its key was refused);
 //   - whenever a lone task waits in a searchable phase, CaptchaPhase says the same as the status query;
 //   - with providers (PROVIDERS_FILE): the task asks for its own providers, excludes
 //     only given-up ones, avoids only ones that found it unsolvable, polls the provider that took the submission,
@@ -160,6 +161,8 @@ type model struct {
 	hooks      []hook               // every delivery attempt as notify_url saw it, in order
 	deliverBad time.Duration        // delivery fails until this long after the start
 	canceled   bool
+	refused    []string  // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
+	keyRefused bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
 	ended      time.Time // when the task ended, with its result or error
 	result     interface{ Get(any) error }
 	err        error
@@ -358,8 +361,10 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 		return activities.SubmitResult{}, temporal.NewCanceledError()
 	}
 	m.runID = req.RunID
+	var lacked []string
 	if m.routed() {
 		m.checkRouteRequest(req)
+		lacked = m.lacking(req)
 	}
 	m.mu.Unlock()
 	res, err := m.acts.Submit(ctx, req)
@@ -367,7 +372,7 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	defer m.mu.Unlock()
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
 	if err == nil && m.routed() {
-		m.checkRoute(req, res)
+		m.checkRoute(req, res, lacked)
 	}
 	return res, err
 }
@@ -728,6 +733,7 @@ func (m *model) checkEnd() (result string) {
 	if m.err != nil {
 		m.logf("%s ended at %v: %v", m.wid, m.ended.Sub(m.epoch), m.err)
 		m.checkTypedFailure(m.err)
+		m.checkUnsupported(m.err)
 		return ""
 	}
 	var r captchaflow.Result

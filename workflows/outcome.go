@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -23,7 +24,7 @@ const (
 	outSolved   outcomeKind = iota // a code: res
 	outResubmit                    // the provider gave up on the submission (or its answer was lost for good)
 	outRefused                     // in.php refused it as unsolvable: counted, and the next one backs off
-	outBalance                     // in.php answered zero balance and the task waited: submit again, uncounted
+	outBalance                     // nothing submitted (zero balance waited, slot moved, type refused): submit again, uncounted
 	outFailed                      // the task fails with err
 	outGaveUp                      // its provider was unreachable past PROVIDER_GIVE_UP: submit elsewhere, uncounted
 )
@@ -116,7 +117,7 @@ func balanceWait(err error) time.Duration {
 
 // route is what a task learned about its providers; the Submit activity picks one from it (and records the pick).
 type route struct {
-	exclude []string // given up (unreachable past PROVIDER_GIVE_UP): never asked again by this task
+	exclude []string // given up (unreachable past PROVIDER_GIVE_UP) or lacking the task type: never asked again by this task
 	avoid   []string // found this task unsolvable: asked last
 }
 
@@ -130,6 +131,20 @@ func (s *solver) giveUp(ctx workflow.Context, sub *submission) outcome {
 	s.logger.Warn("provider unreachable past PROVIDER_GIVE_UP: submission abandoned, submitting elsewhere",
 		"Provider", sub.Provider, "Submission", sub.N, "ProviderTaskID", sub.ProviderID)
 	return outcome{kind: outGaveUp, reason: fmt.Sprintf("provider %s unreachable past PROVIDER_GIVE_UP", sub.Provider)}
+}
+
+// unsupported moves the task on from a provider that lacks its task type, uncounted (nothing was created or paid);
+// with no other provider left it fails, as it did before the change (the gate is asked only where it moves on).
+func (s *solver) unsupported(ctx workflow.Context, err error) outcome {
+	var d activities.LostDetails
+	appErr, _ := errors.AsType[*temporal.ApplicationError](err)
+	if _ = appErr.Details(&d); d.Provider == "" || d.Alternatives == 0 || !quirksFixed(ctx) {
+		return failed(temporal.NewNonRetryableApplicationError("no provider this task may use takes its task type; "+
+			cmp.Or(d.Provider, "the provider")+" refused it: "+appErr.Message(), captchaflow.FailureProviderConfig, err))
+	}
+	s.route.exclude = append(s.route.exclude, d.Provider)
+	s.logger.Warn("the provider lacks the task type: submitting elsewhere", "Provider", d.Provider, "Error", err)
+	return outcome{kind: outBalance}
 }
 
 // providerGivenUp asks the worker (a local activity: one marker) whether provider is down past PROVIDER_GIVE_UP.

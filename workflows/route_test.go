@@ -117,3 +117,41 @@ func (s *SolveCaptchaSuite) TestLostAnswerFromACandidateIsItsProviders() {
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
 	s.Equal([]string{"a", "a-1", "CODE-A"}, []string{res.Provider, res.ProviderTaskID, res.Code})
 }
+
+// A provider that lacks the task type (#29 §11) moves the task to the next provider, uncounted against max_submits
+// (nothing was created), by excluding it from the next Submit; with no provider left (Alternatives 0, or the
+// one-provider worker) the task fails with ProviderConfig at once, naming the refusal.
+func (s *SolveCaptchaSuite) TestRefusedTaskTypeMovesToTheNextProvider() {
+	in := recaptcha()
+	in.MaxSubmits = 1
+	var reqs []activities.SubmitRequest
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			if reqs = append(reqs, req); len(reqs) == 1 {
+				return activities.SubmitResult{}, refusedType("a", 1)
+			}
+			return activities.SubmitResult{ProviderTaskID: "b-1", Provider: "b"}, nil
+		})
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "b-1", Code: "CODE-B", Authenticated: true, Submission: 2})
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	r := s.result()
+	s.Equal([]string{"b", "CODE-B"}, []string{r.Provider, r.Code})
+	s.Equal(1, r.Submits, "the refusal is no submission")
+	s.Require().Len(reqs, 2)
+	s.Equal([]string{"a"}, reqs[1].Exclude)
+}
+
+func (s *SolveCaptchaSuite) TestRefusedTaskTypeWithNoProviderLeftFails() {
+	for _, provider := range []string{"b", ""} { // the last routed provider; the one-provider worker
+		s.SetupTest()
+		s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{}, refusedType(provider, 0)).Once()
+		s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+		s.Equal(captchaflow.FailureProviderConfig, s.failureType(), provider)
+		s.ErrorContains(s.env.GetWorkflowError(), "no provider this task may use takes its task type")
+	}
+}
+
+func refusedType(provider string, alternatives int) error {
+	return temporal.NewNonRetryableApplicationError("createtask anticaptcha createTask: ERROR_TASK_NOT_SUPPORTED (unsupported)",
+		activities.FailureProviderUnsupported, nil, activities.LostDetails{Provider: provider, Alternatives: alternatives})
+}

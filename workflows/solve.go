@@ -218,6 +218,8 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 		return s.awaitBalance(ctx, err)
 	case failureType(err) == activities.FailureProviderMoved:
 		return outcome{kind: outBalance} // nothing was submitted: admit again, at the provider Submit moves to
+	case failureType(err) == activities.FailureProviderUnsupported:
+		return s.unsupported(ctx, err)
 	}
 	o := s.classify(err)
 	if o.kind == outResubmit { // a refused request is a submission all the same, and the next one must back off

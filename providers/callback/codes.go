@@ -11,11 +11,12 @@ import (
 type Class string
 
 const (
-	ClassConfig    Class = "config"    // non-retryable configuration / parameter problem
-	ClassTransient Class = "transient" // retry after RetryAfter(code) when it has a documented wait, else with backoff
-	ClassResubmit  Class = "resubmit"  // this task failed; submit a new one
-	ClassNotReady  Class = "not_ready" // CAPCHA_NOT_READY (keep polling)
-	ClassUnknown   Class = "unknown"   // unknown provider code: non-retryable, code in message
+	ClassConfig      Class = "config"      // non-retryable configuration / parameter problem
+	ClassUnsupported Class = "unsupported" // this provider lacks the task type (or method): another may take it
+	ClassTransient   Class = "transient"   // retry after RetryAfter(code) when it has a documented wait, else with backoff
+	ClassResubmit    Class = "resubmit"    // this task failed; submit a new one
+	ClassNotReady    Class = "not_ready"   // CAPCHA_NOT_READY (keep polling)
+	ClassUnknown     Class = "unknown"     // unknown provider code: non-retryable, code in message
 )
 
 // codes: the in.php/res.php codes (2captcha, CaptchaAI) and the createTask providers' documented errors, one class each.
@@ -29,10 +30,13 @@ func init() {
 			ERROR_TASK_TIMEOUT ERROR_CAPTCHA_SOLVE_FAILED`,
 		ClassTransient: `TOO_MANY_BAD_IMAGES ERROR_SERVER_ERROR ERROR_INTERNAL_SERVER_ERROR ERROR_SERVICE_UNAVALIABLE ERROR_NO_SLOT_AVAILABLE
 			MAX_USER_TURN ERROR_TOO_MUCH_REQUESTS ERROR_RATE_LIMIT ERROR_ZERO_BALANCE IP_BANNED ERROR_IP_BLOCKED ERROR_IP_BANNED`,
+		// createTask's "type … not supported" (2captcha v2, Anti-Captcha); ERROR_NO_SUCH_METHOD: a method (CapMonster:
+		// a task type) the provider lacks (docs/providers.md#errors).
+		ClassUnsupported: "ERROR_TASK_NOT_SUPPORTED ERROR_NO_SUCH_METHOD",
 		// Key, account, task parameters, images, task ids and refused reports: retrying will not help.
 		ClassConfig: `ERROR_WRONG_USER_KEY ERROR_KEY_DOES_NOT_EXIST ERROR_IP_NOT_ALLOWED ERROR_IP_ADDRES ERROR_ACCOUNT_SUSPENDED ERROR_DOMAIN_NOT_ALLOWED
 			ERROR_PAGEURL ERROR_GOOGLEKEY ERROR_WRONG_GOOGLEKEY ERROR_SITEKEY ERROR_BAD_TOKEN_OR_PAGEURL ERROR_BAD_TOKEN ERROR_TOKEN_EXPIRED
-			ERROR_BAD_PARAMETERS ERROR_BAD_PROXY ERROR_PROXY_FORMAT ERROR_METHOD_CALL ERROR_NO_SUCH_METHOD ERROR_EMPTY_ACTION ERROR_TASK_NOT_SUPPORTED
+			ERROR_BAD_PARAMETERS ERROR_BAD_PROXY ERROR_PROXY_FORMAT ERROR_METHOD_CALL ERROR_EMPTY_ACTION
 			ERROR_RECAPTCHA_INVALID_SITEKEY ERROR_RECAPTCHA_INVALID_DOMAIN ERROR_INVALID_TASK_DATA ERROR_BAD_REQUEST ERROR_WRONG_FILE_EXTENSION
 			ERROR_TOO_BIG_CAPTCHA_FILESIZE ERROR_ZERO_CAPTCHA_FILESIZE ERROR_IMAGE_TYPE_NOT_SUPPORTED ERROR_UPLOAD ERROR_CAPTCHAIMAGE_BLOCKED
 			ERROR_WRONG_ID_FORMAT ERROR_WRONG_CAPTCHA_ID ERROR_NO_SUCH_CAPCHA_ID ERROR_TASK_ABSENT ERROR_TASKID_INVALID WRONG_CAPTCHA_ID

@@ -94,7 +94,7 @@ func logReady(log *slog.Logger, addr string, cfg sim.Config) {
 		"threads", cfg.Threads, "busy_code", cfg.BusyCode, "seed", cfg.Seed,
 		"drop_rate", cfg.DropRate, "dup_rate", cfg.DupRate, "late_rate", cfg.LateRate,
 		"hang_rate", cfg.HangRate, "unsolvable_rate", cfg.UnsolvableRate,
-		"fault_rules", cfg.FaultRules != "")
+		"fault_rules", cfg.FaultRules != "", "refuse", cfg.Refuse)
 }
 
 // waitAndShutdown returns when the server fails or, on a signal, once it has shut down gracefully.
@@ -146,12 +146,14 @@ func configFromEnvAndFlags(args []string) (sim.Config, error) {
 	fs.DurationVar(&cfg.LateDelay, "late-delay", cfg.LateDelay, "delay of a late pingback (SIM_LATE_DELAY)")
 	fs.DurationVar(&cfg.DupGap, "dup-gap", cfg.DupGap, "gap between duplicate pingbacks (SIM_DUP_GAP)")
 	fs.DurationVar(&cfg.HangFor, "hang-for", cfg.HangFor, "longest a hung pingback is held (SIM_HANG_FOR)")
+	refuse := strings.Join(cfg.Refuse, ",")
+	fs.StringVar(&refuse, "refuse", refuse, "task types refused: createTask types or in.php methods, comma list (SIM_REFUSE)")
 	fs.StringVar(&cfg.FaultRules, "fault-rules", cfg.FaultRules, "REGEX=>FAULTS rules separated by ; (SIM_FAULT_RULES)")
 	fs.DurationVar(&cfg.CloseTimeout, "close-timeout", cfg.CloseTimeout, "bound on shutdown wait (SIM_CLOSE_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return sim.Config{}, err
 	}
-	cfg.APIKeys = splitList(keys)
+	cfg.APIKeys, cfg.Refuse = splitList(keys), splitList(refuse)
 	return cfg, cfg.Validate()
 }
 

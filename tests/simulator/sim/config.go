@@ -84,6 +84,9 @@ type Config struct {
 
 	// FaultRules assigns faults by pattern; see ParseFaultRules for the syntax.
 	FaultRules string `env:"SIM_FAULT_RULES"`
+	// Refuse lists the task types this provider does not take — createTask "type"s, or in.php methods: createTask
+	// answers them ERROR_TASK_NOT_SUPPORTED and in.php ERROR_NO_SUCH_METHOD, as a provider without that type does.
+	Refuse []string `env:"SIM_REFUSE" envSeparator:","`
 
 	// CloseTimeout bounds how long Close waits for in-flight goroutines.
 	CloseTimeout time.Duration `env:"SIM_CLOSE_TIMEOUT" envDefault:"5s"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -139,7 +140,7 @@ func (s *Simulator) ctSubmission(req ctRequest) (submission, reply, bool) {
 	}
 	typ, _ := req.Task["type"].(string)
 	kind, spec, ok := s.matchTask(typ, req.Task)
-	if !ok {
+	if !ok || slices.Contains(s.cfg.Refuse, typ) {
 		return submission{}, errReplyf(ErrorTaskNotSupported, "task type "+strconv.Quote(typ)+"."), false
 	}
 	if rp, ok := s.checkTaskFields(kind, spec, req.Task); !ok {
@@ -390,7 +391,7 @@ func (s *Simulator) handleCTReport(w http.ResponseWriter, r *http.Request, endpo
 }
 
 // pingbackRequest is the task's callback: in.php's GET with id and code, or the flavor's createTask callback — a
-// POST of the getTaskResult-shaped answer (with the taskId), or 2captcha's form of id and code.
+// POST of the getTaskResult-shaped answer (callbackDoc), or 2captcha's form of id and code.
 func (s *Simulator) pingbackRequest(t *task) (*http.Request, error) {
 	if s.cfg.Protocol != ProtocolCreateTask {
 		return http.NewRequestWithContext(s.ctx, http.MethodGet, pingbackTarget(t), nil)
@@ -413,14 +414,20 @@ func (s *Simulator) pingbackRequest(t *task) (*http.Request, error) {
 	return req, err
 }
 
-// callbackDoc is the getTaskResult-shaped callback body of a finished task.
+// callbackDoc is the getTaskResult-shaped callback body of a finished task. CapMonster's is its getTaskResult answer
+// as is, which has no taskId ("identical to the response of the getTaskResult method":
+// https://docs.capmonster.cloud/docs/api/methods/create-task); the others name the task.
 func (s *Simulator) callbackDoc(t *task) map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	doc := map[string]any{"errorId": 0, "taskId": s.idJSON(t.idStr), "status": "ready", "solution": s.solutionFor(t)}
 	if t.plan.unsolvable {
 		code := ctCode(ErrorCaptchaUnsolvable, s.profile.Flavor)
-		return map[string]any{"errorId": 1, "errorCode": code, "errorDescription": errorTexts[ErrorCaptchaUnsolvable],
+		doc = map[string]any{"errorId": 1, "errorCode": code, "errorDescription": errorTexts[ErrorCaptchaUnsolvable],
 			"taskId": s.idJSON(t.idStr), "status": "failed"}
 	}
-	return map[string]any{"errorId": 0, "taskId": s.idJSON(t.idStr), "status": "ready", "solution": s.solutionFor(t)}
+	if s.profile.Flavor == callback.CapMonster {
+		delete(doc, "taskId")
+	}
+	return doc
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -162,9 +163,11 @@ func TestCreateTaskIDsAndCallbackBodiesPerFlavor(t *testing.T) {
 		callback.TwoCaptcha: func(t *testing.T, id, raw string) {
 			assert.Equal(t, "POST code="+sim.CodeFor(id)+"&id="+id, raw, "2captcha's pingback form")
 		},
-		callback.CapMonster: func(t *testing.T, id, raw string) {
+		callback.AntiCaptcha: func(t *testing.T, id, raw string) {
 			assert.Contains(t, raw, `"taskId":`+id, "integer IDs are JSON numbers")
-			assert.Contains(t, raw, `"gRecaptchaResponse":"`+sim.CodeFor(id)+`"`)
+		},
+		callback.CapMonster: func(t *testing.T, id, raw string) { // its getTaskResult answer, which names no task
+			assert.JSONEq(t, `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"`+sim.CodeFor(id)+`"}}`, strings.TrimPrefix(raw, "POST "))
 		},
 	} {
 		t.Run(string(flavor), func(t *testing.T) {
@@ -306,6 +309,32 @@ func TestCreateTaskRefusesWhatTheFlavorRefuses(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "one protocol per process")
+}
+
+// SIM_REFUSE: a provider that lacks a task type refuses it as the real ones do, creating nothing: createTask with
+// ERROR_TASK_NOT_SUPPORTED for the type, in.php with ERROR_NO_SUCH_METHOD for the method; other types are taken.
+func TestRefusedTaskTypes(t *testing.T) {
+	cfg := ctConfig(callback.AntiCaptcha)
+	cfg.Refuse = []string{"RecaptchaV2TaskProxyless"}
+	h := startSim(t, cfg)
+	c := ctClient(t, h, callback.AntiCaptcha)
+	v2, turnstile := kindInputs[providers.KindRecaptchaV2], kindInputs[providers.KindTurnstile]
+	_, _, err := c.Submit(context.Background(), v2.method, v2.params, "https://hooks.example/a")
+	assert.Equal(t, sim.ErrorTaskNotSupported, codeOf(err))
+	assert.Empty(t, allTasks(h))
+	_, _, err = c.Submit(context.Background(), turnstile.method, turnstile.params, "https://hooks.example/b")
+	require.NoError(t, err, "a type not listed is taken")
+
+	cfg = testConfig()
+	cfg.Refuse = []string{"userrecaptcha"}
+	resp, err := http.PostForm(startSim(t, cfg).srv.URL+"/in.php", url.Values{"key": {testKey}, "method": {"userrecaptcha"},
+		"googlekey": {"k"}, "pageurl": {"https://x.example"}})
+	require.NoError(t, err)
+	assert.Contains(t, readOK(t, resp), sim.ErrorNoSuchMethod)
+	t.Setenv("SIM_REFUSE", "userrecaptcha,ReCaptchaV2TaskProxyLess")
+	cfg, err = sim.ConfigFromEnv()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"userrecaptcha", "ReCaptchaV2TaskProxyLess"}, cfg.Refuse)
 }
 
 func TestConfigProtocolAndFlavor(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,9 @@ func (s *Simulator) submit(r *http.Request) reply {
 		return s.reject(rp)
 	}
 	method := r.Form.Get("method")
+	if slices.Contains(s.cfg.Refuse, method) {
+		return s.reject(errReplyf(ErrorNoSuchMethod, "method="+method+" is not offered (SIM_REFUSE)."))
+	}
 	if rp, ok := checkMethodParams(r, method); !ok {
 		return s.reject(rp)
 	}
