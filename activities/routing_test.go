@@ -120,7 +120,7 @@ func TestRefusedTaskTypeNamesTheProviderAndIsRemembered(t *testing.T) {
 	require.True(t, appErr.NonRetryable())
 	var d LostDetails
 	require.NoError(t, appErr.Details(&d))
-	require.Equal(t, LostDetails{Provider: "a", Alternatives: 2, GiveUpSeconds: 120}, d)
+	require.Equal(t, LostDetails{Provider: "a", Alternatives: 2, GiveUpSeconds: 120, RunID: recaptchaReq.RunID}, d)
 	require.Empty(t, fakes["b"].pingbacks, "the workflow moves the task, not Submit's loop")
 
 	r, err := submitResult(t, env, acts, recaptchaReq)
