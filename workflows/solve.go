@@ -47,10 +47,8 @@ func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 	if id != "." && id != ".." {
 		old = err
 	}
-	for _, k := range slices.Sorted(maps.Keys(in.Params)) {
-		if strings.EqualFold(k, "action") && old == nil {
-			old = errors.New("params." + k + ": set by captchaflow, must not be passed")
-		}
+	if slices.ContainsFunc(slices.Collect(maps.Keys(in.Params)), func(k string) bool { return strings.EqualFold(k, "action") }) {
+		old = cmp.Or(old, errors.New("params.action: set by captchaflow, must not be passed"))
 	}
 	if (err == nil) != (old == nil) && !quirksFixed(ctx) {
 		return old
