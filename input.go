@@ -103,6 +103,8 @@ var workflowIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
 func ValidateWorkflowID(id string) error {
 	if !workflowIDPattern.MatchString(id) {
 		return fmt.Errorf("workflow ID %.60q: must be 1-200 characters of A-Z a-z 0-9 . _ : -", id)
+	} else if id == "." || id == ".." { // a client resolving dot segments would call back elsewhere
+		return fmt.Errorf("workflow ID %q: must not be . or .. (a path segment URL clients drop)", id)
 	}
 	return nil
 }
@@ -120,8 +122,9 @@ var RequiredParams = map[string][]string{
 }
 
 var (
-	// ReservedParams are set by captchaflow itself; "key" passed in would put the provider key into history.
-	ReservedParams = []string{"key", "json", "method", "pingback", "id", "action"}
+	// ReservedParams are the in.php client's own fields (and res.php's id), refused in params by both; "key" passed in
+	// would put the provider key into history. in.php's form has no action: a reCAPTCHA v3 or Turnstile action is a param.
+	ReservedParams = []string{"key", "json", "method", "pingback", "id"}
 	// MethodPattern is a provider method's name (Input.method, CALLBACK_TIMEOUT_BY_METHOD).
 	MethodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 	// ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.

@@ -2,11 +2,14 @@ package captchaflow
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaflow/captchaflow/callbackauth"
 )
 
 func decode(t *testing.T, js string) Input {
@@ -65,6 +68,23 @@ func TestValidateWorkflowID(t *testing.T) {
 	}
 	for _, bad := range []string{"", "has space", "slash/x", "q?x", strings.Repeat("x", 201), "é"} {
 		assert.Error(t, ValidateWorkflowID(bad), bad)
+	}
+}
+
+// The workflow ID is a segment of the pingback URL: an ID the validation takes reaches the ingress as it is, even
+// through a client that resolves dot segments (RFC 3986 5.2.4, as libcurl and browsers do): "." and ".." would not.
+func TestAValidWorkflowIDSurvivesDotSegmentRemoval(t *testing.T) {
+	for _, id := range []string{".", "..", "...", ".a", "a..", "-", "order:42.v2_x"} {
+		pingback, err := callbackauth.URLFor("https://cb.example/base", id, "secret", callbackauth.Submission{RunID: "r", N: 1})
+		require.NoError(t, err)
+		u, err := url.Parse(pingback)
+		require.NoError(t, err)
+		requested := new(url.URL).ResolveReference(u).EscapedPath() // what a normalising client asks for
+		if err := ValidateWorkflowID(id); err == nil {
+			assert.Equal(t, "/base"+callbackauth.CallbackPath+id, requested, "ID %q is taken, but its callback goes elsewhere", id)
+		} else {
+			assert.ErrorContains(t, err, "workflow ID", id)
+		}
 	}
 }
 

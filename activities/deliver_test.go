@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -108,16 +111,42 @@ func (s *ActivitiesSuite) TestDeliverRefusesCloudMetadataEvenWithNotifyAllowPriv
 
 func (s *ActivitiesSuite) TestDeliverDoesNotFollowRedirects() {
 	inner, innerHits := s.countingServer(nil)
-	outer, outerHits := s.countingServer(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, inner.URL+"/latest/meta-data/", http.StatusFound)
-	})
-	appErr := s.deliverErr(outer.URL)
-	s.Equal(FailureDeliveryRejected, appErr.Type(), "a 3xx is a rejected delivery")
-	s.False(appErr.NonRetryable())
-	s.Contains(appErr.Error(), "302")
-	s.Contains(appErr.Error(), "redirects are not followed")
-	s.EqualValues(1, outerHits.Load())
+	for i, status := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		outer, outerHits := s.countingServer(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, inner.URL+"/latest/meta-data/", status)
+		})
+		appErr := s.deliverErr(outer.URL)
+		s.Equal(FailureDeliveryRejected, appErr.Type(), "a 3xx is a rejected delivery")
+		s.False(appErr.NonRetryable())
+		s.Contains(appErr.Error(), fmt.Sprint(status))
+		s.Contains(appErr.Error(), "redirects are not followed")
+		s.EqualValues(1, outerHits.Load(), i)
+	}
 	s.Zero(innerHits.Load(), "the redirect target must not be requested")
+}
+
+// A notify_url's path may be its secret (Slack's and Discord's webhook URLs are): the deliver span names the host only.
+func TestDeliverSpanHoldsNoPath(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(srv.Close)
+	rec := tracetest.NewSpanRecorder()
+	ctx, parent := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t").Start(context.Background(), "RunActivity:Deliver")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/services/T000/B000/XXXXPATHSECRET", nil)
+	require.NoError(t, err)
+	resp, err := newDeliveryClient(5*time.Second, true).Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	parent.End()
+	var deliver []string
+	for _, sp := range rec.Ended() {
+		for _, kv := range sp.Attributes() {
+			assert.NotContains(t, kv.Value.String(), "XXXXPATHSECRET", "%s: %s", sp.Name(), kv.Key)
+			if sp.Name() == "deliver" && kv.Key == "url.full" {
+				deliver = append(deliver, kv.Value.AsString())
+			}
+		}
+	}
+	assert.Equal(t, []string{srv.URL + "/REDACTED"}, deliver, "the deliver span names the scheme and host")
 }
 
 func (s *ActivitiesSuite) TestDeliverErrorCarriesOnlyAShortSanitisedExcerpt() {

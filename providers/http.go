@@ -147,6 +147,9 @@ func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error
 	if c.http == nil {
 		c.http = newHTTPClient(c.timeout, (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	}
+	h := *c.http // a copy: never a redirect, a 307/308 would re-send the key to whatever host Location names
+	h.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.http = &h
 	return c, u, nil
 }
 
@@ -209,6 +212,10 @@ func (c *conn) do(ctx context.Context, op, method, target, contentType string, b
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the keep-alive connection is reused
 		_ = resp.Body.Close()
 	}()
+	if resp.StatusCode/100 == 3 { // a front end's, before the provider: nothing was created, and retrying cannot help
+		return &Error{Op: op, Class: callback.ClassConfig, HTTPStatus: resp.StatusCode, Provider: c.name,
+			Err: errors.New("redirect not followed: check the provider's base URL")}
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBody))
 		if e, _ := answer(resp.StatusCode, body); e != nil {

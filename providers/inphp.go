@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
@@ -168,7 +169,7 @@ func encodeSubmit(apiKey, method string, params map[string]string, pingback stri
 	}
 	fields := url.Values{"key": {apiKey}, "method": {method}, "json": {"1"}, "pingback": {pingback}}
 	// A param may not change the account, the answer format or where the provider calls back.
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
+	for _, name := range captchaflow.ReservedParams {
 		if _, ok := params[name]; ok {
 			return "", nil, fmt.Errorf("param %q is set by the client and must not be passed", name)
 		}

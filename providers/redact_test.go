@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
 // assertNoKey checks every rendering of err, and of every error in its chain.
@@ -118,4 +123,48 @@ func mustNew(t *testing.T, base string, opts ...Option) *InPHP {
 	c, err := NewInPHP(base, testKey, opts...)
 	require.NoError(t, err)
 	return c
+}
+
+// A provider URL that redirects keeps the key: no request reaches the host Location names (a 307/308 would re-send
+// the POST body with key= or clientKey), and the redirect is a configuration error, not a lost answer.
+func TestRedirectsAreNeverFollowed(t *testing.T) {
+	var elsewhere, keys atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if elsewhere.Add(1); strings.Contains(r.URL.RawQuery+string(body), testKey) {
+			keys.Add(1)
+		}
+	}))
+	t.Cleanup(other.Close)
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.Path+"?"+r.URL.RawQuery, status)
+		}))
+		t.Cleanup(redirect.Close)
+		inphp := mustNew(t, redirect.URL)
+		ct, err := NewCreateTask(callback.CapSolver, redirect.URL, testKey)
+		require.NoError(t, err)
+		for op, call := range map[string]func() error{
+			"in.php": func() error {
+				_, _, err := inphp.Submit(context.Background(), "hcaptcha", map[string]string{"sitekey": "s"}, "")
+				return err
+			},
+			"res.php": func() error { _, err := inphp.Get(context.Background(), "1"); return err },
+			"createTask": func() error {
+				_, _, err := ct.Submit(context.Background(), "userrecaptcha", recaptchaParams, "")
+				return err
+			},
+		} {
+			err := call()
+			var ce *Error
+			require.ErrorAs(t, err, &ce, "%s %d", op, status)
+			assert.Equal(t, callback.ClassConfig, ce.Class, "%s %d: %v", op, status, err)
+			assert.Equal(t, status, ce.HTTPStatus, op)
+			assert.False(t, OutcomeUnknown(err), "%s %d: the provider did not take it at that URL: nothing was paid", op, status)
+			assert.Contains(t, err.Error(), "not followed", op)
+			assertNoKey(t, err)
+		}
+	}
+	assert.Zero(t, keys.Load(), "the key never reaches the host Location names")
+	assert.Zero(t, elsewhere.Load(), "the host Location names is never asked")
 }

@@ -1,13 +1,15 @@
 package providers
 
 import (
-	"github.com/captchaflow/captchaflow/providers/callback"
-
+	"context"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/captchaflow/captchaflow/providers/callback"
 
 	"github.com/captchaflow/captchaflow"
 )
@@ -88,5 +90,60 @@ func TestProfilesAreComplete(t *testing.T) {
 		assert.Equal(t, f, p.Flavor)
 		assert.True(t, strings.HasPrefix(p.BaseURL, "https://api."), p.BaseURL)
 		assert.NotEmpty(t, p.Reports)
+	}
+}
+
+// One list says what the caller may not pass (captchaflow.ReservedParams): the input validation refuses it, the
+// in.php client refuses it, and no createTask table reads it; every param a table reads passes the validation.
+func TestReservedParamsTheInputAndTheTablesAgree(t *testing.T) {
+	params := captchaflow.Params{"googlekey": "k", "pageurl": "https://site.example/"}
+	for kind, byFlavor := range taskTable {
+		for flavor, spec := range byFlavor {
+			for _, f := range spec.Fields {
+				assert.NotContains(t, captchaflow.ReservedParams, f.Param, "%s/%s reads a reserved param", flavor, kind)
+				if _, ok := params[f.Param]; !ok {
+					params[f.Param] = "1"
+				}
+			}
+		}
+	}
+	in := captchaflow.Input{Method: "userrecaptcha", Params: params}.WithDefaults()
+	assert.NoError(t, in.Validate(), "every param a table reads is accepted")
+	for _, name := range captchaflow.ReservedParams {
+		in.Params = captchaflow.Params{"googlekey": "k", "pageurl": "https://site.example/", name: "x"}
+		assert.ErrorContains(t, in.Validate(), "params."+name, name)
+		_, _, err := encodeSubmit(testKey, "userrecaptcha", in.Params, "https://cb.example/")
+		assert.Error(t, err, "the in.php client refuses %s too", name)
+	}
+}
+
+// A reCAPTCHA v3 or Turnstile task's action passes the input validation and reaches the provider: in.php's form
+// carries it as action (2captcha's in.php takes it so; its own form has no other action), createTask's task as the
+// field the flavor's page names.
+func TestActionReachesTheProvider(t *testing.T) {
+	v3 := captchaflow.Input{Method: "userrecaptcha", Params: captchaflow.Params{"googlekey": "k", "pageurl": "https://site.example/",
+		"version": "v3", "action": "login"}}
+	turnstile := captchaflow.Input{Method: "turnstile", Params: captchaflow.Params{"sitekey": "0x4A", "pageurl": "https://site.example/",
+		"action": "login"}}
+	for _, in := range []captchaflow.Input{v3, turnstile} {
+		require.NoError(t, in.WithDefaults().Validate(), in.Method)
+		p := newFakeProvider(t, always(200, `{"status":1,"request":"1"}`))
+		_, _, err := p.client(t).Submit(context.Background(), in.Method, in.Params, "https://cb.example/")
+		require.NoError(t, err)
+		assert.Equal(t, "login", p.lastRequest(t).PostForm.Get("action"), "in.php, %s", in.Method)
+	}
+	for _, c := range []struct {
+		flavor Flavor
+		in     captchaflow.Input
+		want   string
+	}{
+		{callback.AntiCaptcha, v3, `"pageAction":"login"`}, {callback.TwoCaptcha, v3, `"pageAction":"login"`},
+		{callback.CapSolver, v3, `"pageAction":"login"`}, {callback.AntiCaptcha, turnstile, `"action":"login"`},
+		{callback.CapSolver, turnstile, `"metadata":{"action":"login"}`},
+	} {
+		p := newFake(t, ctAlways(200, `{"errorId":0,"taskId":1}`))
+		_, _, err := p.client(t, c.flavor).Submit(context.Background(), c.in.Method, c.in.Params, "")
+		require.NoError(t, err, c.flavor)
+		assert.Contains(t, string(p.last(t).body["task"]), c.want, "%s %s", c.flavor, c.in.Method)
 	}
 }

@@ -114,10 +114,11 @@ func (s *schedule) serve(p *fakeProvider) http.HandlerFunc {
 		}
 		switch r.URL.Path {
 		case "/in.php":
-			answer, task := s.created(p, r.FormValue("pingback"), r.FormValue("method") == "base64")
+			answer, task := s.created(p, r.FormValue("pingback"), r.FormValue("method") == "base64", r.FormValue("action"))
 			s.answerCreate(w, p, answer, task)
 		case "/createTask":
-			answer, task := s.created(p, req.CallbackURL, req.Task["type"] == "ImageToTextTask")
+			action, _ := req.Task["pageAction"].(string)
+			answer, task := s.created(p, req.CallbackURL, req.Task["type"] == "ImageToTextTask", action)
 			s.answerCreate(w, p, answer, task)
 		case "/res.php":
 			s.answerResult(w, p, s.lookup(p, r.FormValue("id")))
@@ -129,12 +130,16 @@ func (s *schedule) serve(p *fakeProvider) http.HandlerFunc {
 	}
 }
 
-// created draws the answer to a task-creating request at p, checking first that the request may be made at all.
-func (s *schedule) created(p *fakeProvider, pingback string, image bool) (answer string, task *providerTask) {
+// created draws the answer to a task-creating request at p, checking first that the request may be made at all and
+// carries the task's reCAPTCHA v3 action (in.php's action, the task's pageAction).
+func (s *schedule) created(p *fakeProvider, pingback string, image bool, action string) (answer string, task *providerTask) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	wid, _, _ := pingbackOf(pingback)
 	m := s.solve(wid)
+	if want := m.in.Params["action"]; action != want {
+		m.fail("action-reaches-provider", "%s at %q was sent action %q, not %q", wid, p.name, action, want)
+	}
 	m.checkNoSubmitWhileLostMayAnswer()
 	m.checkNoSubmitWhileOpen()
 	m.checkNoSubmitAfterAnswer()

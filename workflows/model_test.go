@@ -76,6 +76,8 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     only given-up ones, avoids only ones that found it unsolvable, polls the provider that took the submission,
 //     and its result names that provider; a code that came with the Submit result is taken at once (never polled,
 //     and via "submit" only then).
+//   - every input drawn (reCAPTCHA v2, v3 with an action, images) is taken, and a v3 task's action reaches the
+//     provider (in.php's action, the createTask task's pageAction);
 //   - with tracing on (every other schedule): each pingback URL carries its submission's trace, signed by its
 //     token, and each refresh of a result is one span of the task's run.
 //
@@ -220,6 +222,10 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 func (m *model) drawInput() {
 	m.in = recaptcha()
 	m.in.Params["pageurl"] += "?" + m.wid // each task's params are its own (the Submit mock tells them apart)
+	// reCAPTCHA v3, whose action the site checks: it must reach the provider
+	if m.rng.IntN(4) == 0 {
+		m.in.Params["version"], m.in.Params["action"] = "v3", "login_"+m.wid
+	}
 	m.in.MaxSubmits = 1 + m.rng.IntN(4)
 	m.in.CallbackTimeoutSeconds = 3 + m.rng.IntN(60)
 	m.in.PollIntervalSeconds = 1 + m.rng.IntN(10)
@@ -850,6 +856,8 @@ func (m *model) checkTypedFailure(err error) {
 	var canceled *temporal.CanceledError
 	switch {
 	case errors.As(err, &canceled) && m.canceled:
+	case errors.As(err, &app) && app.Type() == captchaflow.FailureInvalidInput: // the model draws valid inputs only
+		m.fail("valid-input-taken", "%v", err)
 	case errors.As(err, &app) && slices.Contains(solveFailures, app.Type()):
 	default:
 		var panicked *temporal.PanicError

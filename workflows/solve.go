@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/log"
@@ -32,6 +34,26 @@ const changeQuirks = "provider-quirks"
 // quirksFixed tells whether this run acts as the build that fixed them (false: a history recorded before it).
 func quirksFixed(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, changeQuirks, workflow.DefaultVersion, 1) == 1
+}
+
+// checkInput judges the workflow ID (a segment of the callback URL) and the input as this build does, or as 1.0 did
+// for a history it recorded: it took the IDs "." and ".." and refused params.action in any case. Validate sorts a
+// map's keys and parses URLs: pure.
+//
+//workflowcheck:ignore
+func checkInput(ctx workflow.Context, in captchaflow.Input) error {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	err, old := cmp.Or(captchaflow.ValidateWorkflowID(id), in.Validate()), in.Validate()
+	if id != "." && id != ".." {
+		old = err
+	}
+	if slices.ContainsFunc(slices.Collect(maps.Keys(in.Params)), func(k string) bool { return strings.EqualFold(k, "action") }) {
+		old = cmp.Or(old, errors.New("params.action: set by captchaflow, must not be passed"))
+	}
+	if (err == nil) != (old == nil) && !quirksFixed(ctx) {
+		return old
+	}
+	return err
 }
 
 // Activity timeouts: the worker requires its provider client timeout (30 s by default) to be shorter.
@@ -98,9 +120,7 @@ func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings)
 
 // run validates, solves and delivers; every way out goes through fail or PhaseDone, so metrics see the outcome.
 func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
-	// The workflow ID is a segment of the callback URL; Validate sorts a map's keys and parses URLs: pure.
-	//workflowcheck:ignore
-	if err := cmp.Or(captchaflow.ValidateWorkflowID(workflow.GetInfo(ctx).WorkflowExecution.ID), s.in.Validate()); err != nil {
+	if err := checkInput(ctx, s.in); err != nil {
 		return captchaflow.Result{}, s.fail(ctx, temporal.NewNonRetryableApplicationError(
 			"invalid input: "+err.Error(), captchaflow.FailureInvalidInput, nil))
 	}

@@ -156,6 +156,8 @@ type taskKey struct{}
 func Transport(base http.RoundTripper, prop propagation.TextMapPropagator, name func(*http.Request) string) http.RoundTripper {
 	annotated := roundTripper(func(r *http.Request) (*http.Response, error) {
 		attrs, _ := r.Context().Value(taskKey{}).([]attribute.KeyValue)
+		// url.full names the host only: a path may be a secret (a Slack or Discord webhook's); the span's name says the call.
+		attrs = append(slices.Clip(attrs), attribute.String("url.full", r.URL.Scheme+"://"+r.URL.Host+"/REDACTED"))
 		trace.SpanFromContext(r.Context()).SetAttributes(attrs...) // the request's own span: otelhttp's
 		return base.RoundTrip(r)
 	})
