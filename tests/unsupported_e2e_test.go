@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"regexp"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
 // TestE2E_Routing_UnsupportedTaskType (#29 §11): two createTask providers; a, listed first (Anti-Captcha's flavor),
@@ -57,4 +59,30 @@ func TestE2E_Routing_UnsupportedTaskType(t *testing.T) {
 	}
 	f.Notes = sc.notes // not f.record: a refused task's extra Submit is more than the callback path's baseline
 	recordFigures(t, f.figures)
+}
+
+// TestE2E_LostAnswerCapMonster (#29 §1): CapMonster calls back with the getTaskResult body, which names no task.
+// When the createTask answer is lost after the task was created (a gateway's 504), that authenticated callback is
+// the lost submission's answer: one createTask each, nothing paid twice. Before, it was dropped, and each task paid
+// again after lost_answer_wait_seconds.
+func TestE2E_LostAnswerCapMonster(t *testing.T) {
+	s := requireStack(t)
+	ctx := context.Background()
+	sc := newScenario(t, s, "lost-capmonster")
+	r := startRouted(t, s, sc, map[string]string{"SIM_PROTOCOL": "createtask", "SIM_FLAVOR": "capmonster",
+		"SIM_FAULT_RULES": regexp.QuoteMeta(callbackPathPrefix+sc.prefix) + "=>" + sim.FaultSubmitLost})
+	trs := sc.add(4, taskSpec{Kind: "CapMonster's createTask answer lost", Via: captchaflow.ViaCallback})
+	r.start(ctx, sc, trs, providerA)
+	sc.awaitAll(ctx, time.Minute)
+	created := r.tasks(t, ctx, r.urlA, sc)
+	for _, tr := range trs {
+		require.NoError(t, tr.Err, tr.ID)
+		if assert.Len(t, created[tr.ID], 1, "%s: one createTask, one payment", tr.ID) {
+			assert.Equal(t, sim.CodeFor(created[tr.ID][0].ID), tr.Result.Code, tr.ID)
+		}
+		assert.Equal(t, 1, tr.Result.Submits, tr.ID)
+	}
+	sc.note("%d tasks at CapMonster with the createTask answer lost: %d createTask requests", len(trs), len(created))
+	replayLive(t, s, trs[0].ID)
+	recordNew(t, s, map[string]string{"lost-answer-unnamed-callback": trs[0].ID})
 }
