@@ -161,7 +161,7 @@ func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitRe
 		want = m.routing.names
 	}
 	// Not those that refused the task type lately: before Submit ranked them, or (another task's refusal) while it did.
-	want = slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(req.Exclude, n) })
+	want = slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(req.Exclude, n) || !m.serves(n) })
 	must := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return slices.Contains(m.lacking(req), n) })
 	if !subset(names, want) || !subset(must, names) || !slices.Contains(names, res.Provider) ||
 		slices.ContainsFunc(lackedBefore, func(n string) bool { return slices.Contains(names, n) }) {
@@ -171,6 +171,12 @@ func (m *model) checkRoute(req activities.SubmitRequest, res activities.SubmitRe
 
 func subset(a, b []string) bool {
 	return !slices.ContainsFunc(a, func(n string) bool { return !slices.Contains(b, n) })
+}
+
+// serves tells whether the provider's client can express the task at all (a v3 action needs a table that reads it).
+func (m *model) serves(name string) bool {
+	p, ok := m.acts.Providers.Get(name)
+	return ok && p.Client.Supports(m.in.Method, m.in.Params) == nil
 }
 
 // lacking are the providers the worker marks as lacking req's task type now (Submit's candidates skip them).
@@ -271,7 +277,7 @@ func (m *model) checkUnsupported(err error) {
 	}
 	takers := slices.DeleteFunc(slices.Clone(allowed), func(name string) bool {
 		_, gaveUp := m.routing.givenUpAt[name]
-		return gaveUp || name == "" || m.routing.lacks[name] && m.in.Method != "base64"
+		return gaveUp || name == "" || m.routing.lacks[name] && m.in.Method != "base64" || !m.serves(name)
 	})
 	if len(takers) > 0 {
 		m.fail("unsupported-moves-on", "failed with ProviderConfig (%v) although %v take its task type", err, takers)
