@@ -52,6 +52,9 @@ type LostDetails struct {
 	Provider      string `json:"provider"`
 	Alternatives  int    `json:"alternatives,omitempty"`
 	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
+	// PriceUSD and Refunds are SubmitResult's: a lost submission may have been paid.
+	PriceUSD float64 `json:"price_usd,omitempty"`
+	Refunds  bool    `json:"refunds,omitempty"`
 }
 
 // set is the worker's providers: Providers, or Provider alone, named captchaai in logs (made per call: tests swap it).
@@ -123,7 +126,7 @@ func (a *Activities) ranked(req SubmitRequest, left time.Duration, seed string) 
 	if len(cands) == 0 || !set.Model.Scored() {
 		return cands, nil, why
 	}
-	cands, route := set.Model.Rank(cands, req.Method, req.Avoid, left, fmt.Sprint(seed, req.RunID, req.Submission))
+	cands, route := set.Model.Rank(cands, req.Method, req.Avoid, left, fmt.Sprint(seed, req.RunID, req.Submission), set.Breaker)
 	return cands, route, why
 }
 
@@ -145,7 +148,8 @@ func supported(cands []*providers.Provider, req SubmitRequest) ([]*providers.Pro
 func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, alternatives int) (SubmitResult, error, bool) {
 	set := a.set()
 	// Without PROVIDERS_FILE: no name, no alternatives and no breaker (so no give-up).
-	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second)}
+	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second),
+		PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds}
 	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
 	ctx = telemetry.Annotate(ctx, workflowID, p.Name, "")
@@ -167,7 +171,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
-			PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds,
+			PriceUSD: lost.PriceUSD, Refunds: lost.Refunds,
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
 	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
 		a.countSubmission(ctx, p.Name, "lost")

@@ -114,7 +114,7 @@ func (s *schedule) slotProvider(ask activities.SlotAsk) string {
 		return p.Client.Supports(ask.Method, ask.Params) != nil
 	})
 	if set.Model.Scored() && len(cands) > 0 {
-		cands, _ = set.Model.Rank(cands, ask.Method, ask.Avoid, 0, fmt.Sprint(ask.WorkflowID, ask.RunID, ask.Seq))
+		cands, _ = set.Model.Rank(cands, ask.Method, ask.Avoid, 0, fmt.Sprint(ask.WorkflowID, ask.RunID, ask.Seq), s.breaker)
 	}
 	for _, p := range cands {
 		if !s.breaker.IsOpen(p.Name) {
