@@ -209,7 +209,7 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 	case submitOutcomeUnknown(err) && s.remaining(ctx) <= 0:
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	case submitOutcomeUnknown(err):
-		sub.Provider, sub.giveUp = lostAt(err)
+		lostAt(sub, err)
 		return s.awaitLost(ctx, sub, err)
 	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
@@ -395,6 +395,9 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 	if !res.ExpiresAt.IsZero() {
 		left := res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
 		if left <= 0 {
+			if observed != nil && quirksFixed(ctx) { // the delivery that would carry them never starts
+				s.observeNow(ctx, *observed)
+			}
 			return true, errors.New("the token expired before its delivery began")
 		}
 		// Expiring first, retries are spaced at most an eighth of the token's life: notify_url is tried close to its end.
