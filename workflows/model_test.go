@@ -112,6 +112,7 @@ type providerTask struct {
 	provider   string
 	n          int
 	lost       bool
+	unseen     bool // made by a Submit the task had cancelled: it never learned of it
 	unsolvable bool
 	gaveUp     bool      // its own pingback said it is unsolvable: nothing more will come
 	instant    bool      // solved within the submission's answer (CapSolver's image tasks): the code is in the Submit result
@@ -150,19 +151,20 @@ type schedule struct {
 // model is one task of a schedule: its input, its provider tasks and what the checks need.
 type model struct {
 	*schedule
-	rng        *rand.Rand // the task's own draws: tasks run concurrently, the schedule's would come in any order
-	wid        string
-	in         captchaflow.Input
-	tasks      []*providerTask
-	runID      string
-	searchedAs captchaflow.Phase
-	delivered  []captchaflow.Result // every delivery attempt's body
-	hooks      []hook               // every delivery attempt as notify_url saw it, in order
-	deliverBad time.Duration        // delivery fails until this long after the start
-	canceled   bool
-	ended      time.Time // when the task ended, with its result or error
-	result     interface{ Get(any) error }
-	err        error
+	rng         *rand.Rand // the task's own draws: tasks run concurrently, the schedule's would come in any order
+	wid         string
+	in          captchaflow.Input
+	tasks       []*providerTask
+	mayHavePaid float64 // the prices of lost submissions the provider did not create
+	runID       string
+	searchedAs  captchaflow.Phase
+	delivered   []captchaflow.Result // every delivery attempt's body
+	hooks       []hook               // every delivery attempt as notify_url saw it, in order
+	deliverBad  time.Duration        // delivery fails until this long after the start
+	canceled    bool
+	ended       time.Time // when the task ended, with its result or error
+	result      interface{ Get(any) error }
+	err         error
 }
 
 // rootResult reads the root workflow's result (the test environment hands children's to the listener).
@@ -325,6 +327,7 @@ func (s *schedule) run() {
 		m.checkDeliveries()
 		m.checkHooks(result)
 		m.checkPaid(result)
+		m.checkPriced()
 	}
 }
 
@@ -361,6 +364,10 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	if m.routed() {
 		m.checkRouteRequest(req)
 	}
+	made, allowed := len(m.tasks), map[string]bool{}
+	for _, name := range m.routing.names {
+		allowed[name] = m.breaker.Allows(name)
+	}
 	m.mu.Unlock()
 	res, err := m.acts.Submit(ctx, req)
 	m.mu.Lock()
@@ -368,6 +375,14 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
 	if err == nil && m.routed() {
 		m.checkRoute(req, res)
+		m.checkExplore(req, res, allowed)
+	}
+	for _, t := range m.tasks[made:] {
+		t.unseen = m.schedule.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID]
+	}
+	var lost activities.LostDetails // a 5xx before anything was created is lost all the same: priced, as it may have been paid
+	if app := (*temporal.ApplicationError)(nil); len(m.tasks) == made && errors.As(err, &app) && app.Type() == activities.FailureSubmitOutcomeUnknown && app.Details(&lost) == nil {
+		m.mayHavePaid += lost.PriceUSD
 	}
 	return res, err
 }
