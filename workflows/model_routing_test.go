@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/captchaflow/captchaflow"
@@ -304,6 +305,42 @@ func (s *schedule) mockGivenUp() {
 		}
 		return gaveUp, err
 	})
+}
+
+// mockObserved runs the real Observe and Deliver, checking first what the task hands the routing model.
+func (s *schedule) mockObserved() {
+	s.env.OnActivity(acts.Observe, mock.Anything, mock.Anything).Return(func(ctx context.Context, req activities.ObserveRequest) error {
+		s.checkObserved(ctx, &req)
+		return s.acts.Observe(ctx, req)
+	})
+	s.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(func(ctx context.Context, req activities.DeliverRequest) error {
+		s.checkObserved(ctx, req.Observed)
+		return s.acts.Deliver(ctx, req)
+	})
+}
+
+// checkObserved: a submission observed still open is one a provider took (a lost one that never answered says
+// nothing of a solve time, nor that it was made): never more open ones at a provider than its tasks that were.
+func (s *schedule) checkObserved(ctx context.Context, req *activities.ObserveRequest) {
+	if req == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
+	open := map[string]int{}
+	for _, o := range req.Observations {
+		if o.Outcome == providers.ObservedOpen {
+			open[o.Provider]++
+		}
+	}
+	for provider, n := range open {
+		if made := len(slices.DeleteFunc(slices.Clone(m.tasks), func(t *providerTask) bool {
+			return t.provider != provider || t.lost && t.arrived.IsZero()
+		})); n > made {
+			m.fail("observes-what-it-was", "%d submission(s) at %s observed open, %d taken and not lost unanswered: %+v", n, provider, made, req.Observations)
+		}
+	}
 }
 
 // abandoned tells whether task was given up by now: its provider was given up after it was submitted.

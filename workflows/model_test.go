@@ -75,6 +75,9 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     only given-up ones, avoids only ones that found it unsolvable, polls the provider that took the submission,
 //     and its result names that provider; a code that came with the Submit result is taken at once (never polled,
 //     and via "submit" only then).
+//   - with prices: cost_usd covers every paid submission (a lost one at its price); under routing: scored a file
+//     leaving a method a provider serves unpriced is refused at start, an explored submission goes only where Submit
+//     would (the best next), and a lost submission that never answered is not handed to the model as an open one.
 //   - with tracing on (every other schedule): each pingback URL carries its submission's trace, signed by its
 //     token, and each refresh of a result is one span of the task's run.
 //
@@ -281,6 +284,7 @@ func (s *schedule) run() {
 	s.epoch = s.env.Now()
 	s.mockProvider()
 	s.mockGivenUp()
+	s.mockObserved()
 	s.mockSlots()
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		if sas, ok := args.Get(0).(temporal.SearchAttributes); ok {
