@@ -55,6 +55,9 @@ type LostDetails struct {
 	Alternatives  int    `json:"alternatives,omitempty"`
 	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
 	RunID         string `json:"run_id,omitempty"` // the run its pingback URL names
+	// PriceUSD and Refunds are SubmitResult's: a lost submission may have been paid.
+	PriceUSD float64 `json:"price_usd,omitempty"`
+	Refunds  bool    `json:"refunds,omitempty"`
 }
 
 // set is the worker's providers: Providers, or Provider alone, named captchaai in logs (made per call: tests swap it).
@@ -126,7 +129,7 @@ func (a *Activities) ranked(req SubmitRequest, left time.Duration, seed string) 
 	if len(cands) == 0 || !set.Model.Scored() {
 		return cands, nil, why
 	}
-	cands, route := set.Model.Rank(cands, req.Method, req.Avoid, left, fmt.Sprint(seed, req.RunID, req.Submission))
+	cands, route := set.Model.Rank(cands, req.Method, req.Avoid, left, fmt.Sprint(seed, req.RunID, req.Submission), set.Breaker)
 	return cands, route, why
 }
 
@@ -153,7 +156,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	set := a.set()
 	// Without PROVIDERS_FILE: no name, no alternatives and no breaker (so no give-up).
 	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second),
-		RunID: req.RunID}
+		RunID: req.RunID, PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds}
 	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
 	ctx = telemetry.Annotate(ctx, workflowID, p.Name, "")
@@ -175,8 +178,8 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
-			PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds,
-			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second), RunID: req.RunID}, nil, false
+			PriceUSD: lost.PriceUSD, Refunds: lost.Refunds, RunID: req.RunID,
+			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
 	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
 		a.countSubmission(ctx, p.Name, "lost")
 		activity.GetLogger(ctx).Warn("the provider failed after the request was sent: it may have created the task",

@@ -101,6 +101,16 @@ func (b *Breaker) with(name string, f func(c *circuit, now time.Time)) {
 
 // Allow tells whether a request may go to name now, else when to ask again; a half-open circuit lets one probe through.
 func (b *Breaker) Allow(name string) (ok bool, retryAt time.Time, reason string) {
+	return b.allow(name, true)
+}
+
+// Allows tells whether Allow would let a request through now, taking no half-open probe (exploring asks it).
+func (b *Breaker) Allows(name string) bool {
+	ok, _, _ := b.allow(name, false)
+	return ok
+}
+
+func (b *Breaker) allow(name string, probe bool) (ok bool, retryAt time.Time, reason string) {
 	ok = true
 	b.with(name, func(c *circuit, now time.Time) {
 		switch {
@@ -109,7 +119,7 @@ func (b *Breaker) Allow(name string) (ok bool, retryAt time.Time, reason string)
 			ok, retryAt, reason = false, c.openUntil, string(c.reason)
 		case !c.probeAt.IsZero() && now.Sub(c.probeAt) < probeTimeout:
 			ok, retryAt, reason = false, c.probeAt.Add(probeTimeout), string(c.reason)
-		default:
+		case probe:
 			c.probeAt = now
 		}
 	})

@@ -79,7 +79,11 @@ type CostReporter interface {
 	GetCost(ctx context.Context, taskID string) (code string, costUSD float64, err error)
 }
 
-// GetCost is Get with the answer's cost (0: not stated, or not a number).
+// maxTaskCostUSD bounds getTaskResult's cost, one task's in USD (docs/providers.md): no CAPTCHA task costs $100 per
+// 1 000, so a figure over it is not one task's (a per-1 000 price would inflate cost_usd 1 000×).
+const maxTaskCostUSD = 0.1
+
+// GetCost is Get with the answer's cost (0: not stated, not a number, or not one task's).
 func (c *CreateTask) GetCost(ctx context.Context, taskID string) (string, float64, error) {
 	const op = "getTaskResult"
 	id, err := c.idValue(taskID)
@@ -95,7 +99,7 @@ func (c *CreateTask) GetCost(ctx context.Context, taskID string) (string, float6
 		return "", 0, c.codeError(op, callback.CodeNotReady, "status "+env.Status, 0)
 	case "ready":
 		cost, _ := strconv.ParseFloat(strings.Trim(string(env.Cost), `"`), 64)
-		if !(cost > 0 && cost < 1e6) { // NaN included
+		if !(cost > 0 && cost <= maxTaskCostUSD) { // NaN included
 			cost = 0
 		}
 		code, err := c.code(op, callback.InferCode, env.Solution)

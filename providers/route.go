@@ -135,8 +135,8 @@ type candidate struct {
 }
 
 // Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time;
-// avoided ones last. A share of seeds explores another that fits in time.
-func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time.Duration, seed string) ([]*Provider, *captchaflow.Route) {
+// avoided ones last. A share of seeds explores another that fits in time and b lets through, ahead of the rest.
+func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time.Duration, seed string, b *Breaker) ([]*Provider, *captchaflow.Route) {
 	scored := make([]candidate, len(cands))
 	for i, p := range cands {
 		scored[i] = candidate{Provider: p, RouteCandidate: m.score(p, method, left), avoided: slices.Contains(avoid, p.Name)}
@@ -151,9 +151,9 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 	if !scored[0].Fits {
 		route.Reason = captchaflow.RouteFastest
 	}
-	var others []int // where exploring may go: not avoided, and in time
+	var others []int // where exploring may go: not avoided, in time, and not one Submit would skip
 	for i, c := range scored[1:] {
-		if !c.avoided && (left <= 0 || c.P90Seconds < left.Seconds()) {
+		if !c.avoided && (left <= 0 || c.P90Seconds < left.Seconds()) && b.Allows(c.Name) {
 			others = append(others, i+1)
 		}
 	}
@@ -161,7 +161,9 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 	h.Write([]byte(seed))
 	if u := float64(h.Sum64()%1_000_000) / 1_000_000; u < m.explore && len(others) > 0 && !scored[0].avoided {
 		i := others[int(u/m.explore*float64(len(others)))] // u/explore is uniform in [0, 1)
-		scored[0], scored[i] = scored[i], scored[0]
+		explored := scored[i]
+		copy(scored[1:i+1], scored[:i]) // the rest keep their order: if it refuses, the best comes next
+		scored[0] = explored
 		route.Reason = captchaflow.RouteExplore
 	}
 	out := make([]*Provider, len(scored))

@@ -132,7 +132,7 @@ func simulateUnder(m *Model, sims []simProvider, tasks int, deadline time.Durati
 		for sub := 1; sub <= 3; sub++ {
 			ranked, route := NewSet(ps, nil).Candidates(nil, nil, avoid), &captchaflow.Route{}
 			if m.Scored() {
-				ranked, route = m.Rank(ps, "turnstile", avoid, deadline, fmt.Sprint("task", task, "/", sub))
+				ranked, route = m.Rank(ps, "turnstile", avoid, deadline, fmt.Sprint("task", task, "/", sub), nil)
 			}
 			s := simByName(sims, ranked[0].Name)
 			if sub == 1 {
@@ -223,18 +223,18 @@ func TestScoredRoutingLeavesAProviderWhoseCodesAreReportedBad(t *testing.T) {
 func TestRankExplainsAndKeepsTheOrderOnTies(t *testing.T) {
 	m := scoredModel(0)
 	a, b := &Provider{Name: "a", Price: Price{"default": 1}}, &Provider{Name: "b", Price: Price{"default": 1}}
-	ranked, route := m.Rank([]*Provider{b, a}, "hcaptcha", nil, time.Minute, "x")
+	ranked, route := m.Rank([]*Provider{b, a}, "hcaptcha", nil, time.Minute, "x", nil)
 	assert.Equal(t, []*Provider{b, a}, ranked, "a tie keeps the task's order")
 	assert.Equal(t, captchaflow.RouteCheapest, route.Reason)
 	assert.Equal(t, captchaflow.RouteCandidate{Provider: "b", CostUSD: 0.001074114, P90Seconds: 30, GoodShare: 0.95 * 0.98, Fits: true},
 		roundCandidate(route.Candidates[0]))
-	ranked, _ = m.Rank([]*Provider{b, a}, "hcaptcha", []string{"b"}, time.Minute, "x")
+	ranked, _ = m.Rank([]*Provider{b, a}, "hcaptcha", []string{"b"}, time.Minute, "x", nil)
 	assert.Equal(t, "a", ranked[0].Name, "avoided go last")
-	_, route = m.Rank([]*Provider{a}, "hcaptcha", nil, 10*time.Second, "x")
+	_, route = m.Rank([]*Provider{a}, "hcaptcha", nil, 10*time.Second, "x", nil)
 	assert.Equal(t, captchaflow.RouteFastest, route.Reason, "the prior's 30 s does not fit 10 s")
 	explored := 0
 	for i := range 1000 {
-		if _, route := scoredModel(0.1).Rank([]*Provider{a, b}, "hcaptcha", nil, time.Minute, fmt.Sprint(i)); route.Reason == captchaflow.RouteExplore {
+		if _, route := scoredModel(0.1).Rank([]*Provider{a, b}, "hcaptcha", nil, time.Minute, fmt.Sprint(i), nil); route.Reason == captchaflow.RouteExplore {
 			explored++
 		}
 	}

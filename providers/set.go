@@ -157,6 +157,12 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 		for m, v := range s.PricePer1000 {
 			bad(!(v >= 0 && v < 1e6), "price_per_1000."+m, "must be a number of USD from 0 to 1000000")
 		}
+		if _, ok := s.PricePer1000["default"]; f.Routing == RoutingScored && !ok { // unpriced would be free: the cheapest
+			unpriced := slices.DeleteFunc(Methods(Flavor(s.Flavor)), func(m string) bool { _, ok := s.PricePer1000[m]; return ok })
+			bad(inphp, "price_per_1000.default", "required under routing: scored (an in.php provider serves every method)")
+			bad(!inphp && len(unpriced) > 0, "price_per_1000", "no price for "+strings.Join(unpriced, ", ")+
+				" (methods its flavor serves) under routing: scored: price them or set default")
+		}
 	}
 	return f, errors.Join(errs...)
 }

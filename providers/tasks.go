@@ -192,6 +192,22 @@ func KindOf(method string, params map[string]string) (Kind, error) {
 	return kind, nil
 }
 
+// Methods are the in.php methods a createTask flavor serves (a kind in its table), sorted.
+func Methods(f Flavor) (out []string) {
+	for _, kind := range Kinds {
+		switch _, ok := taskTable[kind][f]; {
+		case !ok:
+		case kind == KindImage:
+			out = append(out, "base64", "post")
+		case strings.HasPrefix(string(kind), "recaptcha"):
+			out = append(out, methodRecaptcha)
+		default:
+			out = append(out, string(kind))
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(out)))
+}
+
 // flag reads an in.php boolean param: "", "0" or "false" is false, "1" or "true" is true.
 func flag(v string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {

@@ -73,7 +73,7 @@ func TestMetricsExportTheRoutingModel(t *testing.T) {
 	set := providers.NewSet([]*providers.Provider{{Name: "a", Price: providers.Price{"default": 2.5}}}, nil)
 	set.Model = providers.NewModel(providers.File{Routing: providers.RoutingScored})
 	set.Model.Observe("a", "hcaptcha", 4, providers.ObservedSolved)
-	set.Model.Rank(set.All(), "hcaptcha", nil, time.Minute, "seed")
+	set.Model.Rank(set.All(), "hcaptcha", nil, time.Minute, "seed", nil)
 	require.NoError(t, m.exportCircuits(set, "default", "q"))
 	families, err := m.registry.Gather()
 	require.NoError(t, err)

@@ -61,9 +61,15 @@ func (s *schedule) newNet() *activities.Activities {
 		list = append(list, &providers.Provider{Name: name, Flavor: p.flavor, Client: client, PollInterval: prof.MinPollInterval,
 			Price: s.routing.prices[name], Refunds: p.flavor == "" || prof.RefundsUnsolvable})
 	}
+	s.checkPricesAtStart(list)
 	circuits := providers.DefaultCircuitSettings
 	circuits.GiveUp = s.routing.giveUp
 	s.breaker = providers.NewBreaker(circuits, s.env.Now)
+	for _, name := range s.routing.names { // out of balance as the schedule starts: its circuit open for a minute
+		if s.rng.IntN(4) == 0 {
+			s.breaker.Record(name, providers.OutcomeZeroBalance)
+		}
+	}
 	a.Providers = providers.NewSet(list, s.breaker)
 	routing := map[bool]string{true: providers.RoutingScored}[s.routing.scored]
 	a.Providers.Model = providers.NewModel(providers.File{Routing: routing, ExploreShare: &s.routing.explore})

@@ -1,14 +1,19 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -48,10 +53,15 @@ func (s *schedule) drawRouting() {
 	r.names = []string{"a", "b", "c"}[:2+s.rng.IntN(2)]
 	r.giveUp = time.Duration(30+s.rng.IntN(90)) * time.Second
 	r.scored, r.explore, r.prices = s.rng.IntN(2) == 0, []float64{0, 0.05, 0.5}[s.rng.IntN(3)], map[string]providers.Price{}
-	for _, name := range r.names {
-		if s.rng.IntN(4) > 0 {
-			r.prices[name] = providers.Price{"default": float64(1 + s.rng.IntN(3)), "userrecaptcha": float64(s.rng.IntN(4))}
+	for _, name := range r.names { // some leave methods unpriced: no default, or no price_per_1000 at all
+		p := providers.Price{"default": float64(1 + s.rng.IntN(3)), "userrecaptcha": float64(s.rng.IntN(4))}
+		switch s.rng.IntN(4) {
+		case 0:
+			continue
+		case 1:
+			delete(p, "default")
 		}
+		r.prices[name] = p
 	}
 	for _, name := range r.names {
 		if s.rng.IntN(3) == 0 {
@@ -123,7 +133,7 @@ func (s *schedule) slotProvider(ask activities.SlotAsk) string {
 		return p.Client.Supports(ask.Method, ask.Params) != nil || s.breaker.Lacks(p.Name, ask.Method, ask.Params)
 	})
 	if set.Model.Scored() && len(cands) > 0 {
-		cands, _ = set.Model.Rank(cands, ask.Method, ask.Avoid, 0, fmt.Sprint(ask.WorkflowID, ask.RunID, ask.Seq))
+		cands, _ = set.Model.Rank(cands, ask.Method, ask.Avoid, 0, fmt.Sprint(ask.WorkflowID, ask.RunID, ask.Seq), s.breaker)
 	}
 	for _, p := range cands {
 		if !s.breaker.IsOpen(p.Name) {
@@ -184,17 +194,100 @@ func (m *model) lacking(req activities.SubmitRequest) []string {
 	return slices.DeleteFunc(slices.Clone(m.routing.names), func(n string) bool { return !m.breaker.Lacks(n, req.Method, req.Params) })
 }
 
-// checkCost: a result's cost_usd is at most every provider task's price, and at least its own (unless lost).
+// checkCost: a result's cost_usd is at most every provider task's price (and the lost submissions' the provider did
+// not create), and at least what the paid ones cost
+// (created and not unsolvable, lost ones included, unless the task cancelled the Submit that made it).
 func (m *model) checkCost(r captchaflow.Result) {
-	var most, own float64
+	most, paid := m.mayHavePaid, 0.0
 	for _, t := range m.tasks {
 		most += m.routing.prices[t.provider].Of(m.in.Method)
-		if t.id == r.ProviderTaskID && !t.lost {
-			own = m.routing.prices[t.provider].Of(m.in.Method)
+		if !t.unsolvable && !t.unseen {
+			paid += m.routing.prices[t.provider].Of(m.in.Method)
 		}
 	}
-	if r.CostUSD > most+1e-9 || r.CostUSD < own-1e-9 {
-		m.fail("cost-is-the-submissions", "cost_usd %v, own submission %v, all %v", r.CostUSD, own, most)
+	if r.CostUSD > most+1e-9 {
+		m.fail("cost-is-the-submissions", "cost_usd %v, all submissions %v", r.CostUSD, most)
+	}
+	if r.CostUSD < paid-1e-9 {
+		m.fail("paid-has-a-price", "cost_usd %v, the paid submissions cost %v", r.CostUSD, paid)
+	}
+}
+
+// checkPriced: under routing: scored, every provider task went to a provider that prices its method (its own price
+// or default); one that is free by omission takes all the traffic.
+func (m *model) checkPriced() {
+	for _, t := range m.tasks {
+		if p := m.routing.prices[t.provider]; m.routing.scored && !priced(p, m.in.Method) {
+			m.fail("paid-has-a-price", "%s took %s (method %s) without a price: %v", t.provider, t.id, m.in.Method, p)
+		}
+	}
+}
+
+func priced(p providers.Price, method string) bool {
+	_, own := p[method]
+	_, def := p["default"]
+	return own || def
+}
+
+// checkPricesAtStart runs the worker's start-up check of the schedule's providers file: under routing: scored, a
+// provider that leaves a method it serves unpriced is refused, naming its price_per_1000; the operator then sets
+// a default. A file the worker accepts runs as it is.
+func (s *schedule) checkPricesAtStart(list []*providers.Provider) {
+	f := providers.File{Routing: map[bool]string{true: providers.RoutingScored}[s.routing.scored]}
+	for _, p := range list {
+		spec := providers.Spec{Name: p.Name, Protocol: providers.ProtocolInPHP, BaseURL: "https://p.example", APIKeyEnv: "KEY", PricePer1000: p.Price}
+		if p.Flavor != "" {
+			spec.Protocol, spec.Flavor, spec.BaseURL = providers.ProtocolCreateTask, string(p.Flavor), ""
+		}
+		f.Providers = append(f.Providers, spec)
+	}
+	content, err := yaml.Marshal(f)
+	s.must(err)
+	_, err = providers.ParseFile(content, func(string) string { return "key" })
+	for i, p := range list {
+		unpriced := !priced(p.Price, "") && (p.Flavor == "" || slices.ContainsFunc(providers.Methods(p.Flavor), func(m string) bool { return !priced(p.Price, m) }))
+		refused := err != nil && strings.Contains(err.Error(), fmt.Sprintf("providers[%d].price_per_1000", i))
+		if refused != (s.routing.scored && unpriced) {
+			s.fail("unpriced-refused-at-start", "%s (%q, price %v, scored %t): refused %t: %v", p.Name, p.Flavor, p.Price, s.routing.scored, refused, err)
+		}
+		if refused {
+			p.Price = providers.Price{"default": 2, "userrecaptcha": p.Price["userrecaptcha"]}
+			s.routing.prices[p.Name] = p.Price
+		}
+	}
+}
+
+// checkExplore: an explored submission goes to a provider Submit would not skip (allowed when it ranked), and the
+// candidates after it keep the ranking's order, so when the explored one refuses the best comes next.
+func (m *model) checkExplore(req activities.SubmitRequest, res activities.SubmitResult, allowed map[string]bool) {
+	if res.Route == nil || res.Route.Reason != captchaflow.RouteExplore {
+		return
+	}
+	c := res.Route.Candidates
+	if !allowed[c[0].Provider] {
+		m.fail("explores-where-submit-goes", "explored %s, which Submit skips (allowed %v): %+v", c[0].Provider, allowed, res.Route)
+	}
+	if slices.ContainsFunc(c, func(c captchaflow.RouteCandidate) bool { return !allowed[c.Provider] }) {
+		m.routing.reasons["explore-among-skipped"]++
+	}
+	rank := func(a, b captchaflow.RouteCandidate) int { // Rank's order, to the rounding of the route's figures
+		key := func(c captchaflow.RouteCandidate) (int, float64) {
+			if slices.Contains(req.Avoid, c.Provider) {
+				return 2, 0
+			} else if !c.Fits {
+				return 1, c.P90Seconds / c.GoodShare
+			}
+			return 0, c.CostUSD
+		}
+		ka, va := key(a)
+		kb, vb := key(b)
+		if math.Abs(va-vb) <= 1e-6*max(math.Abs(va), math.Abs(vb)) {
+			va = vb
+		}
+		return cmp.Or(cmp.Compare(ka, kb), cmp.Compare(va, vb))
+	}
+	if !slices.IsSortedFunc(c[1:], rank) {
+		m.fail("explores-where-submit-goes", "after the explored %s the fallback is not the best: %+v", c[0].Provider, res.Route)
 	}
 }
 
@@ -239,6 +332,42 @@ func (s *schedule) mockGivenUp() {
 		}
 		return gaveUp, err
 	})
+}
+
+// mockObserved runs the real Observe and Deliver, checking first what the task hands the routing model.
+func (s *schedule) mockObserved() {
+	s.env.OnActivity(acts.Observe, mock.Anything, mock.Anything).Return(func(ctx context.Context, req activities.ObserveRequest) error {
+		s.checkObserved(ctx, &req)
+		return s.acts.Observe(ctx, req)
+	})
+	s.env.OnActivity(acts.Deliver, mock.Anything, mock.Anything).Return(func(ctx context.Context, req activities.DeliverRequest) error {
+		s.checkObserved(ctx, req.Observed)
+		return s.acts.Deliver(ctx, req)
+	})
+}
+
+// checkObserved: a submission observed still open is one a provider took (a lost one that never answered says
+// nothing of a solve time, nor that it was made): never more open ones at a provider than its tasks that were.
+func (s *schedule) checkObserved(ctx context.Context, req *activities.ObserveRequest) {
+	if req == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
+	open := map[string]int{}
+	for _, o := range req.Observations {
+		if o.Outcome == providers.ObservedOpen {
+			open[o.Provider]++
+		}
+	}
+	for provider, n := range open {
+		if made := len(slices.DeleteFunc(slices.Clone(m.tasks), func(t *providerTask) bool {
+			return t.provider != provider || t.lost && t.arrived.IsZero()
+		})); n > made {
+			m.fail("observes-what-it-was", "%d submission(s) at %s observed open, %d taken and not lost unanswered: %+v", n, provider, made, req.Observations)
+		}
+	}
 }
 
 // abandoned tells whether task was given up by now: its provider was given up after it was submitted.

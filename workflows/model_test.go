@@ -78,6 +78,9 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     and via "submit" only then).
 //   - every input drawn (reCAPTCHA v2, v3 with an action, images) is taken, and a v3 task's action reaches the
 //     provider (in.php's action, the createTask task's pageAction);
+//   - with prices: cost_usd covers every paid submission (a lost one at its price); under routing: scored a file
+//     leaving a method a provider serves unpriced is refused at start, an explored submission goes only where Submit
+//     would (the best next), and a lost submission that never answered is not handed to the model as an open one.
 //   - with tracing on (every other schedule): each pingback URL carries its submission's trace, signed by its
 //     token, and each refresh of a result is one span of the task's run.
 //
@@ -115,6 +118,7 @@ type providerTask struct {
 	provider   string
 	n          int
 	lost       bool
+	unseen     bool // made by a Submit the task had cancelled: it never learned of it
 	unsolvable bool
 	gaveUp     bool      // its own pingback said it is unsolvable: nothing more will come
 	instant    bool      // solved within the submission's answer (CapSolver's image tasks): the code is in the Submit result
@@ -153,21 +157,22 @@ type schedule struct {
 // model is one task of a schedule: its input, its provider tasks and what the checks need.
 type model struct {
 	*schedule
-	rng        *rand.Rand // the task's own draws: tasks run concurrently, the schedule's would come in any order
-	wid        string
-	in         captchaflow.Input
-	tasks      []*providerTask
-	runID      string
-	searchedAs captchaflow.Phase
-	delivered  []captchaflow.Result // every delivery attempt's body
-	hooks      []hook               // every delivery attempt as notify_url saw it, in order
-	deliverBad time.Duration        // delivery fails until this long after the start
-	canceled   bool
-	refused    []string  // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
-	keyRefused bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
-	ended      time.Time // when the task ended, with its result or error
-	result     interface{ Get(any) error }
-	err        error
+	rng         *rand.Rand // the task's own draws: tasks run concurrently, the schedule's would come in any order
+	wid         string
+	in          captchaflow.Input
+	tasks       []*providerTask
+	mayHavePaid float64 // the prices of lost submissions the provider did not create
+	runID       string
+	searchedAs  captchaflow.Phase
+	delivered   []captchaflow.Result // every delivery attempt's body
+	hooks       []hook               // every delivery attempt as notify_url saw it, in order
+	deliverBad  time.Duration        // delivery fails until this long after the start
+	canceled    bool
+	refused     []string  // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
+	keyRefused  bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
+	ended       time.Time // when the task ended, with its result or error
+	result      interface{ Get(any) error }
+	err         error
 }
 
 // rootResult reads the root workflow's result (the test environment hands children's to the listener).
@@ -288,6 +293,7 @@ func (s *schedule) run() {
 	s.epoch = s.env.Now()
 	s.mockProvider()
 	s.mockGivenUp()
+	s.mockObserved()
 	s.mockSlots()
 	s.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		if sas, ok := args.Get(0).(temporal.SearchAttributes); ok {
@@ -334,6 +340,7 @@ func (s *schedule) run() {
 		m.checkDeliveries()
 		m.checkHooks(result)
 		m.checkPaid(result)
+		m.checkPriced()
 	}
 }
 
@@ -372,6 +379,10 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 		m.checkRouteRequest(req)
 		lacked = m.lacking(req)
 	}
+	made, allowed := len(m.tasks), map[string]bool{}
+	for _, name := range m.routing.names {
+		allowed[name] = m.breaker.Allows(name)
+	}
 	m.mu.Unlock()
 	res, err := m.acts.Submit(ctx, req)
 	m.mu.Lock()
@@ -379,6 +390,14 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
 	if err == nil && m.routed() {
 		m.checkRoute(req, res, lacked)
+		m.checkExplore(req, res, allowed)
+	}
+	for _, t := range m.tasks[made:] {
+		t.unseen = m.schedule.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID]
+	}
+	var lost activities.LostDetails // a 5xx before anything was created is lost all the same: priced, as it may have been paid
+	if app := (*temporal.ApplicationError)(nil); len(m.tasks) == made && errors.As(err, &app) && app.Type() == activities.FailureSubmitOutcomeUnknown && app.Details(&lost) == nil {
+		m.mayHavePaid += lost.PriceUSD
 	}
 	return res, err
 }

@@ -96,13 +96,14 @@ func submitOutcomeUnknown(err error) bool {
 	return failureType(err) == activities.FailureSubmitOutcomeUnknown
 }
 
-// lostAt is a lost Submit's details and its give-up bound (0: the task has nowhere else to go).
-func lostAt(err error) (d activities.LostDetails, giveUp time.Duration) {
-	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
-	if !ok || !appErr.HasDetails() || appErr.Details(&d) != nil || d.Alternatives == 0 {
-		return d, 0
+// lostAt files where a lost Submit went in sub: its provider, price and give-up bound (0: nowhere else to go).
+func lostAt(sub *submission, err error, chainRun string) {
+	var d activities.LostDetails
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.HasDetails() && appErr.Details(&d) == nil && d.Alternatives > 0 {
+		sub.giveUp = time.Duration(d.GiveUpSeconds) * time.Second
 	}
-	return d, time.Duration(d.GiveUpSeconds) * time.Second
+	sub.Provider, sub.price, sub.refunds = d.Provider, d.PriceUSD, d.Refunds // it may have been paid
+	sub.urlRun = cmp.Or(d.RunID, chainRun)                                   // before the echo, URLs named the chain's run
 }
 
 // balanceWait is the paced wait the zero-balance failure carries (a minute when it carries none).
@@ -185,6 +186,8 @@ func (s *solver) observe(ctx workflow.Context, carried bool) {
 			o.Outcome = providers.ObservedSolved
 		case sub.State == subUnsolvable:
 			o.Outcome = providers.ObservedUnsolvable
+		case sub.ProviderID == "": // lost and never answered: it says nothing of a solve time, nor that it was made
+			continue
 		}
 		obs = append(obs, o)
 	}
@@ -195,9 +198,14 @@ func (s *solver) observe(ctx workflow.Context, carried bool) {
 	if !scored || carried || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
+	s.observeNow(ctx, *req)
+}
+
+// observeNow hands req to the worker's model in the Observe local activity (one marker).
+func (s *solver) observeNow(ctx workflow.Context, req activities.ObserveRequest) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 5 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2}})
-	if err := workflow.ExecuteLocalActivity(lctx, acts.Observe, *req).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, acts.Observe, req).Get(ctx, nil); err != nil {
 		s.logger.Warn("the routing model did not take the solve's observations", "Error", err)
 	}
 }

@@ -230,9 +230,7 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 	case submitOutcomeUnknown(err) && s.remaining(ctx) <= 0:
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	case submitOutcomeUnknown(err):
-		var d activities.LostDetails
-		d, sub.giveUp = lostAt(err)
-		sub.Provider, sub.urlRun = d.Provider, cmp.Or(d.RunID, s.table.runID)
+		lostAt(sub, err, s.table.runID)
 		return s.awaitLost(ctx, sub, err)
 	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
@@ -421,6 +419,9 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 	if !res.ExpiresAt.IsZero() {
 		left := res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
 		if left <= 0 {
+			if observed != nil && quirksFixed(ctx) { // the delivery that would carry them never starts
+				s.observeNow(ctx, *observed)
+			}
 			return true, errors.New("the token expired before its delivery began")
 		}
 		// Expiring first, retries are spaced at most an eighth of the token's life: notify_url is tried close to its end.
