@@ -25,6 +25,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
@@ -55,16 +58,18 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 // TestSolveCaptchaModel is the model-based test: each seed draws a schedule of one to three tasks on one worker that
 // mixes every feature — lost answers (a reset connection or a gateway's 504 after the provider created the task),
 // 5xx, no-slot runs of minutes, zero balance, unsolvable answers, CapSolver's instant image answers, outages, pinned
-// and reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints,
-// slot queueing with the semaphore lost mid-wait, delivery failing until the token expires, cancellation — and runs
-// SolveCaptcha with the real Submit, Poll and Deliver activities and clients against fake providers of both
-// protocols (model_net_test.go), one breaker and one semaphore stand-in across the tasks. After each schedule:
+// and reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot
+// queueing with the semaphore lost mid-wait or checking its holders as a refresh asks, delivery failing until the token
+// expires, cancellation — and runs SolveCaptcha with the real Submit, Poll and Deliver activities and clients against
+// fake providers of both protocols (model_net_test.go), one breaker and one semaphore stand-in across the tasks. After
+// each schedule:
 //   - a task ends with a result, a contract failure (captchaflow.Failure*) or the cancellation it was sent, by its
 //     deadlines plus its delivery bounds: a panic or an untyped error fails the schedule;
 //   - nothing that is not this run's provider code for a submission of the current solve is delivered as fresh;
 //   - no in.php or createTask request while a lost submission of the solve may still answer, or after a paid
 //     answer of the solve has arrived, or while another of its submissions is open;
-//   - while the semaphore runs undisturbed, never more provider tasks being solved than PROVIDER_THREADS;
+//   - while the semaphore runs undisturbed, never more provider tasks being solved than PROVIDER_THREADS, and its
+//     holder check never takes back the slot of a task that solves;
 //   - a token is offered to notify_url only while it lives, counted from when its answer arrived, and its
 //     received_at says when that was; one webhook-id per solve, retried until notify_url accepts it;
 //   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
@@ -160,6 +165,7 @@ type model struct {
 	hooks      []hook               // every delivery attempt as notify_url saw it, in order
 	deliverBad time.Duration        // delivery fails until this long after the start
 	canceled   bool
+	delivering bool      // CaptchaPhase is delivering on the server: a delivery began and the task has not asked since
 	ended      time.Time // when the task ended, with its result or error
 	result     interface{ Get(any) error }
 	err        error
@@ -506,6 +512,10 @@ func (s *schedule) mockSlots() {
 			s.sem.queue = append(s.sem.queue, slotAsk{key, ask.RunID})
 			s.grantNext(time.Duration(m.rng.IntN(40)) * time.Second)
 		}
+		if s.sem.held[key] && m.delivering { // a refresh's ask, granted at once: the holder check may land now
+			s.checkHolder(m, key)
+		}
+		m.delivering = false // the asking workflow task commits the queued upsert
 		s.logf("AcquireSlot %v ask %d: held %v, queued %d", key, s.sem.asked[key], s.sem.held, len(s.sem.queue))
 		return ticket, nil
 	})
@@ -520,6 +530,21 @@ func (s *schedule) mockSlots() {
 			s.grantNext(0)
 			return nil
 		})
+}
+
+// checkHolder is the semaphore's holder check (the real decision) landing while m's workflow task asks for key: the
+// server shows the phase m's last completed workflow task upserted, delivering, and this one under way. A slot
+// taken back from a task that solves is granted again to another.
+func (s *schedule) checkHolder(m *model, key modelSlot) {
+	desc := &client.WorkflowExecutionDescription{RawResponse: &workflowservice.DescribeWorkflowExecutionResponse{
+		PendingWorkflowTask: &workflowpb.PendingWorkflowTaskInfo{State: enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED}}}
+	desc.Status = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	desc.TypedSearchAttributes = temporal.NewSearchAttributes(captchaflow.PhaseKey.ValueSet(string(captchaflow.PhaseDelivering)))
+	if activities.SolveEnded(desc) {
+		s.fail("slot-kept", "%s: the holder check took back slot %v, granted to its refresh's ask, while it solves", m.wid, key)
+		delete(s.sem.held, key)
+		s.grantNext(0)
+	}
 }
 
 // grantNext grants the first queued request after d when a slot is free.
@@ -582,7 +607,7 @@ func (m *model) delivery(id string, body []byte) error {
 		m.fail("fresh-result", "delivery body: %v", err)
 	}
 	now := m.env.Now()
-	m.delivered = append(m.delivered, r)
+	m.delivered, m.delivering = append(m.delivered, r), true
 	m.hooks = append(m.hooks, hook{id: id, at: now, ok: now.Sub(m.epoch) >= m.deliverBad})
 	m.checkLive(r, now)
 	if !m.hooks[len(m.hooks)-1].ok {
