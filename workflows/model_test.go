@@ -56,20 +56,20 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 	captchaflow.PhasePolling: true, captchaflow.PhaseAwaitingBalance: true, captchaflow.PhaseDelivering: true}
 
 // TestSolveCaptchaModel is the model-based test: each seed draws a schedule of one to three tasks on one worker that
-// mixes every feature — lost answers (a reset connection or a gateway's 504 after the provider created the task),
-// 5xx, no-slot runs of minutes, zero balance, unsolvable answers, CapSolver's instant image answers, outages, pinned
-// and reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot
-// queueing with the semaphore lost mid-wait or checking its holders as a refresh asks, delivery failing until the token
-// expires, cancellation — and runs SolveCaptcha with the real Submit, Poll and Deliver activities and clients against
-// fake providers of both protocols (model_net_test.go), one breaker and one semaphore stand-in across the tasks. After
-// each schedule:
+// mixes every feature — lost answers (a reset connection or a gateway's 504 after the provider created the task), 5xx,
+// no-slot runs of minutes, zero balance, unsolvable answers, CapSolver's instant image answers, outages, pinned and
+// reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot
+// queueing with the semaphore lost mid-wait or checking its holders as a refresh asks, grants a reset reapplied,
+// delivery failing until the token expires, cancellation — and runs SolveCaptcha with the real Submit, Poll and Deliver
+// activities and clients against fake providers of both protocols (model_net_test.go), one breaker and one semaphore
+// stand-in across the tasks. After each schedule:
 //   - a task ends with a result, a contract failure (captchaflow.Failure*) or the cancellation it was sent, by its
 //     deadlines plus its delivery bounds: a panic or an untyped error fails the schedule;
 //   - nothing that is not this run's provider code for a submission of the current solve is delivered as fresh;
 //   - no in.php or createTask request while a lost submission of the solve may still answer, or after a paid
 //     answer of the solve has arrived, or while another of its submissions is open;
 //   - while the semaphore runs undisturbed, never more provider tasks being solved than PROVIDER_THREADS, and its
-//     holder check never takes back the slot of a task that solves;
+//     holder check never takes back the slot of a task that solves; every grant the task does not take goes back;
 //   - a token is offered to notify_url only while it lives, counted from when its answer arrived, and its
 //     received_at says when that was; one webhook-id per solve, retried until notify_url accepts it;
 //   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
@@ -331,6 +331,9 @@ func (s *schedule) run() {
 		m.checkDeliveries()
 		m.checkHooks(result)
 		m.checkPaid(result)
+		if s.sem.held[modelSlot{m.wid, reappliedSeq}] {
+			s.fail("slot-returned", "%s never sent back the grant a reset reapplied: its slot stays taken", m.wid)
+		}
 	}
 }
 
@@ -547,6 +550,27 @@ func (s *schedule) checkHolder(m *model, key modelSlot) {
 	}
 }
 
+// reappliedSeq is the request of an earlier run of a task's reset chain, granted after the reset point.
+const reappliedSeq = 99
+
+// reappliedGrant is a grant that an earlier run of the task's reset chain received after the reset point (reset of
+// a reset: the middle run's), reapplied by the server: the semaphore holds that request's slot until it comes back.
+func (m *model) reappliedGrant() {
+	if !m.ended.IsZero() || m.env.IsWorkflowCompleted() {
+		return
+	}
+	m.mu.Lock()
+	m.sem.held[modelSlot{m.wid, reappliedSeq}] = true
+	m.mu.Unlock()
+	m.logf("reapplied grant %s/%d of an earlier run", m.wid, reappliedSeq)
+	g := activities.SlotRequest{Seq: reappliedSeq, RunID: "a-middle-run", Semaphore: "sem"}
+	if m.env.SignalWorkflowByID(m.wid, activities.SlotGrantedSignal, g) != nil {
+		m.mu.Lock()
+		delete(m.sem.held, modelSlot{m.wid, reappliedSeq})
+		m.mu.Unlock()
+	}
+}
+
 // grantNext grants the first queued request after d when a slot is free.
 func (s *schedule) grantNext(d time.Duration) {
 	if len(s.sem.queue) == 0 || len(s.sem.held) >= s.settings.ProviderThreads {
@@ -640,6 +664,9 @@ func (m *model) scheduleNoise() {
 		at := time.Duration(m.rng.Int64N(horizon))
 		kind := pick(m.rng, map[string]int{"forged": 3, "earlier-run": 3, "earlier-run-unnamed": 2, "earlier-submission": 3, "hint": 3})
 		m.env.RegisterDelayedCallback(func() { m.sendNoise(kind) }, at)
+	}
+	if m.settings.ProviderThreads > 0 && m.rng.IntN(3) == 0 {
+		m.env.RegisterDelayedCallback(m.reappliedGrant, time.Duration(m.rng.Int64N(horizon)))
 	}
 	if m.rng.IntN(10) == 0 && len(m.solves) == 1 { // the test environment cancels only its root workflow
 		m.env.RegisterDelayedCallback(func() { m.logf("cancel"); m.canceled = true; m.env.CancelWorkflow() }, time.Duration(m.rng.Int64N(horizon)))
