@@ -144,19 +144,22 @@ func movedFrom(pin string, cands []*providers.Provider, b *providers.Breaker) er
 	return temporal.NewNonRetryableApplicationError("the slot's provider "+pin+" is skipped: admitting elsewhere", FailureProviderMoved, nil)
 }
 
-// CheckSlotHolders returns the holders whose workflow ID runs no run, or one delivering (its solve ended); one it
-// cannot describe is kept.
+// CheckSlotHolders returns the holders whose workflow ID runs no run, or whose solve ended; one it cannot describe is
+// kept.
 func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotRequest) (dead []SlotRequest, _ error) {
 	for _, h := range holders {
 		desc, err := activity.GetClient(ctx).DescribeWorkflow(ctx, h.WorkflowID, "")
-		ended := errors.As(err, new(*serviceerror.NotFound))
-		if err == nil {
-			phase, _ := desc.TypedSearchAttributes.GetKeyword(captchaflow.PhaseKey)
-			ended = desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING || phase == string(captchaflow.PhaseDelivering)
-		}
-		if ended {
+		if errors.As(err, new(*serviceerror.NotFound)) || err == nil && SolveEnded(desc) {
 			dead = append(dead, h)
 		}
 	}
 	return dead, nil
+}
+
+// SolveEnded tells whether a described task's solve ended: it does not run, or it is delivering with no workflow task
+// under way (a refresh asks in the workflow task that upserts queued: delivering shows until it completes).
+func SolveEnded(desc *client.WorkflowExecutionDescription) bool {
+	phase, _ := desc.TypedSearchAttributes.GetKeyword(captchaflow.PhaseKey)
+	return desc.Status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING ||
+		phase == string(captchaflow.PhaseDelivering) && desc.RawResponse.GetPendingWorkflowTask() == nil
 }

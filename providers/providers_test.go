@@ -53,6 +53,7 @@ providers:
     protocol: createtask
     flavor: deathbycaptcha
     api_key_env: SET_KEY
+    threads: 5001
   - name: x
     protocol: soap
     api_key_env: "not a var"
@@ -64,7 +65,7 @@ providers:
 	}
 	for _, want := range []string{
 		"providers[0].name", "providers[0].flavor: only for protocol createtask", "providers[0].base_url: required",
-		"providers[0].api_key_env: MISSING_KEY is not set", "providers[1].flavor: must be one of",
+		"providers[0].api_key_env: MISSING_KEY is not set", "providers[1].flavor: must be one of", "providers[1].threads: must be from 0 to 5000",
 		"providers[2].protocol", "providers[2].api_key_env: must be an environment variable", "providers[2].threads",
 		`providers[2].name: "x" is used twice`,
 	} {

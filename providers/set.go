@@ -104,6 +104,9 @@ func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 
 const ProtocolInPHP, ProtocolCreateTask = "inphp", "createtask"
 
+// MaxThreads bounds a plan: its semaphore carries every holder across continue-as-new, under Temporal's 2 MB limit.
+const MaxThreads = 5000
+
 // File is PROVIDERS_FILE: the routing policy and its knobs, and the providers, in order of preference.
 type File struct {
 	Routing           string   `yaml:"routing"`
@@ -152,7 +155,7 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 		bad(key == "", "api_key_env", "required: the name of the environment variable holding the key (never the key itself)")
 		bad(key != "" && !envName.MatchString(key), "api_key_env", "must be an environment variable's name")
 		bad(envName.MatchString(key) && strings.TrimSpace(getenv(key)) == "", "api_key_env", key+" is not set or empty")
-		bad(s.Threads < 0, "threads", "must not be negative")
+		bad(s.Threads < 0 || s.Threads > MaxThreads, "threads", fmt.Sprint("must be from 0 to ", MaxThreads))
 		bad(s.PollIntervalSeconds < 0, "poll_interval_seconds", "must not be negative")
 		for m, v := range s.PricePer1000 {
 			bad(!(v >= 0 && v < 1e6), "price_per_1000."+m, "must be a number of USD from 0 to 1000000")

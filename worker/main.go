@@ -274,7 +274,8 @@ func checkSettings(cfg config.Worker) error {
 		cfg.ProviderBalanceInterval, MinBalanceInterval)
 	low := cfg.ProviderBalanceLow
 	check(low < 0 || math.IsNaN(low) || math.IsInf(low, 0), "PROVIDER_BALANCE_LOW: %v is not a balance (>= 0; 0 = no low-balance alert)", low)
-	check(cfg.ProviderThreads < 0, "PROVIDER_THREADS: %d is negative (0 or unset turns admission control off)", cfg.ProviderThreads)
+	check(cfg.ProviderThreads < 0 || cfg.ProviderThreads > providers.MaxThreads, "PROVIDER_THREADS: %d is outside [0, %d] (0 or unset "+
+		"turns admission control off)", cfg.ProviderThreads, providers.MaxThreads)
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
 		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
 			"the plans; unset it and set threads in %s", cfg.ProvidersFile)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/captchaflow/captchaflow/internal/config"
+	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/workflows"
 )
 
@@ -113,6 +114,8 @@ func TestCheckSettingsProviderThreads(t *testing.T) {
 	err := checkSettings(cfg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "PROVIDER_THREADS")
+	cfg.ProviderThreads = providers.MaxThreads + 1 // its semaphore could not carry its holders across continue-as-new
+	assert.ErrorContains(t, checkSettings(cfg), "PROVIDER_THREADS: 5001 is outside [0, 5000]")
 }
 
 func TestCheckSettingsRoutingBounds(t *testing.T) {

@@ -25,6 +25,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
@@ -53,18 +56,20 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 	captchaflow.PhasePolling: true, captchaflow.PhaseAwaitingBalance: true, captchaflow.PhaseDelivering: true}
 
 // TestSolveCaptchaModel is the model-based test: each seed draws a schedule of one to three tasks on one worker that
-// mixes every feature — lost answers (a reset connection or a gateway's 504 after the provider created the task),
-// 5xx, no-slot runs of minutes, zero balance, unsolvable answers, CapSolver's instant image answers, outages, pinned
-// and reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints,
-// slot queueing with the semaphore lost mid-wait, delivery failing until the token expires, cancellation — and runs
-// SolveCaptcha with the real Submit, Poll and Deliver activities and clients against fake providers of both
-// protocols (model_net_test.go), one breaker and one semaphore stand-in across the tasks. After each schedule:
+// mixes every feature — lost answers (a reset connection or a gateway's 504 after the provider created the task), 5xx,
+// no-slot runs of minutes, zero balance, unsolvable answers, CapSolver's instant image answers, outages, pinned and
+// reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot
+// queueing with the semaphore lost mid-wait or checking its holders as a refresh asks, grants a reset reapplied,
+// delivery failing until the token expires, cancellation — and runs SolveCaptcha with the real Submit, Poll and Deliver
+// activities and clients against fake providers of both protocols (model_net_test.go), one breaker and one semaphore
+// stand-in across the tasks. After each schedule:
 //   - a task ends with a result, a contract failure (captchaflow.Failure*) or the cancellation it was sent, by its
 //     deadlines plus its delivery bounds: a panic or an untyped error fails the schedule;
 //   - nothing that is not this run's provider code for a submission of the current solve is delivered as fresh;
 //   - no in.php or createTask request while a lost submission of the solve may still answer, or after a paid
 //     answer of the solve has arrived, or while another of its submissions is open;
-//   - while the semaphore runs undisturbed, never more provider tasks being solved than PROVIDER_THREADS;
+//   - while the semaphore runs undisturbed, never more provider tasks being solved than PROVIDER_THREADS, and its
+//     holder check never takes back the slot of a task that solves; every grant the task does not take goes back;
 //   - a token is offered to notify_url only while it lives, counted from when its answer arrived, and its
 //     received_at says when that was; one webhook-id per solve, retried until notify_url accepts it;
 //   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
@@ -169,6 +174,7 @@ type model struct {
 	deliverBad  time.Duration        // delivery fails until this long after the start
 	canceled    bool
 	refused     []string  // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
+	delivering  bool      // CaptchaPhase is delivering on the server: a delivery began and the task has not asked since
 	keyRefused  bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
 	ended       time.Time // when the task ended, with its result or error
 	result      interface{ Get(any) error }
@@ -341,6 +347,9 @@ func (s *schedule) run() {
 		m.checkHooks(result)
 		m.checkPaid(result)
 		m.checkPriced()
+		if s.sem.held[modelSlot{m.wid, reappliedSeq}] {
+			s.fail("slot-returned", "%s never sent back the grant a reset reapplied: its slot stays taken", m.wid)
+		}
 	}
 }
 
@@ -544,6 +553,10 @@ func (s *schedule) mockSlots() {
 			s.sem.queue = append(s.sem.queue, slotAsk{key, ask.RunID})
 			s.grantNext(time.Duration(m.rng.IntN(40)) * time.Second)
 		}
+		if s.sem.held[key] && m.delivering { // a refresh's ask, granted at once: the holder check may land now
+			s.checkHolder(m, key)
+		}
+		m.delivering = false // the asking workflow task commits the queued upsert
 		s.logf("AcquireSlot %v ask %d: held %v, queued %d", key, s.sem.asked[key], s.sem.held, len(s.sem.queue))
 		return ticket, nil
 	})
@@ -558,6 +571,42 @@ func (s *schedule) mockSlots() {
 			s.grantNext(0)
 			return nil
 		})
+}
+
+// checkHolder is the semaphore's holder check (the real decision) landing while m's workflow task asks for key: the
+// server shows the phase m's last completed workflow task upserted, delivering, and this one under way. A slot
+// taken back from a task that solves is granted again to another.
+func (s *schedule) checkHolder(m *model, key modelSlot) {
+	desc := &client.WorkflowExecutionDescription{RawResponse: &workflowservice.DescribeWorkflowExecutionResponse{
+		PendingWorkflowTask: &workflowpb.PendingWorkflowTaskInfo{State: enumspb.PENDING_WORKFLOW_TASK_STATE_STARTED}}}
+	desc.Status = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	desc.TypedSearchAttributes = temporal.NewSearchAttributes(captchaflow.PhaseKey.ValueSet(string(captchaflow.PhaseDelivering)))
+	if activities.SolveEnded(desc) {
+		s.fail("slot-kept", "%s: the holder check took back slot %v, granted to its refresh's ask, while it solves", m.wid, key)
+		delete(s.sem.held, key)
+		s.grantNext(0)
+	}
+}
+
+// reappliedSeq is the request of an earlier run of a task's reset chain, granted after the reset point.
+const reappliedSeq = 99
+
+// reappliedGrant is a grant that an earlier run of the task's reset chain received after the reset point (reset of
+// a reset: the middle run's), reapplied by the server: the semaphore holds that request's slot until it comes back.
+func (m *model) reappliedGrant() {
+	if !m.ended.IsZero() || m.env.IsWorkflowCompleted() {
+		return
+	}
+	m.mu.Lock()
+	m.sem.held[modelSlot{m.wid, reappliedSeq}] = true
+	m.mu.Unlock()
+	m.logf("reapplied grant %s/%d of an earlier run", m.wid, reappliedSeq)
+	g := activities.SlotRequest{Seq: reappliedSeq, RunID: "a-middle-run", Semaphore: "sem"}
+	if m.env.SignalWorkflowByID(m.wid, activities.SlotGrantedSignal, g) != nil {
+		m.mu.Lock()
+		delete(m.sem.held, modelSlot{m.wid, reappliedSeq})
+		m.mu.Unlock()
+	}
 }
 
 // grantNext grants the first queued request after d when a slot is free.
@@ -620,7 +669,7 @@ func (m *model) delivery(id string, body []byte) error {
 		m.fail("fresh-result", "delivery body: %v", err)
 	}
 	now, r := m.env.Now(), m.named(r)
-	m.delivered = append(m.delivered, r)
+	m.delivered, m.delivering = append(m.delivered, r), true
 	m.hooks = append(m.hooks, hook{id: id, at: now, ok: now.Sub(m.epoch) >= m.deliverBad})
 	m.checkLive(r, now)
 	if !m.hooks[len(m.hooks)-1].ok {
@@ -664,6 +713,9 @@ func (m *model) scheduleNoise() {
 		at := time.Duration(m.rng.Int64N(horizon))
 		kind := pick(m.rng, map[string]int{"forged": 3, "earlier-run": 3, "earlier-run-unnamed": 2, "earlier-submission": 3, "hint": 3})
 		m.env.RegisterDelayedCallback(func() { m.sendNoise(kind) }, at)
+	}
+	if m.settings.ProviderThreads > 0 && m.rng.IntN(3) == 0 {
+		m.env.RegisterDelayedCallback(m.reappliedGrant, time.Duration(m.rng.Int64N(horizon)))
 	}
 	if m.rng.IntN(10) == 0 && len(m.solves) == 1 { // the test environment cancels only its root workflow
 		m.env.RegisterDelayedCallback(func() { m.logf("cancel"); m.canceled = true; m.env.CancelWorkflow() }, time.Duration(m.rng.Int64N(horizon)))

@@ -211,15 +211,16 @@ func TestNoSlotsWhenProviderThreadsUnset(t *testing.T) {
 	env.AssertActivityNotCalled(t, activities.AcquireSlotName, mock.Anything, mock.Anything)
 }
 
-// A grant for another run is not taken; the slot is held, with no renewal, while the submission lasts.
-func TestGrantForAnotherRunIsNotTaken(t *testing.T) {
+// A grant naming no run is not taken (one that reaches a run names a run of its reset chain: a targeted signal, or
+// one a reset reapplied); the slot is held, with no renewal, while the submission lasts.
+func TestGrantNamingNoRunIsNotTaken(t *testing.T) {
 	e := newSlotEnv(t)
 	e.submits("111")
 	e.env.RegisterDelayedCallback(func() {
-		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotRequest{Seq: 1, RunID: "another-run", Semaphore: testSemaphore})
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotRequest{Seq: 1, Semaphore: testSemaphore})
 	}, time.Second)
 	e.env.RegisterDelayedCallback(func() {
-		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "another run's grant is not this task's")
+		assert.Equal(t, captchaflow.PhaseQueued, e.status().Phase, "a grant naming no run is not this task's")
 	}, 2*time.Second)
 	e.grantAt(3*time.Second, 1)
 	e.env.RegisterDelayedCallback(func() {
@@ -230,6 +231,27 @@ func TestGrantForAnotherRunIsNotTaken(t *testing.T) {
 	require.NoError(t, e.env.GetWorkflowError())
 	assert.Len(t, e.acquired, 1, "granted before the first re-ask; holding asks nothing")
 	assert.Len(t, e.released, 1)
+}
+
+// A reset run gets the grants its chain's earlier runs received after the reset point (the server reapplies them),
+// naming runs its history may not hold: a stray one is sent back whatever run this is, so that a run reset from
+// this one, replaying it under another run ID, sends it back too (tests/threads_reset_twice_e2e_test.go).
+func TestStrayGrantOfAnEarlierRunIsSentBack(t *testing.T) {
+	e := newSlotEnv(t)
+	e.submits("111")
+	e.grantAt(time.Second, 1)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(activities.SlotGrantedSignal, activities.SlotRequest{Seq: 7, RunID: "middle-run", Semaphore: testSemaphore})
+	}, 5*time.Second)
+	e.env.RegisterDelayedCallback(func() {
+		e.env.SignalWorkflow(captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", Authenticated: true, RunID: testRunID, Submission: 1})
+	}, 10*time.Second)
+	e.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+
+	require.NoError(t, e.env.GetWorkflowError())
+	require.Len(t, e.released, 2, "the stray grant and the submission's slot")
+	assert.Equal(t, 7, e.released[0].Seq)
+	assert.Equal(t, 1, e.released[1].Seq)
 }
 
 // Submit is pinned to the ticket's provider; when it would move (that provider's circuit opened), the slot goes back

@@ -21,6 +21,10 @@ const MetricSlotsOverPlan = "captchaflow_provider_slots_over_plan_total"
 // semaphoreMaxEvents: the semaphore continues as new past it (Temporal suggests 4 K events, warns at 10 K).
 var semaphoreMaxEvents = 4000
 
+// semaphoreMaxCarried bounds the asks continue-as-new carries (275 bytes each at most: 1.6 MB, under the 2 MB payload
+// limit past which the server terminates the run); holders are at most providers.MaxThreads.
+const semaphoreMaxCarried = 6000
+
 // StartThreadsWorker serves taskQueue's semaphores on their own task queue when acts has a plan (stop is never nil).
 func StartThreadsWorker(c client.Client, taskQueue string, o worker.Options, acts *activities.Activities) (stop func(), err error) {
 	if activities.PlannedThreads(acts) == 0 {
@@ -74,6 +78,7 @@ func ProviderThreads(ctx workflow.Context, st activities.SemaphoreState) error {
 				return err
 			}
 			s.drain(ctx, acquire, release)
+			s.Queue = s.Queue[:min(len(s.Queue), max(0, semaphoreMaxCarried-len(s.Holders)))] // the rest ask again (tickets name this run)
 			return workflow.NewContinueAsNewError(ctx, activities.ThreadsWorkflowType, s.SemaphoreState)
 		}
 		sel := workflow.NewSelector(ctx)

@@ -13,8 +13,10 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // semEnv runs the semaphore alone; its grants are recorded (those to a run in gone fail), and end() makes it
@@ -158,4 +160,56 @@ func TestSemaphoreCarriesHoldersAndQueueOn(t *testing.T) {
 	assert.Empty(t, e.grants)
 	assert.Equal(t, []activities.SlotRequest{ask("a", 1, "r")}, next.Holders)
 	assert.Equal(t, []activities.SlotRequest{ask("b", 1, "r2"), ask("c", 1, "r1")}, next.Queue)
+}
+
+// blobLimit is Temporal's limit.blobSize.error: a continue-as-new whose input Payloads is larger terminates the run
+// (WORKFLOW_TASK_FAILED_CAUSE_BAD_CONTINUE_AS_NEW_ATTRIBUTES), losing every holder and queued ask.
+const blobLimit = 2 * 1024 * 1024
+
+// longestAsks are n asks of the longest workflow IDs a task accepts (200 characters), each with a run ID.
+func longestAsks(n int) []activities.SlotRequest {
+	out := make([]activities.SlotRequest, n)
+	for i := range out {
+		id := fmt.Sprintf("%0200d", i)
+		out[i] = ask(id, 1, fmt.Sprintf("0199a3c2-7d4e-7b1a-9f3e-%012d", i))
+	}
+	return out
+}
+
+func payloadSize(t *testing.T, st activities.SemaphoreState) int {
+	p, err := converter.GetDefaultDataConverter().ToPayloads(st)
+	require.NoError(t, err)
+	return proto.Size(p)
+}
+
+// With thousands of tasks queued behind one provider's plan, what the semaphore carries across continue-as-new stays
+// under the blob limit: every holder, and the longest waiting asks in order (the others ask again, as their ticket
+// names the run that ended, and queue again).
+func TestSemaphoreContinueAsNewStaysUnderTheBlobLimit(t *testing.T) {
+	per := payloadSize(t, activities.SemaphoreState{Queue: longestAsks(2)}) - payloadSize(t, activities.SemaphoreState{Queue: longestAsks(1)})
+	crossing := func(holders int) int { // the fewest queued asks whose state passes the limit
+		n := 1
+		for payloadSize(t, activities.SemaphoreState{Plan: holders, Holders: longestAsks(holders), Queue: longestAsks(n)}) <= blobLimit {
+			n += 100
+		}
+		for payloadSize(t, activities.SemaphoreState{Plan: holders, Holders: longestAsks(holders), Queue: longestAsks(n - 1)}) > blobLimit {
+			n--
+		}
+		return n
+	}
+	over := crossing(50) - 1
+	t.Logf("%d bytes an ask: %d queued asks pass the %d-byte limit alone, %d behind 50 holders", per, crossing(0), blobLimit, over+1)
+
+	e := newSemEnv(t)
+	queued := longestAsks(50 + over + 1000)
+	next := e.run(activities.SemaphoreState{Plan: 50, Holders: queued[:50], Queue: queued[50:]}, 2*time.Second)
+
+	size := payloadSize(t, next)
+	assert.LessOrEqual(t, size, blobLimit, "continue-as-new carries %d holders and %d queued asks", len(next.Holders), len(next.Queue))
+	assert.Equal(t, queued[:50], next.Holders, "every holder carried")
+	assert.Equal(t, queued[50:50+len(next.Queue)], next.Queue, "the longest waiting carried, in order")
+	assert.Greater(t, len(next.Queue), over/2, "most of what fits is carried")
+	most := activities.SemaphoreState{Plan: providers.MaxThreads, Holders: longestAsks(providers.MaxThreads),
+		Queue: longestAsks(max(0, semaphoreMaxCarried-providers.MaxThreads))}
+	assert.LessOrEqual(t, payloadSize(t, most), blobLimit, "the largest plan's holders and its queue fit")
 }
