@@ -28,6 +28,7 @@ type fakeProvider struct {
 	flavor    providers.Flavor
 	srv       *httptest.Server
 	busyUntil time.Time // answers no-slot until then: Submit then takes minutes of retries
+	badSince  time.Time // since when its answers were only 5xx pages or lost: the breaker's evidence of an outage
 	lacks     bool      // refuses reCAPTCHA tasks: ERROR_TASK_NOT_SUPPORTED (createTask), ERROR_NO_SUCH_METHOD (in.php)
 }
 
@@ -171,6 +172,11 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool, action 
 		m.checkPlan()
 	case answer == "config":
 		m.keyRefused = true
+	}
+	if bad := answer == "504" || answer == "500" || answer == "reset"; !bad {
+		p.badSince = time.Time{}
+	} else if p.badSince.IsZero() {
+		p.badSince = now
 	}
 	m.logf("%s at %q -> %s %v", map[bool]string{true: "createTask", false: "in.php"}[p.flavor != ""], p.name, answer, task)
 	return answer, task

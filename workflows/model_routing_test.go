@@ -103,6 +103,11 @@ func (s *schedule) down(provider string) (bool, time.Duration) {
 	if !ok || now < o.from || (o.until != 0 && now >= o.until) {
 		return false, 0
 	}
+	for _, p := range s.fakes { // a gateway's 5xx just before the outage is the breaker's evidence too
+		if p.name == provider && !p.badSince.IsZero() {
+			return true, max(now-o.from, s.env.Now().Sub(p.badSince))
+		}
+	}
 	return true, now - o.from
 }
 
