@@ -45,6 +45,7 @@ type SubmitResult struct {
 	PriceUSD               float64            `json:"price_usd,omitempty"`                // what it costs at PROVIDERS_FILE's price
 	Refunds                bool               `json:"refunds,omitempty"`                  // unless it ends unsolvable
 	Route                  *captchaflow.Route `json:"route,omitempty"`                    // why it went to Provider (routing: scored)
+	ReceivedAt             time.Time          `json:"received_at,omitzero"`               // when Code came (gotAt)
 }
 
 // LostDetails are a FailureSubmitOutcomeUnknown's: where the submission went, and after how long it may be given up.
@@ -167,7 +168,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
-			PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds,
+			PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds, ReceivedAt: gotAt(code),
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
 	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
 		a.countSubmission(ctx, p.Name, "lost")
@@ -182,6 +183,14 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		return SubmitResult{}, transientError(ctx, err, FailureProviderZeroBalance), next
 	}
 	return SubmitResult{}, providerError(ctx, err), next
+}
+
+// gotAt is when this worker got code (zero: no code): the workflow's received_at, held within its own clock.
+func gotAt(code string) time.Time {
+	if code == "" {
+		return time.Time{}
+	}
+	return time.Now().UTC()
 }
 
 // routedName is p's name as results, pingback URLs and metrics carry it: "" on a worker without PROVIDERS_FILE.
@@ -201,8 +210,9 @@ type PollRequest struct {
 
 // PollResult is the solved code.
 type PollResult struct {
-	Code    string  `json:"code"`
-	CostUSD float64 `json:"cost_usd,omitempty"` // what the provider's answer says the solve cost (0: not said)
+	Code       string    `json:"code"`
+	CostUSD    float64   `json:"cost_usd,omitempty"`   // what the provider's answer says the solve cost (0: not said)
+	ReceivedAt time.Time `json:"received_at,omitzero"` // gotAt: a workflow task that runs late moves no token's life
 }
 
 // Poll makes exactly one result request; not ready is a retryable NotReady error the retry policy spaces.
@@ -233,7 +243,7 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	a.countAnswer(ctx, p, "get", err)
 	switch {
 	case err == nil:
-		return PollResult{Code: code, CostUSD: cost}, nil
+		return PollResult{Code: code, CostUSD: cost, ReceivedAt: gotAt(code)}, nil
 	case req.GiveUp && breaker.GivenUp(p.Name): // always asked first: the provider holds the paid code
 		a.countSubmission(ctx, p.Name, "abandoned")
 		return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",

@@ -247,7 +247,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	s.learnID(ctx, sub, r.ProviderTaskID, subWaiting)
 	if r.Code != "" {
 		return s.solvedBy(sub, captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: r.Code,
-			Via: captchaflow.ViaSubmit, ReceivedAt: workflow.Now(ctx)})
+			Via: captchaflow.ViaSubmit, ReceivedAt: heldAt(ctx, sub, r.ReceivedAt)})
 	}
 	return s.awaitCode(ctx, sub)
 }
