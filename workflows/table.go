@@ -83,20 +83,6 @@ func (sub *submission) solved(code string, via captchaflow.Via, receivedAt time.
 		Code: code, Via: via, ReceivedAt: receivedAt}})
 }
 
-// heldAt is when sub's code came: at, the stamp of the activity or ingress that got it (zero from an older one: now),
-// held between sub's submission and this workflow task, so a skewed clock cannot move a token's life.
-func heldAt(ctx workflow.Context, sub *submission, at time.Time) time.Time {
-	switch now := workflow.Now(ctx); {
-	case at.IsZero():
-		return now
-	case at.After(now) && quirksFixed(ctx): // a callback's stamp in a history from before the hold keeps its value
-		return now
-	case at.Before(sub.SubmittedAt) && quirksFixed(ctx):
-		return sub.SubmittedAt
-	}
-	return at
-}
-
 // table is the run's submissions, oldest first.
 type table struct {
 	runID string
@@ -177,6 +163,9 @@ func (s *solver) sleep(ctx workflow.Context, d time.Duration) error {
 
 // routeCallback files cb under the submission its pingback URL names.
 func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
+	if cb.ReceivedAt.IsZero() { // an ingress that does not stamp it: this workflow task is the best we know
+		cb.ReceivedAt = workflow.Now(ctx)
+	}
 	t := &s.table
 	stale := func(why string) {
 		s.logger.Info("callback ignored: "+why, "CallbackProviderTaskID", cb.ProviderTaskID,
@@ -185,7 +174,6 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 	var sub *submission
 	if cb.Submission > 0 && cb.Submission <= len(t.subs) {
 		sub = t.subs[cb.Submission-1]
-		cb.ReceivedAt = heldAt(ctx, sub, cb.ReceivedAt)
 	}
 	switch cur := t.current(); {
 	case cb.RunID != "" && cb.RunID != t.runID:
@@ -306,7 +294,7 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 		switch o := s.classify(err); {
 		case err == nil:
 			sub.price = cmp.Or(r.CostUSD, sub.price) // the provider's own figure wins
-			sub.solved(r.Code, via, heldAt(ctx, sub, r.ReceivedAt))
+			sub.solved(r.Code, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx))) // unstamped: an older worker's
 		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
 			sub.file(outcome{kind: outGaveUp})
 		case via == captchaflow.ViaPoll || o.kind == outResubmit:
