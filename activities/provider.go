@@ -185,7 +185,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	return SubmitResult{}, providerError(ctx, err), next
 }
 
-// gotAt is when this worker got code (zero: no code): the workflow's received_at, held within its own clock.
+// gotAt is when this worker got code (zero without one): its received_at, which the workflow holds within its clock.
 func gotAt(code string) time.Time {
 	if code == "" {
 		return time.Time{}
