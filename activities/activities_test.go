@@ -281,3 +281,38 @@ func (s *ActivitiesSuite) TestInvalidProviderAnswersAreNonRetryableProviderUnkno
 		s.Contains(appErr.Error(), providers.ErrInvalidAnswer.Error())
 	}
 }
+
+// instantProvider answers a submission with its code, as CapSolver does an image task.
+type instantProvider struct{ *fakeProvider }
+
+func (p instantProvider) Submit(context.Context, string, map[string]string, string) (string, string, error) {
+	return "7300000002", "IMAGE-TEXT", nil
+}
+
+// TestCodesAreStampedWhenTheWorkerGotThem: Poll's code and a code in the Submit answer carry when this worker got
+// them (the workflow's received_at, whenever its workflow task runs); an answer without a code carries no stamp.
+func (s *ActivitiesSuite) TestCodesAreStampedWhenTheWorkerGotThem() {
+	before := time.Now()
+	v, err := s.env.ExecuteActivity(s.acts.Poll, PollRequest{ProviderTaskID: "7300000001"})
+	s.Require().NoError(err)
+	var polled PollResult
+	s.Require().NoError(v.Get(&polled))
+	v, err = s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{"a": "b"}, RunID: "r", Submission: 1})
+	s.Require().NoError(err)
+	var accepted SubmitResult
+	s.Require().NoError(v.Get(&accepted))
+	s.acts.Provider = instantProvider{s.provider}
+	v, err = s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "base64", Params: map[string]string{"body": "aGk="}, RunID: "r", Submission: 2})
+	s.Require().NoError(err)
+	var instant SubmitResult
+	s.Require().NoError(v.Get(&instant))
+	after := time.Now()
+
+	for what, at := range map[string]time.Time{"poll": polled.ReceivedAt, "instant answer": instant.ReceivedAt} {
+		s.False(at.Before(before) || at.After(after), "%s stamped %v, not between %v and %v", what, at, before, after)
+	}
+	s.Equal("IMAGE-TEXT", instant.Code)
+	s.True(accepted.ReceivedAt.IsZero(), "an answer without a code is not stamped")
+	js, _ := json.Marshal(accepted)
+	s.NotContains(string(js), "received_at")
+}

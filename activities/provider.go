@@ -46,6 +46,7 @@ type SubmitResult struct {
 	Refunds                bool               `json:"refunds,omitempty"`                  // unless it ends unsolvable
 	Route                  *captchaflow.Route `json:"route,omitempty"`                    // why it went to Provider (routing: scored)
 	RunID                  string             `json:"run_id,omitempty"`                   // the run its pingback URL names
+	ReceivedAt             time.Time          `json:"received_at,omitzero"`               // when Code came (gotAt)
 }
 
 // LostDetails are a FailureSubmitOutcomeUnknown's (and a FailureProviderUnsupported's): where the submission went,
@@ -178,7 +179,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
-			PriceUSD: lost.PriceUSD, Refunds: lost.Refunds, RunID: req.RunID,
+			PriceUSD: lost.PriceUSD, Refunds: lost.Refunds, RunID: req.RunID, ReceivedAt: gotAt(code),
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
 	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
 		a.countSubmission(ctx, p.Name, "lost")
@@ -211,6 +212,14 @@ func (a *Activities) unsupported(ctx context.Context, name string, req SubmitReq
 	return temporal.NewNonRetryableApplicationError(err.Error(), FailureProviderUnsupported, nil, lost)
 }
 
+// gotAt is when this worker got code (zero without one): its received_at, which the workflow holds within its clock.
+func gotAt(code string) time.Time {
+	if code == "" {
+		return time.Time{}
+	}
+	return time.Now().UTC()
+}
+
 // routedName is p's name as results, pingback URLs and metrics carry it: "" on a worker without PROVIDERS_FILE.
 func (a *Activities) routedName(p *providers.Provider) string {
 	if !a.set().Routed {
@@ -228,8 +237,9 @@ type PollRequest struct {
 
 // PollResult is the solved code.
 type PollResult struct {
-	Code    string  `json:"code"`
-	CostUSD float64 `json:"cost_usd,omitempty"` // what the provider's answer says the solve cost (0: not said)
+	Code       string    `json:"code"`
+	CostUSD    float64   `json:"cost_usd,omitempty"`   // what the provider's answer says the solve cost (0: not said)
+	ReceivedAt time.Time `json:"received_at,omitzero"` // gotAt: a workflow task that runs late moves no token's life
 }
 
 // Poll makes exactly one result request; not ready is a retryable NotReady error the retry policy spaces.
@@ -260,7 +270,7 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	a.countAnswer(ctx, p, "get", err)
 	switch {
 	case err == nil:
-		return PollResult{Code: code, CostUSD: cost}, nil
+		return PollResult{Code: code, CostUSD: cost, ReceivedAt: gotAt(code)}, nil
 	case req.GiveUp && breaker.GivenUp(p.Name): // always asked first: the provider holds the paid code
 		a.countSubmission(ctx, p.Name, "abandoned")
 		return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",

@@ -73,7 +73,8 @@ func TestRecordHistories(t *testing.T) {
 		ids = append(ids, tr.ID)
 	}
 	replayLive(t, s, ids...)
-	recordings := map[string]string{"untokened-hint-confirmed": unauth.ID, "callback-path-named-url": callback.ID}
+	recordings := map[string]string{"untokened-hint-confirmed": unauth.ID, "callback-path-named-url": callback.ID,
+		"poll-path-stamped": poll.ID} // Poll's result says when the worker got the code (issue 29)
 	for _, tr := range recorded {
 		recordings[tr.Kind] = tr.ID
 	}

@@ -230,8 +230,8 @@ func (s *schedule) lookup(p *fakeProvider, id string) *providerTask {
 		if task.instant {
 			s.fail("polls-its-provider", "Poll asked for %s, whose code came with the Submit result", id)
 		}
-		if !s.env.Now().Before(task.solveAt) && !task.unsolvable {
-			s.arrive(task)
+		if now := s.providerNow(); !now.Before(task.solveAt) && !task.unsolvable {
+			s.arrive(task, now)
 		}
 		return task
 	}
@@ -240,7 +240,7 @@ func (s *schedule) lookup(p *fakeProvider, id string) *providerTask {
 
 func (s *schedule) answerResult(w http.ResponseWriter, p *fakeProvider, task *providerTask) {
 	s.mu.Lock()
-	ready := task != nil && !s.env.Now().Before(task.solveAt)
+	ready := task != nil && !s.providerNow().Before(task.solveAt)
 	s.mu.Unlock()
 	switch {
 	case task == nil && p.flavor == "":

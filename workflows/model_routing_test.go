@@ -384,7 +384,7 @@ func (s *schedule) abandoned(task *providerTask, now time.Time) bool {
 // checkNoSubmitWhileOpen: before the first delivery, a new submission comes only once every earlier accepted one of
 // the same solve has said it is unsolvable or was given up: never two open submissions (at one provider or two).
 func (m *model) checkNoSubmitWhileOpen() {
-	if len(m.delivered) > 0 {
+	if len(m.delivered) > 0 || m.diedUnseen(m.env.Now()) {
 		return
 	}
 	now := m.env.Now()
@@ -419,8 +419,8 @@ func (m *model) checkUnsupported(err error) {
 }
 
 func (s *schedule) describe() string {
-	d := fmt.Sprintf("providers %v give-up %v outages %v lack reCAPTCHA %v PROVIDER_THREADS %d", s.routing.names, s.routing.giveUp,
-		s.routing.outages, s.routing.lacks, s.settings.ProviderThreads)
+	d := fmt.Sprintf("providers %v give-up %v outages %v lack reCAPTCHA %v PROVIDER_THREADS %d workflow tasks late %v clocks ahead %v",
+		s.routing.names, s.routing.giveUp, s.routing.outages, s.routing.lacks, s.settings.ProviderThreads, s.backlog, s.ahead)
 	for _, m := range s.solves {
 		d += fmt.Sprintf("\n%s: %+v", m.wid, m.in)
 	}
@@ -435,6 +435,8 @@ func (s *schedule) cover(covered map[string]int) {
 	if len(s.solves) > 1 {
 		covered["tasks-sharing-a-worker"]++
 	}
+	covered["workflow-tasks-late"] += min(int(s.backlog), 1)
+	covered["stamping-clocks-ahead"] += min(int(s.ahead), 1)
 	for reason, n := range s.routing.reasons {
 		covered["route:"+reason] += n
 	}

@@ -60,7 +60,8 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 // no-slot runs of minutes, zero balance, unsolvable answers, CapSolver's instant image answers, outages, pinned and
 // reordered providers, duplicate, late, forged, earlier-run and earlier-submission callbacks, untokened hints, slot
 // queueing with the semaphore lost mid-wait or checking its holders as a refresh asks, grants a reset reapplied,
-// delivery failing until the token expires, cancellation — and runs SolveCaptcha with the real Submit, Poll and Deliver
+// delivery failing until the token expires, cancellation, workflow tasks running up to two minutes behind the worker
+// and ingress, clocks that stamp codes ahead — and runs SolveCaptcha with the real Submit, Poll and Deliver
 // activities and clients against fake providers of both protocols (model_net_test.go), one breaker and one semaphore
 // stand-in across the tasks. After each schedule:
 //   - a task ends with a result, a contract failure (captchaflow.Failure*) or the cancellation it was sent, by its
@@ -70,10 +71,12 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     answer of the solve has arrived, or while another of its submissions is open;
 //   - while the semaphore runs undisturbed, never more provider tasks being solved than PROVIDER_THREADS, and its
 //     holder check never takes back the slot of a task that solves; every grant the task does not take goes back;
-//   - a token is offered to notify_url only while it lives, counted from when its answer arrived, and its
-//     received_at says when that was; one webhook-id per solve, retried until notify_url accepts it;
+//   - a token is offered to notify_url only while it lives, counted from when its answer arrived; one webhook-id
+//     per solve, retried until notify_url accepts it;
+//   - the result's and every delivery's received_at is within a second of when the worker or the ingress got the
+//     code, though workflow tasks run up to two minutes late (a backlog) or the stamping clocks run ahead;
 //   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
-//     its provider given up, its answer too late;
+//     dead before a backlogged workflow task saw it, its provider given up, its answer too late;
 //   - a provider is given up only while it is unreachable, and has been for PROVIDER_GIVE_UP;
 //   - a task fails with ProviderConfig only if no provider it may use takes its task type (or its key was refused);
 //   - whenever a lone task waits in a searchable phase, CaptchaPhase says the same as the status query;
@@ -141,6 +144,9 @@ type schedule struct {
 	env      *testsuite.TestWorkflowEnvironment
 	settings Settings
 	epoch    time.Time
+	// backlog: the workflow sees a poll's answer or a callback this long after the worker or ingress got it (its
+	// tasks run late); ahead: in schedules without one, the clocks that stamp a code run this far ahead.
+	backlog, ahead time.Duration
 
 	mu          sync.Mutex
 	solves      []*model // the schedule's tasks, each a SolveCaptcha run (children of modelTasks when several)
@@ -214,6 +220,11 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 		s.settings.ProviderThreads = 1 + s.rng.IntN(2)
 	}
 	s.drawRouting()
+	if draw := s.rng.IntN(8); draw < 2 {
+		s.backlog = time.Duration(1+s.rng.IntN(120)) * time.Second
+	} else if draw == 2 {
+		s.ahead = time.Duration(2+s.rng.IntN(600)) * time.Second
+	}
 	tasks := 1
 	if s.rng.IntN(3) == 0 {
 		tasks += 1 + s.rng.IntN(2) // several tasks share the breaker and the semaphore
@@ -361,12 +372,20 @@ func (s *schedule) mockProvider() {
 			return maps.Equal(req.Params, m.in.Params)
 		})).AfterFn(m.latency).Return(m.submit)
 	}
-	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
+	// Waiting out the backlog first, Poll then asks the provider as of when the worker ran it (providerNow).
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).AfterFn(func() time.Duration { return s.backlog }).Return(
 		func(ctx context.Context, req activities.PollRequest) (activities.PollResult, error) {
-			m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
+			info := activity.GetInfo(ctx)
+			m := s.solve(info.WorkflowExecution.ID)
+			if s.mu.Lock(); s.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID] {
+				s.mu.Unlock()
+				return activities.PollResult{}, temporal.NewCanceledError()
+			}
+			s.mu.Unlock()
 			res, err := m.acts.Poll(ctx, req)
 			m.mu.Lock()
 			defer m.mu.Unlock()
+			res.ReceivedAt = s.stamp(res.ReceivedAt, m.providerNow())
 			m.logf("%s Poll %s at %q -> %v", m.wid, req.ProviderTaskID, req.Provider, err)
 			if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == activities.FailureProviderGaveUp {
 				m.givenUp(req.Provider)
@@ -396,6 +415,7 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	res, err := m.acts.Submit(ctx, req)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	res.ReceivedAt = m.stamp(res.ReceivedAt, m.env.Now())
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
 	if err == nil && m.routed() {
 		m.checkRoute(req, res, lacked)
@@ -438,7 +458,7 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(solve)}
 	if instant {
 		task.instant, task.unsolvable, task.solveAt = true, false, now
-		m.arrive(task)
+		m.arrive(task, now)
 	}
 	m.tasks = append(m.tasks, task)
 	code := task.code
@@ -469,7 +489,7 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 			}
 			m.mu.Lock()
 			if task.gaveUp = task.unsolvable; !task.unsolvable {
-				m.arrive(task) // signal tells a task by the ID its callback names, and this one may name none
+				m.arrive(task, m.env.Now()) // signal tells a task by the ID its callback names, and this one may name none
 			}
 			m.mu.Unlock()
 			m.signal("pingback", cb)
@@ -478,17 +498,43 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 	return task
 }
 
-// arrive records when task's answer first reached captchaflow: its pingback, a poll's answer or the Submit result.
-func (s *schedule) arrive(task *providerTask) {
+// arrive records when task's answer first reached captchaflow (at): its pingback, a poll's answer or the Submit result.
+func (s *schedule) arrive(task *providerTask, at time.Time) {
 	if task.arrived.IsZero() {
-		task.arrived = s.env.Now()
+		task.arrived = at
 	}
+}
+
+// stamp is an activity's stamp (at) of a code it got at got, by a clock s.ahead ahead; an unstamped result stays so.
+func (s *schedule) stamp(at, got time.Time) time.Time {
+	if at.IsZero() {
+		return at
+	}
+	return got.Add(s.ahead)
+}
+
+// providerNow is the time of the request a provider answers now: Poll waited out the backlog before asking.
+func (s *schedule) providerNow() time.Time { return s.env.Now().Add(-s.backlog) }
+
+// seen is when the workflow could know that task's answer arrived: a backlog later.
+func (s *schedule) seen(task *providerTask) time.Time { return task.arrived.Add(s.backlog) }
+
+// deadWhenSeen tells whether task's token (with notify_url) died before the workflow could see it: a backlog longer
+// than its life, so the task solves again without offering it.
+func (m *model) deadWhenSeen(task *providerTask) bool {
+	life := time.Duration(m.in.TokenTTLSeconds)*time.Second - deliveryExpiryMargin
+	return m.in.NotifyURL != "" && !task.arrived.IsZero() && !task.unsolvable && !m.seen(task).Before(task.arrived.Add(life))
+}
+
+// diedUnseen tells whether, by now, a token of the task died before the workflow saw it: a refresh may have begun.
+func (m *model) diedUnseen(now time.Time) bool {
+	return slices.ContainsFunc(m.tasks, func(task *providerTask) bool { return m.deadWhenSeen(task) && !now.Before(m.seen(task)) })
 }
 
 // checkNoSubmitWhileLostMayAnswer: before the first delivery (a refresh starts a new solve), an in.php request
 // comes only once every lost submission's wait is over or its answer came.
 func (m *model) checkNoSubmitWhileLostMayAnswer() {
-	if len(m.delivered) > 0 {
+	if len(m.delivered) > 0 || m.diedUnseen(m.env.Now()) {
 		return
 	}
 	now := m.env.Now()
@@ -647,12 +693,12 @@ func (s *schedule) checkPlan() {
 // checkNoSubmitAfterAnswer: before the first delivery, no in.php or createTask request is made once a paid answer
 // of the solve has reached captchaflow, unless its provider was given up first.
 func (m *model) checkNoSubmitAfterAnswer() {
-	if len(m.delivered) > 0 {
+	if len(m.delivered) > 0 || m.diedUnseen(m.env.Now()) {
 		return
 	}
 	now := m.env.Now()
 	for _, task := range m.tasks {
-		if !task.arrived.IsZero() && !task.unsolvable && !m.abandoned(task, now) {
+		if !task.arrived.IsZero() && !now.Before(m.seen(task)) && !task.unsolvable && !m.abandoned(task, now) {
 			m.fail("no-submit-after-answer", "a provider request at %v, after the answer of %s arrived at %v",
 				now.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch))
 		}
@@ -698,9 +744,6 @@ func (m *model) checkLive(r captchaflow.Result, now time.Time) {
 		}
 		if !now.Before(task.arrived.Add(ttl)) {
 			m.fail("live-token", "%s offered %v after its answer arrived, past its %v life", task.id, now.Sub(task.arrived), ttl)
-		}
-		if d := r.ReceivedAt.Sub(task.arrived); d > time.Second || d < -time.Second {
-			m.fail("live-token", "%s says received_at %v, its answer arrived at %v", task.id, r.ReceivedAt.Sub(m.epoch), task.arrived.Sub(m.epoch))
 		}
 	}
 }
@@ -768,12 +811,17 @@ func (m *model) signal(kind string, cb captchaflow.Callback) {
 			task.gaveUp = true
 		}
 		if task.id == cb.ProviderTaskID && cb.Code == task.code && cb.Authenticated {
-			m.arrive(task)
+			m.arrive(task, m.env.Now())
 		}
 	}
 	m.mu.Unlock()
+	cb.ReceivedAt = m.env.Now().Add(m.ahead) // the ingress's stamp, by its clock
 	m.logf("signal %s %s {%s %.24q auth=%v n=%d}", m.wid, kind, cb.ProviderTaskID, cb.Code, cb.Authenticated, cb.Submission)
-	_ = m.env.SignalWorkflowByID(m.wid, captchaflow.CallbackSignal, cb)
+	if m.backlog == 0 {
+		_ = m.env.SignalWorkflowByID(m.wid, captchaflow.CallbackSignal, cb)
+		return
+	}
+	m.env.RegisterDelayedCallback(func() { _ = m.env.SignalWorkflowByID(m.wid, captchaflow.CallbackSignal, cb) }, m.backlog)
 }
 
 // checkPhases compares the status query's phase with the last CaptchaPhase upsert while the task waits.
@@ -803,7 +851,7 @@ func (m *model) checkEnd() (result string) {
 	if m.in.MaxRefreshes != nil {
 		refreshes = *m.in.MaxRefreshes
 	}
-	solves := time.Duration(1+refreshes) * (m.in.SolveBudget() + m.in.DeliveryTimeout() + time.Minute)
+	solves := time.Duration(1+refreshes) * (m.in.SolveBudget() + m.in.DeliveryTimeout() + time.Minute + m.backlog)
 	if took := m.ended.Sub(m.epoch); took > solves {
 		m.fail("ends-in-time", "took %v, bound %v", took, solves)
 	}
@@ -891,8 +939,8 @@ func (m *model) checkPaid(result string) {
 		taken[m.delivered[i].ProviderTaskID] = taken[m.delivered[i].ProviderTaskID] || h.ok
 	}
 	for _, task := range m.tasks {
-		late := task.arrived.IsZero() || !task.arrived.Before(m.ended) || slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
-			return u.at.After(task.at) && !u.at.After(task.arrived)
+		late := task.arrived.IsZero() || !m.seen(task).Before(m.ended) || slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
+			return u.at.After(task.at) && !u.at.After(m.seen(task))
 		})
 		// Another submission's answer came first and was the one offered: this one was paid after a lost-answer
 		// wait ended without the answer that came later (the documented cost of that wait).
@@ -903,6 +951,8 @@ func (m *model) checkPaid(result string) {
 		case task.unsolvable || taken[task.id]:
 		case offered[task.id]:
 			m.losses["expired-or-undeliverable"]++
+		case m.deadWhenSeen(task):
+			m.losses["expired-in-backlog"]++
 		case beaten:
 			m.losses["superseded"]++
 		case m.abandoned(task, end):
@@ -969,6 +1019,10 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 			}
 			if r.ReceivedAt.Before(task.solveAt) {
 				m.fail("fresh-result", "%s was received before %s was solved", what, task.id)
+			}
+			if d := r.ReceivedAt.Sub(task.arrived); d > time.Second || d < -time.Second {
+				m.fail("received-at", "%s says received_at %v; the worker or ingress got %s at %v (workflow tasks %v late, clocks %v ahead)",
+					what, r.ReceivedAt.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch), m.backlog, m.ahead)
 			}
 			if (r.Via == captchaflow.ViaSubmit) != task.instant && r.Via != captchaflow.ViaCallback {
 				m.fail("fresh-result", "%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)

@@ -153,6 +153,7 @@ func (s *solver) solve(ctx workflow.Context) (_ captchaflow.Result, err error) {
 		switch o.kind {
 		case outSolved: // stamped with its expiry, it is the status's token
 			res := o.res
+			res.ReceivedAt = heldAt(ctx, res.SubmittedAt, res.ReceivedAt)
 			res.ExpiresAt, res.Refreshes, res.CostUSD = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes, s.table.cost()
 			s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
 			metrics, took := workflow.GetMetricsHandler(ctx), res.ReceivedAt.Sub(res.SubmittedAt)
@@ -181,6 +182,18 @@ func (s *solver) solve(ctx workflow.Context) (_ captchaflow.Result, err error) {
 			}
 		}
 	}
+}
+
+// heldAt is when the code came: at, stamped by the activity or ingress that got it, held between its submission and
+// this workflow task so that a skewed clock cannot move the token's life (asked only then: older histories kept it).
+func heldAt(ctx workflow.Context, submitted, at time.Time) time.Time {
+	switch now := workflow.Now(ctx); {
+	case at.After(now) && quirksFixed(ctx):
+		return now
+	case at.Before(submitted) && quirksFixed(ctx):
+		return submitted
+	}
+	return at
 }
 
 // attempt takes a slot, makes one submission and waits for what it comes to.
@@ -271,7 +284,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	s.learnID(ctx, sub, r.ProviderTaskID, subWaiting)
 	if r.Code != "" {
 		return s.solvedBy(sub, captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: r.Code,
-			Via: captchaflow.ViaSubmit, ReceivedAt: workflow.Now(ctx)})
+			Via: captchaflow.ViaSubmit, ReceivedAt: cmp.Or(r.ReceivedAt, workflow.Now(ctx))})
 	}
 	return s.awaitCode(ctx, sub)
 }

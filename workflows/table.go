@@ -331,7 +331,7 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 		switch o := s.classify(err); {
 		case err == nil:
 			sub.price = cmp.Or(r.CostUSD, sub.price) // the provider's own figure wins
-			sub.solved(r.Code, via, workflow.Now(ctx))
+			sub.solved(r.Code, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))
 		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
 			sub.file(outcome{kind: outGaveUp})
 		case via == captchaflow.ViaPoll || o.kind == outResubmit:
