@@ -206,7 +206,7 @@ func (m *model) checkCost(r captchaflow.Result) {
 	most, paid := m.mayHavePaid, 0.0
 	for _, t := range m.tasks {
 		most += m.routing.prices[t.provider].Of(m.in.Method)
-		if !t.unsolvable && !t.unseen {
+		if !t.unsolvable && !t.unseen && !t.discarded { // a reset run's cost_usd is its own submissions
 			paid += m.routing.prices[t.provider].Of(m.in.Method)
 		}
 	}
@@ -389,7 +389,7 @@ func (m *model) checkNoSubmitWhileOpen() {
 	}
 	now := m.env.Now()
 	for _, task := range m.tasks {
-		if task.lost || m.abandoned(task, now) {
+		if task.lost || task.discarded || m.abandoned(task, now) { // the reset run cannot know a discarded one
 			continue
 		}
 		if !(task.unsolvable && !task.solveAt.After(now)) {

@@ -122,6 +122,7 @@ func TestSolveCaptchaModel(t *testing.T) {
 
 // providerTask is one in.php request the model provider took.
 type providerTask struct {
+	discarded  bool // made by the run a reset discarded (model_reset_test.go)
 	id, code   string
 	provider   string
 	n          int
@@ -179,6 +180,8 @@ type model struct {
 	hooks       []hook               // every delivery attempt as notify_url saw it, in order
 	deliverBad  time.Duration        // delivery fails until this long after the start
 	canceled    bool
+	discards    int       // submissions the run a reset discarded made (model_reset_test.go)
+	discarding  bool      // those are being made
 	refused     []string  // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
 	delivering  bool      // CaptchaPhase is delivering on the server: a delivery began and the task has not asked since
 	keyRefused  bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
@@ -207,7 +210,7 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	s.env = ts.NewTestWorkflowEnvironment()
 	s.env.SetTestTimeout(10 * time.Second)
-	interceptors := []interceptor.WorkerInterceptor{&unlimitedRetries{}}
+	interceptors := []interceptor.WorkerInterceptor{&unlimitedRetries{}, &resetRuns{s: s}}
 	if seed%2 == 1 { // every other schedule with tracing on: no draw, so a seed's schedule is what it was
 		s.spans = tracetest.NewSpanRecorder()
 		tracing, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
@@ -267,6 +270,7 @@ func (m *model) drawInput() {
 		m.in.Method, m.in.Params = "base64", captchaflow.Params{"body": base64.StdEncoding.EncodeToString([]byte("image of " + m.wid))}
 	}
 	m.drawProviders()
+	m.drawReset()
 }
 
 // modelTasks runs several tasks at once, as children, so that they share one worker; the child-completed listener
@@ -327,6 +331,7 @@ func (s *schedule) run() {
 		m.scheduleNoise()
 		wids, ins = append(wids, m.wid), append(ins, m.in)
 	}
+	s.startDiscarded()
 	s.cancelled = map[string]bool{}
 	s.env.SetOnActivityCanceledListener(func(info *activity.Info) {
 		s.mu.Lock()
@@ -358,6 +363,7 @@ func (s *schedule) run() {
 		m.checkHooks(result)
 		m.checkPaid(result)
 		m.checkPriced()
+		m.checkDiscardedTaken()
 		if s.sem.held[modelSlot{m.wid, reappliedSeq}] {
 			s.fail("slot-returned", "%s never sent back the grant a reset reapplied: its slot stays taken", m.wid)
 		}
@@ -465,7 +471,7 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 	if task.unsolvable {
 		code = "ERROR_CAPTCHA_UNSOLVABLE"
 	}
-	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: runID, Submission: n}
+	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: runID, Submission: n, Provider: provider}
 	if unnamed {
 		cb.ProviderTaskID = ""
 	}
@@ -680,7 +686,7 @@ func (s *schedule) checkPlan() {
 	now, open := s.env.Now(), 0
 	for _, m := range s.solves {
 		for _, task := range m.tasks {
-			if now.Before(task.solveAt) && !s.abandoned(task, now) && m.ended.IsZero() {
+			if now.Before(task.solveAt) && !s.abandoned(task, now) && m.ended.IsZero() && !task.discarded {
 				open++
 			}
 		}
@@ -728,7 +734,7 @@ func (m *model) delivery(id string, body []byte) error {
 // (Anti-Captcha's, CapMonster's) cannot say which, and a code is its task's alone.
 func (m *model) named(r captchaflow.Result) captchaflow.Result {
 	for _, task := range m.tasks {
-		if r.ProviderTaskID == "" && r.Code == task.code && task.lost {
+		if r.ProviderTaskID == "" && r.Code == task.code && (task.lost || task.discarded) {
 			r.ProviderTaskID = task.id
 		}
 	}
@@ -876,7 +882,7 @@ func (m *model) checkEnd() (result string) {
 // checkTracedPingback: with tracing on, a pingback URL carries its submission's trace, signed by its token.
 func (m *model) checkTracedPingback(pingback string) {
 	u, err := url.Parse(pingback)
-	if m.spans == nil || err != nil {
+	if m.spans == nil || err != nil || m.discarding {
 		return
 	}
 	q := u.Query()

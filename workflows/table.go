@@ -256,6 +256,10 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 
 // adopt takes the solution of a submission a reset discarded: it was paid for, so it answers the solve.
 func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func(string)) {
+	if slices.ContainsFunc(s.table.adopted, func(a *submission) bool { return a.urlRun == cb.RunID && a.N == cb.Submission }) {
+		stale("a repeat of a discarded submission's answer, taken already") // in an earlier round its token may be dead
+		return
+	}
 	sub := &submission{N: cb.Submission, Round: s.table.round, State: subAnswerLost, Provider: cb.Provider,
 		SubmittedAt: cb.ReceivedAt, urlRun: cb.RunID}
 	if s.lostCallback(ctx, sub, cb, stale); sub.State == subSolved {
