@@ -91,7 +91,7 @@ func (m *model) checkDiscardedTaken() {
 		first = &r
 	}
 	for _, d := range m.tasks {
-		if !d.discarded || d.unsolvable || d.arrived.IsZero() || !d.arrived.Before(m.ended) || m.canceled || m.deadWhenSeen(d) {
+		if !d.discarded || d.unsolvable || d.arrived.IsZero() || !m.seen(d).Before(m.ended) || m.canceled || m.deadWhenSeen(d) {
 			continue
 		}
 		at := m.ended // when the first result's code arrived (the end, when there is none)

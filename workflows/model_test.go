@@ -506,7 +506,7 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 
 // arrive records when task's answer first reached captchaflow (at): its pingback, a poll's answer or the Submit result.
 func (s *schedule) arrive(task *providerTask, at time.Time) {
-	if task.arrived.IsZero() {
+	if task.arrived.IsZero() || at.Before(task.arrived) { // a poll that waited out a backlog got it earlier
 		task.arrived = at
 	}
 }
@@ -782,7 +782,7 @@ func (m *model) sendNoise(kind string) {
 	if len(m.tasks) > 0 {
 		last = m.tasks[len(m.tasks)-1]
 	}
-	first := m.tasks
+	first := slices.DeleteFunc(slices.Clone(m.tasks), func(t *providerTask) bool { return t.discarded }) // this run's
 	m.mu.Unlock()
 	switch {
 	case kind == "forged" && last != nil:
