@@ -680,7 +680,9 @@ func (s *schedule) grantAfter(ask slotAsk, d time.Duration) {
 // checkPlan: while the semaphore runs undisturbed, the provider tasks still being solved (lost ones included;
 // not given-up ones nor those of a task that ended) never outnumber PROVIDER_THREADS.
 func (s *schedule) checkPlan() {
-	if s.settings.ProviderThreads == 0 || s.sem.lost {
+	// A reset run's adopted answer supersedes its own open submission, whose thread the provider keeps until it is
+	// solved: a reset disturbs the plan as losing the semaphore does.
+	if s.settings.ProviderThreads == 0 || s.sem.lost || slices.ContainsFunc(s.solves, func(m *model) bool { return m.discards > 0 }) {
 		return
 	}
 	now, open := s.env.Now(), 0
