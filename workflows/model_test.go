@@ -95,7 +95,9 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 // A failure names each broken invariant, how many schedules broke it and their first seeds, with the first one's
 // trace; rerun it with -model.seed=N (tasks that reach a shared provider at the same instant may do so in either
 // order, so a several-task schedule can vary). Resets are not replayed here: the test environment records no history
-// for worker.NewWorkflowReplayer; the e2e suite (tests/) resets real runs.
+// for worker.NewWorkflowReplayer; the e2e suite (tests/) resets real runs. A reset run to the first workflow task is
+// drawn all the same (model_reset_test.go): submissions the reset discarded call back, and the first of their codes to
+// arrive before any other is the result (reset-takes-discarded).
 func TestSolveCaptchaModel(t *testing.T) {
 	first, n := int64(0), int64(*modelSchedules)
 	if *modelSeed >= 0 {
