@@ -83,3 +83,20 @@ func TestSubmissionsAnswerApart(t *testing.T) {
 		})
 	}
 }
+
+// A reset run's pingback URL names the chain's run and its own (r=<chain run>~<8 characters>, issue 29 finding 3):
+// the ingress takes it as it takes any signed run of at most 64 bytes, as the previous release's did, and hands the
+// run on unchanged, so the workflow tells a discarded submission's callback from its own.
+func TestResetRunPingbackIsSignalled(t *testing.T) {
+	e := newTestEnv(t)
+	run := "0190f3b2-7c4e-7d1a-9b2e-4f0c1d2e3f4a~01a24307" // the longest: a UUID, ~, 8 characters
+	require.LessOrEqual(t, len(run), maxRunIDBytes)
+	target, err := callbackauth.URLFor("http://ingress.example", testWorkflowID, testSecret, callbackauth.Submission{RunID: run, N: 2})
+	require.NoError(t, err)
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, e.get(t, u.RequestURI()+"&id=77&code=C-77").Code)
+	sent := e.fake.sent()
+	require.Len(t, sent, 1)
+	assert.Equal(t, captchaflow.Callback{ProviderTaskID: "77", Code: "C-77", Authenticated: true, RunID: run, Submission: 2}, sent[0].Callback)
+}
