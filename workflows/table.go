@@ -99,10 +99,15 @@ const epochSep = "~"
 // newURLRun is what a new submission's pingback URL names: the chain's run, and in a reset run which run made it, so
 // the callback of a submission the reset discarded is told from this run's submission of the same number.
 func (t *table) newURLRun(ctx workflow.Context) string {
-	if run := workflow.GetInfo(ctx).WorkflowExecution.RunID; run != t.runID {
-		return t.runID + epochSep + run[:min(len(run), 8)]
+	return urlRun(t.runID, workflow.GetInfo(ctx).WorkflowExecution.RunID)
+}
+
+// urlRun names run within chain: its last 8 characters, random in a UUIDv7 (the first 8 are its minute).
+func urlRun(chain, run string) string {
+	if run == chain {
+		return chain
 	}
-	return t.runID
+	return chain + epochSep + run[max(0, len(run)-8):]
 }
 
 // discarded tells whether cb is from a submission a reset discarded: only a reset run has any, and it never made one
