@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -36,8 +37,9 @@ type Activities struct {
 	httpClient *http.Client
 }
 
-// keepAlive heartbeats until stopped, so a worker dying mid-request is noticed within the heartbeat timeout.
-func keepAlive(ctx context.Context) (stop func()) {
+// keepAlive heartbeats until stopped, so a worker dying mid-request is noticed within the heartbeat timeout; a Submit's
+// beats carry where it went (going), so that timeout still names the lost submission's provider and price.
+func keepAlive(ctx context.Context, going ...*atomic.Pointer[LostDetails]) (stop func()) {
 	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
 	if every <= 0 {
 		return func() {}
@@ -49,9 +51,18 @@ func keepAlive(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-tick:
-				activity.RecordHeartbeat(ctx)
+				beat(ctx, going...)
 			}
 		}
 	}()
 	return stop
+}
+
+// beat records a heartbeat with where the Submit went, if it went anywhere yet.
+func beat(ctx context.Context, going ...*atomic.Pointer[LostDetails]) {
+	if len(going) > 0 && going[0].Load() != nil {
+		activity.RecordHeartbeat(ctx, *going[0].Load())
+		return
+	}
+	activity.RecordHeartbeat(ctx)
 }

@@ -316,3 +316,20 @@ func (s *ActivitiesSuite) TestCodesAreStampedWhenTheWorkerGotThem() {
 	js, _ := json.Marshal(accepted)
 	s.NotContains(string(js), "received_at")
 }
+
+// A worker killed mid-request leaves Submit's last heartbeat in the timeout the workflow gets: it says where the
+// submission went (provider, price, URL), as a lost answer's details do (issue 29 §6: a paid submission has a price).
+func (s *ActivitiesSuite) TestSubmitHeartbeatsWhereItWent() {
+	var beats []LostDetails
+	s.env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) {
+		var l LostDetails
+		if d.HasValues() && d.Get(&l) == nil {
+			beats = append(beats, l)
+		}
+	})
+	_, err := s.env.ExecuteActivity(s.acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{"a": "b"},
+		RunID: "run-1", Submission: 1})
+	s.Require().NoError(err)
+	s.Require().NotEmpty(beats, "a heartbeat before the request")
+	s.Equal("run-1", beats[0].RunID)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -79,7 +80,8 @@ func (a *Activities) provider(name string) (*providers.Provider, error) {
 
 // Submit tries the candidates whose circuit lets it through: a refusal that opens it moves on, a lost answer never.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
-	defer keepAlive(ctx)()
+	var going atomic.Pointer[LostDetails]
+	defer keepAlive(ctx, &going)()
 	set := a.set()
 	cands, route, why := a.ranked(req, timeLeft(ctx), activity.GetInfo(ctx).WorkflowExecution.ID)
 	if route != nil && req.Provider != "" && cands[0].Name != req.Provider {
@@ -103,7 +105,7 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 			}
 			continue
 		}
-		res, err, next := a.submitTo(ctx, p, req, len(cands)-1)
+		res, err, next := a.submitTo(ctx, p, req, len(cands)-1, &going)
 		if res.Route = route; !next {
 			return res, err
 		}
@@ -153,11 +155,14 @@ func supported(cands []*providers.Provider, req SubmitRequest, b *providers.Brea
 }
 
 // submitTo makes one submission to p; next: nothing was created and p's circuit is now open, so try the next.
-func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, alternatives int) (SubmitResult, error, bool) {
+func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, alternatives int,
+	going *atomic.Pointer[LostDetails]) (SubmitResult, error, bool) {
 	set := a.set()
 	// Without PROVIDERS_FILE: no name, no alternatives and no breaker (so no give-up).
 	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second),
 		RunID: req.RunID, PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds}
+	going.Store(&lost) // a worker killed mid-request leaves it in the heartbeat timeout's details
+	beat(ctx, going)
 	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
 	ctx = telemetry.Annotate(ctx, workflowID, p.Name, "")

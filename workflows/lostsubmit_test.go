@@ -160,11 +160,14 @@ func (s *SolveCaptchaSuite) TestLostSubmitWaitBoundedByDeadline() {
 // budget (as recorded before this change) and any other failure are not.
 // activityFailure is a Submit failure as the workflow receives it from the server: an activity failure with the
 // given retry state, caused by a timeout of the given type, caused in turn by the previous attempt's busy answer.
-func activityFailure(retry enumspb.RetryState, timeout enumspb.TimeoutType) error {
+func activityFailure(retry enumspb.RetryState, timeout enumspb.TimeoutType, lastBeat ...*commonpb.Payloads) error {
 	busy := &failurepb.Failure{Message: "captchaai submit: ERROR_NO_SLOT_AVAILABLE", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
 		ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: activities.FailureProviderTransient}}}
 	timedOut := &failurepb.Failure{Message: "activity timeout", Cause: busy, FailureInfo: &failurepb.Failure_TimeoutFailureInfo{
 		TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: timeout}}}
+	if len(lastBeat) > 0 { // the Submit's last heartbeat: where it went
+		timedOut.GetTimeoutFailureInfo().LastHeartbeatDetails = lastBeat[0]
+	}
 	return temporal.GetDefaultFailureConverter().FailureToError(&failurepb.Failure{Message: "activity error", Cause: timedOut,
 		FailureInfo: &failurepb.Failure_ActivityFailureInfo{ActivityFailureInfo: &failurepb.ActivityFailureInfo{
 			ActivityType: &commonpb.ActivityType{Name: "Submit"}, RetryState: retry}}})

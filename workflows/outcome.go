@@ -99,7 +99,12 @@ func submitOutcomeUnknown(err error) bool {
 // lostAt files where a lost Submit went in sub: its provider, price and give-up bound (0: nowhere else to go).
 func lostAt(sub *submission, err error, chainRun string) {
 	var d activities.LostDetails
-	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.HasDetails() && appErr.Details(&d) == nil && d.Alternatives > 0 {
+	if timeout, ok := errors.AsType[*temporal.TimeoutError](err); ok && timeout.HasLastHeartbeatDetails() {
+		_ = timeout.LastHeartbeatDetails(&d) // the worker died mid-request: its Submit's last beat says where it went
+	} else if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.HasDetails() {
+		_ = appErr.Details(&d)
+	}
+	if d.Alternatives > 0 {
 		sub.giveUp = time.Duration(d.GiveUpSeconds) * time.Second
 	}
 	sub.Provider, sub.price, sub.refunds = d.Provider, d.PriceUSD, d.Refunds // it may have been paid

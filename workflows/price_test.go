@@ -2,9 +2,14 @@ package workflows
 
 import (
 	"context"
+	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
@@ -77,4 +82,20 @@ func (s *SolveCaptchaSuite) TestExpiredBeforeDeliveryStillObserved() {
 	s.Equal(captchaflow.FailureTokenExpired, s.failureType())
 	s.Require().Len(*reqs, 1, "the observations are dropped with the delivery that never began")
 	s.Equal([]activities.Observation{{Provider: "a", Seconds: 60, Outcome: providers.ObservedSolved}}, (*reqs)[0].Observations)
+}
+
+// #29 §6 for the other lost Submit: the worker died mid-request (a heartbeat timeout the lost-aware policy hands over
+// as non-retryable). The provider may have created and will charge the task; its callback then solves the task
+// through the signed URL. The workflow must know where it went and its price, as for SubmitOutcomeUnknown.
+func TestLostByTimeoutIsPriced(t *testing.T) {
+	beat, err := converter.GetDefaultDataConverter().ToPayloads(activities.LostDetails{Provider: "a", Alternatives: 1,
+		GiveUpSeconds: 10, RunID: testRunID, PriceUSD: 0.002})
+	require.NoError(t, err)
+	err = activityFailure(enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE, enumspb.TIMEOUT_TYPE_HEARTBEAT, beat)
+	require.True(t, submitOutcomeUnknown(err))
+	sub := &submission{}
+	lostAt(sub, err, testRunID)
+	assert.NotEmpty(t, sub.Provider, "where the lost submission went")
+	assert.InDelta(t, 0.002, sub.price, 1e-12, "its price: it may have been paid")
+	assert.Equal(t, 10*time.Second, sub.giveUp, "it may go elsewhere")
 }

@@ -45,7 +45,7 @@ type submission struct {
 	untokened   int                    // untokened hints taken (captchaflow.UntokenedHintsPerSubmission)
 	confirms    int                    // res.php confirmations started (maxConfirmsPerSubmission)
 	asking      int                    // polls and confirmations running (a poll runs until sub settles)
-	urlRun      string                 // the run its pingback URL names (newURLRun)
+	urlRun      string                 // the run its pingback URL names, as Submit echoed it ("": not known from history)
 	price       float64                // what it costs (Submit's price, or the provider's reported cost)
 	refunds     bool                   // an unsolvable end costs nothing
 	route       *captchaflow.Route     // why it went to Provider
@@ -99,16 +99,22 @@ const epochSep = "~"
 // newURLRun is what a new submission's pingback URL names: the chain's run, and in a reset run which run made it, so
 // the callback of a submission the reset discarded is told from this run's submission of the same number.
 func (t *table) newURLRun(ctx workflow.Context) string {
-	if run := workflow.GetInfo(ctx).WorkflowExecution.RunID; run != t.runID {
-		return t.runID + epochSep + run[:min(len(run), 8)]
+	return urlRun(t.runID, workflow.GetInfo(ctx).WorkflowExecution.RunID)
+}
+
+// urlRun names run within chain: its last 8 characters, random in a UUIDv7 (the first 8 are its minute).
+func urlRun(chain, run string) string {
+	if run == chain {
+		return chain
 	}
-	return t.runID
+	return chain + epochSep + run[max(0, len(run)-8):]
 }
 
 // discarded tells whether cb is from a submission a reset discarded: only a reset run has any, and it never made one
-// under that URL.
+// under that URL. Only the URL Submit echoed counts: a reset run replays its chain's submissions under its own run ID.
 func (t *table) discarded(ctx workflow.Context, sub *submission, cb captchaflow.Callback) bool {
-	return cb.RunID != "" && workflow.GetInfo(ctx).WorkflowExecution.RunID != t.runID && (sub == nil || sub.urlRun != cb.RunID)
+	return cb.RunID != "" && workflow.GetInfo(ctx).WorkflowExecution.RunID != t.runID &&
+		(sub == nil || sub.urlRun != "" && sub.urlRun != cb.RunID)
 }
 
 func (t *table) current() *submission {
@@ -208,7 +214,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 		stale("an unauthenticated callback that names no waiting submission")
 	case t.discarded(ctx, sub, cb) && quirksFixed(ctx):
 		s.adopt(ctx, cb, stale)
-	case cb.RunID != "" && cb.RunID != t.runID && (sub == nil || cb.RunID != sub.urlRun):
+	case cb.RunID != "" && cb.RunID != t.runID && (sub == nil || sub.urlRun != "" && cb.RunID != sub.urlRun):
 		stale("a callback of an earlier run")
 	case sub == nil:
 		stale("a callback naming a submission this run never made")
@@ -289,7 +295,9 @@ func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captcha
 func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state subState) {
 	sub.ProviderID, sub.State = id, state
 	for _, cb := range sub.inbox {
-		if state == subAnswerLost {
+		if s.table.discarded(ctx, sub, cb) && quirksFixed(ctx) { // its URL is known only now
+			s.adopt(ctx, cb, func(string) {})
+		} else if state == subAnswerLost {
 			s.lostCallback(ctx, sub, cb, func(string) {})
 		} else {
 			s.onCallback(ctx, sub, cb)
