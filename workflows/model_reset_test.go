@@ -80,6 +80,19 @@ func (s *schedule) startDiscarded() {
 	}
 }
 
+// untold tells whether discarded task d called back while the reset run's submission of its number had no answer from
+// its Submit: only that answer (history) says which URL the run handed out, so the callback waits for it, and is
+// dropped if Submit is refused or another answer comes first (the discarded code is then not delivered: a documented
+// loss, never a payment of its own).
+func (m *model) untold(d *providerTask) bool {
+	for _, t := range m.tasks {
+		if !t.discarded && t.n == d.n && t.at.Before(d.arrived) {
+			return false
+		}
+	}
+	return true
+}
+
 // checkDiscardedTaken: a discarded submission's code that reached captchaflow before any other paid code of the
 // first solve is that solve's result (it was paid for, and came first), and the task does not fail meanwhile.
 func (m *model) checkDiscardedTaken() {
@@ -91,7 +104,8 @@ func (m *model) checkDiscardedTaken() {
 		first = &r
 	}
 	for _, d := range m.tasks {
-		if !d.discarded || d.unsolvable || d.arrived.IsZero() || !m.seen(d).Before(m.ended) || m.canceled || m.deadWhenSeen(d) {
+		if !d.discarded || d.unsolvable || d.arrived.IsZero() || !m.seen(d).Before(m.ended) || m.canceled || m.deadWhenSeen(d) ||
+			m.untold(d) {
 			continue
 		}
 		at := m.ended // when the first result's code arrived (the end, when there is none)

@@ -525,7 +525,15 @@ func (s *schedule) stamp(at, got time.Time) time.Time {
 func (s *schedule) providerNow() time.Time { return s.env.Now().Add(-s.backlog) }
 
 // seen is when the workflow could know that task's answer arrived: a backlog later.
-func (s *schedule) seen(task *providerTask) time.Time { return task.arrived.Add(s.backlog) }
+func (m *model) seen(task *providerTask) time.Time {
+	at := task.arrived.Add(m.backlog)
+	for _, own := range m.tasks { // a discarded one's callback waits for the answer of the Submit of its number
+		if task.discarded && !own.discarded && own.n == task.n && own.at.After(at) {
+			at = own.at
+		}
+	}
+	return at
+}
 
 // deadWhenSeen tells whether task's token (with notify_url) died before the workflow could see it: a backlog longer
 // than its life, so the task solves again without offering it.
@@ -708,7 +716,8 @@ func (m *model) checkNoSubmitAfterAnswer() {
 	}
 	now := m.env.Now()
 	for _, task := range m.tasks {
-		if !task.arrived.IsZero() && !now.Before(m.seen(task)) && !task.unsolvable && !m.abandoned(task, now) {
+		if !task.arrived.IsZero() && !now.Before(m.seen(task)) && !task.unsolvable && !m.abandoned(task, now) &&
+			!(task.discarded && m.untold(task)) {
 			m.fail("no-submit-after-answer", "a provider request at %v, after the answer of %s arrived at %v",
 				now.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch))
 		}
@@ -971,6 +980,8 @@ func (m *model) checkPaid(result string) {
 			m.losses["too-late"]++
 		case m.canceled:
 			m.losses["canceled"]++
+		case task.discarded && m.untold(task):
+			m.losses["discarded-untold"]++
 		default:
 			m.fail("paid-delivered", "the code of %s arrived at %v and never reached the caller", task.id, task.arrived.Sub(m.epoch))
 		}

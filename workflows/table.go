@@ -193,6 +193,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 	if cb.ReceivedAt.IsZero() { // an ingress that does not stamp it: this workflow task is the best we know
 		cb.ReceivedAt = workflow.Now(ctx)
 	}
+	cb.ReceivedAt = heldAt(ctx, time.Time{}, cb.ReceivedAt) // a clock ahead is held here: it may be filed for later
 	t := &s.table
 	stale := func(why string) {
 		s.logger.Info("callback ignored: "+why, "CallbackProviderTaskID", cb.ProviderTaskID,
