@@ -233,7 +233,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 }
 
 // onCallback files a callback's code or "unsolvable" as the waiting sub's answer, or confirms it with res.php. Its
-// token ties it to sub, so a solution is sub's whatever provider task it names; a status word, unless it names another.
+// token ties it to sub, so one naming no task (CapMonster's, Anti-Captcha's) is sub's; one naming another is confirmed.
 func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflow.Callback) {
 	switch word := strings.TrimSpace(cb.Code); {
 	case otherCandidate(sub, cb) && s.solution(ctx, cb):
@@ -248,7 +248,8 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 			"Bytes", len(cb.Code), "Authenticated", cb.Authenticated)
 	case !cb.Authenticated:
 		s.confirm(ctx, sub, "unauthenticated callback")
-	case cb.ProviderTaskID != sub.ProviderID && !((s.solution(ctx, cb) || cb.ProviderTaskID == "") && quirksFixed(ctx)):
+	case cb.ProviderTaskID != sub.ProviderID && !(cb.ProviderTaskID == "" && quirksFixed(ctx)):
+		// Naming another task on a URL handed out for this one takes a leaked URL (resets have URLs of their own).
 		s.confirm(ctx, sub, "a callback naming another provider task")
 	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(word) == callback.ClassResubmit:
 		s.logger.Info("the provider called back that it gave up", "ProviderTaskID", sub.ProviderID, "Code", cb.Code)
@@ -256,8 +257,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 	case callback.IsStatusWord(cb.Code):
 		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", word))
 	default:
-		sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: cmp.Or(cb.ProviderTaskID, sub.ProviderID),
-			Provider: sub.Provider, Code: cb.Code, Via: captchaflow.ViaCallback, ReceivedAt: cb.ReceivedAt}})
+		sub.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
 	}
 }
 
