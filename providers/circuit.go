@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"maps"
 	"errors"
 	"net/http"
 	"sync"
@@ -67,6 +68,7 @@ func NewBreaker(cfg CircuitSettings, now func() time.Time) *Breaker {
 // Refused marks name as lacking the task type of method and params for UnsupportedFor; Lacks tells whether it does.
 func (b *Breaker) Refused(name, method string, params map[string]string) {
 	b.with(name, func(_ *circuit, now time.Time) {
+		maps.DeleteFunc(b.lacks, func(_ [2]string, until time.Time) bool { return !now.Before(until) }) // bounded by its TTL
 		b.lacks[[2]string{name, taskType(method, params)}] = now.Add(UnsupportedFor)
 	})
 }

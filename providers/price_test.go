@@ -81,3 +81,18 @@ func TestMethodsAreTheTables(t *testing.T) {
 		}
 	}
 }
+
+// The task types a provider refused are forgotten once they expire: callers naming a new in.php method each time
+// (ERROR_NO_SUCH_METHOD) cannot grow the worker's memory beyond the last UnsupportedFor's refusals.
+func TestRefusedTypesAreForgotten(t *testing.T) {
+	now := time.Unix(0, 0)
+	b := NewBreaker(DefaultCircuitSettings, func() time.Time { return now })
+	for i := range 1000 {
+		b.Refused("a", fmt.Sprintf("method_%d", i), nil)
+	}
+	now = now.Add(UnsupportedFor)
+	b.Refused("a", "one_more", nil)
+	assert.Equal(t, 1, len(b.lacks), "the expired refusals are forgotten")
+	assert.True(t, b.Lacks("a", "one_more", nil))
+	assert.False(t, b.Lacks("a", "method_1", nil))
+}
