@@ -1,8 +1,8 @@
 package providers
 
 import (
-	"maps"
 	"errors"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
