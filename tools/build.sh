@@ -37,9 +37,26 @@ build() {
 	echo "tools: built $1 in $((SECONDS - start))s"
 }
 
+# sqlite_schema copies the server module's SQLite schema files to .bin/temporal-schema/sqlite, where devstack has
+# temporal-sql-tool create and upgrade .data/temporal.db (the tool embeds only the MySQL and PostgreSQL schemas).
+sqlite_schema() {
+	local out=$root/.bin/temporal-schema dir
+	if [[ -d $out && $out -nt $root/tools/server/go.mod ]]; then
+		return
+	fi
+	dir=$(cd "$root/tools/server" && GOTOOLCHAIN=$server_toolchain go list -m -f '{{.Dir}}' go.temporal.io/server)
+	rm -rf "$out.tmp" "$out"
+	mkdir -p "$out.tmp"
+	cp -R "$dir/schema/sqlite" "$out.tmp/"
+	chmod -R u+w "$out.tmp"
+	mv "$out.tmp" "$out"
+	echo "tools: copied the SQLite schema of $(basename "$dir") into $out"
+}
+
 server() {
 	build temporal-server "$root/tools/server" go.temporal.io/server/cmd/server "$server_toolchain"
 	build temporal-sql-tool "$root/tools/server" go.temporal.io/server/cmd/tools/sql "$server_toolchain"
+	sqlite_schema
 	build temporal-ui "$root/tools/ui" . "$server_toolchain"
 }
 

@@ -32,8 +32,8 @@ const namespaceRetention = 24 * time.Hour
 // TemporalOptions configure the local Temporal server (temporal-server on SQLite, every service in one process)
 // and its Web UI. Zero ports are replaced by free ones once, at start, and kept across restarts.
 type TemporalOptions struct {
-	// ServerPath is the temporal-server binary (see TemporalServerPath); temporal-sql-tool and temporal-ui are
-	// taken from the same directory.
+	// ServerPath is the temporal-server binary (see TemporalServerPath); temporal-sql-tool, temporal-ui and the
+	// SQLite schema (temporal-schema/) are taken from the same directory.
 	ServerPath string
 	// DBFile is the SQLite file that keeps state across restarts; required. A file the CLI's dev server wrote is
 	// upgraded to the server's schema, or moved aside when that fails.
@@ -81,7 +81,7 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	if err := prepareDatabase(ctx, sibling(opts.ServerPath, "temporal-sql-tool"), opts.DBFile, opts.Logf); err != nil {
+	if err := prepareDatabase(ctx, schemaBeside(opts.ServerPath), opts.DBFile, opts.Logf); err != nil {
 		return nil, err
 	}
 	// A port picked free can be taken by another process before the server binds it (it then exits): pick again.
@@ -93,9 +93,9 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	}
 }
 
-// temporalBinaries are the executables a start needs.
+// temporalBinaries are the executables (and the schema) a start needs.
 func temporalBinaries(opts TemporalOptions) []string {
-	bins := []string{opts.ServerPath, sibling(opts.ServerPath, "temporal-sql-tool")}
+	bins := []string{opts.ServerPath, schemaBeside(opts.ServerPath).tool, schemaBeside(opts.ServerPath).dir}
 	if !opts.Headless {
 		bins = append(bins, sibling(opts.ServerPath, "temporal-ui"))
 	}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -18,23 +19,33 @@ const (
 	// cliDevServerSchema is the schema of a database the Temporal CLI v1.5.1's dev server (server 1.29.1) wrote:
 	// it kept no version table, so the upgrade starts from this.
 	cliDevServerSchema = "0.10"
-	temporalSchema     = "sqlite/v3/temporal"
-	visibilitySchema   = "sqlite/v3/visibility"
 )
+
+// sqliteSchema is the server module's SQLite schema, which tools/build.sh copies beside the binaries (the SQL
+// tool embeds only the MySQL and PostgreSQL ones).
+type sqliteSchema struct{ tool, dir string }
+
+func schemaBeside(server string) sqliteSchema {
+	return sqliteSchema{tool: sibling(server, "temporal-sql-tool"), dir: sibling(server, "temporal-schema/sqlite/v3")}
+}
+
+func (s sqliteSchema) update() []string {
+	return []string{"update-schema", "--schema-dir", filepath.Join(s.dir, "temporal", "versioned")}
+}
 
 // prepareDatabase creates the SQLite file with the server's schema, or brings an existing one up to it with
 // temporal-sql-tool. A file that cannot be upgraded is moved aside (logf says where) and a new one created, so
 // the server never starts on a schema it does not know.
-func prepareDatabase(ctx context.Context, sqlTool, dbFile string, logf func(string, ...any)) error {
+func prepareDatabase(ctx context.Context, schema sqliteSchema, dbFile string, logf func(string, ...any)) error {
 	if _, err := os.Stat(dbFile); errors.Is(err, fs.ErrNotExist) {
-		return createDatabase(ctx, sqlTool, dbFile)
+		return createDatabase(ctx, schema, dbFile)
 	}
-	out, err := runSQLTool(ctx, sqlTool, dbFile, "update-schema", "--schema-name", temporalSchema)
+	out, err := runSQLTool(ctx, schema.tool, dbFile, schema.update()...)
 	if err == nil {
 		return nil
 	}
 	if strings.Contains(out, "schema_version") { // no version table: the CLI's dev server wrote it
-		if err = upgradeCLIDatabase(ctx, sqlTool, dbFile); err == nil {
+		if err = upgradeCLIDatabase(ctx, schema, dbFile); err == nil {
 			logf("upgraded %s from the Temporal CLI dev server's schema %s to %s", dbFile, cliDevServerSchema, SQLiteSchemaVersion)
 			return nil
 		}
@@ -47,24 +58,27 @@ func prepareDatabase(ctx context.Context, sqlTool, dbFile string, logf func(stri
 	}
 	logf("could not upgrade %s to the server's schema %s (%v); moved it to %s and started with an empty database",
 		dbFile, SQLiteSchemaVersion, err, aside)
-	return createDatabase(ctx, sqlTool, dbFile)
+	return createDatabase(ctx, schema, dbFile)
 }
 
 // upgradeCLIDatabase stamps a CLI dev server's database with the schema it has, then applies the newer versions.
-func upgradeCLIDatabase(ctx context.Context, sqlTool, dbFile string) error {
-	if _, err := runSQLTool(ctx, sqlTool, dbFile, "setup-schema", "-v", cliDevServerSchema); err != nil {
+func upgradeCLIDatabase(ctx context.Context, schema sqliteSchema, dbFile string) error {
+	if _, err := runSQLTool(ctx, schema.tool, dbFile, "setup-schema", "-v", cliDevServerSchema); err != nil {
 		return err
 	}
-	_, err := runSQLTool(ctx, sqlTool, dbFile, "update-schema", "--schema-name", temporalSchema)
+	_, err := runSQLTool(ctx, schema.tool, dbFile, schema.update()...)
 	return err
 }
 
 // createDatabase writes the server's schema (with its version) and the visibility schema into a new file.
-func createDatabase(ctx context.Context, sqlTool, dbFile string) error {
-	if _, err := runSQLTool(ctx, sqlTool, dbFile, "setup-schema", "--schema-name", temporalSchema, "-v", SQLiteSchemaVersion); err != nil {
+func createDatabase(ctx context.Context, schema sqliteSchema, dbFile string) error {
+	_, err := runSQLTool(ctx, schema.tool, dbFile, "setup-schema", "-v", SQLiteSchemaVersion,
+		"-f", filepath.Join(schema.dir, "temporal", "schema.sql"))
+	if err != nil {
 		return err
 	}
-	_, err := runSQLTool(ctx, sqlTool, dbFile, "setup-schema", "--schema-name", visibilitySchema, "--disable-versioning")
+	_, err = runSQLTool(ctx, schema.tool, dbFile, "setup-schema", "--disable-versioning",
+		"-f", filepath.Join(schema.dir, "visibility", "schema.sql"))
 	return err
 }
 
