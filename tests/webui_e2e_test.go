@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func missingFrom(page string, want ...string) string {
 
 // TestE2E_WebUIShowsWorkersAndTask opens the Web UI of a running stack (the one make run starts) in headless
 // Chromium: the Workers page lists the worker and its task queue, and a solved task's page shows its timeline,
-// its input, its result and its CaptchaPhase.
+// its input and its result, and its Search Attributes tab CaptchaPhase done.
 func TestE2E_WebUIShowsWorkersAndTask(t *testing.T) {
 	chromium := chromiumForTest(t)
 	server, err := devstack.TemporalServerPath()
@@ -88,6 +89,13 @@ func TestE2E_WebUIShowsWorkersAndTask(t *testing.T) {
 	ui := stack.Temporal.UIURL() + "/namespaces/" + devstack.DefaultNamespace
 	workerID := fmt.Sprintf("%d@", stack.Worker().PID()) // the SDK's identity: pid@host
 	var page string
+	// The last rendering is kept for whoever reads a failure.
+	t.Cleanup(func() {
+		if t.Failed() {
+			file := filepath.Join(os.TempDir(), "captchaflow-webui-last-page.html")
+			t.Logf("the last rendered page is in %s (%v)", file, os.WriteFile(file, []byte(page), 0o644))
+		}
+	})
 	eventually(t, "the Workers page lists the worker", 90*time.Second, 2*time.Second, func() string {
 		if page, err = renderedPage(ctx, chromium, ui+"/workers"); err != nil {
 			return err.Error()
@@ -96,12 +104,20 @@ func TestE2E_WebUIShowsWorkersAndTask(t *testing.T) {
 	})
 	t.Logf("Workers page: lists %s… on task queue %s", workerID, captchaflow.DefaultTaskQueue)
 
-	taskURL := ui + "/workflows/" + id + "/" + run.GetRunID() + "/history"
-	eventually(t, "the task's page shows timeline, input, result and CaptchaPhase", 60*time.Second, 2*time.Second, func() string {
-		if page, err = renderedPage(ctx, chromium, taskURL); err != nil {
+	task := ui + "/workflows/" + id + "/" + run.GetRunID()
+	eventually(t, "the task's page shows its timeline, input and result", 60*time.Second, 2*time.Second, func() string {
+		if page, err = renderedPage(ctx, chromium, task+"/history"); err != nil {
 			return err.Error()
 		}
-		return missingFrom(page, "Timeline", "Input", "6Le-webui-site-key", "Result", res.Code, "CaptchaPhase")
+		return missingFrom(page, "Timeline", "Input", "6Le-webui-site-key", "Result", res.Code)
 	})
-	t.Logf("task page %s: timeline, input (googlekey), result (code %s) and CaptchaPhase shown", taskURL, res.Code)
+	t.Logf("task page: timeline, input (googlekey 6Le-webui-site-key) and result (code %s)", res.Code)
+	// The same page's Search Attributes tab.
+	eventually(t, "the task's search attributes show CaptchaPhase", 60*time.Second, 2*time.Second, func() string {
+		if page, err = renderedPage(ctx, chromium, task+"/search-attributes"); err != nil {
+			return err.Error()
+		}
+		return missingFrom(page, captchaflow.PhaseKey.GetName(), string(captchaflow.PhaseDone), captchaflow.TaskIDKey.GetName(), id)
+	})
+	t.Logf("task page, Search Attributes tab: %s %s, %s %s", captchaflow.PhaseKey.GetName(), captchaflow.PhaseDone, captchaflow.TaskIDKey.GetName(), id)
 }

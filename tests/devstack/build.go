@@ -121,7 +121,9 @@ func TemporalCLIPath() (string, error) { return toolPath(os.Getenv("TEMPORAL_CLI
 
 // TemporalServerPath is $TEMPORAL_SERVER, else .bin/temporal-server in the module root (where tools/build.sh puts
 // it, with temporal-sql-tool and temporal-ui beside it).
-func TemporalServerPath() (string, error) { return toolPath(os.Getenv("TEMPORAL_SERVER"), "temporal-server") }
+func TemporalServerPath() (string, error) {
+	return toolPath(os.Getenv("TEMPORAL_SERVER"), "temporal-server")
+}
 
 // toolPath is override, else .bin/name in the module root.
 func toolPath(override, name string) (string, error) {
