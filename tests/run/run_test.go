@@ -114,7 +114,7 @@ func TestRunSmoke(t *testing.T) {
 
 	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
 	require.NoError(t, err)
-	require.Len(t, logs, 6) // the priced batch's worker too
+	require.Len(t, logs, 7) // the priced batch's worker and the Web UI too
 	for _, path := range append(logs, "") {
 		content := text
 		if path != "" {
