@@ -7,7 +7,8 @@ SHELL := /bin/bash
 
 GO ?= go
 BIN := $(CURDIR)/.bin
-# The e2e tests and the devstack launcher find the Temporal CLI here.
+# The stack runs .bin/temporal-server (with temporal-sql-tool and temporal-ui beside it); the documents' CLI
+# examples run the Temporal CLI, the command-line client, from here.
 export TEMPORAL_CLI ?= $(BIN)/temporal
 
 # Extra flags for the run command, e.g. make run ARGS="-tasks 10 -exit".
@@ -29,7 +30,7 @@ tooling_unit_packages = $$($(TOOLING) list ./... | grep -v -x 'github.com/captch
 # then checks either module.
 tool = $$($(TOOLING) tool -n $(1))
 
-.PHONY: help run test vet lint fuzz test-fuzz workflowcheck test-unit test-e2e test-e2e-cluster test-deploy tools bench cluster cluster-down \
+.PHONY: help run test vet lint fuzz test-fuzz workflowcheck test-unit test-e2e test-e2e-cluster test-deploy tools cli bench cluster cluster-down \
 	test-cluster record-histories clean
 
 help: ## list the targets
@@ -51,7 +52,7 @@ lint: ## staticcheck every package of both modules (pinned as a Go tool in tests
 workflowcheck: ## check the workflow code of both modules for non-determinism
 	workflowcheck=$(call tool,workflowcheck); $$workflowcheck ./... && cd tests && $$workflowcheck ./...
 
-test-unit: tools ## unit tests (every package but the e2e package ./tests, whose server-free history replay runs here too; includes the Temporal dev-server launcher test)
+test-unit: tools ## unit tests (every package but the e2e package ./tests, whose server-free history replay runs here too; includes the Temporal server launcher test)
 	$(GO) test -count=1 -timeout $(UNIT_TIMEOUT) ./...
 	$(TOOLING) test -count=1 -timeout $(UNIT_TIMEOUT) $(tooling_unit_packages)
 	$(TOOLING) test -count=1 -run 'TestReplayRecordedHistories|TestRecordedHistoriesHoldNoSecrets' .
@@ -70,10 +71,10 @@ fuzz: ## run every Go fuzz target (func Fuzz… in a tracked _test.go) for FUZZT
 test-fuzz: ## every fuzz target for a short bounded time (TEST_FUZZTIME each); its seed corpus also runs in test-unit
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME) MODEL_SCHEDULES=1000
 
-test-e2e: tools ## end-to-end, chaos and replay tests against the real stack
+test-e2e: tools cli ## end-to-end, chaos and replay tests against the real stack, and the Web UI in headless Chromium
 	$(TOOLING) test -count=1 -timeout $(E2E_TIMEOUT) .
 
-test-e2e-cluster: tools ## the core e2e scenarios (happy path, worker killed, server restarted) on the PostgreSQL-backed cluster
+test-e2e-cluster: tools cli ## the core e2e scenarios (happy path, worker killed, server restarted) on the PostgreSQL-backed cluster
 	cluster/up.sh --detach
 	trap 'cluster/down.sh' EXIT; \
 	E2E_TEMPORAL_ADDRESS=127.0.0.1:$${CLUSTER_FRONTEND_PORT:-7333} \
@@ -83,8 +84,11 @@ test-e2e-cluster: tools ## the core e2e scenarios (happy path, worker killed, se
 test-deploy: ## checks of the deployment files (deploy/check.sh)
 	deploy/check.sh
 
-tools: ## build the pinned Temporal CLI into .bin/ (~6 min the first time, then cached)
+tools: ## build the pinned Temporal server, SQL tool and Web UI into .bin/ (~5 min the first time, then cached)
 	tools/build.sh
+
+cli: ## build the pinned Temporal CLI (the command-line client) into .bin/ (~3 min the first time, then cached)
+	tools/build.sh --cli
 
 bench: tools ## run the benchmark (results in tests/bench/out/)
 	$(TOOLING) run ./bench

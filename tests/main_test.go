@@ -42,14 +42,14 @@ func requireStack(t *testing.T) *stack {
 		started := time.Now()
 		theStack, stackErr = startStack(ctx)
 		if stackErr == nil {
-			where := "dev server " + theStack.temporalAddr
+			where := "local server " + theStack.temporalAddr
 			if theStack.external() {
 				where = "external Temporal " + theStack.temporalAddr
 			}
 			fmt.Printf("e2e: stack up in %s (%s, logs in %s)\n", time.Since(started).Round(time.Millisecond), where, theStack.runDir)
 		}
 	})
-	if errors.Is(stackErr, errCLIMissing) {
+	if errors.Is(stackErr, errServerMissing) {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("e2e: %v — CI must build it first (tools/build.sh)", stackErr)
 		}

@@ -156,10 +156,10 @@ func newHookRecorder(t *testing.T) *hookRecorder {
 // span, the provider calls with the provider's name and task ID, the callback under its submission, the delivery
 // with a traceparent, and nothing secret in any span.
 func TestE2E_OTelOneTracePerTask(t *testing.T) {
-	cli, err := devstack.TemporalCLIPath()
+	server, err := devstack.TemporalServerPath()
 	require.NoError(t, err)
-	if _, err := os.Stat(cli); err != nil && os.Getenv("CI") == "" {
-		t.Skipf("e2e: temporal CLI missing at %s", cli)
+	if _, err := os.Stat(server); err != nil && os.Getenv("CI") == "" {
+		t.Skipf("e2e: temporal-server missing at %s", server)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

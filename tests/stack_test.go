@@ -57,8 +57,8 @@ const (
 	envKeepLogs          = "E2E_KEEP_LOGS"            // keep the run directory even when every test passed
 )
 
-// errCLIMissing marks a missing Temporal CLI: a skip locally, a failure in CI.
-var errCLIMissing = errors.New("temporal CLI missing")
+// errServerMissing marks a missing temporal-server: a skip locally, a failure in CI.
+var errServerMissing = errors.New("temporal-server missing")
 
 // stack is the system under test, every component a real process on 127.0.0.1:
 //
@@ -126,19 +126,19 @@ func startStack(ctx context.Context) (s *stack, err error) {
 			return s, err
 		}
 	} else {
-		cli, err := devstack.TemporalCLIPath()
+		server, err := devstack.TemporalServerPath()
 		if err != nil {
 			return s, err
 		}
-		if _, err := os.Stat(cli); err != nil {
-			return s, fmt.Errorf("%w at %s (build it with `make tools` / tools/build.sh, or set TEMPORAL_CLI): %v", errCLIMissing, cli, err)
+		if _, err := os.Stat(server); err != nil {
+			return s, fmt.Errorf("%w at %s (build it with `make tools` / tools/build.sh, or set TEMPORAL_SERVER): %v", errServerMissing, server, err)
 		}
 		// A fresh SQLite file per test binary run; the restart scenario reuses it.
 		s.temporal, err = devstack.StartTemporal(ctx, devstack.TemporalOptions{
-			CLIPath:  cli,
-			DBFile:   filepath.Join(s.runDir, "data", "temporal.db"),
-			LogPath:  filepath.Join(s.runDir, "temporal.log"),
-			Headless: true,
+			ServerPath: server,
+			DBFile:     filepath.Join(s.runDir, "data", "temporal.db"),
+			LogPath:    filepath.Join(s.runDir, "temporal.log"),
+			Headless:   true,
 		})
 		if err != nil {
 			return s, err

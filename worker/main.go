@@ -116,6 +116,8 @@ func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.Metr
 	}
 	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
 	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), metrics
+	// The Web UI's Workers page lists a worker once its heartbeat arrives: 10 s, not the SDK's 60 s.
+	opts.WorkerHeartbeatInterval = 10 * time.Second
 	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-worker")
 	if err != nil {
 		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)

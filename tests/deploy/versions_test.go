@@ -14,8 +14,9 @@ import (
 // docServerVersion finds where a doc names a Temporal server version ("Temporal Server 1.2.3", "server v1.2.3").
 var docServerVersion = regexp.MustCompile(`(?i)server v?(\d+\.\d+\.\d+)`)
 
-// The PostgreSQL cluster's server version is pinned once, in tools/server/go.mod; the compose images of the same
-// server and the docs that name it follow it.
+// The server version is pinned once, in tools/server/go.mod (make run, the e2e suites and the PostgreSQL cluster
+// all run that build); the compose images of the same server and docs/versions.md, the one document naming it,
+// follow it.
 func TestClusterServerVersionAgrees(t *testing.T) {
 	mod, err := os.ReadFile(filepath.Join(repoRoot, "tools/server/go.mod"))
 	require.NoError(t, err)
@@ -29,7 +30,7 @@ func TestClusterServerVersionAgrees(t *testing.T) {
 		image := p.Services[name].Image
 		assert.Equal(t, want, image[strings.LastIndex(image, ":")+1:], "compose service %s runs %s", name, image)
 	}
-	for _, doc := range []string{"cluster/README.md", "docs/operations.md"} {
+	for _, doc := range []string{"docs/versions.md"} {
 		text, err := os.ReadFile(filepath.Join(repoRoot, doc))
 		require.NoError(t, err)
 		named := docServerVersion.FindAllSubmatch(text, -1)

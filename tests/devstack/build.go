@@ -115,14 +115,24 @@ func isModuleRoot(goMod string) bool {
 	return false
 }
 
-// TemporalCLIPath is $TEMPORAL_CLI, else .bin/temporal in the module root (where tools/build.sh puts it).
-func TemporalCLIPath() (string, error) {
-	if p := os.Getenv("TEMPORAL_CLI"); p != "" {
-		return p, nil
+// TemporalCLIPath is $TEMPORAL_CLI, else .bin/temporal in the module root (where `make cli` puts it): the
+// command-line client only; the stack runs TemporalServerPath.
+func TemporalCLIPath() (string, error) { return toolPath(os.Getenv("TEMPORAL_CLI"), "temporal") }
+
+// TemporalServerPath is $TEMPORAL_SERVER, else .bin/temporal-server in the module root (where tools/build.sh puts
+// it, with temporal-sql-tool and temporal-ui beside it).
+func TemporalServerPath() (string, error) {
+	return toolPath(os.Getenv("TEMPORAL_SERVER"), "temporal-server")
+}
+
+// toolPath is override, else .bin/name in the module root.
+func toolPath(override, name string) (string, error) {
+	if override != "" {
+		return override, nil
 	}
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, ".bin", "temporal"), nil
+	return filepath.Join(root, ".bin", name), nil
 }

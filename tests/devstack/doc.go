@@ -1,7 +1,7 @@
-// Package devstack starts captchaflow's local stack (Temporal dev server, provider simulator, worker, ingress) as
-// real processes, for `make run` and for the end-to-end tests. Every process it starts runs in its own process
-// group and is stopped by the caller (t.Cleanup, a signal handler), so nothing is left running; on Linux the
-// kernel also kills them if the caller dies first.
+// Package devstack starts captchaflow's local stack (the Temporal server on SQLite with its Web UI, provider
+// simulator, worker, ingress) as real processes, for `make run` and for the end-to-end tests. Every process it
+// starts runs in its own process group and is stopped by the caller (t.Cleanup, a signal handler), so nothing is
+// left running; on Linux the kernel also kills them if the caller dies first.
 //
 // A chaos test, for example:
 //

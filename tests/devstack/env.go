@@ -9,7 +9,7 @@ import (
 
 // droppedInheritedPrefixes are variables from the caller's shell a stack process must not see: the stack sets
 // its own Temporal address and namespace, and a TEMPORAL_API_KEY or TLS setting meant for a real cluster would
-// break the connection to the local dev server.
+// break the connection to the local server.
 var droppedInheritedPrefixes = []string{"TEMPORAL_"}
 
 // MergeEnv returns the caller's environment (less droppedInheritedPrefixes) with each layer applied in order;

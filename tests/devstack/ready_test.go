@@ -4,6 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -91,20 +94,33 @@ func TestMergeEnvDropsInheritedTemporalSettingsAndLayersInOrder(t *testing.T) {
 	assert.NotContains(t, env, "TEMPORAL_API_KEY=cloud-key")
 }
 
-func TestTemporalArgs(t *testing.T) {
-	args := strings.Join(temporalArgs(TemporalOptions{
-		DBFile: "/data/temporal.db", Port: 7233, UIPort: 8233, HTTPPort: 7243, MetricsPort: 7300,
-		DynamicConfig: map[string]string{"matching.numTaskqueueReadPartitions": "2", "limit.x": "5"},
-	}), " ")
-	for _, want := range []string{
-		"server start-dev", "--ip 127.0.0.1", "--port 7233", "--ui-port 8233", "--http-port 7243",
-		"--metrics-port 7300", "--db-filename /data/temporal.db", "--log-level warn",
-		"--search-attribute CaptchaPhase=Keyword", "--search-attribute CaptchaTaskId=Keyword",
-		"--dynamic-config-value matching.numTaskqueueWritePartitions=1",
-		"--dynamic-config-value matching.numTaskqueueReadPartitions=2", // the caller's value wins
-		"--dynamic-config-value limit.x=5",
-	} {
-		assert.Contains(t, args, want)
+func TestServerConfigIsLoopbackSQLiteWithTheCallersDynamicConfig(t *testing.T) {
+	dir := t.TempDir()
+	opts := TemporalOptions{DBFile: filepath.Join(dir, "temporal.db"), LogPath: filepath.Join(dir, "temporal.log"),
+		Port: 7233, HTTPPort: 7243, MetricsPort: 7300,
+		DynamicConfig: map[string]string{"matching.numTaskqueueReadPartitions": "2", "limit.x": "5"}}
+	configFile, err := writeServerConfig(opts, false)
+	require.NoError(t, err)
+	config, err := os.ReadFile(configFile)
+	require.NoError(t, err)
+	for _, want := range []string{`pluginName: "sqlite"`, `databaseName: "` + opts.DBFile + `"`, "grpcPort: 7233", "httpPort: 7243",
+		`listenAddress: "127.0.0.1:7300"`, "numHistoryShards: 1", "bindOnLocalHost: true"} {
+		assert.Contains(t, string(config), want)
 	}
-	assert.NotContains(t, args, "--headless")
+	assert.NotContains(t, string(config), "{{", "every template field is filled")
+	dynamic, err := os.ReadFile(filepath.Join(dir, "temporal-dynamicconfig.yaml"))
+	require.NoError(t, err)
+	for _, want := range []string{
+		"matching.numTaskqueueWritePartitions:\n  - value: 1\n",
+		"matching.numTaskqueueReadPartitions:\n  - value: 2\n", // the caller's value wins
+		"limit.x:\n  - value: 5\n",
+		"system.forceSearchAttributesCacheRefreshOnRead:\n  - value: true\n",
+	} {
+		assert.Contains(t, string(dynamic), want)
+	}
+
+	// The internal ports are kept beside the database and reused by the next start.
+	again, err := loadInternalPorts(opts.DBFile+".ports.json", false)
+	require.NoError(t, err)
+	assert.Contains(t, string(config), "grpcPort: "+strconv.Itoa(again.History))
 }

@@ -29,8 +29,8 @@ type Options struct {
 	DataDir string
 	// BinDir receives the built binaries; defaults to .bin in the module root.
 	BinDir string
-	// TemporalCLI defaults to TemporalCLIPath().
-	TemporalCLI string
+	// TemporalServer defaults to TemporalServerPath().
+	TemporalServer string
 
 	// Ports on 127.0.0.1; zero means a free one (make run passes the well-known ones).
 	TemporalPort      int
@@ -42,7 +42,7 @@ type Options struct {
 	IngressMetricsPort int
 	// TemporalHeadless skips the Web UI (tests do not need it).
 	TemporalHeadless bool
-	// TemporalDynamicConfig adds dynamic config values to the dev server's.
+	// TemporalDynamicConfig adds dynamic config values to the stack's defaults.
 	TemporalDynamicConfig map[string]string
 
 	// ProviderBaseURL and ProviderAPIKey choose the provider. Both empty: start the simulator with a generated
@@ -131,12 +131,12 @@ func newStack(opts Options) *Stack {
 	return s
 }
 
-// startTemporal starts the dev server with its database in the data directory and its log in the run directory.
+// startTemporal starts the server with its database in the data directory and its log in the run directory.
 func (s *Stack) startTemporal(ctx context.Context) (err error) {
 	opts := s.opts
 	started := time.Now()
 	s.Temporal, err = StartTemporal(ctx, TemporalOptions{
-		CLIPath:       opts.TemporalCLI,
+		ServerPath:    opts.TemporalServer,
 		DBFile:        filepath.Join(opts.DataDir, "temporal.db"),
 		LogPath:       filepath.Join(opts.RunDir, "temporal.log"),
 		Port:          opts.TemporalPort,
@@ -144,6 +144,7 @@ func (s *Stack) startTemporal(ctx context.Context) (err error) {
 		Headless:      opts.TemporalHeadless,
 		DynamicConfig: opts.TemporalDynamicConfig,
 		ReadyTimeout:  max(opts.ReadyTimeout, defaultTemporalReadyTimeout),
+		Logf:          s.logf,
 	})
 	if err != nil {
 		return err
@@ -196,8 +197,8 @@ func resolveOptions(opts Options) (Options, error) {
 		}
 		opts.BinDir = filepath.Join(root, ".bin")
 	}
-	if opts.TemporalCLI == "" {
-		if opts.TemporalCLI, err = TemporalCLIPath(); err != nil {
+	if opts.TemporalServer == "" {
+		if opts.TemporalServer, err = TemporalServerPath(); err != nil {
 			return opts, err
 		}
 	}

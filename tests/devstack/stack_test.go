@@ -17,7 +17,7 @@ import (
 
 func startStack(t *testing.T, ctx context.Context, opts Options) *Stack {
 	t.Helper()
-	temporalCLIForTest(t)
+	temporalServerForTest(t)
 	opts.RunDir = t.TempDir()
 	opts.TemporalHeadless = true
 	stack, err := Start(ctx, opts)

@@ -4,66 +4,73 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/captchaflow/captchaflow"
 )
 
-// DefaultNamespace is the namespace the dev server always creates.
+// DefaultNamespace is the namespace the stack registers on every start.
 const DefaultNamespace = "default"
 
-// defaultTemporalReadyTimeout covers a cold start that creates and migrates a new SQLite file.
+// defaultTemporalReadyTimeout covers a cold start that creates or upgrades the SQLite file.
 const defaultTemporalReadyTimeout = 90 * time.Second
 
-// TemporalOptions configure a Temporal dev server. Zero ports are replaced by free ones once, at start, and kept
-// across restarts.
+// namespaceRetention is the default namespace's retention, as the CLI's dev server gave it.
+const namespaceRetention = 24 * time.Hour
+
+// TemporalOptions configure the local Temporal server (temporal-server on SQLite, every service in one process)
+// and its Web UI. Zero ports are replaced by free ones once, at start, and kept across restarts.
 type TemporalOptions struct {
-	// CLIPath is the Temporal CLI binary (see TemporalCLIPath).
-	CLIPath string
-	// DBFile is the SQLite file that keeps state across restarts; required (an in-memory server could not be
-	// restarted without losing every workflow).
+	// ServerPath is the temporal-server binary (see TemporalServerPath); temporal-sql-tool, temporal-ui and the
+	// SQLite schema (temporal-schema/) are taken from the same directory.
+	ServerPath string
+	// DBFile is the SQLite file that keeps state across restarts; required. A file the CLI's dev server wrote is
+	// upgraded to the server's schema, or moved aside when that fails.
 	DBFile string
-	// LogPath receives the server's output.
+	// LogPath receives the server's output; the UI's log and the rendered config files go beside it.
 	LogPath  string
 	Port     int // frontend gRPC
 	UIPort   int
 	HTTPPort int
 	// MetricsPort serves the server's Prometheus metrics.
 	MetricsPort int
-	Headless    bool
+	// Headless skips the Web UI.
+	Headless bool
 	// DynamicConfig adds or overrides dynamic config values (JSON values, e.g. "1" or `"text"`).
 	DynamicConfig map[string]string
 	ReadyTimeout  time.Duration
+	// Logf, if set, hears what happened to an existing database (upgraded or replaced).
+	Logf func(format string, args ...any)
 }
 
-// Temporal is a running Temporal dev server.
+// Temporal is the running local Temporal server and, unless headless, its Web UI.
 type Temporal struct {
 	opts TemporalOptions
 	proc *Process
+	ui   *Process
 }
 
-// defaultDynamicConfig keeps one task-queue partition: with a handful of pollers, the default four partitions
-// add multi-second tail latency to task dispatch.
-var defaultDynamicConfig = map[string]string{
-	"matching.numTaskqueueReadPartitions":  "1",
-	"matching.numTaskqueueWritePartitions": "1",
-}
-
-// StartTemporal starts the dev server and waits until it is healthy and serves the default namespace.
+// StartTemporal prepares the SQLite file, starts the server, registers the default namespace and captchaflow's
+// search attributes, and starts the Web UI; it returns once all of them answer.
 func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error) {
-	if opts.CLIPath == "" || opts.DBFile == "" || opts.LogPath == "" {
-		return nil, errors.New("devstack: temporal needs CLIPath, DBFile and LogPath")
+	if opts.ServerPath == "" || opts.DBFile == "" || opts.LogPath == "" {
+		return nil, errors.New("devstack: temporal needs ServerPath, DBFile and LogPath")
 	}
-	if _, err := os.Stat(opts.CLIPath); err != nil {
-		return nil, fmt.Errorf("temporal CLI not found at %s (build it with tools/build.sh or `make tools`): %w", opts.CLIPath, err)
+	for _, bin := range temporalBinaries(opts) {
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("%s not found (build it with tools/build.sh or `make tools`): %w", bin, err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(opts.DBFile), 0o755); err != nil {
 		return nil, fmt.Errorf("temporal data directory: %w", err)
@@ -71,26 +78,47 @@ func StartTemporal(ctx context.Context, opts TemporalOptions) (*Temporal, error)
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = defaultTemporalReadyTimeout
 	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if err := prepareDatabase(ctx, schemaBeside(opts.ServerPath), opts.DBFile, opts.Logf); err != nil {
+		return nil, err
+	}
 	// A port picked free can be taken by another process before the server binds it (it then exits): pick again.
 	for attempt := 1; ; attempt++ {
-		t, err := startTemporalOnce(ctx, opts)
+		t, err := startTemporalOnce(ctx, opts, attempt > 1)
 		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "exited before it became ready") {
 			return t, err
 		}
 	}
 }
 
-func startTemporalOnce(ctx context.Context, opts TemporalOptions) (*Temporal, error) {
+// temporalBinaries are the executables (and the schema) a start needs.
+func temporalBinaries(opts TemporalOptions) []string {
+	bins := []string{opts.ServerPath, schemaBeside(opts.ServerPath).tool, schemaBeside(opts.ServerPath).dir}
+	if !opts.Headless {
+		bins = append(bins, sibling(opts.ServerPath, "temporal-ui"))
+	}
+	return bins
+}
+
+func sibling(path, name string) string { return filepath.Join(filepath.Dir(path), name) }
+
+func startTemporalOnce(ctx context.Context, opts TemporalOptions, freshPorts bool) (*Temporal, error) {
 	for _, port := range []*int{&opts.Port, &opts.UIPort, &opts.HTTPPort, &opts.MetricsPort} {
 		var err error
 		if *port, err = freePortIfZero(*port); err != nil {
 			return nil, err
 		}
 	}
+	configFile, err := writeServerConfig(opts, freshPorts)
+	if err != nil {
+		return nil, err
+	}
 	proc, err := StartProcess(ProcessSpec{
 		Name:    "temporal",
-		Path:    opts.CLIPath,
-		Args:    temporalArgs(opts),
+		Path:    opts.ServerPath,
+		Args:    []string{"--config-file", configFile, "--allow-no-auth", "start"},
 		Env:     MergeEnv(),
 		LogPath: opts.LogPath,
 	})
@@ -98,38 +126,70 @@ func startTemporalOnce(ctx context.Context, opts TemporalOptions) (*Temporal, er
 		return nil, err
 	}
 	t := &Temporal{opts: opts, proc: proc}
-	if err := t.WaitReady(ctx); err != nil {
-		t.proc.Kill()
+	what := "temporal server on " + t.Address()
+	if err := WaitReady(ctx, what, opts.ReadyTimeout, t.registerNamespace, proc); err != nil {
+		proc.Kill()
+		return nil, err
+	}
+	if err := t.startUI(ctx); err != nil {
+		proc.Kill()
 		return nil, err
 	}
 	return t, nil
 }
 
-func temporalArgs(opts TemporalOptions) []string {
-	args := []string{
-		"server", "start-dev",
-		"--ip", "127.0.0.1",
-		"--port", strconv.Itoa(opts.Port),
-		"--ui-port", strconv.Itoa(opts.UIPort),
-		"--http-port", strconv.Itoa(opts.HTTPPort),
-		"--metrics-port", strconv.Itoa(opts.MetricsPort),
-		"--db-filename", opts.DBFile,
-		"--log-level", "warn",
-		"--color", "never",
+// registerNamespace is a Check: it registers the default namespace and the search attributes captchaflow
+// upserts, each only if missing (what the CLI's dev server did from its flags), and passes once both are served.
+func (t *Temporal) registerNamespace(ctx context.Context) error {
+	c, err := client.DialContext(ctx, client.Options{HostPort: t.Address(), Logger: QuietSDKLogger()})
+	if err != nil {
+		return err
 	}
-	if opts.Headless {
-		args = append(args, "--headless")
+	defer c.Close()
+	_, err = c.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+		Namespace: DefaultNamespace, WorkflowExecutionRetentionPeriod: durationpb.New(namespaceRetention)})
+	if err != nil && !errors.As(err, new(*serviceerror.NamespaceAlreadyExists)) {
+		return fmt.Errorf("register namespace %s: %w", DefaultNamespace, err)
 	}
-	// Registered on every start: the workflow upserts them, the ingress queries one.
+	attrs, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: DefaultNamespace})
+	if err != nil {
+		return fmt.Errorf("namespace %s not served yet: %w", DefaultNamespace, err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
 	for _, key := range captchaflow.SearchAttributeKeys {
-		args = append(args, "--search-attribute", key.GetName()+"=Keyword")
+		if _, ok := attrs.GetCustomAttributes()[key.GetName()]; !ok {
+			missing[key.GetName()] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		}
 	}
-	dynamic := maps.Clone(defaultDynamicConfig)
-	maps.Copy(dynamic, opts.DynamicConfig)
-	for _, key := range slices.Sorted(maps.Keys(dynamic)) {
-		args = append(args, "--dynamic-config-value", key+"="+dynamic[key])
+	if len(missing) == 0 {
+		return nil
 	}
-	return args
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: DefaultNamespace, SearchAttributes: missing})
+	return errors.Join(fmt.Errorf("search attributes %v added; checking again", missing), err)
+}
+
+// startUI starts the Web UI beside the server, on loopback, unless headless.
+func (t *Temporal) startUI(ctx context.Context) (err error) {
+	if t.opts.Headless {
+		return nil
+	}
+	t.ui, err = StartProcess(ProcessSpec{
+		Name: "temporal-ui",
+		Path: sibling(t.opts.ServerPath, "temporal-ui"),
+		Args: []string{"-ip", "127.0.0.1", "-port", strconv.Itoa(t.opts.UIPort), "-temporal-address", t.Address()},
+		Env:  MergeEnv(),
+		// Beside the server's log.
+		LogPath: filepath.Join(filepath.Dir(t.opts.LogPath), "temporal-ui.log"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := WaitReady(ctx, "temporal web UI on "+t.UIURL(), t.opts.ReadyTimeout, HTTPOK(t.UIURL()), t.ui); err != nil {
+		t.ui.Kill()
+		return err
+	}
+	return nil
 }
 
 // Address is the frontend's host:port.
@@ -159,13 +219,20 @@ func (t *Temporal) WaitReady(ctx context.Context) error {
 		return err
 	}
 	defer closeCheck()
-	return WaitReady(ctx, "temporal dev server on "+t.Address(), t.opts.ReadyTimeout, check, t.proc)
+	return WaitReady(ctx, "temporal server on "+t.Address(), t.opts.ReadyTimeout, check, t.proc)
 }
 
-// Stop shuts the server down gracefully (SIGKILL after the stop timeout).
-func (t *Temporal) Stop() error { return t.proc.Stop() }
+// Stop shuts the Web UI and the server down gracefully (SIGKILL after the stop timeout).
+func (t *Temporal) Stop() error {
+	var err error
+	if t.ui != nil {
+		err = t.ui.Stop()
+	}
+	return errors.Join(err, t.proc.Stop())
+}
 
-// Restart stops the server and starts it again on the same ports and SQLite file, then waits until it is ready.
+// Restart stops the server and starts it again on the same ports and SQLite file, then waits until it is ready;
+// the Web UI stays up and reconnects.
 func (t *Temporal) Restart(ctx context.Context) error {
 	if err := t.proc.Restart(); err != nil {
 		return err

@@ -1,4 +1,4 @@
-// Command run is `make run`: it builds captchaflow, starts the local stack (Temporal dev server with the Web UI, two
+// Command run is `make run`: it builds captchaflow, starts the local stack (the Temporal server on SQLite with the Web UI, two
 // provider simulators named in the worker's PROVIDERS_FILE, worker, ingress) and a webhook receiver, runs a demo
 // batch of CAPTCHA tasks with injected trouble and a first provider that runs out of money partway through, shows
 // progress and a summary that ends in "lost 0", and keeps the stack up for browsing until Ctrl-C.
@@ -124,6 +124,9 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 
 	fmt.Fprintf(out, "\nWeb UI:   %s/namespaces/%s/workflows\n", stack.Temporal.UIURL(), devstack.DefaultNamespace)
 	fmt.Fprintf(out, "Try:      %s workflow list --address %s --query 'WorkflowType=\"SolveCaptcha\"' --limit 5\n", cli, stack.Temporal.Address())
+	if _, err := os.Stat(filepath.Join(root, cli)); err != nil && !filepath.IsAbs(cli) {
+		fmt.Fprintln(out, "          (the Temporal CLI is built on demand, once: make cli)")
+	}
 	if s.exit || ctx.Err() != nil {
 		return code
 	}

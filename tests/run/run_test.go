@@ -41,13 +41,13 @@ func (b *syncBuffer) String() string {
 // TestRunSmoke is `make run ARGS="-exit -tasks 10"` on free ports: the whole stack, a demo batch with every kind
 // of injected trouble, and a summary that must say lost 0 with every task solved.
 func TestRunSmoke(t *testing.T) {
-	cli, err := devstack.TemporalCLIPath()
+	server, err := devstack.TemporalServerPath()
 	require.NoError(t, err)
-	if _, err := os.Stat(cli); err != nil {
+	if _, err := os.Stat(server); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("Temporal CLI missing at %s in CI (tools/build.sh should have built it): %v", cli, err)
+			t.Fatalf("temporal-server missing at %s in CI (tools/build.sh should have built it): %v", server, err)
 		}
-		t.Skipf("Temporal CLI not built at %s; run `make tools` to run the smoke test", cli)
+		t.Skipf("temporal-server not built at %s; run `make tools` to run the smoke test", server)
 	}
 
 	// Known secrets (run reads them from the environment), so the logs can be searched for them below.
@@ -114,7 +114,7 @@ func TestRunSmoke(t *testing.T) {
 
 	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
 	require.NoError(t, err)
-	require.Len(t, logs, 6) // the priced batch's worker too
+	require.Len(t, logs, 7) // the priced batch's worker and the Web UI too
 	for _, path := range append(logs, "") {
 		content := text
 		if path != "" {

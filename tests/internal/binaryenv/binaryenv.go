@@ -70,7 +70,7 @@ func Binaries(root string) (map[string]Env, error) {
 		"ingress":   {structOf(&config.Ingress{}), direct(root, "ingress")},
 		"simulator": {structOf(&sim.Config{}), direct(root, "tests/simulator")},
 		"starter":   {direct(root, "starter")},
-		// run starts the stack through devstack, which finds the Temporal CLI by TEMPORAL_CLI.
+		// run starts the stack through devstack, which finds temporal-server by TEMPORAL_SERVER (the CLI by TEMPORAL_CLI).
 		"run": {direct(root, "tests/run"), direct(root, "tests/devstack")},
 	}
 	out := map[string]Env{}
