@@ -14,9 +14,10 @@ export TEMPORAL_CLI ?= $(BIN)/temporal
 # Extra flags for the run command, e.g. make run ARGS="-tasks 10 -exit".
 ARGS ?=
 UNIT_TIMEOUT ?= 15m
-# Time per fuzz target: make fuzz runs each for FUZZTIME, make test for TEST_FUZZTIME.
+# Time per fuzz target: make fuzz runs each for FUZZTIME, make test for TEST_FUZZTIME executions: a duration races
+# Go 1.26's fuzz coordinator at its end (golang/go#75804, fixed in 1.27: a spurious "context deadline exceeded").
 FUZZTIME ?= 2m
-TEST_FUZZTIME ?= 4s
+TEST_FUZZTIME ?= 20000x
 E2E_TIMEOUT ?= 40m
 # Schedules of the model-based test in make fuzz (make test runs its default, 1 000).
 MODEL_SCHEDULES ?= 20000
