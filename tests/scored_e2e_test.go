@@ -126,7 +126,13 @@ func TestE2E_ScoredRouting(t *testing.T) {
 		for _, p := range firstsOwn(before) {
 			assert.Equal(t, providerA, p, "the cheaper while it solves")
 		}
-		assert.True(t, away > 0 && away <= 8, "moved away within a handful: %d", away)
+		explored := 0 // explore_share 0.3 draws by workflow ID: a run of explorations is not the model's choice
+		for _, st := range broken {
+			if st.reason == captchaflow.RouteExplore {
+				explored++
+			}
+		}
+		assert.True(t, away > 0 && away-explored <= 8, "moved away within a handful of its own choices: %d, %d of them explored", away, explored)
 		assert.Positive(t, back, "came back")
 		for _, st := range append(broken, after...) {
 			assert.NoError(t, st.err, "failover solved it")
