@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -43,12 +42,15 @@ func quirksFixed(ctx workflow.Context) bool {
 //workflowcheck:ignore
 func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
-	err, old := cmp.Or(captchaflow.ValidateWorkflowID(id), in.Validate()), in.Validate()
+	valid := in.Validate()
+	err, old := cmp.Or(captchaflow.ValidateWorkflowID(id), valid), valid
 	if id != "." && id != ".." {
 		old = err
 	}
-	if slices.ContainsFunc(slices.Collect(maps.Keys(in.Params)), func(k string) bool { return strings.EqualFold(k, "action") }) {
-		old = cmp.Or(old, errors.New("params.action: set by captchaflow, must not be passed"))
+	for k := range in.Params {
+		if strings.EqualFold(k, "action") {
+			old = cmp.Or(old, errors.New("params.action: set by captchaflow, must not be passed"))
+		}
 	}
 	if (err == nil) != (old == nil) && !quirksFixed(ctx) {
 		return old
