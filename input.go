@@ -35,6 +35,7 @@ type Input struct {
 	MaxRefreshes           *int     `json:"max_refreshes,omitempty"`     // nil: DefaultMaxRefreshes; 0: off
 	LostAnswerWaitSeconds  int      `json:"lost_answer_wait_seconds,omitempty"`
 	Providers              []string `json:"providers,omitempty"` // PROVIDERS_FILE names, in order; empty: all
+	Caller                 string   `json:"caller,omitempty"`    // whose burst this is: callers share an account's pace fairly
 
 	// decodeErr keeps a decoding problem for Validate: a bad start must fail InvalidInput, not a task forever.
 	decodeErr error
@@ -129,6 +130,8 @@ var (
 	MethodPattern = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
 	// ProviderNamePattern is a provider's name (PROVIDERS_FILE, Input.providers): a metric label and a search attribute.
 	ProviderNamePattern = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+	// CallerPattern is Input.caller: the fairness key of its Submits (the server takes up to 64 bytes).
+	CallerPattern = regexp.MustCompile(`^[A-Za-z0-9._:@/-]{1,64}$`)
 )
 
 // WithDefaults returns in with every optional field that is zero set to its default.
@@ -169,6 +172,9 @@ func (in Input) Validate() error {
 		if r.v < r.lo || r.v > r.hi {
 			return fieldError(r.field, "%d is out of range [%d, %d]", r.v, r.lo, r.hi)
 		}
+	}
+	if in.Caller != "" && !CallerPattern.MatchString(in.Caller) {
+		return fieldError("caller", "%.80q must match %s (the server's fairness key)", in.Caller, CallerPattern)
 	}
 	if in.NotifyURL != "" && !isHTTPURL(in.NotifyURL) {
 		return fieldError("notify_url", "%.80q is not an absolute http(s) URL", in.NotifyURL)

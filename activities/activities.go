@@ -32,6 +32,8 @@ type Activities struct {
 	CallbackTimeoutByMethod map[string]time.Duration
 	// ProviderThreads (PROVIDER_THREADS) bounds the provider tasks in flight across the task queue (0: no admission).
 	ProviderThreads int
+	// Pace pauses an account's queue across the fleet when the provider refuses for rate (nil: nothing paces).
+	Pace *Pacer
 
 	httpOnce   sync.Once
 	httpClient *http.Client

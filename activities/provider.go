@@ -177,6 +177,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	id, code, err := p.Client.Submit(ctx, req.Method, req.Params, pingback)
 	a.countAnswer(ctx, p, "submit", err)
 	a.record(ctx, p.Name, err, set.Breaker.Record)
+	a.paceOn(ctx, p.Name, SubmitQueue, err)
 	switch {
 	case err == nil:
 		telemetry.Annotate(ctx, "", "", id)
@@ -264,6 +265,7 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 		code, err = p.Client.Get(ctx, req.ProviderTaskID)
 	}
 	a.record(ctx, p.Name, err, breaker.RecordPoll)
+	a.paceOn(ctx, p.Name, ResultsQueue, err)
 	switch { // the clients bound a code; a Client that does not is held to the same bound here
 	case err == nil && len(code) > captchaflow.MaxCodeBytes:
 		err = &providers.Error{Op: "get", Class: callback.ClassUnknown, Provider: "provider",
@@ -316,5 +318,12 @@ func (a *Activities) record(ctx context.Context, name string, err error, rec fun
 		activity.GetLogger(ctx).Warn("provider circuit opened", "Provider", name, "Reason", reason)
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": name, "reason": reason}).
 			Counter(MetricCircuitOpened).Inc(1)
+	}
+}
+
+// paceOn pauses the account's queue of kind when err is a rate refusal: the fleet slows, not this task alone.
+func (a *Activities) paceOn(ctx context.Context, provider, kind string, err error) {
+	if what, ok := providers.RateLimited(err); ok && a.Pace != nil {
+		a.Pace.Refused(ctx, provider, kind, what, callback.RetryAfter(codeOf(err)))
 	}
 }

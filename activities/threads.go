@@ -57,6 +57,7 @@ type SlotAsk struct {
 	Exclude   []string          `json:"exclude,omitempty"`
 	Avoid     []string          `json:"avoid,omitempty"`
 	Ticket    *SlotTicket       `json:"ticket,omitempty"`
+	RouteOnly bool              `json:"route_only,omitempty"` // pick the provider, take no slot
 }
 
 // SlotTicket is AcquireSlot's answer (Semaphore "": no plan); Submit is pinned to Provider.
@@ -66,6 +67,7 @@ type SlotTicket struct {
 	Provider  string `json:"provider,omitempty"`
 	RunID     string `json:"run_id"`          // the task run that asked (a run reset from it replays its grants)
 	Stuck     bool   `json:"stuck,omitempty"` // the semaphore's workflow task keeps failing
+	Queue     string `json:"queue,omitempty"` // Provider's submit queue ("": the task's own, where Submit says why none serves)
 }
 
 // SemaphoreState is what ProviderThreads carries across continue-as-new, and its SlotsQuery's answer.
@@ -89,10 +91,13 @@ func PlannedThreads(a *Activities) (most int) {
 // AcquireSlot asks (starting the semaphore); a re-ask sends nothing while the run that took it runs and the ticket is ours.
 func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, error) {
 	t, k := SlotTicket{RunID: ask.RunID}, ask.Ticket
-	if t.Provider, ask.Plan = a.slotOf(ask, timeLeft(ctx)); ask.Plan <= 0 {
+	c, tq := activity.GetClient(ctx), activity.GetInfo(ctx).TaskQueue
+	if t.Provider, ask.Plan = a.slotOf(ask, timeLeft(ctx)); t.Provider != "" || a.Providers == nil {
+		t.Queue = ProviderQueue(tq, t.Provider, SubmitQueue)
+	}
+	if ask.Plan <= 0 || ask.RouteOnly {
 		return t, nil
 	}
-	c, tq := activity.GetClient(ctx), activity.GetInfo(ctx).TaskQueue
 	t.Semaphore = ThreadsWorkflowID(tq, t.Provider)
 	if k != nil && k.RunID == ask.RunID {
 		if desc, err := c.DescribeWorkflow(ctx, t.Semaphore, ""); err == nil && desc.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING &&

@@ -219,6 +219,7 @@ type Profile struct {
 	Reports         []ReportRule  // the verdict calls; a verdict no rule covers is ErrReportUnsupported
 	// RefundsUnsolvable: an unsolvable task is not charged (2captcha.com/api-docs/error-codes; the others document none).
 	RefundsUnsolvable bool
+	Rates             Rates // the account's documented request budgets (docs/providers.md#account-limits)
 }
 
 // ReportRule is one verdict call: for the kinds listed (nil: every kind), a good (or bad) verdict goes to Endpoint.

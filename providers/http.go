@@ -92,6 +92,18 @@ func IsTransportError(err error) bool {
 	return err != nil && ClassOf(err) == callback.ClassTransient
 }
 
+// RateLimited is the rate refusal err is, if any: the provider's word, or the HTTP status 429.
+func RateLimited(err error) (what string, ok bool) {
+	e, isErr := errors.AsType[*Error](err)
+	switch {
+	case !isErr:
+		return "", false
+	case e.HTTPStatus == http.StatusTooManyRequests:
+		return "HTTP 429", true
+	}
+	return e.Code, callback.IsRateLimit(e.Code)
+}
+
 // classifyStatus maps a non-2xx status that is not the provider's own answer: the HTTP layer's (front end, proxy).
 func classifyStatus(status int) callback.Class {
 	switch {

@@ -40,7 +40,23 @@ type Provider struct {
 	PollInterval time.Duration // the least spacing of one task's polls (0: none)
 	Price        Price         // PROVIDERS_FILE price_per_1000
 	Refunds      bool          // an unsolvable answer is not charged (the protocol's or flavor's terms)
+	Rates        Rates         // the account's request budgets, shared by every worker
 }
+
+// Rates are an account's request budgets per second, each held on its own task queue by the server across workers.
+type Rates struct{ Submits, Results float64 }
+
+// Or fills what r leaves unset (0) from def.
+func (r Rates) Or(def Rates) Rates {
+	return Rates{cmp.Or(r.Submits, def.Submits), cmp.Or(r.Results, def.Results)}
+}
+
+// InPHPRates: past 60 in.php requests within 3 s 2captcha bars the account for 10 s, and the server lets ⌈rate⌉ through
+// at once, so a 3 s window sees at most 4 × 14 = 56.
+var InPHPRates = Rates{Submits: 14, Results: 14}
+
+// MaxRate bounds a configured rate (requests per second).
+const MaxRate = 10000
 
 // Set is the worker's providers, in order of preference, built once at start.
 type Set struct {
@@ -62,14 +78,15 @@ func Build(f File, getenv func(string) string, timeout time.Duration, circuits C
 	set.Model = NewModel(f)
 	for i, spec := range f.Providers {
 		p := &Provider{Name: spec.Name, Flavor: Flavor(spec.Flavor), Threads: spec.Threads, Price: spec.PricePer1000,
-			PollInterval: time.Duration(spec.PollIntervalSeconds) * time.Second, Refunds: spec.Protocol == ProtocolInPHP}
+			PollInterval: time.Duration(spec.PollIntervalSeconds) * time.Second, Refunds: spec.Protocol == ProtocolInPHP,
+			Rates: Rates{spec.SubmitsPerSecond, spec.ResultsPerSecond}.Or(InPHPRates)}
 		var ct *CreateTask
 		var err error
 		if key := getenv(spec.APIKeyEnv); spec.Protocol == ProtocolInPHP {
 			p.Client, err = NewInPHP(spec.BaseURL, key, WithTimeout(timeout))
 		} else if ct, err = NewCreateTask(p.Flavor, spec.BaseURL, key, WithTimeout(timeout)); err == nil {
 			p.Client, p.PollInterval = ct, max(p.PollInterval, ct.profile.MinPollInterval) // never under its documented least
-			p.Refunds = ct.profile.RefundsUnsolvable
+			p.Refunds, p.Rates = ct.profile.RefundsUnsolvable, Rates{spec.SubmitsPerSecond, spec.ResultsPerSecond}.Or(ct.profile.Rates)
 		}
 		if err != nil { // the message names the URL (redacted) or the flavor, never the key
 			return nil, fmt.Errorf("providers[%d] (%s): %w", i, spec.Name, err)
@@ -117,14 +134,16 @@ type File struct {
 }
 
 type Spec struct {
-	Name                string `yaml:"name"`
-	Protocol            string `yaml:"protocol"`
-	Flavor              string `yaml:"flavor"`
-	BaseURL             string `yaml:"base_url"`
-	APIKeyEnv           string `yaml:"api_key_env"`
-	Threads             int    `yaml:"threads"`
-	PollIntervalSeconds int    `yaml:"poll_interval_seconds"` // never under the flavor's documented least
-	PricePer1000        Price  `yaml:"price_per_1000"`
+	Name                string  `yaml:"name"`
+	Protocol            string  `yaml:"protocol"`
+	Flavor              string  `yaml:"flavor"`
+	BaseURL             string  `yaml:"base_url"`
+	APIKeyEnv           string  `yaml:"api_key_env"`
+	Threads             int     `yaml:"threads"`
+	PollIntervalSeconds int     `yaml:"poll_interval_seconds"` // never under the flavor's documented least
+	PricePer1000        Price   `yaml:"price_per_1000"`
+	SubmitsPerSecond    float64 `yaml:"submits_per_second"` // 0: the protocol's or flavor's documented budget
+	ResultsPerSecond    float64 `yaml:"results_per_second"`
 }
 
 // ParseFile validates a providers file, every problem at once, each naming its field; of a key, only whether it is set.
@@ -157,6 +176,8 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 		bad(envName.MatchString(key) && strings.TrimSpace(getenv(key)) == "", "api_key_env", key+" is not set or empty")
 		bad(s.Threads < 0 || s.Threads > MaxThreads, "threads", fmt.Sprint("must be from 0 to ", MaxThreads))
 		bad(s.PollIntervalSeconds < 0, "poll_interval_seconds", "must not be negative")
+		bad(!(s.SubmitsPerSecond >= 0 && s.SubmitsPerSecond <= MaxRate), "submits_per_second", fmt.Sprint("must be from 0 (the default) to ", MaxRate))
+		bad(!(s.ResultsPerSecond >= 0 && s.ResultsPerSecond <= MaxRate), "results_per_second", fmt.Sprint("must be from 0 (the default) to ", MaxRate))
 		for m, v := range s.PricePer1000 {
 			bad(!(v >= 0 && v < 1e6), "price_per_1000."+m, "must be a number of USD from 0 to 1000000")
 		}

@@ -92,11 +92,15 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	defer stopThreads()
-	w := newWorker(c, cfg, acts)
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("starting worker: %w", err)
+	go newPacer(c, cfg, acts, opts).Keep(ctx, 2*time.Second, func(queue string, err error) {
+		logger.Warn("holding a provider queue's rate", "queue", queue, "error", err)
+	})
+	for _, w := range append(providerWorkers(c, cfg, acts), newWorker(c, cfg, acts)) {
+		if err := w.Start(); err != nil {
+			return fmt.Errorf("starting worker: %w", err)
+		}
+		defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
 	}
-	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
 	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
 	if _, err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
@@ -144,6 +148,40 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	})
 	workflows.Register(w, acts, workflows.Settings{ProviderThreads: activities.PlannedThreads(acts)})
 	return w
+}
+
+// newPacer paces the accounts of the worker's providers: PROVIDERS_FILE's, or the one of CAPTCHAAI_*.
+func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options) *activities.Pacer {
+	single := providers.Rates{Submits: cfg.SubmitsPerSecond, Results: cfg.ResultsPerSecond}
+	rates := map[string]providers.Rates{activities.SingleProvider: single.Or(providers.InPHPRates)}
+	if acts.Providers != nil {
+		clear(rates)
+		for _, p := range acts.Providers.All() {
+			rates[p.Name] = p.Rates
+		}
+	}
+	host, _ := os.Hostname()
+	acts.Pace = &activities.Pacer{Service: c.WorkflowService(), Namespace: opts.Namespace, TaskQueue: cfg.TaskQueue,
+		Identity: cmp.Or(opts.Identity, fmt.Sprintf("%d@%s", os.Getpid(), host)), Rates: rates}
+	return acts.Pace
+}
+
+// providerWorkers poll each account's submit and results queues; the rate they ask for is the server's fallback, as
+// the Pacer's (set through the API) wins.
+func providerWorkers(c client.Client, cfg config.Worker, acts *activities.Activities) (ws []worker.Worker) {
+	for name, r := range acts.Pace.Rates {
+		for kind, q := range map[string]struct {
+			rate float64
+			run  any
+		}{activities.SubmitQueue: {r.Submits, acts.Submit}, activities.ResultsQueue: {r.Results, acts.Poll}} {
+			w := worker.New(c, activities.ProviderQueue(cfg.TaskQueue, name, kind), worker.Options{DisableWorkflowWorker: true,
+				MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities, TaskQueueActivitiesPerSecond: q.rate,
+				WorkerStopTimeout: cfg.ShutdownTimeout})
+			w.RegisterActivity(q.run) // named Submit or Poll, as SolveCaptcha schedules them
+			ws = append(ws, w)
+		}
+	}
+	return ws
 }
 
 // loadConfig reads and checks the settings and builds the activities before anything is dialled: the providers of
@@ -278,6 +316,10 @@ func checkSettings(cfg config.Worker) error {
 	check(low < 0 || math.IsNaN(low) || math.IsInf(low, 0), "PROVIDER_BALANCE_LOW: %v is not a balance (>= 0; 0 = no low-balance alert)", low)
 	check(cfg.ProviderThreads < 0 || cfg.ProviderThreads > providers.MaxThreads, "PROVIDER_THREADS: %d is outside [0, %d] (0 or unset "+
 		"turns admission control off)", cfg.ProviderThreads, providers.MaxThreads)
+	for i, v := range []float64{cfg.SubmitsPerSecond, cfg.ResultsPerSecond} {
+		check(!(v >= 0 && v <= providers.MaxRate), "%s: %v is outside [0, %d] (0 or unset: in.php's documented budget)",
+			[]string{"CAPTCHAAI_SUBMITS_PER_SECOND", "CAPTCHAAI_RESULTS_PER_SECOND"}[i], v, providers.MaxRate)
+	}
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
 		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
 			"the plans; unset it and set threads in %s", cfg.ProvidersFile)

@@ -92,6 +92,7 @@ type solver struct {
 	table                table
 	route                route
 	admission            admission
+	pace                 pacing
 	searched             captchaflow.Phase          // what CaptchaPhase was last set to
 	observed             *activities.ObserveRequest // a solved solve's submissions for the model, carried by its delivery
 	refusals             int                        // in.php refusals so far: they grow the backoff before the next request
@@ -213,15 +214,19 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	if remaining <= 0 {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
-	sub := &submission{N: len(s.table.subs) + 1, Round: s.table.round, State: subSubmitting, SubmittedAt: workflow.Now(ctx)}
+	pin, queue, err := s.pin(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	sub := &submission{N: len(s.table.subs) + 1, Round: s.table.round, State: subSubmitting, SubmittedAt: workflow.Now(ctx), pin: pin}
 	s.table.subs = append(s.table.subs, sub)
 	submitCtx, cancelSubmit := workflow.WithCancel(ctx)
 	// Transient trouble is retried until the deadline; a lost answer and a zero balance come to the workflow.
 	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
-	f := workflow.ExecuteActivity(opts, acts.Submit, activities.SubmitRequest{
+	f := workflow.ExecuteActivity(s.onQueue(opts, queue), acts.Submit, activities.SubmitRequest{
 		Method: s.in.Method, Params: s.in.Params, RunID: s.table.newURLRun(ctx), Submission: sub.N,
-		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: s.admission.ticket.Provider})
+		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.answered() != nil }); err != nil {
 		return failed(err)
 	}
@@ -241,6 +246,8 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) outcome {
 	sub.State = subRefused
 	switch {
+	case notStarted(err):
+		return s.unserved(ctx, sub)
 	case submitOutcomeUnknown(err) && s.remaining(ctx) <= 0:
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	case submitOutcomeUnknown(err):

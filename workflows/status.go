@@ -14,6 +14,7 @@ import (
 const (
 	MetricTasksFinished        = "captchaflow_tasks_finished_total"
 	MetricFallbackPollsStarts  = "captchaflow_fallback_polls_started_total"
+	MetricQueueUnserved        = "captchaflow_provider_queue_unserved_total"
 	MetricResubmits            = "captchaflow_resubmits_total"
 	MetricResultLatency        = "captchaflow_result_latency_seconds"
 	MetricTokenRefreshes       = "captchaflow_token_refreshes_total"         // fresh (paid) solves after an expiry

@@ -49,6 +49,8 @@ type submission struct {
 	price       float64                // what it costs (Submit's price, or the provider's reported cost)
 	refunds     bool                   // an unsolvable end costs nothing
 	route       *captchaflow.Route     // why it went to Provider
+	pin         string                 // the provider the workflow sent it to (paced tasks)
+	unpaced     bool                   // its provider's results queue was not served: polls run on the task's own
 }
 
 // cost is what sub costs: its price, unless it ended unsolvable at a provider that refunds those.
@@ -333,8 +335,8 @@ func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
 // ask runs one Poll activity (in actx) and files its answer; a confirmation that fails leaves the task waiting.
 func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflow.Via, giveUp bool, retry *temporal.RetryPolicy) {
 	sub.asking++
-	f := workflow.ExecuteActivity(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), acts.Poll,
-		activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp})
+	f := workflow.ExecuteActivity(s.onQueue(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), s.resultsQueue(ctx, sub)),
+		acts.Poll, activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp})
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var r activities.PollResult
 		err := f.Get(ctx, &r)
@@ -342,6 +344,9 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 			sub.asking--
 		}
 		switch o := s.classify(err); {
+		case notStarted(err) && !sub.unpaced: // no worker polls the provider's results queue: ask on the task's own
+			sub.unpaced = true
+			s.ask(ctx, actx, sub, via, giveUp, retry)
 		case err == nil:
 			sub.price = cmp.Or(r.CostUSD, sub.price) // the provider's own figure wins
 			sub.solved(r.Code, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))

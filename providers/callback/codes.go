@@ -2,6 +2,7 @@
 package callback
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,12 @@ func init() {
 var waits = map[string]time.Duration{"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second, "MAX_USER_TURN": 10 * time.Second,
 	"ERROR_TOO_MUCH_REQUESTS": 10 * time.Second, "ERROR_RATE_LIMIT": 10 * time.Second, "ERROR_ZERO_BALANCE": time.Minute,
 	"IP_BANNED": 5 * time.Minute, "ERROR_IP_BLOCKED": 5 * time.Minute, "ERROR_IP_BANNED": 5 * time.Minute}
+
+// rateLimits say the account sent too many requests: its pace drops for every worker, no task fails.
+var rateLimits = strings.Fields("MAX_USER_TURN ERROR_TOO_MUCH_REQUESTS ERROR_RATE_LIMIT")
+
+// IsRateLimit tells whether code refuses a request for the account's request rate.
+func IsRateLimit(code string) bool { return slices.Contains(rateLimits, Canonical(code)) }
 
 const (
 	CodeNotReady    = "CAPTCHA_NOT_READY"        // also a "processing" (CapSolver: "idle") getTaskResult

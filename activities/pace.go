@@ -1,0 +1,144 @@
+package activities
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/captchaflow/captchaflow/providers"
+)
+
+// A provider account's requests run on task queues of its own, one per budget, whose rate the server holds across
+// every worker (Temporal's downstream rate limiting); SingleProvider names the one provider of CAPTCHAAI_*.
+const (
+	SubmitQueue    = "submit"
+	ResultsQueue   = "results"
+	SingleProvider = "captchaai"
+	// MetricRateRefusals counts the provider's rate refusals (MAX_USER_TURN, 429…): each pauses the account's queue.
+	MetricRateRefusals = "captchaflow_provider_rate_refusals_total"
+	pacePrefix         = "captchaflow: " // a limit whose reason does not start so is an operator's, left alone
+	pausedUntil        = pacePrefix + "paused until "
+	paceRamping        = pacePrefix + "ramping"
+	paceConfigured     = pacePrefix + "configured"
+	rampEvery          = 5 * time.Second // a paused queue comes back at a quarter of its rate, doubling this often
+)
+
+// ProviderQueue is where provider's requests of kind (SubmitQueue, ResultsQueue) run for taskQueue's tasks.
+func ProviderQueue(taskQueue, provider, kind string) string {
+	return taskQueue + "@" + cmp.Or(provider, SingleProvider) + "/" + kind
+}
+
+// Pacer keeps each account's queues at their configured rates, pauses one fleet-wide when the provider refuses for
+// rate, and brings a paused queue back: every worker runs Keep, so none that dies can leave a queue stalled.
+type Pacer struct {
+	Service   workflowservice.WorkflowServiceClient
+	Namespace string
+	Identity  string
+	TaskQueue string
+	Rates     map[string]providers.Rates // by provider name (SingleProvider without PROVIDERS_FILE)
+	paused    sync.Map                   // queue → the time.Time this worker last paused it until
+}
+
+// Refused pauses provider's queue of kind for wait (its documented bar) after a rate refusal what.
+func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) {
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": cmp.Or(provider, SingleProvider), "kind": kind}).
+		Counter(MetricRateRefusals).Inc(1)
+	queue, until := ProviderQueue(p.TaskQueue, provider, kind), time.Now().Add(max(wait, rampEvery))
+	if last, ok := p.paused.Load(queue); ok && until.Sub(last.(time.Time)) < time.Second {
+		return // this worker paused it just now: the refusals of one burst make one pause
+	}
+	p.paused.Store(queue, until)
+	reason := pausedUntil + until.UTC().Format(time.RFC3339Nano) + " after " + what
+	if err := p.set(ctx, queue, 0, reason); err != nil {
+		activity.GetLogger(ctx).Warn("pausing the provider's queue failed", "Queue", queue, "Error", err)
+	}
+}
+
+// Keep holds every account queue's rate every interval until ctx ends; warn hears what failed.
+func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue string, err error)) {
+	for tick := time.NewTicker(every); ; {
+		for name, r := range p.Rates {
+			for kind, rate := range map[string]float64{SubmitQueue: r.Submits, ResultsQueue: r.Results} {
+				queue := ProviderQueue(p.TaskQueue, name, kind)
+				if err := p.hold(ctx, queue, rate); err != nil && ctx.Err() == nil {
+					warn(queue, err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			tick.Stop()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// hold sets queue's limit to what nextRate says, when that differs from the limit it has.
+func (p *Pacer) hold(ctx context.Context, queue string, want float64) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := p.Service.DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: p.Namespace,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+		ReportConfig: true})
+	if err != nil {
+		return err
+	}
+	limit := resp.GetConfig().GetQueueRateLimit()
+	var cur *float64
+	if l := limit.GetRateLimit(); l != nil {
+		cur = new(float64(l.GetRequestsPerSecond()))
+	}
+	meta := limit.GetMetadata()
+	rate, reason := nextRate(time.Now(), cur, meta.GetReason(), meta.GetUpdateTime().AsTime(), want)
+	if reason == "" {
+		return nil
+	}
+	return p.set(ctx, queue, rate, reason)
+}
+
+// nextRate is the limit a queue should have now ("" reason: leave it): a pause holds until its end, then the queue
+// ramps from a quarter of want, doubling every rampEvery; an operator's limit is theirs; otherwise want.
+func nextRate(now time.Time, cur *float64, reason string, updated time.Time, want float64) (float64, string) {
+	if end, ok := strings.CutPrefix(reason, pausedUntil); ok {
+		until, err := time.Parse(time.RFC3339Nano, strings.Fields(end + " ")[0])
+		if err == nil && now.Before(until) {
+			return 0, ""
+		}
+		return want / 4, paceRamping
+	}
+	switch {
+	case cur != nil && !strings.HasPrefix(reason, pacePrefix):
+		return 0, ""
+	case reason == paceRamping && cur != nil && *cur < want:
+		if now.Sub(updated) < rampEvery {
+			return 0, ""
+		}
+		if next := *cur * 2; next < want {
+			return next, paceRamping
+		}
+	case cur != nil && float32(*cur) == float32(want) && reason == paceConfigured:
+		return 0, ""
+	}
+	return want, paceConfigured
+}
+
+// set gives queue the limit rate (0: paused), saying why.
+func (p *Pacer) set(ctx context.Context, queue string, rate float64, reason string) error {
+	_, err := p.Service.UpdateTaskQueueConfig(ctx, &workflowservice.UpdateTaskQueueConfigRequest{Namespace: p.Namespace,
+		Identity: p.Identity, TaskQueue: queue, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+		UpdateQueueRateLimit: &workflowservice.UpdateTaskQueueConfigRequest_RateLimitUpdate{
+			RateLimit: &taskqueuepb.RateLimit{RequestsPerSecond: float32(rate)}, Reason: reason}})
+	if err != nil {
+		return fmt.Errorf("setting %s's rate to %g: %w", queue, rate, err)
+	}
+	return nil
+}

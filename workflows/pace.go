@@ -1,0 +1,83 @@
+package workflows
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow/activities"
+)
+
+// changeFleetPacing: the workflow picks each submission's provider and runs Submit and Poll on the provider's paced
+// queues (activities.ProviderQueue), so the account's budgets hold across the fleet; a task without the marker
+// submits on its own queue, Submit choosing, as 1.0 did.
+const changeFleetPacing = "provider-queues"
+
+// queueWait bounds a request's wait on a provider's queue; then a Submit moves on (the provider goes last) and a
+// Poll asks on the task's own queue. Well past a burst's wait at the account's rate, it only meets a queue no worker
+// polls.
+const queueWait = 5 * time.Minute
+
+// pacing is the task's choice, made at its first submission and recorded.
+type pacing struct{ decided, on bool }
+
+// paced tells whether this task runs its provider requests on the paced queues.
+func (s *solver) paced(ctx workflow.Context) bool {
+	if !s.pace.decided {
+		s.pace.decided = true
+		s.pace.on = workflow.GetVersion(ctx, changeFleetPacing, workflow.DefaultVersion, 1) == 1
+	}
+	return s.pace.on
+}
+
+// pin is where the submission goes: the slot's provider, else the one this worker's routing ranks first (as Submit
+// would), and its submit queue ("": the task's own queue, unpaced).
+func (s *solver) pin(ctx workflow.Context) (provider, queue string, err error) {
+	if t := s.admission.ticket; !s.paced(ctx) || s.admission.on {
+		return t.Provider, t.Queue, nil
+	}
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	ask := activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: len(s.table.subs) + 1},
+		Method: s.in.Method, Params: s.in.Params, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, RouteOnly: true}
+	var t activities.SlotTicket
+	err = workflow.ExecuteLocalActivity(localOptions(ctx, s.remaining(ctx)), activities.AcquireSlotName, ask).Get(ctx, &t)
+	return t.Provider, t.Queue, err
+}
+
+// onQueue runs an activity on queue within queueWait (nothing: on the task's own), the caller's tasks queued fairly
+// against other callers'.
+func (s *solver) onQueue(ctx workflow.Context, queue string) workflow.Context {
+	if queue == "" {
+		return ctx
+	}
+	ctx = workflow.WithScheduleToStartTimeout(workflow.WithTaskQueue(ctx, queue), min(queueWait, max(s.remaining(ctx), time.Second)))
+	return workflow.WithPriority(ctx, temporal.Priority{FairnessKey: s.in.Caller})
+}
+
+// resultsQueue is where sub's polls run: its provider's paced results queue, unless that queue was not served.
+func (s *solver) resultsQueue(ctx workflow.Context, sub *submission) string {
+	if !s.pace.on || sub.unpaced {
+		return ""
+	}
+	return activities.ProviderQueue(workflow.GetInfo(ctx).TaskQueueName, sub.Provider, activities.ResultsQueue)
+}
+
+// unserved moves on from a provider whose queue no worker took the Submit from: nothing was sent, nothing counts.
+func (s *solver) unserved(ctx workflow.Context, sub *submission) outcome {
+	s.logger.Warn("no worker took the submission from its provider's queue: routing it again", "Provider", sub.pin, "Within", queueWait)
+	count(ctx, MetricQueueUnserved, "provider", sub.pin)
+	if !slices.Contains(s.route.avoid, sub.pin) {
+		s.route.avoid = append(s.route.avoid, sub.pin)
+	}
+	return outcome{kind: outBalance}
+}
+
+// notStarted tells whether err is an activity no worker started within its schedule-to-start timeout.
+func notStarted(err error) bool {
+	t, ok := errors.AsType[*temporal.TimeoutError](err)
+	return ok && t.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
