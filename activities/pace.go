@@ -11,7 +11,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/activity"
 
 	"github.com/captchaflow/captchaflow/providers"
 )
@@ -48,18 +47,13 @@ type Pacer struct {
 }
 
 // Refused pauses provider's queue of kind for wait (its documented bar) after a rate refusal what.
-func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) {
-	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": cmp.Or(provider, SingleProvider), "kind": kind}).
-		Counter(MetricRateRefusals).Inc(1)
+func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) error {
 	queue, until := ProviderQueue(p.TaskQueue, provider, kind), time.Now().Add(max(wait, rampEvery))
 	if last, ok := p.paused.Load(queue); ok && until.Sub(last.(time.Time)) < time.Second {
-		return // this worker paused it just now: the refusals of one burst make one pause
+		return nil // this worker paused it just now: the refusals of one burst make one pause
 	}
 	p.paused.Store(queue, until)
-	reason := pausedUntil + until.UTC().Format(time.RFC3339Nano) + " after " + what
-	if err := p.set(ctx, queue, 0, reason); err != nil {
-		activity.GetLogger(ctx).Warn("pausing the provider's queue failed", "Queue", queue, "Error", err)
-	}
+	return p.set(ctx, queue, 0, pausedUntil+until.UTC().Format(time.RFC3339Nano)+" after "+what)
 }
 
 // Keep holds every account queue's rate every interval until ctx ends; warn hears what failed.

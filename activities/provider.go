@@ -323,7 +323,13 @@ func (a *Activities) record(ctx context.Context, name string, err error, rec fun
 
 // paceOn pauses the account's queue of kind when err is a rate refusal: the fleet slows, not this task alone.
 func (a *Activities) paceOn(ctx context.Context, provider, kind string, err error) {
-	if what, ok := providers.RateLimited(err); ok && a.Pace != nil {
-		a.Pace.Refused(ctx, provider, kind, what, callback.RetryAfter(codeOf(err)))
+	what, ok := providers.RateLimited(err)
+	if !ok || a.Pace == nil {
+		return
+	}
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": cmp.Or(provider, SingleProvider), "kind": kind}).
+		Counter(MetricRateRefusals).Inc(1)
+	if err := a.Pace.Refused(ctx, provider, kind, what, callback.RetryAfter(codeOf(err))); err != nil {
+		activity.GetLogger(ctx).Warn("pausing the provider's queue failed", "Provider", provider, "Kind", kind, "Error", err)
 	}
 }

@@ -1,0 +1,63 @@
+package workflows
+
+import (
+	"context"
+
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
+)
+
+func notStartedErr() error {
+	return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+}
+
+// A task pins its provider and runs Submit and Poll on the provider account's paced queues; a queue no worker takes
+// from within queueWait sends the Submit elsewhere (nothing was sent: it is no submission) and the Poll to the
+// task's own queue.
+func (s *SolveCaptchaSuite) TestPacedQueuesAndTheirBounds() {
+	in := recaptcha()
+	in.CallbackTimeoutSeconds = 5
+	var submitQueues, pollQueues []string
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			if submitQueues = append(submitQueues, activity.GetInfo(ctx).TaskQueue); len(submitQueues) == 1 {
+				return activities.SubmitResult{}, notStartedErr()
+			}
+			return activities.SubmitResult{ProviderTaskID: "t-1"}, nil
+		}).Twice()
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.PollRequest) (activities.PollResult, error) {
+			if pollQueues = append(pollQueues, activity.GetInfo(ctx).TaskQueue); len(pollQueues) == 1 {
+				return activities.PollResult{}, notStartedErr()
+			}
+			return activities.PollResult{Code: "CODE"}, nil
+		}).Twice()
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res captchaflow.Result
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal(1, res.Submits)
+	tq := "default-test-taskqueue"
+	s.Equal([]string{tq + "@captchaai/submit", tq + "@captchaai/submit"}, submitQueues)
+	s.Equal([]string{tq + "@captchaai/results", tq}, pollQueues)
+}
+
+// A 1.0 history's task (no provider-queues marker) keeps submitting on its own queue, Submit choosing.
+func (s *SolveCaptchaSuite) TestUnpacedTaskSubmitsOnItsOwnQueue() {
+	s.env.OnGetVersion(changeFleetPacing, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	var queue string
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			queue = activity.GetInfo(ctx).TaskQueue
+			return activities.SubmitResult{ProviderTaskID: "t-1", Code: "CODE"}, nil
+		}).Once()
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal("default-test-taskqueue", queue)
+}
