@@ -17,7 +17,9 @@ import (
 // limit stays; anything else is set to the configured rate.
 func TestNextRate(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	until := func(d time.Duration) string { return pausedUntil + now.Add(d).Format(time.RFC3339Nano) + " after MAX_USER_TURN" }
+	until := func(d time.Duration) string {
+		return pausedUntil + now.Add(d).Format(time.RFC3339Nano) + " after MAX_USER_TURN"
+	}
 	for _, c := range []struct {
 		name    string
 		cur     *float64

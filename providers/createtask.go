@@ -233,20 +233,24 @@ type ReportRule struct {
 // recaptchaKinds: "V2 and V3 reCaptchas only, including Enterprise" (anti-captcha.com/apidoc/methods/reportIncorrectRecaptcha).
 var recaptchaKinds = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise}
 
+// undocumentedRates: no account budget published; under the one this protocol family does publish (2captcha's).
+var undocumentedRates = Rates{Submits: 10, Results: 20}
+
 // profiles declares each flavor once; docs/providers.md links the source of every value.
 var profiles = map[Flavor]Profile{
-	callback.AntiCaptcha: {BaseURL: "https://api.anti-captcha.com", NumericTaskID: true, Reports: []ReportRule{
+	callback.AntiCaptcha: {BaseURL: "https://api.anti-captcha.com", NumericTaskID: true, Rates: undocumentedRates, Reports: []ReportRule{
 		{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
 		{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
 		{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
 		{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
 	}},
 	callback.TwoCaptcha: {BaseURL: "https://api.2captcha.com", NumericTaskID: true, MinPollInterval: 5 * time.Second, RefundsUnsolvable: true,
+		Rates:   Rates{Submits: InPHPRates.Submits, Results: 20}, // the account's in.php rule, as its limits page repeats
 		Reports: []ReportRule{{Endpoint: "reportIncorrect"}}},
-	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second,
+	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second, Rates: undocumentedRates,
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
 			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}}},
-	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second,
+	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second, Rates: undocumentedRates,
 		Reports: []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
 }
 

@@ -119,3 +119,24 @@ func TestIsTransportError(t *testing.T) {
 		assert.Equal(t, tt.want, IsTransportError(tt.err), tt.name)
 	}
 }
+
+// A rate refusal is the account's words for it or an HTTP 429, whatever the class; anything else is not one.
+func TestRateLimited(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		what string
+		ok   bool
+	}{
+		{&Error{Code: "MAX_USER_TURN", Class: callback.ClassTransient}, "MAX_USER_TURN", true},
+		{&Error{Code: "error_too_much_requests"}, "error_too_much_requests", true},
+		{&Error{Code: "ERROR_RATE_LIMIT"}, "ERROR_RATE_LIMIT", true},
+		{&Error{HTTPStatus: 429}, "HTTP 429", true},
+		{&Error{Code: "ERROR_NO_SLOT_AVAILABLE"}, "ERROR_NO_SLOT_AVAILABLE", false},
+		{errors.New("dial: refused"), "", false},
+		{nil, "", false},
+	} {
+		if what, ok := RateLimited(c.err); what != c.what || ok != c.ok {
+			t.Errorf("%v: got %q %v", c.err, what, ok)
+		}
+	}
+}

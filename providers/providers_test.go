@@ -18,6 +18,7 @@ providers:
     base_url: https://ocr.providers.com
     api_key_env: CAPTCHAAI_API_KEY
     threads: 50
+    submits_per_second: 5
   - name: capsolver
     protocol: createtask
     flavor: capsolver
@@ -39,6 +40,10 @@ func TestParseFileAcceptsTheDocumentedExample(t *testing.T) {
 	if got := set.All()[0].Name + "," + set.All()[1].Name; got != "captchaai,capsolver" || !set.Routed {
 		t.Fatalf("set %s routed %v", got, set.Routed)
 	}
+	// An account's budgets: the file's, else the protocol's or flavor's documented ones.
+	if got := []Rates{set.All()[0].Rates, set.All()[1].Rates}; got[0] != (Rates{Submits: 5, Results: 14}) || got[1] != undocumentedRates {
+		t.Fatalf("rates %+v", got)
+	}
 }
 
 // Every problem is reported at once, each naming its field; a key's value never appears.
@@ -54,6 +59,8 @@ providers:
     flavor: deathbycaptcha
     api_key_env: SET_KEY
     threads: 5001
+    submits_per_second: -1
+    results_per_second: 20000
   - name: x
     protocol: soap
     api_key_env: "not a var"
