@@ -21,6 +21,8 @@ var serverConfigTemplate string
 var defaultDynamicConfig = map[string]string{
 	"matching.numTaskqueueReadPartitions":  "1",
 	"matching.numTaskqueueWritePartitions": "1",
+	// Submits queued on a provider's paced queue are served fairly by caller (the Submit's fairness key).
+	"matching.enableFairness": "true",
 	// Search attributes registered at start are usable at once; the persistence QPS is raised to match.
 	"system.forceSearchAttributesCacheRefreshOnRead": "true",
 	"frontend.persistenceMaxQPS":                     "10000",
