@@ -95,12 +95,11 @@ func run(logger *slog.Logger) error {
 	go newPacer(c, cfg, acts, opts).Keep(ctx, 2*time.Second, func(queue string, err error) {
 		logger.Warn("holding a provider queue's rate", "queue", queue, "error", err)
 	})
-	for _, w := range append(providerWorkers(c, cfg, acts), newWorker(c, cfg, acts)) {
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("starting worker: %w", err)
-		}
-		defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+	stopWorkers, err := startAll(append(providerWorkers(c, cfg, acts), newWorker(c, cfg, acts)))
+	if err != nil {
+		return err
 	}
+	defer stopWorkers() // waits up to SHUTDOWN_TIMEOUT for running activities
 	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
 	if _, err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
@@ -148,6 +147,20 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	})
 	workflows.Register(w, acts, workflows.Settings{ProviderThreads: activities.PlannedThreads(acts)})
 	return w
+}
+
+// startAll starts ws; stop stops those started, last first.
+func startAll(ws []worker.Worker) (stop func(), err error) {
+	stop = func() {}
+	for _, w := range ws {
+		if err := w.Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("starting worker: %w", err)
+		}
+		prev := stop
+		stop = func() { w.Stop(); prev() }
+	}
+	return stop, nil
 }
 
 // newPacer paces the accounts of the worker's providers: PROVIDERS_FILE's, or the one of CAPTCHAAI_*.
