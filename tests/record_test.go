@@ -74,7 +74,9 @@ func TestRecordHistories(t *testing.T) {
 	}
 	replayLive(t, s, ids...)
 	recordings := map[string]string{"untokened-hint-confirmed": unauth.ID, "callback-path-named-url": callback.ID,
-		"poll-path-stamped": poll.ID} // Poll's result says when the worker got the code (issue 29)
+		"poll-path-stamped": poll.ID, // Poll's result says when the worker got the code (issue 29)
+		// Submit and Poll on the provider account's paced queues, the provider pinned by the workflow (issue 31)
+		"paced-callback-path": callback.ID, "paced-poll-path": poll.ID, "paced-submit-retried": submitRetried.ID}
 	for _, tr := range recorded {
 		recordings[tr.Kind] = tr.ID
 	}
