@@ -239,6 +239,9 @@ type PollRequest struct {
 	ProviderTaskID string `json:"provider_task_id"`
 	Provider       string `json:"provider,omitempty"` // took the submission ("": the first)
 	GiveUp         bool   `json:"give_up,omitempty"`  // unanswered past PROVIDER_GIVE_UP: give the submission up
+	// Method and SubmittedAt time a fallback poll from the provider's solve times (unset: a confirmation, asked at once).
+	Method      string    `json:"method,omitempty"`
+	SubmittedAt time.Time `json:"submitted_at,omitzero"`
 }
 
 // PollResult is the solved code.
@@ -254,6 +257,10 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	p, err := a.provider(req.Provider)
 	if err != nil {
 		return PollResult{}, err
+	}
+	if wait := time.Until(req.SubmittedAt.Add(a.set().Model.FirstPoll(p.Name, req.Method))); wait > 0 && !req.SubmittedAt.IsZero() {
+		return PollResult{}, temporal.NewApplicationErrorWithOptions("not asked yet: the provider's solves of the method take longer",
+			FailureNotReady, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
 	}
 	breaker := a.set().Breaker
 	ctx = telemetry.Annotate(ctx, activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)

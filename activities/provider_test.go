@@ -232,3 +232,26 @@ func TestSubmitThatNeverAsksTheProviderCountsNoAnswer(t *testing.T) {
 	assert.Empty(t, provider.pingbacks)
 	assert.Empty(t, answers(scope))
 }
+
+// A fallback poll is held back until the provider's quartile solve time of the method since its submission, without a
+// request; a confirmation (no submission time) and a provider the model knows too little of ask at once.
+func TestFirstPollWaitsForTheProvidersSolveTimes(t *testing.T) {
+	env, acts, provider, _ := providerEnv(t)
+	model := providers.NewModel(providers.File{})
+	for _, secs := range []float64{40, 42, 45, 50, 60} {
+		model.Observe("a", "userrecaptcha", secs, providers.ObservedSolved)
+	}
+	acts.Provider, acts.Providers = nil, providers.NewSet([]*providers.Provider{{Name: "a", Client: provider}}, providers.NewBreaker(providers.DefaultCircuitSettings, time.Now))
+	acts.Providers.Model = model
+	poll := PollRequest{ProviderTaskID: "1", Provider: "a", Method: "userrecaptcha", SubmittedAt: time.Now().Add(-10 * time.Second)}
+	appErr := appError(t, func() error { _, err := env.ExecuteActivity(acts.Poll, poll); return err }())
+	assert.Equal(t, FailureNotReady, appErr.Type())
+	assert.InDelta(t, 32*time.Second, appErr.NextRetryDelay(), float64(2*time.Second), "42 s quartile, submitted 10 s ago")
+	assert.Zero(t, provider.gets, "no request before then")
+	for _, p := range []PollRequest{{ProviderTaskID: "1", Provider: "a", Method: "userrecaptcha"}, // a confirmation
+		{ProviderTaskID: "1", Provider: "a", Method: "hcaptcha", SubmittedAt: time.Now()}} { // nothing known of the method
+		_, err := env.ExecuteActivity(acts.Poll, p)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2, provider.gets)
+}

@@ -72,7 +72,7 @@ func TestStatusWordCallbacksAreConfirmedNotTaken(t *testing.T) {
 			env := ts.NewTestWorkflowEnvironment()
 			Register(env, &activities.Activities{}, Settings{})
 			env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
-			env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).
+			env.OnActivity(acts.Poll, mock.Anything, pollOf("111")).
 				Return(activities.PollResult{Code: "FROM-RES-PHP"}, nil).Once()
 			cb.ProviderTaskID, cb.RunID, cb.Submission = "111", testRunID, 1
 			env.RegisterDelayedCallback(func() { env.SignalWorkflow(captchaflow.CallbackSignal, cb) }, 10*time.Second)
@@ -143,7 +143,7 @@ func (s *SolveCaptchaSuite) TestSubmitRefusedAfterAnAcceptedSubmissionCounts() {
 	s.env.SetTestTimeout(10 * time.Second)
 	s.expectSubmit("111")
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{}, refusedAtSubmit()).Once()
-	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).Return(activities.PollResult{}, unsolvable()).Once()
+	s.env.OnActivity(acts.Poll, mock.Anything, pollOf("111")).Return(activities.PollResult{}, unsolvable()).Once()
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha()) // max_submits 2: the accepted one and the refused one
 
 	s.Equal(captchaflow.FailureUnsolvable, s.failureType())
@@ -215,9 +215,9 @@ func (s *SolveCaptchaSuite) TestInvalidWorkflowIDIsRefused() {
 func (s *SolveCaptchaSuite) TestUnauthenticatedCallbackFloodCostsBoundedConfirmations() {
 	s.expectSubmit("111")
 	confirms := 0
-	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).
+	s.env.OnActivity(acts.Poll, mock.Anything, pollOf("111")).
 		Run(func(mock.Arguments) { confirms++ }).Return(activities.PollResult{}, notReady()).Times(maxConfirmsPerSubmission)
-	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).
+	s.env.OnActivity(acts.Poll, mock.Anything, pollOf("111")).
 		Return(activities.PollResult{Code: "POLLED"}, nil).Once()
 	for i := range 50 {
 		s.signalAt(time.Duration(i+1)*2*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "FORGED", Authenticated: false})

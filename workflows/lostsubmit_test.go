@@ -118,7 +118,7 @@ func (s *SolveCaptchaSuite) TestKnownNotSentSubmitIsRetriedAtOnce() {
 // callback, the previous submission's (stale) callback, a status word, an oversized code.
 func (s *SolveCaptchaSuite) TestLostSubmitTakesOnlyAnAuthenticatedSolution() {
 	s.expectSubmitCalls("100", lostAnswer())
-	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "100"}).Return(activities.PollResult{}, unsolvable()).Once()
+	s.env.OnActivity(acts.Poll, mock.Anything, pollOf("100")).Return(activities.PollResult{}, unsolvable()).Once()
 	// Submission 1 (100) called unsolvable by the poll after the callback timeout; submission 2 lost at ~120 s.
 	base := 130 * time.Second
 	s.signalAt(base+1*time.Second, captchaflow.Callback{ProviderTaskID: "901", Code: "FORGED", Authenticated: false})

@@ -335,8 +335,12 @@ func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
 // ask runs one Poll activity (in actx) and files its answer; a confirmation that fails leaves the task waiting.
 func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflow.Via, giveUp bool, retry *temporal.RetryPolicy) {
 	sub.asking++
+	req := activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp, Method: s.in.Method}
+	if via == captchaflow.ViaPoll && !giveUp { // a confirmation and a give-up check ask at once
+		req.SubmittedAt = sub.SubmittedAt
+	}
 	f := workflow.ExecuteActivity(s.onQueue(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), s.resultsQueue(ctx, sub)),
-		acts.Poll, activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp})
+		acts.Poll, req)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var r activities.PollResult
 		err := f.Get(ctx, &r)

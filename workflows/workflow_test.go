@@ -97,8 +97,8 @@ func (s *SolveCaptchaSuite) TestCallbackThatOvertookSubmitNeedsNoTimer() {
 
 func (s *SolveCaptchaSuite) TestNoCallbackFallsBackToPolling() {
 	s.expectSubmit("111")
-	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).Return(activities.PollResult{}, notReady()).Times(2)
-	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).Return(activities.PollResult{Code: "POLLED"}, nil).Once()
+	s.env.OnActivity(acts.Poll, mock.Anything, pollOf("111")).Return(activities.PollResult{}, notReady()).Times(2)
+	s.env.OnActivity(acts.Poll, mock.Anything, pollOf("111")).Return(activities.PollResult{Code: "POLLED"}, nil).Once()
 	in := recaptcha()
 	in.CallbackTimeoutSeconds = 30
 	in.PollIntervalSeconds = 5
@@ -138,7 +138,7 @@ func (s *SolveCaptchaSuite) TestStaleAndDuplicateCallbacksAreIgnored() {
 
 func (s *SolveCaptchaSuite) TestUnsolvableIsResubmitted() {
 	s.expectSubmit("111", "222")
-	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).Return(activities.PollResult{}, unsolvable()).Once()
+	s.env.OnActivity(acts.Poll, mock.Anything, pollOf("111")).Return(activities.PollResult{}, unsolvable()).Once()
 	s.signalAt(200*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "STALE", Authenticated: true, RunID: testRunID, Submission: 1})
 	s.signalAt(210*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "SECOND", Authenticated: true, RunID: testRunID, Submission: 2})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
@@ -251,7 +251,7 @@ func (s *SolveCaptchaSuite) TestDeliveryGivingUpKeepsResultInFailure() {
 
 func (s *SolveCaptchaSuite) TestUnauthenticatedCallbackIsConfirmedWithResPHP() {
 	s.expectSubmit("111")
-	s.env.OnActivity(acts.Poll, mock.Anything, activities.PollRequest{ProviderTaskID: "111"}).
+	s.env.OnActivity(acts.Poll, mock.Anything, pollOf("111")).
 		Return(activities.PollResult{Code: "FROM-RES-PHP"}, nil).Once()
 	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "FROM-CALLER", Authenticated: false})
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
@@ -320,4 +320,9 @@ func (s *SolveCaptchaSuite) TestInstantAnswerIsDelivered() {
 	r := s.result()
 	s.Equal("INSTANT", r.Code)
 	s.Equal(captchaflow.ViaSubmit, r.Via)
+}
+
+// pollOf matches a Poll of the provider task id, whatever else it carries (its method, its submission's time).
+func pollOf(id string) any {
+	return mock.MatchedBy(func(r activities.PollRequest) bool { return r.ProviderTaskID == id })
 }
