@@ -124,6 +124,7 @@ type conn struct {
 	apiKey  string
 	timeout time.Duration
 	maxCode int
+	gather  time.Duration // InPHP: how long a result lookup waits for others to share its request
 	http    *http.Client
 }
 
@@ -152,7 +153,8 @@ func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error
 	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		return conn{}, nil, fmt.Errorf("%s: base URL must not have credentials, a query or a fragment", name)
 	}
-	c := conn{name: name, apiKey: apiKey, timeout: 30 * time.Second, maxCode: captchaflow.MaxCodeBytes}
+	c := conn{name: name, apiKey: apiKey, timeout: 30 * time.Second, maxCode: captchaflow.MaxCodeBytes,
+		gather: 50 * time.Millisecond}
 	for _, opt := range opts {
 		opt(&c)
 	}

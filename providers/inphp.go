@@ -24,6 +24,7 @@ import (
 type InPHP struct {
 	conn
 	inURL, resURL string
+	lookups       lookups // Get calls waiting to share a res.php request
 }
 
 // NewInPHP returns a client for baseURL (absolute http/https, optionally with a path prefix).
@@ -56,7 +57,23 @@ func (c *InPHP) Submit(ctx context.Context, method string, params map[string]str
 }
 
 // Get calls res.php action=get: not ready is ClassNotReady; an empty or oversized code is an ErrInvalidAnswer.
+// Lookups waiting at once share one action=get&ids= request (WithResultBatching); each obeys its own ctx.
 func (c *InPHP) Get(ctx context.Context, taskID string) (string, error) {
+	if !taskIDPattern.MatchString(taskID) || !c.batching() { // an ID with "," or "|" would shift its batch
+		return c.getOne(ctx, taskID)
+	}
+	l := &lookup{ctx: ctx, id: taskID, done: make(chan result, 1)}
+	c.enqueue(l)
+	select {
+	case r := <-l.done:
+		return r.code, r.err
+	case <-ctx.Done():
+		return "", c.fail("get", callback.ClassTransient, ctx.Err())
+	}
+}
+
+// getOne is one action=get&id= request.
+func (c *InPHP) getOne(ctx context.Context, taskID string) (string, error) {
 	ans, err := c.res(ctx, "get", taskID)
 	if err != nil {
 		return "", err

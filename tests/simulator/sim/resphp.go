@@ -3,10 +3,11 @@ package sim
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// handleRes serves res.php: get, getbalance, reportgood, reportbad.
+// handleRes serves res.php: get (one id, or 2captcha's ids list), getbalance, reportgood, reportbad.
 func (s *Simulator) handleRes(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
@@ -26,6 +27,9 @@ func (s *Simulator) result(r *http.Request) reply {
 	id := r.Form.Get("id")
 	switch action {
 	case "get":
+		if ids := r.Form.Get("ids"); id == "" && ids != "" {
+			return s.getMany(key, ids)
+		}
 		return s.get(key, id)
 	case "getbalance":
 		return bareOKReply(strconv.FormatFloat(s.Balance(), 'f', 3, 64))
@@ -65,6 +69,16 @@ func (s *Simulator) get(key, id string) reply {
 	default: // expired: the result is gone, as on the real service
 		return errReply(ErrorWrongCaptchaID)
 	}
+}
+
+// getMany answers 2captcha's action=get&ids=a,b,c in one request: each ID's answer in order, joined by "|", a
+// solution without its "OK|" and any other answer as its word (ERROR_WRONG_CAPTCHA_ID for an unknown ID).
+func (s *Simulator) getMany(key, ids string) reply {
+	var parts []string
+	for id := range strings.SplitSeq(ids, ",") {
+		parts = append(parts, s.get(key, strings.TrimSpace(id)).value)
+	}
+	return bareOKReply(strings.Join(parts, "|"))
 }
 
 func (s *Simulator) report(key, id string, good bool) reply {

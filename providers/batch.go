@@ -1,0 +1,126 @@
+package providers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/captchaflow/captchaflow/providers/callback"
+)
+
+const (
+	// maxBatchIDs bounds res.php's action=get&ids= (2captcha states no bound; 100 keeps the URL near 1.3 KB).
+	maxBatchIDs = 100
+	maxSenders  = 4 // requests in flight at once per client: a slow answer does not hold every poll behind it
+)
+
+// WithResultBatching sets how long a result lookup waits for others to share its res.php request (default 50 ms;
+// negative: a request per lookup).
+func WithResultBatching(gather time.Duration) Option { return func(c *conn) { c.gather = gather } }
+
+// lookups are the Get calls of one client waiting for a request: at most maxSenders goroutines send them.
+type lookups struct {
+	mu      sync.Mutex
+	queue   []*lookup
+	senders int
+	proven  atomic.Bool  // an answer split into one part per ID: the provider answers ids
+	misses  atomic.Int32 // answers that did not, before one did
+}
+
+// batching: a provider that answered ids= three times without one part per ID, before ever doing so, is not asked.
+func (c *InPHP) batching() bool {
+	return c.gather >= 0 && (c.lookups.proven.Load() || c.lookups.misses.Load() < 3)
+}
+
+type lookup struct {
+	ctx  context.Context
+	id   string
+	done chan result // buffered: a sender never waits on a caller that left
+}
+
+type result struct {
+	code string
+	err  error
+}
+
+// enqueue adds l, and starts a sender when those running already have more than a request's worth to take.
+func (c *InPHP) enqueue(l *lookup) {
+	c.lookups.mu.Lock()
+	defer c.lookups.mu.Unlock()
+	c.lookups.queue = append(c.lookups.queue, l)
+	if len(c.lookups.queue) > c.lookups.senders*maxBatchIDs && c.lookups.senders < maxSenders {
+		c.lookups.senders++
+		go c.send()
+	}
+}
+
+// send takes up to maxBatchIDs waiting lookups per request, after the gather window, until none wait.
+func (c *InPHP) send() {
+	for {
+		time.Sleep(c.gather) // the lookups arriving meanwhile join this request
+		c.lookups.mu.Lock()
+		q := slices.DeleteFunc(c.lookups.queue, func(l *lookup) bool { return l.ctx.Err() != nil }) // callers gone
+		batch := q[:min(len(q), maxBatchIDs)]
+		c.lookups.queue = slices.Clone(q[len(batch):])
+		if len(batch) == 0 {
+			c.lookups.senders--
+		}
+		c.lookups.mu.Unlock()
+		switch len(batch) {
+		case 0:
+			return
+		case 1: // a lone ID keeps action=get&id=, and its caller's context
+			code, err := c.getOne(batch[0].ctx, batch[0].id)
+			batch[0].done <- result{code, err}
+		default:
+			c.getBatch(batch)
+		}
+	}
+}
+
+// getBatch asks for batch's IDs in one request and answers each caller from its slot; an answer that does not split
+// into one part per ID (an answer holding "|", a provider without ids) is asked again ID by ID, never guessed.
+func (c *InPHP) getBatch(batch []*lookup) {
+	ids := make([]string, len(batch))
+	for i, l := range batch {
+		ids[i] = l.id
+	}
+	query := url.Values{"action": {"get"}, "key": {c.apiKey}, "json": {"1"}, "ids": {strings.Join(ids, ",")}}
+	// No caller's context: one leaving must not cancel the others' request (do bounds it by the timeout).
+	ans, err := c.call(context.Background(), "get", http.MethodGet, c.resURL+"?"+query.Encode(), "", nil)
+	parts := strings.Split(cmp.Or(ans.Value, ans.Code), "|")
+	shared := err != nil && !errors.Is(err, callback.ErrMalformed) && (ans.Code == "" || !perTask[ClassOf(err)])
+	var wg sync.WaitGroup
+	for i, l := range batch {
+		switch {
+		case shared && c.lookups.proven.Load(): // the network's or the account's (a ban, a rate limit), as each alone
+			l.done <- result{err: err}
+		case shared || len(parts) != len(batch):
+			wg.Go(func() { code, err := c.getOne(l.ctx, l.id); l.done <- result{code, err} })
+		case callback.IsStatusWord(parts[i]):
+			l.done <- result{err: c.codeError("get", parts[i], "", 0)}
+		default:
+			code, err := c.checkCode("get", parts[i])
+			l.done <- result{code, err}
+		}
+	}
+	switch {
+	case shared:
+	case len(parts) == len(batch):
+		c.lookups.proven.Store(true)
+	default: // a provider that never splits an answer is not asked for batches again (batching)
+		c.lookups.misses.Add(1)
+	}
+	wg.Wait() // this sender's requests stay bounded
+}
+
+// perTask are the classes of an answer that may be one task's, not the account's: its batch is asked ID by ID.
+var perTask = map[callback.Class]bool{callback.ClassNotReady: true, callback.ClassResubmit: true,
+	callback.ClassConfig: true, callback.ClassUnsupported: true, callback.ClassUnknown: true}
