@@ -263,7 +263,7 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 			FailureNotReady, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
 	}
 	breaker := a.set().Breaker
-	ctx = telemetry.Annotate(ctx, activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)
+	ctx = telemetry.Annotate(providers.ForMethod(ctx, req.Method), activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)
 	var code string
 	var cost float64
 	if c, ok := p.Client.(providers.CostReporter); ok {

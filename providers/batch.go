@@ -21,6 +21,19 @@ const (
 	maxSenders  = 4 // requests in flight at once per client: a slow answer does not hold every poll behind it
 )
 
+// freeText are the in.php methods whose answer is what a person typed, "|" included: never batched.
+var freeText = []string{"post", "base64", "textcaptcha", "audio"}
+
+type aloneKey struct{}
+
+// ForMethod marks ctx's result lookup as one of method's: a free-text one gets a request of its own.
+func ForMethod(ctx context.Context, method string) context.Context {
+	if !slices.Contains(freeText, method) {
+		return ctx
+	}
+	return context.WithValue(ctx, aloneKey{}, true)
+}
+
 // WithResultBatching sets how long a result lookup waits for others to share its res.php request (default 50 ms;
 // negative: a request per lookup).
 func WithResultBatching(gather time.Duration) Option { return func(c *conn) { c.gather = gather } }

@@ -92,6 +92,18 @@ func TestBatchingOffMakesOneRequestEach(t *testing.T) {
 	assert.Empty(t, p.lastRequest(t).Form.Get("ids"))
 }
 
+// A free-text method's answer may hold "|": its lookups are never batched; a token's are.
+func TestFreeTextLookupsAreAskedAlone(t *testing.T) {
+	p := newFakeProvider(t, resAnswers(20*time.Millisecond, codeOf))
+	_, errs := getAll(ForMethod(context.Background(), "post"), p.client(t), ids(20))
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 20, p.requestCount())
+	_, _ = getAll(ForMethod(context.Background(), "userrecaptcha"), p.client(t), ids(20))
+	assert.Less(t, p.requestCount(), 25)
+}
+
 func TestOneBadIDFailsOnlyItsCaller(t *testing.T) {
 	p := newFakeProvider(t, resAnswers(10*time.Millisecond, func(id string) string {
 		return map[string]string{"1": "CODE-1", "2": "ERROR_WRONG_CAPTCHA_ID", "3": "CAPCHA_NOT_READY", "4": "ERROR_CAPTCHA_UNSOLVABLE"}[id]
