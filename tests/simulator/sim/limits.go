@@ -14,8 +14,9 @@ import (
 // Account limits: the two rules a provider account is held to, per key, both off by default.
 //
 // The submission rule is 2captcha's for in.php (https://2captcha.com/api-docs/limits: "If your timeouts are
-// configured incorrectly your account or IP address will be temporary blocked"; its table's MAX_USER_TURN row: more
-// than 60 requests to in.php within 3 seconds bars the account for 10 seconds): more than SubmitLimit submissions
+// configured incorrectly your account or IP address will be temporary blocked. See the list of error codes in the
+// table"; the table's MAX_USER_TURN row — more than 60 requests to in.php within 3 seconds, the account banned for 10
+// seconds — is as issue 31 quotes it, the stored copy of the page ends before it): more than SubmitLimit submissions
 // with one key within any SubmitWindow answer MaxUserTurn and bar the key for SubmitBan, during which every
 // submission answers MaxUserTurn too. The bar is not extended by the requests made during it — "banned for 10
 // seconds" — and they do not count towards the next window, which starts empty when the bar ends: a client that
