@@ -77,8 +77,9 @@ type LimitStats struct {
 	PeakResultsPerSecond int   `json:"peak_results_per_second"`
 }
 
-// LimitsDoc is the GET / PUT /_sim/limits document: the two rules, changed at run time. A PUT replaces all four;
-// a window or ban of 0 is the default (3 s, 10 s). Bars in force end when the submission rule is turned off.
+// LimitsDoc is the GET / PUT /_sim/limits document: the two rules, changed at run time. A PUT replaces all four (a
+// window or ban of 0 is the default, 3 s and 10 s) and starts afresh: bars in force end, and the counters and peaks
+// of LimitStats restart, so a phase can read its own.
 type LimitsDoc struct {
 	SubmitLimit    int   `json:"submit_limit"`
 	SubmitWindowMS int64 `json:"submit_window_ms"`
@@ -241,7 +242,7 @@ func (s *Simulator) limitRes(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// SetLimits changes the account limits at run time (LimitsDoc).
+// SetLimits changes the account limits at run time and restarts their counters (LimitsDoc).
 func (s *Simulator) SetLimits(doc LimitsDoc) error {
 	window := time.Duration(doc.SubmitWindowMS) * time.Millisecond
 	if doc.SubmitWindowMS == 0 {
@@ -256,11 +257,7 @@ func (s *Simulator) SetLimits(doc LimitsDoc) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ls := &s.limits
-	ls.submitLimit, ls.submitWindow, ls.submitBan, ls.resultRate = doc.SubmitLimit, window, ban, doc.ResultRate
-	if doc.SubmitLimit == 0 {
-		ls.barred, ls.counted = map[string]time.Time{}, map[string][]time.Time{}
-	}
+	s.limits = newLimitState(Config{SubmitLimit: doc.SubmitLimit, SubmitWindow: window, SubmitBan: ban, ResultRate: doc.ResultRate})
 	return nil
 }
 

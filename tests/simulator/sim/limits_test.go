@@ -160,14 +160,17 @@ func TestLimitsControlAPI(t *testing.T) {
 	status, _ = put(`{"submit_limit":1,"bogus":1}`)
 	assert.Equal(t, http.StatusBadRequest, status)
 
-	// Turning the rule off lifts a bar at once; /_sim/reset forgets the counters but keeps the limits.
-	status, body = put(`{"submit_window_ms":1000,"submit_ban_ms":200}`)
+	// A change starts afresh: the bar is lifted and the counters restart.
+	status, body = put(`{"submit_limit":2,"submit_window_ms":1000,"submit_ban_ms":200}`)
 	require.Equal(t, http.StatusOK, status, body)
+	assert.Equal(t, sim.LimitStats{SubmitLimit: 2, SubmitWindowMS: 1000, SubmitBanMS: 200}, h.stats().Limits)
 	h.submit("", nil)
+	assert.EqualValues(t, 1, h.stats().Limits.SubmitRequests)
+	// /_sim/reset forgets the counters but keeps the limits.
 	resp, err := http.Post(h.srv.URL+"/_sim/reset", "", nil)
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Equal(t, sim.LimitStats{SubmitWindowMS: 1000, SubmitBanMS: 200}, h.stats().Limits)
+	assert.Equal(t, sim.LimitStats{SubmitLimit: 2, SubmitWindowMS: 1000, SubmitBanMS: 200}, h.stats().Limits)
 }
 
 // createTask: the same two rules, answered with each flavor's documented rate-limit refusal.
