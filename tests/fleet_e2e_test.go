@@ -28,6 +28,7 @@ const (
 	envFleetOutageTasks  = "E2E_FLEET_OUTAGE_TASKS" // outage: tasks started at once (default 150)
 	envFleetOutageSolve  = "E2E_FLEET_OUTAGE_SOLVE" // outage: the solve time (default 25s)
 	envFleetResultBudget = "E2E_FLEET_RESULT_RATE"  // outage: the account's res.php budget per second (default 50)
+	envFleetStrict       = "E2E_FLEET_STRICT"       // burst: 1 = requests refused during a bar count towards the window
 
 	// 2captcha's in.php rule: more than 60 requests within 3 s answer MAX_USER_TURN and bar the account for 10 s.
 	fleetSubmitLimit  = 60
@@ -208,7 +209,7 @@ func TestE2E_FleetBurst(t *testing.T) {
 	f := startFleet(t, s, sc, fleetWorkers, map[string]string{
 		"SIM_SOLVE_MIN": solve.String(), "SIM_SOLVE_MAX": solve.String(),
 		"SIM_SUBMIT_LIMIT": strconv.Itoa(fleetSubmitLimit), "SIM_SUBMIT_WINDOW": fleetSubmitWindow.String(),
-		"SIM_SUBMIT_BAN": fleetSubmitBan.String(),
+		"SIM_SUBMIT_BAN": fleetSubmitBan.String(), "SIM_SUBMIT_COUNT_BARRED": strconv.FormatBool(os.Getenv(envFleetStrict) == "1"),
 	}, nil)
 	trs := sc.add(n, taskSpec{Kind: "burst"})
 	f.startAll(ctx, sc, trs, func(tr *taskRun) captchaflow.Input {

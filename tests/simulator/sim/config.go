@@ -50,6 +50,9 @@ type Config struct {
 	SubmitLimit  int           `env:"SIM_SUBMIT_LIMIT" envDefault:"0"`
 	SubmitWindow time.Duration `env:"SIM_SUBMIT_WINDOW" envDefault:"3s"`
 	SubmitBan    time.Duration `env:"SIM_SUBMIT_BAN" envDefault:"10s"`
+	// SubmitCountBarred makes the requests refused during a bar count towards the window, so a client that keeps
+	// sending through the bar is barred again the moment it ends (a stricter reading of the rule; off by default).
+	SubmitCountBarred bool `env:"SIM_SUBMIT_COUNT_BARRED" envDefault:"false"`
 	// ResultRate is the account's budget of result requests (res.php action=get, getTaskResult) per key within any
 	// second; over it they answer ERROR_TOO_MUCH_REQUESTS (createTask: the flavor's rate refusal). 0 turns it off.
 	// PUT /_sim/limits changes the four at run time.

@@ -21,6 +21,8 @@ import (
 // submission answers MaxUserTurn too. The bar is not extended by the requests made during it — "banned for 10
 // seconds" — and they do not count towards the next window, which starts empty when the bar ends: a client that
 // keeps retrying is barred again only if it sends more than SubmitLimit within a window after the bar.
+// SubmitCountBarred (SIM_SUBMIT_COUNT_BARRED) is the stricter reading: the refused requests count towards the window,
+// so a client that keeps sending through the bar is barred again the moment it ends.
 //
 // The result rule is a budget of ResultRate result requests (res.php action=get, getTaskResult) per key within any
 // second, a sliding window; a request over it answers the protocol's rate refusal, is not counted against the
@@ -91,6 +93,7 @@ type LimitsDoc struct {
 type limitState struct {
 	submitLimit             int
 	submitWindow, submitBan time.Duration
+	countBarred             bool
 	resultRate              int
 
 	counted  map[string][]time.Time // per key: the submissions the rule counts, within the window
@@ -103,14 +106,18 @@ type limitState struct {
 
 func newLimitState(cfg Config) limitState {
 	return limitState{submitLimit: cfg.SubmitLimit, submitWindow: cfg.SubmitWindow, submitBan: cfg.SubmitBan,
-		resultRate: cfg.ResultRate, counted: map[string][]time.Time{}, barred: map[string]time.Time{},
+		countBarred: cfg.SubmitCountBarred, resultRate: cfg.ResultRate, counted: map[string][]time.Time{}, barred: map[string]time.Time{},
 		seen: map[string][]time.Time{}, answered: map[string][]time.Time{}, results: map[string][]time.Time{}}
 }
 
 // reset forgets the counts and bars, keeping the rules.
 func (ls *limitState) reset() {
-	*ls = newLimitState(Config{SubmitLimit: ls.submitLimit, SubmitWindow: ls.submitWindow, SubmitBan: ls.submitBan,
-		ResultRate: ls.resultRate})
+	*ls = newLimitState(ls.config())
+}
+
+func (ls *limitState) config() Config {
+	return Config{SubmitLimit: ls.submitLimit, SubmitWindow: ls.submitWindow, SubmitBan: ls.submitBan,
+		SubmitCountBarred: ls.countBarred, ResultRate: ls.resultRate}
 }
 
 // since drops the times at or before cutoff from a time-ordered list.
@@ -131,6 +138,9 @@ func (ls *limitState) admitSubmit(key string, now time.Time) bool {
 		return true
 	}
 	if now.Before(ls.barred[key]) {
+		if ls.countBarred {
+			ls.counted[key] = append(since(ls.counted[key], now.Add(-ls.submitWindow)), now)
+		}
 		ls.stats.SubmitRefused++
 		return false
 	}
@@ -140,7 +150,9 @@ func (ls *limitState) admitSubmit(key string, now time.Time) bool {
 		ls.counted[key] = counted
 		return true
 	}
-	delete(ls.counted, key) // the next window starts when the bar ends
+	if !ls.countBarred {
+		delete(ls.counted, key) // the next window starts when the bar ends
+	}
 	ls.barred[key] = now.Add(ls.submitBan)
 	ls.stats.Bans++
 	ls.stats.SubmitRefused++
@@ -257,7 +269,8 @@ func (s *Simulator) SetLimits(doc LimitsDoc) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.limits = newLimitState(Config{SubmitLimit: doc.SubmitLimit, SubmitWindow: window, SubmitBan: ban, ResultRate: doc.ResultRate})
+	s.limits = newLimitState(Config{SubmitLimit: doc.SubmitLimit, SubmitWindow: window, SubmitBan: ban,
+		SubmitCountBarred: s.limits.countBarred, ResultRate: doc.ResultRate})
 	return nil
 }
 

@@ -84,6 +84,26 @@ func TestSubmitLimitBarsTheKeyForTheBan(t *testing.T) {
 	assert.GreaterOrEqual(t, lim.PeakSubmitsInWindow, 6, "the peak counts every request of one key within a window, refused ones too")
 }
 
+// The stricter reading: requests during the bar count towards the window, so hammering through it renews the bar.
+func TestSubmitCountBarredRenewsTheBar(t *testing.T) {
+	cfg := limitConfig(3, 300*time.Millisecond, 200*time.Millisecond, 0)
+	cfg.SubmitCountBarred = true
+	h := startSim(t, cfg)
+	for range 3 {
+		h.submit("", nil)
+	}
+	barredAt := time.Now()
+	for time.Since(barredAt) < 600*time.Millisecond {
+		assert.Equal(t, sim.MaxUserTurn, h.call("/in.php", recaptchaParams("", nil)), "renewed while the client keeps sending")
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Greater(t, h.stats().Limits.Bans, int64(1))
+	time.Sleep(350 * time.Millisecond) // the window empties, then the bar ends
+	require.Eventually(t, func() bool {
+		return strings.HasPrefix(h.call("/in.php", recaptchaParams("", nil)), "OK|")
+	}, time.Second, 100*time.Millisecond, "served again once the client paused")
+}
+
 func TestSubmitLimitIsASlidingWindow(t *testing.T) {
 	h := startSim(t, limitConfig(4, 300*time.Millisecond, time.Second, 0))
 	for range 4 {
