@@ -36,6 +36,8 @@ type config struct {
 	parkedDelay      time.Duration
 	timeout          time.Duration
 	waitBudget       time.Duration
+	fleetN           int
+	fleetSolve       time.Duration
 }
 
 // benchDynamicConfig is added to devstack's dev-server settings unless -dynamic-config sets the key.
@@ -50,7 +52,7 @@ var benchDynamicConfig = map[string]string{
 	"system.forceSearchAttributesCacheRefreshOnRead": "false",
 }
 
-var allPhases = []string{"throughput", "parked", "poll", "recovery", "threads", "billing", "admission", "waiting"}
+var allPhases = []string{"throughput", "parked", "poll", "recovery", "threads", "billing", "admission", "fleet", "waiting"}
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -89,6 +91,8 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.IntVar(&cfg.parkedN, "parked-n", 200, "tasks per side whose callback comes -parked-delay after the submit, to a workflow waiting on its timer")
 	fs.IntVar(&cfg.parkedC, "parked-c", 20, "concurrency of the parked runs")
 	fs.DurationVar(&cfg.parkedDelay, "parked-delay", 2*time.Second, "solve time (twin: signal delay) of the parked runs")
+	fs.IntVar(&cfg.fleetN, "fleet-n", 600, "tasks the fleet phase starts at once on its two workers")
+	fs.DurationVar(&cfg.fleetSolve, "fleet-solve", 5*time.Second, "solve time of the fleet phase's tasks")
 	fs.IntVar(&cfg.recoveryTasks, "recovery-tasks", 20, "tasks whose pingback is dropped, for the recovery time")
 	fs.StringVar(&raw.polls, "polls", "1,10,100", "poll-path tasks: res.php requests each should need, comma list")
 	fs.StringVar(&cfg.dbDir, "temporal-db-dir", "", `where the dev server's SQLite file goes: "" = a fresh directory on /dev/shm (tmpfs) when there is one, "disk" = the run directory`)
@@ -111,6 +115,9 @@ func (raw *rawFlags) apply(cfg *config) error {
 	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.n < cfg.rounds {
 		return errors.New("-n must be ≥ -rounds ≥ 1")
+	}
+	if cfg.fleetN < 1 || cfg.fleetSolve < 0 {
+		return errors.New("-fleet-n must be ≥ 1 and -fleet-solve not negative")
 	}
 	return raw.applyLevers(cfg)
 }

@@ -20,6 +20,7 @@ func renderMarkdown(r *Results) string {
 	m.recoveryRows(r)
 	m.threadsRows(r)
 	m.admissionRows(r)
+	m.fleetRows(r)
 	m.billingRows(r)
 	m.waitingRows(r)
 	m.targets(r)

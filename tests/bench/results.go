@@ -29,6 +29,7 @@ type Results struct {
 	Threads    *ThreadsResult     `json:"threads,omitempty"`
 	Billing    *BillingResult     `json:"billing,omitempty"`
 	Admission  *AdmissionResult   `json:"admission,omitempty"`
+	Fleet      *FleetResult       `json:"fleet,omitempty"`
 	Targets    []Target           `json:"targets"`
 	Notes      []string           `json:"notes,omitempty"`
 }

@@ -119,7 +119,7 @@ func (b *bench) runPhases(ctx context.Context) error {
 	return nil
 }
 
-// providerPhases runs the threads, billing and admission phases -phases selects.
+// providerPhases runs the threads, billing, admission and fleet phases -phases selects.
 func (b *bench) providerPhases(ctx context.Context) error {
 	var err error
 	if b.cfg.phases["threads"] {
@@ -133,7 +133,12 @@ func (b *bench) providerPhases(ctx context.Context) error {
 		}
 	}
 	if b.cfg.phases["admission"] {
-		b.res.Admission, err = b.admission(ctx)
+		if b.res.Admission, err = b.admission(ctx); err != nil {
+			return err
+		}
+	}
+	if b.cfg.phases["fleet"] {
+		b.res.Fleet, err = b.fleet(ctx)
 	}
 	return err
 }

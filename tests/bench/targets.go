@@ -28,6 +28,7 @@ var targetRules = []func(r *Results) []Target{
 	recoveryTarget,
 	threadsTargets,
 	admissionTargets,
+	fleetTargets,
 }
 
 func evaluateTargets(r *Results) []Target {

@@ -44,6 +44,19 @@ type Config struct {
 	// queued); a thread frees when its task is solved or found unsolvable.
 	// PUT /_sim/threads changes it at run time.
 	Threads int `env:"SIM_THREADS" envDefault:"0"`
+	// SubmitLimit, SubmitWindow and SubmitBan are the account's submission rule (2captcha's for in.php: 60, 3s,
+	// 10s): more than SubmitLimit submissions with one key within SubmitWindow answer MAX_USER_TURN (createTask: the
+	// flavor's rate refusal) and bar the key for SubmitBan. SubmitLimit 0 turns the rule off. See limits.go.
+	SubmitLimit  int           `env:"SIM_SUBMIT_LIMIT" envDefault:"0"`
+	SubmitWindow time.Duration `env:"SIM_SUBMIT_WINDOW" envDefault:"3s"`
+	SubmitBan    time.Duration `env:"SIM_SUBMIT_BAN" envDefault:"10s"`
+	// SubmitCountBarred makes the requests refused during a bar count towards the window, so a client that keeps
+	// sending through the bar is barred again the moment it ends (a stricter reading of the rule; off by default).
+	SubmitCountBarred bool `env:"SIM_SUBMIT_COUNT_BARRED" envDefault:"false"`
+	// ResultRate is the account's budget of result requests (res.php action=get, getTaskResult) per key within any
+	// second; over it they answer ERROR_TOO_MUCH_REQUESTS (createTask: the flavor's rate refusal). 0 turns it off.
+	// PUT /_sim/limits changes the four at run time.
+	ResultRate int `env:"SIM_RESULT_RATE" envDefault:"0"`
 	// BusyCode is ErrorNoSlotAvailable (2captcha) or ErrorZeroBalance (CaptchaAI).
 	BusyCode string `env:"SIM_BUSY_CODE" envDefault:"ERROR_NO_SLOT_AVAILABLE"`
 	// Balance is what res.php?action=getbalance reports.
@@ -122,7 +135,8 @@ func ConfigFromEnv() (Config, error) {
 
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
-	return errors.Join(slices.Concat(c.keyErrors(), c.serviceErrors(), c.timingErrors(), c.faultErrors())...)
+	return errors.Join(slices.Concat(c.keyErrors(), c.serviceErrors(), c.timingErrors(), c.faultErrors(),
+		limitErrors(c.SubmitLimit, c.SubmitWindow, c.SubmitBan, c.ResultRate))...)
 }
 
 // keyErrors checks the API keys without ever echoing one.

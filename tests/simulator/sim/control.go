@@ -14,8 +14,8 @@ func (s *Simulator) routes() http.Handler {
 	} else {
 		mux.HandleFunc("GET /in.php", s.handleIn)
 		mux.HandleFunc("POST /in.php", s.handleIn)
-		mux.HandleFunc("GET /res.php", s.handleRes)
-		mux.HandleFunc("POST /res.php", s.handleRes)
+		mux.HandleFunc("GET /res.php", s.limitRes(s.handleRes))
+		mux.HandleFunc("POST /res.php", s.limitRes(s.handleRes))
 	}
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -42,6 +42,10 @@ func (s *Simulator) routes() http.Handler {
 		writeJSON(w, http.StatusOK, BalanceDoc{Balance: s.Balance()})
 	})
 	mux.HandleFunc("PUT /_sim/balance", s.handleSetBalance)
+	mux.HandleFunc("GET /_sim/limits", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Limits())
+	})
+	mux.HandleFunc("PUT /_sim/limits", s.handleSetLimits)
 	return mux
 }
 

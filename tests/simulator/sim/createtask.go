@@ -127,6 +127,9 @@ func (s *Simulator) createTask(req ctRequest) (reply, submission) {
 		rp.value = ctCode(rp.value, s.profile.Flavor) // counted as answered
 		return s.reject(rp), submission{}
 	}
+	if rp, ok := s.admitSubmitFor(req.ClientKey); !ok {
+		return rp, submission{}
+	}
 	sub, rp, ok := s.ctSubmission(req)
 	if !ok {
 		return s.reject(rp), sub
@@ -276,6 +279,9 @@ func (s *Simulator) writeCT(w http.ResponseWriter, rp reply, doc map[string]any)
 				status = http.StatusUnauthorized
 			}
 		}
+		if refusal := rateRefusals[s.profile.Flavor]; refusal.status != 0 && (code == refusal.submit || code == refusal.result) {
+			status = refusal.status // a rate refusal with a status of its own
+		}
 	} else if doc == nil {
 		doc = map[string]any{}
 	}
@@ -322,6 +328,10 @@ func (s *Simulator) handleGetTaskResult(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	if rp, ok := s.checkKey(req.ClientKey); !ok {
+		s.writeCT(w, rp, nil)
+		return
+	}
+	if rp, ok := s.admitResultFor(req.ClientKey); !ok {
 		s.writeCT(w, rp, nil)
 		return
 	}

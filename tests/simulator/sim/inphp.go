@@ -50,6 +50,9 @@ func (s *Simulator) submit(r *http.Request) reply {
 	if rp, ok := s.checkKey(r.Form.Get("key")); !ok {
 		return s.reject(rp)
 	}
+	if rp, ok := s.admitSubmitFor(r.Form.Get("key")); !ok {
+		return rp
+	}
 	method := r.Form.Get("method")
 	if slices.Contains(s.cfg.Refuse, method) {
 		return s.reject(errReplyf(ErrorNoSuchMethod, "method="+method+" is not offered (SIM_REFUSE)."))

@@ -51,6 +51,9 @@ var errorTexts = map[string]string{
 	ErrorDuplicateReport:       "You have already reported this captcha.",
 	ErrorTaskAbsent:            "The task property is missing in the createTask call.",
 	ErrorTaskNotSupported:      "The task type is not supported by this provider.",
+	MaxUserTurn:                "Too many submissions within the window; the account is barred for a while.",
+	ErrorTooMuchRequests:       "Too many requests; slow down.",
+	ErrorRateLimit:             "Request frequency/rate limit.",
 }
 
 // reply is one protocol answer.

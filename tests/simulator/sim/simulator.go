@@ -38,6 +38,7 @@ type Simulator struct {
 	nextID         int64
 	tasks          map[int64]*task
 	threads        threadState    // the thread cap and the tasks in solving per key
+	limits         limitState     // the account limits and their per-key state
 	failSubmitSeen map[string]int // fail_submit rejections, per pingback URL
 	unsolvableSeen map[string]int // unsolvable=N submissions, per pingback URL
 	answerSeen     map[string]int // submit_lost / submit_stall_ms answers, per pingback URL (nil until used)
@@ -128,6 +129,7 @@ func New(cfg Config) (*Simulator, error) {
 		nextID:         cfg.TaskIDBase,
 		tasks:          map[int64]*task{},
 		threads:        newThreadState(cfg.Threads),
+		limits:         newLimitState(cfg),
 		balance:        cfg.Balance,
 		failSubmitSeen: map[string]int{},
 		unsolvableSeen: map[string]int{},
@@ -178,6 +180,7 @@ func (s *Simulator) Reset() {
 	s.gen++
 	s.tasks = map[int64]*task{}
 	s.threads.reset()
+	s.limits.reset()
 	s.failSubmitSeen = map[string]int{}
 	s.unsolvableSeen = map[string]int{}
 	s.answerSeen = nil
@@ -227,6 +230,7 @@ func (s *Simulator) Stats() Stats {
 		Pingbacks: s.stats.pingbacks,
 		Reports:   s.stats.reports,
 		Threads:   s.threads.stats(),
+		Limits:    s.limits.snapshot(),
 		Tasks:     byStatus,
 	}
 }

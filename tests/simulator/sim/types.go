@@ -13,6 +13,8 @@ type Stats struct {
 	Reports ReportStats `json:"reports"`
 	// Threads is the thread cap (SIM_THREADS, PUT /_sim/threads), the tasks being solved and the no-slot answers.
 	Threads ThreadStats `json:"threads"`
+	// Limits is the account limits (SIM_SUBMIT_*, SIM_RESULT_RATE, PUT /_sim/limits) and what they counted.
+	Limits LimitStats `json:"limits"`
 	// Tasks counts known tasks by TaskStatus.
 	Tasks map[TaskStatus]int64 `json:"tasks"`
 }
