@@ -16,6 +16,8 @@ import (
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
+
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // The fleet scenarios (issue 31): several worker processes on one provider account, which holds them to its
@@ -34,11 +36,11 @@ const (
 	fleetSubmitLimit  = 60
 	fleetSubmitWindow = 3 * time.Second
 	fleetSubmitBan    = 10 * time.Second
-	// fleetSubmitsPerSecond is the pace that keeps to it: the server lets a burst of ⌈rate⌉ through, so a window of
-	// 3 s can see 4 × the rate.
-	fleetSubmitsPerSecond = 14
-	fleetWorkers          = 2
+	fleetWorkers      = 2
 )
+
+// fleetSubmitsPerSecond is the documented default pace (the worker sets no other).
+var fleetSubmitsPerSecond = providers.InPHPRates.Submits
 
 func envInt(t *testing.T, name string, def int) int {
 	t.Helper()
@@ -196,9 +198,9 @@ func (sc *scenario) record(ff fleetFigures) {
 
 // TestE2E_FleetBurst: two workers, one 2captcha-style account with its in.php rule (60 within 3 s, then barred for
 // 10 s), N tasks started at once through the Go client, callbacks working, 5 s solves, PROVIDER_THREADS unset and
-// no pace configured (the documented default, 14 submissions a second). Every task is solved, none paid twice,
+// no pace configured (the documented default, providers.InPHPRates). Every task is solved, none paid twice,
 // the account never sees more than 60 in.php requests within 3 s and refuses at most a few; the batch takes about
-// N ÷ 14 s plus the solve.
+// N ÷ the default pace plus the solve.
 func TestE2E_FleetBurst(t *testing.T) {
 	s := requireStack(t)
 	ctx := context.Background()
@@ -226,7 +228,7 @@ func TestE2E_FleetBurst(t *testing.T) {
 	ideal := time.Duration(float64(n)/fleetSubmitsPerSecond*float64(time.Second)) + solve
 	sc.note("fleet burst: %d workers, %d tasks at once, %s solves, in.php rule %d within %s (bar %s)",
 		fleetWorkers, n, solve, fleetSubmitLimit, fleetSubmitWindow, fleetSubmitBan)
-	sc.note("fleet burst: solved %d of %d (failed %v), paid twice %d; wall %.1f s against the ideal %.1f s (%d ÷ %d/s + %s); %.1f tasks/s",
+	sc.note("fleet burst: solved %d of %d (failed %v), paid twice %d; wall %.1f s against the ideal %.1f s (%d ÷ %g/s + %s); %.1f tasks/s",
 		ff.solved, n, ff.failures, ff.paidTwice, wall.Seconds(), ideal.Seconds(), n, fleetSubmitsPerSecond, solve,
 		float64(ff.solved)/wall.Seconds())
 	sc.note("fleet burst: in.php requests %d, refused %d (MAX_USER_TURN; bars %d), at most %d within %s; res.php get requests %d",

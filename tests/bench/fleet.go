@@ -13,6 +13,8 @@ import (
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
+
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 // The fleet phase (issue 31): two workers of their own on one provider account held to 2captcha's in.php rule
@@ -25,9 +27,7 @@ const (
 	fleetSubmitLimit  = 60
 	fleetSubmitWindow = 3 * time.Second
 	fleetSubmitBan    = 10 * time.Second
-	// fleetPace is the pace that keeps to the rule: the server lets a burst of ⌈rate⌉ through, so 3 s can see 4 × it.
-	fleetPace     = 14
-	fleetDeadline = 180 * time.Second
+	fleetDeadline     = 180 * time.Second
 
 	maxFleetWallToIdeal = 1.5
 	maxFleetRefusals    = 3
@@ -69,6 +69,9 @@ type FleetResult struct {
 }
 
 // fleet runs the fleet phase. It needs the provider to itself, as the threads phase does.
+// fleetPace is the documented default pace (the worker sets no other).
+var fleetPace = providers.InPHPRates.Submits
+
 func (b *bench) fleet(ctx context.Context) (*FleetResult, error) {
 	fr := &FleetResult{Tasks: b.cfg.fleetN, Workers: fleetWorkers, SolveMS: int(b.cfg.fleetSolve.Milliseconds()),
 		SubmitLimit: fleetSubmitLimit, SubmitWindowMS: fleetSubmitWindow.Milliseconds(), SubmitBanMS: fleetSubmitBan.Milliseconds(),
