@@ -18,7 +18,8 @@ import (
 const (
 	// maxBatchIDs bounds res.php's action=get&ids= (2captcha states no bound; 100 keeps the URL near 1.3 KB).
 	maxBatchIDs = 100
-	maxSenders  = 4 // requests in flight at once per client: a slow answer does not hold every poll behind it
+	maxSenders  = 4                     // requests in flight at once per client: a slow answer does not hold every poll behind it
+	gatherLull  = 50 * time.Millisecond // a request after a lull waits this long for the lookups of the same moment
 )
 
 // freeText are the in.php methods whose answer is what a person typed, "|" included: never batched.
@@ -34,8 +35,9 @@ func ForMethod(ctx context.Context, method string) context.Context {
 	return context.WithValue(ctx, aloneKey{}, true)
 }
 
-// WithResultBatching sets how long a result lookup waits for others to share its res.php request (default 50 ms;
-// negative: a request per lookup).
+// WithResultBatching sets the least spacing of one client's res.php requests, so that the lookups arriving meanwhile
+// share the next one (default 1 s: the server dispatches an account's polls evenly, and a shorter spacing meets them
+// one by one; negative: a request per lookup).
 func WithResultBatching(gather time.Duration) Option { return func(c *conn) { c.gather = gather } }
 
 // lookups are the Get calls of one client waiting for a request: at most maxSenders goroutines send them.
@@ -43,6 +45,7 @@ type lookups struct {
 	mu      sync.Mutex
 	queue   []*lookup
 	senders int
+	last    time.Time    // when the latest request was sent: the next waits until gather has passed since
 	proven  atomic.Bool  // an answer split into one part per ID: the provider answers ids
 	misses  atomic.Int32 // answers that did not, before one did
 }
@@ -77,13 +80,18 @@ func (c *InPHP) enqueue(l *lookup) {
 // send takes up to maxBatchIDs waiting lookups per request, after the gather window, until none wait.
 func (c *InPHP) send() {
 	for {
-		time.Sleep(c.gather) // the lookups arriving meanwhile join this request
+		c.lookups.mu.Lock()
+		wait := max(gatherLull, time.Until(c.lookups.last.Add(c.gather)))
+		c.lookups.mu.Unlock()
+		time.Sleep(wait) // the lookups arriving meanwhile join this request
 		c.lookups.mu.Lock()
 		q := slices.DeleteFunc(c.lookups.queue, func(l *lookup) bool { return l.ctx.Err() != nil }) // callers gone
 		batch := q[:min(len(q), maxBatchIDs)]
 		c.lookups.queue = slices.Clone(q[len(batch):])
 		if len(batch) == 0 {
 			c.lookups.senders--
+		} else {
+			c.lookups.last = time.Now()
 		}
 		c.lookups.mu.Unlock()
 		switch len(batch) {

@@ -92,6 +92,24 @@ func TestBatchingOffMakesOneRequestEach(t *testing.T) {
 	assert.Empty(t, p.lastRequest(t).Form.Get("ids"))
 }
 
+// Lookups that come one at a time, as the server dispatches an account's polls evenly, still share requests: one
+// client's requests are spaced by the batching window.
+func TestEvenlySpreadLookupsShareSpacedRequests(t *testing.T) {
+	p := newFakeProvider(t, resAnswers(0, codeOf))
+	c := p.client(t, WithResultBatching(500*time.Millisecond))
+	var wg sync.WaitGroup
+	for i, id := range ids(50) { // one every 30 ms for 1.5 s
+		time.Sleep(30 * time.Millisecond)
+		wg.Go(func() {
+			code, err := c.Get(context.Background(), id)
+			assert.NoError(t, err)
+			assert.Equal(t, codeOf(id), code, i)
+		})
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, p.requestCount(), 6, "50 lookups over 1.5 s, requests at least 500 ms apart")
+}
+
 // A free-text method's answer may hold "|": its lookups are never batched; a token's are.
 func TestFreeTextLookupsAreAskedAlone(t *testing.T) {
 	p := newFakeProvider(t, resAnswers(20*time.Millisecond, codeOf))

@@ -84,7 +84,7 @@ func (p *fakeProvider) requestCount() int {
 // client returns a Client for this provider with short timeouts.
 func (p *fakeProvider) client(t *testing.T, opts ...Option) *InPHP {
 	t.Helper()
-	c, err := NewInPHP(p.srv.URL, testKey, append([]Option{WithTimeout(5 * time.Second)}, opts...)...)
+	c, err := NewInPHP(p.srv.URL, testKey, append([]Option{WithTimeout(5 * time.Second), WithResultBatching(50 * time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
 	return c
 }

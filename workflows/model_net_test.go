@@ -95,7 +95,7 @@ func (s *schedule) client(p *fakeProvider) providers.Client {
 		s.must(err)
 		return c
 	}
-	c, err := providers.NewInPHP(p.srv.URL, "model-key", providers.WithHTTPClient(h))
+	c, err := providers.NewInPHP(p.srv.URL, "model-key", providers.WithHTTPClient(h), providers.WithResultBatching(-1))
 	s.must(err)
 	return c
 }
