@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -127,10 +129,15 @@ func (s *schedule) serve(p *fakeProvider) http.HandlerFunc {
 			action, _ := req.Task["pageAction"].(string)
 			answer, task := s.created(p, req.CallbackURL, req.Task["type"] == "ImageToTextTask", action)
 			s.answerCreate(w, p, answer, task)
-		case "/res.php":
-			s.answerResult(w, p, s.lookup(p, r.FormValue("id")))
-		case "/getTaskResult":
-			s.answerResult(w, p, s.lookup(p, req.TaskID.String()))
+		case "/res.php", "/getTaskResult":
+			s.mu.Lock()
+			word := s.refusal(p, activities.ResultsQueue)
+			s.mu.Unlock()
+			if word != "" {
+				writeRefusal(w, p, word)
+				return
+			}
+			s.answerResult(w, p, s.lookup(p, cmp.Or(r.FormValue("id"), req.TaskID.String())))
 		default:
 			http.NotFound(w, r)
 		}
@@ -142,8 +149,9 @@ func (s *schedule) serve(p *fakeProvider) http.HandlerFunc {
 func (s *schedule) created(p *fakeProvider, pingback string, image bool, action string) (answer string, task *providerTask) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	wid, _, _ := pingbackOf(pingback)
+	wid, _, n := pingbackOf(pingback)
 	m := s.solve(wid)
+	m.checkRequestQueue(p.name, n)
 	if want := m.in.Params["action"]; action != want {
 		m.fail("action-reaches-provider", "%s at %q was sent action %q, not %q", wid, p.name, action, want)
 	}
@@ -151,6 +159,10 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool, action 
 	m.checkNoSubmitWhileOpen()
 	m.checkNoSubmitAfterAnswer()
 	now := m.env.Now()
+	if word := s.refusal(p, activities.SubmitQueue); word != "" { // a burst: refused before anything else
+		m.answers[n] = append(m.answers[n], "rate")
+		return "rate:" + word, nil
+	}
 	answer = pick(m.rng, submitAnswers)
 	if lost, _ := m.down(p.name); lost { // reached as it went down: written, created, the answer lost
 		answer = "reset"
@@ -178,12 +190,17 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool, action 
 	} else if p.badSince.IsZero() {
 		p.badSince = now
 	}
+	m.answers[n] = append(m.answers[n], answer)
 	m.logf("%s at %q -> %s %v", map[bool]string{true: "createTask", false: "in.php"}[p.flavor != ""], p.name, answer, task)
 	return answer, task
 }
 
 // answerCreate writes answer in p's protocol; a lost answer is a reset connection or a gateway's 5xx page.
 func (s *schedule) answerCreate(w http.ResponseWriter, p *fakeProvider, answer string, task *providerTask) {
+	if word, ok := strings.CutPrefix(answer, "rate:"); ok {
+		writeRefusal(w, p, word)
+		return
+	}
 	switch answer {
 	case "reset":
 		conn, _, err := http.NewResponseController(w).Hijack()

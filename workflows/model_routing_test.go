@@ -297,7 +297,8 @@ func (m *model) checkExplore(req activities.SubmitRequest, res activities.Submit
 }
 
 // checkRouteRequest: the task passes its providers as given, excludes only providers the worker gave up or that
-// refused its task type, and avoids only providers that found one of its submissions unsolvable.
+// refused its task type, and avoids only providers that found one of its submissions unsolvable or whose submit
+// queue did not serve one (model_pace_test.go).
 func (m *model) checkRouteRequest(req activities.SubmitRequest) {
 	if !slices.Equal(req.Providers, m.in.Providers) {
 		m.fail("routes-as-asked", "Submit asked for providers %v, the input says %v", req.Providers, m.in.Providers)
@@ -308,8 +309,8 @@ func (m *model) checkRouteRequest(req activities.SubmitRequest) {
 		}
 	}
 	for _, name := range req.Avoid {
-		if !slices.ContainsFunc(m.tasks, func(t *providerTask) bool { return t.provider == name && t.unsolvable }) {
-			m.fail("routes-as-asked", "Submit avoids %s, which found nothing unsolvable", name)
+		if !slices.ContainsFunc(m.tasks, func(t *providerTask) bool { return t.provider == name && t.unsolvable }) && !m.unservedAt[name] {
+			m.fail("routes-as-asked", "Submit avoids %s, which found nothing unsolvable and whose queue served its Submits", name)
 		}
 	}
 }
@@ -443,6 +444,7 @@ func (s *schedule) cover(covered map[string]int) {
 	for _, m := range s.solves {
 		m.cover(covered)
 	}
+	s.coverPace(covered)
 }
 
 func (m *model) cover(covered map[string]int) {

@@ -91,6 +91,11 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     would (the best next), and a lost submission that never answered is not handed to the model as an open one.
 //   - with tracing on (every other schedule): each pingback URL carries its submission's trace, signed by its
 //     token, and each refresh of a result is one span of the task's run.
+//   - account pacing (model_pace_test.go): a rate refusal (in bursts) never fails a task, never counts as a
+//     submission and never pays twice, and pauses its account's queue of its kind; a Submit on an unserved provider
+//     queue is no submission and the next goes elsewhere; a Poll not served asks again on the task's own queue;
+//     every Submit and its provider request run on the submit queue of the provider it names, every Poll on its
+//     provider's results queue.
 //
 // A failure names each broken invariant, how many schedules broke it and their first seeds, with the first one's
 // trace; rerun it with -model.seed=N (tasks that reach a shared provider at the same instant may do so in either
@@ -162,6 +167,7 @@ type schedule struct {
 	breaker     *providers.Breaker
 	sem         modelSemaphore
 	losses      map[string]int          // paid codes left undelivered, by documented case
+	pace        paceModel               // refusal bursts, unserved queues, the Pacer's pauses (model_pace_test.go)
 	spans       *tracetest.SpanRecorder // with tracing on (odd seeds): every span the tasks ended
 	// cancelled are the activities (workflow ID/activity ID) the workflow cancelled: the test environment does not
 	// cancel a running activity's context, which a real one learns at its next heartbeat, before it writes.
@@ -188,8 +194,15 @@ type model struct {
 	delivering  bool      // CaptchaPhase is delivering on the server: a delivery began and the task has not asked since
 	keyRefused  bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
 	ended       time.Time // when the task ended, with its result or error
-	result      interface{ Get(any) error }
-	err         error
+	// By submission number: what the providers answered its requests (model_pace_test.go), whether the task
+	// cancelled its Submit (unseen), the queue its Submit ran on; Polls whose earlier one was not started, by task ID.
+	answers      map[int][]string
+	unseenN      map[int]bool
+	submitQueues map[int]string
+	pollUnserved map[string]bool
+	unservedAt   map[string]bool // providers a Submit of the task was not started at
+	result       interface{ Get(any) error }
+	err          error
 }
 
 // rootResult reads the root workflow's result (the test environment hands children's to the listener).
@@ -212,7 +225,7 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	s.env = ts.NewTestWorkflowEnvironment()
 	s.env.SetTestTimeout(10 * time.Second)
-	interceptors := []interceptor.WorkerInterceptor{&unlimitedRetries{}, &resetRuns{s: s}}
+	interceptors := []interceptor.WorkerInterceptor{&unlimitedRetries{}, &resetRuns{s: s}, &unservedQueues{s: s}}
 	if seed%2 == 1 { // every other schedule with tracing on: no draw, so a seed's schedule is what it was
 		s.spans = tracetest.NewSpanRecorder()
 		tracing, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
@@ -235,11 +248,15 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 		tasks += 1 + s.rng.IntN(2) // several tasks share the breaker and the semaphore
 	}
 	for i := range tasks {
-		m := &model{schedule: s, wid: fmt.Sprintf("task-%d", i+1), rng: rand.New(rand.NewPCG(seed, uint64(i+1)))}
+		m := &model{schedule: s, wid: fmt.Sprintf("task-%d", i+1), rng: rand.New(rand.NewPCG(seed, uint64(i+1))),
+			answers: map[int][]string{}, unseenN: map[int]bool{}, submitQueues: map[int]string{}, pollUnserved: map[string]bool{},
+			unservedAt: map[string]bool{}}
 		m.drawInput()
 		s.solves = append(s.solves, m)
 	}
 	s.acts = s.newNet()
+	s.drawPace(seed)
+	s.acts.Pace = s.pacer()
 	Register(s.env, s.acts, s.settings)
 	s.env.RegisterWorkflow(modelTasks)
 	return s
@@ -354,6 +371,7 @@ func (s *schedule) run() {
 		s.fail("ends-in-time", "the schedule did not end")
 		return
 	}
+	s.checkPaused()
 	for _, m := range s.solves {
 		if m.ended.IsZero() { // the root
 			m.ended, m.err = s.env.Now(), s.env.GetWorkflowError()
@@ -366,6 +384,10 @@ func (s *schedule) run() {
 		m.checkPaid(result)
 		m.checkPriced()
 		m.checkDiscardedTaken()
+		m.checkRefusalNeverFails()
+		if r := (captchaflow.Result{}); m.err == nil && m.result.Get(&r) == nil {
+			m.checkSubmits(r.Submits)
+		}
 		if s.sem.held[modelSlot{m.wid, reappliedSeq}] {
 			s.fail("slot-returned", "%s never sent back the grant a reset reapplied: its slot stays taken", m.wid)
 		}
@@ -410,6 +432,7 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 		return activities.SubmitResult{}, temporal.NewCanceledError()
 	}
 	m.runID = req.RunID
+	m.checkSubmitQueue(info.TaskQueue, req)
 	var lacked []string
 	if m.routed() {
 		m.checkRouteRequest(req)
@@ -432,6 +455,7 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	for _, t := range m.tasks[made:] {
 		t.unseen = m.schedule.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID]
 	}
+	m.unseenN[req.Submission] = m.schedule.cancelled[info.WorkflowExecution.ID+"/"+info.ActivityID]
 	var lost activities.LostDetails // a 5xx before anything was created is lost all the same: priced, as it may have been paid
 	if app := (*temporal.ApplicationError)(nil); len(m.tasks) == made && errors.As(err, &app) && app.Type() == activities.FailureSubmitOutcomeUnknown && app.Details(&lost) == nil {
 		m.mayHavePaid += lost.PriceUSD
@@ -469,6 +493,7 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 		m.arrive(task, now)
 	}
 	m.tasks = append(m.tasks, task)
+	m.checkPaysOnce(task)
 	code := task.code
 	if task.unsolvable {
 		code = "ERROR_CAPTCHA_UNSOLVABLE"
@@ -599,6 +624,9 @@ func (s *schedule) mockSlots() {
 		m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
 		key := modelSlot{m.wid, ask.Seq}
 		ticket := activities.SlotTicket{Semaphore: "sem", Run: "r1", RunID: ask.RunID, Provider: s.slotProvider(ask)}
+		if ticket.Provider != "" || s.acts.Providers == nil { // as AcquireSlot: Submit runs on the provider's queue
+			ticket.Queue = activities.ProviderQueue(activity.GetInfo(ctx).TaskQueue, ticket.Provider, activities.SubmitQueue)
+		}
 		s.sem.asked[key]++
 		if s.sem.lost && s.sem.asked[key] == 1 {
 			s.logf("AcquireSlot %v: the semaphore is lost", key)

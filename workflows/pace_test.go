@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -60,4 +61,19 @@ func (s *SolveCaptchaSuite) TestUnpacedTaskSubmitsOnItsOwnQueue() {
 	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
 	s.Require().NoError(s.env.GetWorkflowError())
 	s.Equal("default-test-taskqueue", queue)
+}
+
+// A Poll no worker started before the task's deadline (its ScheduleToStart is the time left, and the server fires
+// it first at a tie with ScheduleToClose) ends the task DeadlineExceeded: asking again on the task's own queue then
+// would schedule an activity with no time left, a command the server refuses (the task's workflow task would fail
+// for ever, the task never ending).
+func (s *SolveCaptchaSuite) TestPollUnservedUntilTheDeadline() {
+	in := recaptcha()
+	in.CallbackTimeoutSeconds, in.DeadlineSeconds = 5, 60
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "t-1"}, nil).Once()
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).After(55*time.Second).Return(activities.PollResult{}, notStartedErr()).Once()
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	err := s.env.GetWorkflowError()
+	s.Require().Error(err)
+	s.Equal(captchaflow.FailureDeadlineExceeded, failureType(err), "%v", err)
 }

@@ -348,7 +348,7 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 			sub.asking--
 		}
 		switch o := s.classify(err); {
-		case notStarted(err) && !sub.unpaced: // no worker polls the provider's results queue: ask on the task's own
+		case notStarted(err) && !sub.unpaced && s.remaining(ctx) > 0: // no worker polls the results queue: ask on the task's own
 			sub.unpaced = true
 			s.ask(ctx, actx, sub, via, giveUp, retry)
 		case err == nil:
