@@ -97,6 +97,11 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	defer w.Stop() // waits up to SHUTDOWN_TIMEOUT for running activities
+	stopRouting, err := workflows.ShareRouting(c, cfg.TaskQueue, acts, worker.Options{WorkerStopTimeout: cfg.ShutdownTimeout}, logger)
+	if err != nil {
+		return err
+	}
+	defer stopRouting()
 	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
 	if _, err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
