@@ -49,10 +49,21 @@ const (
 	priorBad            = 0.02
 	minGoodShare        = 0.5 // below it a provider does not fit: most of its submissions fail
 	timesKept           = 32  // solve times kept per provider and method
+	minProbeGap         = 5 * time.Second
+	sharedKept          = 512 // observations kept for the fleet until drained
 )
 
-// Outcomes of an observed submission.
-const ObservedSolved, ObservedUnsolvable, ObservedOpen = "solved", "unsolvable", "open"
+// Outcomes of an observed submission, and a caller's bad verdict.
+const ObservedSolved, ObservedUnsolvable, ObservedOpen, ObservedBad = "solved", "unsolvable", "open", "bad"
+
+// Obs is one observation as the workers of a task queue share it.
+type Obs struct {
+	Provider string  `json:"p"`
+	Method   string  `json:"m"`
+	Seconds  float64 `json:"s,omitempty"`
+	Outcome  string  `json:"o"`           // Observed*
+	Reset    bool    `json:"r,omitempty"` // a probe's solve: the provider recovered, its older shares are dropped
+}
 
 // Model is one worker's routing knowledge; nil routes in order and learns nothing.
 type Model struct {
@@ -60,8 +71,10 @@ type Model struct {
 	explore float64
 	decay   float64
 	prior   float64
+	now     func() time.Time
 	mu      sync.Mutex
 	stats   map[[2]string]*stats // by provider and method
+	shared  []Obs                // this worker's own, not drained yet
 }
 
 type stats struct {
@@ -69,6 +82,7 @@ type stats struct {
 	seen, unsolvable, solved float64     // decayed counts of ended submissions
 	bad                      float64     // decayed count of bad verdicts
 	price, cost, p90, good   float64     // the latest score, for the metrics
+	at, probed               time.Time   // the latest ended or open submission learned, and probe sent
 }
 
 type solveTime struct {
@@ -80,7 +94,7 @@ type solveTime struct {
 func NewModel(f File) *Model {
 	return &Model{Policy: cmp.Or(f.Routing, RoutingOrder), explore: *cmp.Or(f.ExploreShare, new(float64(DefaultExploreShare))),
 		decay: 1 - 1/float64(cmp.Or(f.Memory, DefaultMemory)), prior: float64(cmp.Or(f.PriorSolveSeconds, DefaultPriorSolve)),
-		stats: map[[2]string]*stats{}}
+		now: time.Now, stats: map[[2]string]*stats{}}
 }
 
 // Scored tells whether submissions are ranked by the model.
@@ -102,27 +116,59 @@ func (m *Model) with(provider, method string, f func(s *stats)) {
 
 // Observe learns one ended or still open submission.
 func (m *Model) Observe(provider, method string, secs float64, outcome string) {
-	m.with(provider, method, func(s *stats) {
-		if outcome != ObservedUnsolvable { // an unsolvable answer says nothing of the solve time
-			s.times = append(s.times[max(0, len(s.times)+1-timesKept):], solveTime{secs, outcome == ObservedOpen})
-		}
-		if outcome == ObservedOpen {
-			return
-		}
-		s.seen, s.unsolvable, s.solved, s.bad = s.seen*m.decay+1, s.unsolvable*m.decay, s.solved*m.decay, s.bad*m.decay
-		if outcome == ObservedSolved {
-			s.solved++
-		} else {
-			s.unsolvable++
-		}
-	})
+	m.learn(Obs{Provider: provider, Method: method, Seconds: secs, Outcome: outcome}, true)
 }
 
 // Verdict learns a caller's verdict on a code provider solved; only a bad one changes a share.
 func (m *Model) Verdict(provider, method string, good bool) {
-	m.with(provider, method, func(s *stats) {
-		if !good {
+	if !good {
+		m.learn(Obs{Provider: provider, Method: method, Outcome: ObservedBad}, true)
+	}
+}
+
+// Drain takes this worker's observations since the last Drain (at most the latest sharedKept), to share them.
+func (m *Model) Drain() (own []Obs) {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	own, m.shared = m.shared, nil
+	return own
+}
+
+// Apply learns other workers' observations as if this worker had made them.
+func (m *Model) Apply(obs []Obs) {
+	for _, o := range obs {
+		m.learn(o, false)
+	}
+}
+
+func (m *Model) learn(o Obs, own bool) {
+	m.with(o.Provider, o.Method, func(s *stats) {
+		if o.Outcome == ObservedSolved || o.Outcome == ObservedOpen { // an unsolvable answer says nothing of the solve time
+			s.times = append(s.times[max(0, len(s.times)+1-timesKept):], solveTime{o.Seconds, o.Outcome == ObservedOpen})
+		}
+		switch o.Outcome {
+		case ObservedBad:
 			s.bad++
+		case ObservedSolved, ObservedUnsolvable:
+			// The first answer since a probe was sent is the probe's, as a half-open circuit's: a solve closes it.
+			if o.Reset = o.Reset || own && o.Outcome == ObservedSolved && s.probed.After(s.at); o.Reset {
+				s.seen, s.unsolvable, s.solved = 0, 0, 0
+			}
+			s.seen, s.unsolvable, s.solved, s.bad = s.seen*m.decay+1, s.unsolvable*m.decay, s.solved*m.decay, s.bad*m.decay
+			if o.Outcome == ObservedSolved {
+				s.solved++
+			} else {
+				s.unsolvable++
+			}
+		}
+		if o.Outcome != ObservedBad {
+			s.at = m.now()
+		}
+		if own && m.Scored() {
+			m.shared = append(m.shared[max(0, len(m.shared)+1-sharedKept):], o)
 		}
 	})
 }
@@ -157,10 +203,19 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 			others = append(others, i+1)
 		}
 	}
+	pick := -1
+	for _, i := range others {
+		if !scored[0].avoided && m.probe(scored[i].Provider, method, scored[0].CostUSD) {
+			pick = i
+			break
+		}
+	}
 	h := fnv.New64a()
 	h.Write([]byte(seed))
-	if u := float64(h.Sum64()%1_000_000) / 1_000_000; u < m.explore && len(others) > 0 && !scored[0].avoided {
-		i := others[int(u/m.explore*float64(len(others)))] // u/explore is uniform in [0, 1)
+	if u := float64(h.Sum64()%1_000_000) / 1_000_000; pick < 0 && u < m.explore && len(others) > 0 && !scored[0].avoided {
+		pick = others[int(u/m.explore*float64(len(others)))] // u/explore is uniform in [0, 1)
+	}
+	if i := pick; i > 0 {
 		explored := scored[i]
 		copy(scored[1:i+1], scored[:i]) // the rest keep their order: if it refuses, the best comes next
 		scored[0] = explored
@@ -171,6 +226,21 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 		out[i], route.Candidates = c.Provider, append(route.Candidates, c.RouteCandidate)
 	}
 	return out, route
+}
+
+// probe tells whether p would cost less than best if it solved again (a probe shows that, not its codes' worth) and
+// nothing was heard of it for its p90 (at least minProbeGap): if so it is probed, once per such gap (a half-open
+// circuit's one probe in flight).
+func (m *Model) probe(p *Provider, method string, best float64) (probe bool) {
+	m.with(p.Name, method, func(s *stats) {
+		_, bad := s.shares()
+		solving := s.price * (1 - priorUnsolvable*float64(btoi(p.Refunds))) / ((1 - priorUnsolvable) * (1 - bad))
+		gap := max(minProbeGap, time.Duration(s.p90*float64(time.Second)))
+		if now := m.now(); round(solving) < best && now.Sub(s.at) >= gap && now.Sub(s.probed) >= gap {
+			s.probed, probe = now, true
+		}
+	})
+	return probe
 }
 
 func btoi(b bool) int {

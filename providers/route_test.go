@@ -107,13 +107,16 @@ func (r simRun) movedBy(name string, from int, away bool) int {
 
 // simulate runs tasks under m, and under routing: order for the comparison.
 func simulate(m *Model, sims []simProvider, tasks int, deadline time.Duration) simRun {
-	run := simulateUnder(m, sims, tasks, deadline)
-	order := simulateUnder(NewModel(File{}), sims, tasks, deadline)
+	run := simulateUnder(m, sims, tasks, deadline, 2*time.Second)
+	order := simulateUnder(NewModel(File{}), sims, tasks, deadline, 2*time.Second)
 	run.static, run.staticGood = order.cost, order.good
 	return run
 }
 
-func simulateUnder(m *Model, sims []simProvider, tasks int, deadline time.Duration) (run simRun) {
+// simulateUnder starts a task every every (the model's clock), each ending before the next starts.
+func simulateUnder(m *Model, sims []simProvider, tasks int, deadline, every time.Duration) (run simRun) {
+	clock := time.Unix(1e9, 0)
+	m.now = func() time.Time { return clock }
 	var ps []*Provider
 	for _, s := range sims {
 		ps = append(ps, &Provider{Name: s.name, Price: Price{"default": s.per1000}, Refunds: s.refunds})
@@ -128,6 +131,7 @@ func simulateUnder(m *Model, sims []simProvider, tasks int, deadline time.Durati
 		return s.per1000 / 1000, true, s.secs
 	}
 	for task := range tasks {
+		clock = clock.Add(every)
 		var avoid []string
 		for sub := 1; sub <= 3; sub++ {
 			ranked, route := NewSet(ps, nil).Candidates(nil, nil, avoid), &captchaflow.Route{}
@@ -203,6 +207,22 @@ func TestScoredRoutingLeavesAnUnsolvingProviderAndComesBack(t *testing.T) {
 	}
 }
 
+// Issue 31: a cheap provider shunned after a run of unsolvable answers was frozen at that estimate; only exploring
+// (5 %) reached it after it recovered, and each solved exploration moved it little: 5 of the next 40 tasks.
+func TestScoredRoutingWinsARecoveredProviderBackWithinAHandfulOfTasks(t *testing.T) {
+	for _, refunds := range []bool{false, true} {
+		broken := func(task int) bool { return task >= 20 && task < 60 }
+		run := simulate(scoredModel(DefaultExploreShare), []simProvider{{name: "cheap", per1000: 1, secs: 10, refunds: refunds, unsolvable: broken},
+			{name: "dear", per1000: 2, secs: 10}}, 100, time.Minute)
+		back, share := run.movedBy("cheap", 60, false), run.share("cheap", 60, 100)
+		t.Logf("refunds=%t: cheap while broken %.0f%% of first submissions; back %d tasks after it recovered, %d of the next 40",
+			refunds, 100*run.share("cheap", 20, 60), back, int(40*share))
+		assert.True(t, back >= 0 && back <= 6, "back within a handful of tasks: %d", back)
+		assert.GreaterOrEqual(t, share, 0.8, "most of the next 40")
+		assert.LessOrEqual(t, run.share("cheap", 25, 60), 0.25, "while broken, probes and exploring only")
+	}
+}
+
 func TestScoredRoutingAvoidsAProviderSlowerThanTheDeadline(t *testing.T) {
 	run := simulate(scoredModel(DefaultExploreShare), []simProvider{{name: "slow", per1000: 1, secs: 600}, {name: "quick", per1000: 2, secs: 10}},
 		50, time.Minute)
@@ -244,4 +264,45 @@ func TestRankExplainsAndKeepsTheOrderOnTies(t *testing.T) {
 func roundCandidate(c captchaflow.RouteCandidate) captchaflow.RouteCandidate {
 	c.GoodShare = math.Round(c.GoodShare*1e6) / 1e6
 	return c
+}
+
+// What one worker learns reaches another through Drain and Apply: a provider that broke, then its probe's solve.
+func TestDrainAndApplyShareWhatOneWorkerLearned(t *testing.T) {
+	clock := time.Unix(1e9, 0)
+	one, other := scoredModel(0), scoredModel(0)
+	one.now, other.now = func() time.Time { return clock }, func() time.Time { return clock }
+	cheap, dear := &Provider{Name: "cheap", Price: Price{"default": 1}}, &Provider{Name: "dear", Price: Price{"default": 2}}
+	first := func(m *Model) string {
+		ranked, _ := m.Rank([]*Provider{cheap, dear}, "hcaptcha", nil, time.Minute, "x", nil)
+		return ranked[0].Name
+	}
+	for range 6 {
+		one.Observe("cheap", "hcaptcha", 0, ObservedUnsolvable)
+	}
+	one.Observe("dear", "hcaptcha", 10, ObservedSolved)
+	one.Verdict("dear", "hcaptcha", true) // a good verdict says nothing new: not shared
+	shared := one.Drain()
+	require.Len(t, shared, 7)
+	assert.Empty(t, one.Drain(), "drained once")
+	other.Apply(shared)
+	assert.Empty(t, other.Drain(), "what it applied is not its own to share")
+	assert.Equal(t, "dear", first(one))
+	assert.Equal(t, "dear", first(other), "learned from the other worker's observations alone")
+
+	clock = clock.Add(time.Minute) // nothing heard of cheap for longer than its p90: the next task probes it
+	assert.Equal(t, "cheap", first(one))
+	assert.Equal(t, "dear", first(one), "one probe at a time")
+	one.Observe("cheap", "hcaptcha", 8, ObservedSolved)
+	assert.Equal(t, "cheap", first(one), "the probe solved: cheap recovered")
+	shared = one.Drain()
+	require.Len(t, shared, 1)
+	assert.True(t, shared[0].Reset)
+	other.Apply(shared)
+	assert.Equal(t, "cheap", first(other), "and the other worker knows at once, without a probe of its own")
+
+	for range sharedKept + 10 {
+		one.Observe("dear", "hcaptcha", 10, ObservedSolved)
+	}
+	assert.Len(t, one.Drain(), sharedKept, "bounded: the latest kept")
+	assert.Empty(t, NewModel(File{}).Drain(), "routing: order shares nothing")
 }

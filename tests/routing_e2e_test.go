@@ -39,7 +39,8 @@ type routed struct {
 	urlA, urlB string
 	simA, simB *devstack.Process
 	worker     *devstack.Process
-	metrics    string // the worker's /metrics
+	metrics    string            // the worker's /metrics
+	env        map[string]string // the worker's environment
 }
 
 // startRouted starts the two simulators and the routed worker; everything stops when the test ends. envA adds to
@@ -98,6 +99,7 @@ func startRoutedFile(t *testing.T, s *stack, sc *scenario, envA map[string]strin
 		"PROVIDER_GIVE_UP": routedGiveUp.String(), "PROVIDER_NO_SLOT_BUDGET": routedNoSlotBudget.String()} {
 		env[k] = v
 	}
+	r.env = env
 	r.worker, err = s.startProcess(ctx, "worker-routed-"+sc.name, s.bins.Worker, env, metrics+"/healthz")
 	require.NoError(t, err)
 	t.Cleanup(func() {

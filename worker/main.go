@@ -92,10 +92,7 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	defer stopThreads()
-	go newPacer(c, cfg, acts, opts).Keep(ctx, 2*time.Second, func(queue string, err error) {
-		logger.Warn("holding a provider queue's rate", "queue", queue, "error", err)
-	})
-	stopWorkers, err := startAll(append(providerWorkers(c, cfg, acts), newWorker(c, cfg, acts)))
+	stopWorkers, err := startPollers(ctx, c, cfg, acts, opts, logger)
 	if err != nil {
 		return err
 	}
@@ -147,6 +144,25 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	})
 	workflows.Register(w, acts, workflows.Settings{ProviderThreads: activities.PlannedThreads(acts)})
 	return w
+}
+
+// startPollers starts what serves the task queue: its worker, each provider account's paced queues (and the pacer that
+// holds their rates), and the routing exchange.
+func startPollers(ctx context.Context, c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options,
+	logger *slog.Logger) (stop func(), err error) {
+	go newPacer(c, cfg, acts, opts).Keep(ctx, 2*time.Second, func(queue string, err error) {
+		logger.Warn("holding a provider queue's rate", "queue", queue, "error", err)
+	})
+	stopWorkers, err := startAll(append(providerWorkers(c, cfg, acts), newWorker(c, cfg, acts)))
+	if err != nil {
+		return nil, err
+	}
+	stopRouting, err := workflows.ShareRouting(c, cfg.TaskQueue, acts, worker.Options{WorkerStopTimeout: cfg.ShutdownTimeout}, logger)
+	if err != nil {
+		stopWorkers()
+		return nil, err
+	}
+	return func() { stopRouting(); stopWorkers() }, nil
 }
 
 // startAll starts ws; stop stops those started, last first.

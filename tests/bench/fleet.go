@@ -84,18 +84,10 @@ func (b *bench) fleet(ctx context.Context) (*FleetResult, error) {
 		return nil, err
 	}
 	queue := b.taskQueue + "-fleet"
-	var workers []*devstack.Process
-	defer func() {
-		for _, w := range workers {
-			_ = w.Stop()
-		}
-	}()
-	for i := range fleetWorkers {
-		w, err := b.st.StartExtraWorker(ctx, fmt.Sprintf("worker-fleet-%d", i+1), map[string]string{"TASK_QUEUE": queue})
-		if err != nil {
-			return nil, fmt.Errorf("starting fleet worker %d: %w", i+1, err)
-		}
-		workers = append(workers, w)
+	stop, err := b.startFleetWorkers(ctx, queue)
+	defer stop()
+	if err != nil {
+		return nil, err
 	}
 	// The limits go on last: PUT /_sim/limits restarts the counters, so they count this phase alone.
 	if err := b.sim.setLimits(ctx, sim.LimitsDoc{SubmitLimit: fleetSubmitLimit, SubmitWindowMS: fr.SubmitWindowMS, SubmitBanMS: fr.SubmitBanMS}); err != nil {
@@ -128,6 +120,24 @@ func (b *bench) fleet(ctx context.Context) (*FleetResult, error) {
 		fr.Tasks-fr.Failed, fr.Tasks, fr.WallSeconds, fr.IdealSeconds, fr.WallToIdeal, fr.TasksPerSecond, fr.LimitPerSecond,
 		fr.SubmitRequests, fr.SubmitRefused, fr.PeakSubmitsInWindow, fleetSubmitWindow, fr.ResultRequests, fr.PaidTwice)
 	return fr, nil
+}
+
+// startFleetWorkers starts the fleet's workers on queue; stop stops those started.
+func (b *bench) startFleetWorkers(ctx context.Context, queue string) (stop func(), err error) {
+	var workers []*devstack.Process
+	stop = func() {
+		for _, w := range workers {
+			_ = w.Stop()
+		}
+	}
+	for i := range fleetWorkers {
+		w, err := b.st.StartExtraWorker(ctx, fmt.Sprintf("worker-fleet-%d", i+1), map[string]string{"TASK_QUEUE": queue})
+		if err != nil {
+			return stop, fmt.Errorf("starting fleet worker %d: %w", i+1, err)
+		}
+		workers = append(workers, w)
+	}
+	return stop, nil
 }
 
 func (b *bench) summarizeFleet(ctx context.Context, fr *FleetResult, runs []taskRun, lim sim.LimitStats, prefix string) {
