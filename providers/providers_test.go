@@ -2,6 +2,7 @@ package providers
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +264,17 @@ func TestBreakerEvidenceAges(t *testing.T) {
 	}
 	if b.RecordPoll("a", OutcomeOK); b.GivenUp("a") || b.DownFor("a") != 0 {
 		t.Fatal("an answer did not end the run")
+	}
+}
+
+// Avoided providers go last in the order they were avoided: a task that met two bad ones tries the earlier one first.
+func TestCandidatesPutTheLatestAvoidedLast(t *testing.T) {
+	set := NewSet([]*Provider{{Name: "a"}, {Name: "b"}, {Name: "c"}}, nil)
+	var got []string
+	for _, p := range set.Candidates(nil, nil, []string{"b", "a"}) {
+		got = append(got, p.Name)
+	}
+	if want := []string{"c", "b", "a"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

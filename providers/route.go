@@ -177,18 +177,18 @@ func (m *Model) learn(o Obs, own bool) {
 type candidate struct {
 	*Provider
 	captchaflow.RouteCandidate
-	avoided bool
+	avoided int // 1 + its place in the avoid list (0: not avoided): the latest avoided goes last
 }
 
 // Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time;
-// avoided ones last. A share of seeds explores another that fits in time and b lets through, ahead of the rest.
+// avoided ones last, the latest avoided last of all. A share of seeds explores another that fits in time and b lets through, ahead of the rest.
 func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time.Duration, seed string, b *Breaker) ([]*Provider, *captchaflow.Route) {
 	scored := make([]candidate, len(cands))
 	for i, p := range cands {
-		scored[i] = candidate{Provider: p, RouteCandidate: m.score(p, method, left), avoided: slices.Contains(avoid, p.Name)}
+		scored[i] = candidate{Provider: p, RouteCandidate: m.score(p, method, left), avoided: slices.Index(avoid, p.Name) + 1}
 	}
 	slices.SortStableFunc(scored, func(a, b candidate) int {
-		if c := cmp.Or(cmp.Compare(btoi(a.avoided), btoi(b.avoided)), cmp.Compare(btoi(!a.Fits), btoi(!b.Fits))); c != 0 || !a.Fits {
+		if c := cmp.Or(cmp.Compare(a.avoided, b.avoided), cmp.Compare(btoi(!a.Fits), btoi(!b.Fits))); c != 0 || !a.Fits {
 			return cmp.Or(c, cmp.Compare(a.P90Seconds/a.GoodShare, b.P90Seconds/b.GoodShare))
 		}
 		return cmp.Compare(a.CostUSD, b.CostUSD)
@@ -199,20 +199,20 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 	}
 	var others []int // where exploring may go: not avoided, in time, and not one Submit would skip
 	for i, c := range scored[1:] {
-		if !c.avoided && (left <= 0 || c.P90Seconds < left.Seconds()) && b.Allows(c.Name) {
+		if c.avoided == 0 && (left <= 0 || c.P90Seconds < left.Seconds()) && b.Allows(c.Name) {
 			others = append(others, i+1)
 		}
 	}
 	pick := -1
 	for _, i := range others {
-		if !scored[0].avoided && m.probe(scored[i].Provider, method, scored[0].CostUSD) {
+		if scored[0].avoided == 0 && m.probe(scored[i].Provider, method, scored[0].CostUSD) {
 			pick = i
 			break
 		}
 	}
 	h := fnv.New64a()
 	h.Write([]byte(seed))
-	if u := float64(h.Sum64()%1_000_000) / 1_000_000; pick < 0 && u < m.explore && len(others) > 0 && !scored[0].avoided {
+	if u := float64(h.Sum64()%1_000_000) / 1_000_000; pick < 0 && u < m.explore && len(others) > 0 && scored[0].avoided == 0 {
 		pick = others[int(u/m.explore*float64(len(others)))] // u/explore is uniform in [0, 1)
 	}
 	if i := pick; i > 0 {

@@ -108,13 +108,14 @@ func (s *Set) Get(name string) (*Provider, bool) {
 	return s.list[i], true
 }
 
-// Candidates are where a submission may go: preferred restricts and reorders the list, excluded drop, avoided go last.
+// Candidates are where a submission may go: preferred restricts and reorders the list, excluded drop, avoided go last
+// in the order they were avoided (the latest last).
 func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	out := slices.DeleteFunc(slices.Clone(s.list), func(p *Provider) bool {
 		return slices.Contains(excluded, p.Name) || len(preferred) > 0 && !slices.Contains(preferred, p.Name)
 	})
-	slices.SortStableFunc(out, func(a, b *Provider) int { // min(Index, 0): -1 unless avoided
-		return cmp.Or(cmp.Compare(min(slices.Index(avoided, a.Name), 0), min(slices.Index(avoided, b.Name), 0)),
+	slices.SortStableFunc(out, func(a, b *Provider) int { // Index: -1 unless avoided
+		return cmp.Or(cmp.Compare(slices.Index(avoided, a.Name), slices.Index(avoided, b.Name)),
 			cmp.Compare(slices.Index(preferred, a.Name), slices.Index(preferred, b.Name)))
 	})
 	return out

@@ -246,9 +246,8 @@ func (m *model) checkWentElsewhere(unserved string, req activities.SubmitRequest
 		m.fail("unserved-goes-elsewhere", "%s: Submit %d does not avoid %s, whose queue did not serve the last one (avoid %v)", m.wid, req.Submission, unserved, req.Avoid)
 	}
 	others := slices.DeleteFunc(m.acts.Providers.Candidates(req.Providers, req.Exclude, nil), func(p *providers.Provider) bool {
-		return p.Name == unserved || !m.serves(p.Name) || m.breaker.Lacks(p.Name, req.Method, req.Params) || m.breaker.IsOpen(p.Name) ||
-			slices.Contains(req.Avoid, p.Name) // avoided too (it found the task unsolvable): the ranking orders the avoided as it likes
-	})
+		return p.Name == unserved || !m.serves(p.Name) || m.breaker.Lacks(p.Name, req.Method, req.Params) || m.breaker.IsOpen(p.Name)
+	}) // one avoided before (it found the task unsolvable) counts: the latest avoided goes last
 	if req.Provider == unserved && len(others) > 0 {
 		m.fail("unserved-goes-elsewhere", "%s: Submit %d went to %s again, whose queue did not serve the last one, though %s serves", m.wid, req.Submission, unserved, others[0].Name)
 	}

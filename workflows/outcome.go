@@ -124,7 +124,7 @@ func balanceWait(err error) time.Duration {
 // route is what a task learned about its providers; the Submit activity picks one from it (and records the pick).
 type route struct {
 	exclude []string // given up (unreachable past PROVIDER_GIVE_UP) or lacking the task type: never asked again by this task
-	avoid   []string // found this task unsolvable: asked last
+	avoid   []string // found this task unsolvable, or their queue unserved: asked last, the latest avoided last
 }
 
 // giveUp abandons sub: its provider has been unreachable past PROVIDER_GIVE_UP (at most one extra payment).

@@ -70,10 +70,13 @@ func (s *solver) resultsQueue(ctx workflow.Context, sub *submission) string {
 func (s *solver) unserved(ctx workflow.Context, sub *submission) outcome {
 	s.logger.Warn("no worker took the submission from its provider's queue: routing it again", "Provider", sub.pin, "Within", queueWait)
 	count(ctx, MetricQueueUnserved, "provider", sub.pin)
-	if !slices.Contains(s.route.avoid, sub.pin) {
-		s.route.avoid = append(s.route.avoid, sub.pin)
-	}
+	s.route.last(sub.pin)
 	return outcome{kind: outBalance}
+}
+
+// last makes provider the one its next submissions try last: the latest avoided goes behind the others.
+func (r *route) last(provider string) {
+	r.avoid = append(slices.DeleteFunc(r.avoid, func(p string) bool { return p == provider }), provider)
 }
 
 // notStarted tells whether err is an activity no worker started within its schedule-to-start timeout.

@@ -332,9 +332,7 @@ func (s *solver) awaitCode(ctx workflow.Context, sub *submission) outcome {
 		sub.State = subUnsolvable
 		if sub.Provider != "" { // the next submission asks it last
 			count(ctx, MetricProviderUnsolvable, "provider", sub.Provider)
-			if !slices.Contains(s.route.avoid, sub.Provider) {
-				s.route.avoid = append(s.route.avoid, sub.Provider)
-			}
+			s.route.last(sub.Provider)
 		}
 	}
 	return o
