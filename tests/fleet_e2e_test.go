@@ -18,6 +18,11 @@ import (
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 
 	"github.com/captchaflow/captchaflow/providers"
+
+	"github.com/captchaflow/captchaflow/activities"
+	"go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 )
 
 // The fleet scenarios (issue 31): several worker processes on one provider account, which holds them to its
@@ -75,6 +80,7 @@ type fleet struct {
 	simURL  string
 	sim     *devstack.Process
 	workers []*devstack.Process
+	metrics []string // each worker's metrics address
 }
 
 // startFleet starts the simulator (simEnv plus simExtra) and n workers (workerEnvOn plus workerExtra); everything
@@ -114,7 +120,7 @@ func startFleet(t *testing.T, s *stack, sc *scenario, n int, simExtra, workerExt
 		w, err := s.startProcess(ctx, fmt.Sprintf("worker-%s-%d", sc.name, i+1), s.bins.Worker, mergeMaps(env, workerExtra),
 			"http://"+loopback(ports[1+i])+"/healthz")
 		if w != nil {
-			f.workers = append(f.workers, w)
+			f.workers, f.metrics = append(f.workers, w), append(f.metrics, loopback(ports[1+i]))
 		}
 		require.NoError(t, err)
 	}
@@ -286,4 +292,56 @@ func TestE2E_FleetCallbackOutage(t *testing.T) {
 	assert.Zero(t, ff.paidTwice, "paid twice")
 	assert.Zero(t, lim.ResultRefused, "res.php refusals")
 	assert.LessOrEqual(t, perTask, 2.0, "res.php requests per task")
+}
+
+// TestE2E_FleetPauseHeals: an account that allows far less than the pace (10 in.php requests within 3 s) refuses the
+// fleet; each refusal pauses the account's queue for every worker, and the worker that kept running brings the
+// pace back after one of the two is killed mid-pause. Every task is solved, none paid twice or failed for it, the
+// refusals are counted, and once the account is quiet the queue is back at its configured rate.
+func TestE2E_FleetPauseHeals(t *testing.T) {
+	s := requireStack(t)
+	ctx := context.Background()
+	const n, limit = 40, 10
+	sc := newScenario(t, s, "fleet-heal")
+	f := startFleet(t, s, sc, fleetWorkers, map[string]string{"SIM_SOLVE_MIN": "1s", "SIM_SOLVE_MAX": "1s",
+		"SIM_SUBMIT_LIMIT": strconv.Itoa(limit), "SIM_SUBMIT_WINDOW": fleetSubmitWindow.String(), "SIM_SUBMIT_BAN": "5s"}, nil)
+	trs := sc.add(n, taskSpec{Kind: "paused"})
+	f.startAll(ctx, sc, trs, func(tr *taskRun) captchaflow.Input {
+		in := s.input(tr.taskSpec)
+		in.DeadlineSeconds = 240
+		return in
+	})
+	eventually(t, "the account's first bar", time.Minute, 100*time.Millisecond, func() string {
+		if st, err := simStatsAt(ctx, f.simURL); err != nil || st.Limits.Bans == 0 {
+			return fmt.Sprint("no bar yet ", err)
+		}
+		return ""
+	})
+	f.workers[0].Kill() // mid-pause: the survivor must bring the pace back
+	sc.note("worker 1 killed after the first bar")
+	sc.awaitOutcomes(ctx, 5*time.Minute)
+	ff := f.check(ctx, sc)
+	lim := ff.stats.Limits
+	refusals := scrapeSum(ctx, t, "http://"+f.metrics[1]+"/metrics", activities.MetricRateRefusals)
+	sc.note("fleet heal: solved %d of %d (failed %v), paid twice %d; in.php requests %d, refused %d, bars %d; the survivor counted %v refusals; wall %.1f s",
+		ff.solved, n, ff.failures, ff.paidTwice, lim.SubmitRequests, lim.SubmitRefused, lim.Bans, refusals, sc.ended.Sub(sc.started).Seconds())
+	sc.record(ff)
+	assert.Equal(t, n, ff.solved, "every task solved: failures %v", ff.failures)
+	assert.Zero(t, ff.paidTwice, "paid twice")
+	assert.Positive(t, lim.SubmitRefused, "the account refused the fleet")
+	assert.Positive(t, refusals, "refusals counted in %s", activities.MetricRateRefusals)
+	queue := activities.ProviderQueue(f.queue, "", activities.SubmitQueue)
+	eventually(t, "the submit queue back at its configured rate", time.Minute, 500*time.Millisecond, func() string {
+		resp, err := s.c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: s.namespace,
+			TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enums.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enums.TASK_QUEUE_TYPE_ACTIVITY,
+			ReportConfig: true})
+		if err != nil {
+			return err.Error()
+		}
+		limit := resp.GetConfig().GetQueueRateLimit()
+		if rate, why := limit.GetRateLimit().GetRequestsPerSecond(), limit.GetMetadata().GetReason(); rate != float32(fleetSubmitsPerSecond) || why != "captchaflow: configured" {
+			return fmt.Sprintf("%s at %v (%q)", queue, rate, why)
+		}
+		return ""
+	})
 }

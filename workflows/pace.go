@@ -49,13 +49,23 @@ func (s *solver) pin(ctx workflow.Context) (provider, queue string, err error) {
 }
 
 // onQueue runs an activity on queue within queueWait (nothing: on the task's own), the caller's tasks queued fairly
-// against other callers'.
-func (s *solver) onQueue(ctx workflow.Context, queue string) workflow.Context {
+// against other callers', at priority (0: the queue's default, first come first served).
+func (s *solver) onQueue(ctx workflow.Context, queue string, priority int) workflow.Context {
 	if queue == "" {
 		return ctx
 	}
 	ctx = workflow.WithScheduleToStartTimeout(workflow.WithTaskQueue(ctx, queue), min(queueWait, max(s.remaining(ctx), time.Second)))
-	return workflow.WithPriority(ctx, temporal.Priority{FairnessKey: s.in.Caller})
+	return workflow.WithPriority(ctx, temporal.Priority{FairnessKey: s.in.Caller, PriorityKey: priority})
+}
+
+// pollPriority is a poll's priority key on its results queue: the nearer its task's deadline, the sooner it is served
+// (1: within a minute, … 5: an hour or more away).
+func pollPriority(left time.Duration) int {
+	if i := slices.IndexFunc([]time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour},
+		func(d time.Duration) bool { return left < d }); i >= 0 {
+		return i + 1
+	}
+	return 5
 }
 
 // resultsQueue is where sub's polls run: its provider's paced results queue, unless that queue was not served.

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
@@ -76,4 +77,13 @@ func (s *SolveCaptchaSuite) TestPollUnservedUntilTheDeadline() {
 	err := s.env.GetWorkflowError()
 	s.Require().Error(err)
 	s.Equal(captchaflow.FailureDeadlineExceeded, failureType(err), "%v", err)
+}
+
+// A poll's priority on its results queue follows its task's deadline: the nearest served first.
+func TestPollPriorityFollowsTheDeadline(t *testing.T) {
+	for left, want := range map[time.Duration]int{30 * time.Second: 1, 4 * time.Minute: 2, 10 * time.Minute: 3, 59 * time.Minute: 4, 2 * time.Hour: 5} {
+		if got := pollPriority(left); got != want {
+			t.Errorf("%v left: priority %d, want %d", left, got, want)
+		}
+	}
 }

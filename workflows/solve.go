@@ -224,7 +224,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	// Transient trouble is retried until the deadline; a lost answer and a zero balance come to the workflow.
 	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
-	f := workflow.ExecuteActivity(s.onQueue(opts, queue), acts.Submit, activities.SubmitRequest{
+	f := workflow.ExecuteActivity(s.onQueue(opts, queue, 0), acts.Submit, activities.SubmitRequest{
 		Method: s.in.Method, Params: s.in.Params, RunID: s.table.newURLRun(ctx), Submission: sub.N,
 		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.answered() != nil }); err != nil {
