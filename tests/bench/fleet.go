@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -173,20 +170,7 @@ func (b *bench) summarizeFleet(ctx context.Context, fr *FleetResult, runs []task
 
 // setLimits sets the simulator's account limits (PUT /_sim/limits; the zero document turns them off).
 func (s *simClient) setLimits(ctx context.Context, doc sim.LimitsDoc) error {
-	body, _ := json.Marshal(doc)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.base+"/_sim/limits", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("PUT /_sim/limits: HTTP %d", resp.StatusCode)
-	}
-	return nil
+	return s.put(ctx, "/_sim/limits", doc)
 }
 
 // fleetRows are the fleet phase's rows in the measures table.

@@ -141,8 +141,13 @@ func (s *simClient) stats(ctx context.Context) (sim.Stats, error) {
 
 // setThreads sets the simulator's thread cap per key (0 = unlimited).
 func (s *simClient) setThreads(ctx context.Context, n int) error {
-	body, _ := json.Marshal(sim.ThreadLimit{Threads: n})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.base+"/_sim/threads", bytes.NewReader(body))
+	return s.put(ctx, "/_sim/threads", sim.ThreadLimit{Threads: n})
+}
+
+// put PUTs v as JSON to the simulator's control path and wants 200.
+func (s *simClient) put(ctx context.Context, path string, v any) error {
+	body, _ := json.Marshal(v)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -152,7 +157,7 @@ func (s *simClient) setThreads(ctx context.Context, n int) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("PUT /_sim/threads: HTTP %d", resp.StatusCode)
+		return fmt.Errorf("PUT %s: HTTP %d", path, resp.StatusCode)
 	}
 	return nil
 }
