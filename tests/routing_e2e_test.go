@@ -228,8 +228,10 @@ func (r *routed) countPath(ctx context.Context, sc *scenario, tr *taskRun, f *ro
 	}
 	h, err := r.s.history(ctx, tr.ID)
 	require.NoError(sc.t, err)
-	if activitiesScheduled(h, "Poll") > 0 || activityAttempts(h)["Submit"] > 1 {
-		return // polled before its callback came, or refused busy first: not the path the baseline measures
+	if activitiesScheduled(h, "Poll") > 0 || activityAttempts(h)["Submit"] > 1 || activitiesScheduled(h, "Submit") > 1 {
+		// Polled before its callback came, refused busy first, or pinned to a provider whose circuit then turned it
+		// away (moved: a second pin and Submit, nothing paid): not the path the baseline measures.
+		return
 	}
 	f.Actions = append(f.Actions, billing.Count(h.GetEvents()))
 }
