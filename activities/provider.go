@@ -258,7 +258,8 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	if err != nil {
 		return PollResult{}, err
 	}
-	if wait := time.Until(req.SubmittedAt.Add(a.set().Model.FirstPoll(p.Name, req.Method))); wait > 0 && !req.SubmittedAt.IsZero() {
+	wait := time.Until(req.SubmittedAt.Add(a.set().Model.FirstPoll(p.Name, req.Method)))
+	if wait > 0 && !req.SubmittedAt.IsZero() && wait < timeLeft(ctx)-deadlineMargin { // a hold past the deadline asks now
 		return PollResult{}, temporal.NewApplicationErrorWithOptions("not asked yet: the provider's solves of the method take longer",
 			FailureNotReady, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
 	}

@@ -246,12 +246,22 @@ func TestFirstPollWaitsForTheProvidersSolveTimes(t *testing.T) {
 	poll := PollRequest{ProviderTaskID: "1", Provider: "a", Method: "userrecaptcha", SubmittedAt: time.Now().Add(-10 * time.Second)}
 	appErr := appError(t, func() error { _, err := env.ExecuteActivity(acts.Poll, poll); return err }())
 	assert.Equal(t, FailureNotReady, appErr.Type())
-	assert.InDelta(t, 32*time.Second, appErr.NextRetryDelay(), float64(2*time.Second), "42 s quartile, submitted 10 s ago")
+	assert.InDelta(t, 11*time.Second, appErr.NextRetryDelay(), float64(2*time.Second), "half the 42 s quartile, submitted 10 s ago")
 	assert.Zero(t, provider.gets, "no request before then")
+	// A hold that would outlast the task's deadline asks at once (the activity's schedule-to-close is that deadline).
+	var ts testsuite.WorkflowTestSuite
+	wenv := ts.NewTestWorkflowEnvironment()
+	wenv.RegisterActivity(acts)
+	wenv.ExecuteWorkflow(func(ctx workflow.Context) error {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{ScheduleToCloseTimeout: 5 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
+		return workflow.ExecuteActivity(ctx, "Poll", poll).Get(ctx, nil)
+	})
+	require.NoError(t, wenv.GetWorkflowError())
 	for _, p := range []PollRequest{{ProviderTaskID: "1", Provider: "a", Method: "userrecaptcha"}, // a confirmation
 		{ProviderTaskID: "1", Provider: "a", Method: "hcaptcha", SubmittedAt: time.Now()}} { // nothing known of the method
 		_, err := env.ExecuteActivity(acts.Poll, p)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 2, provider.gets)
+	assert.Equal(t, 3, provider.gets)
 }

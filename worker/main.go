@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -86,6 +87,9 @@ func run(logger *slog.Logger) error {
 	if err := checkSearchAttributes(ctx, c, opts.Namespace, acts.Providers != nil); err != nil {
 		return configError{err}
 	}
+	if cfg.StickyCacheSize > 0 { // before the first worker.New (any, the activity-only ones too) creates the cache
+		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
+	}
 	// The semaphores' worker starts first and stops last: tasks ask it for slots until their worker has stopped.
 	stopThreads, err := workflows.StartThreadsWorker(c, cfg.TaskQueue, worker.Options{WorkerStopTimeout: cfg.ShutdownTimeout}, acts)
 	if err != nil {
@@ -134,9 +138,6 @@ func flushTraces(flush func(context.Context) error, logger *slog.Logger) {
 }
 
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {
-	if cfg.StickyCacheSize > 0 { // before the first worker.New creates the cache
-		worker.SetStickyWorkflowCacheSize(cfg.StickyCacheSize)
-	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
@@ -165,16 +166,22 @@ func startPollers(ctx context.Context, c client.Client, cfg config.Worker, acts 
 	return func() { stopRouting(); stopWorkers() }, nil
 }
 
-// startAll starts ws; stop stops those started, last first.
+// startAll starts ws; stop stops those started all at once, so that none takes new requests while another drains.
 func startAll(ws []worker.Worker) (stop func(), err error) {
-	stop = func() {}
+	var started []worker.Worker
+	stop = func() {
+		var wg sync.WaitGroup
+		for _, w := range started {
+			wg.Go(w.Stop)
+		}
+		wg.Wait()
+	}
 	for _, w := range ws {
 		if err := w.Start(); err != nil {
 			stop()
 			return nil, fmt.Errorf("starting worker: %w", err)
 		}
-		prev := stop
-		stop = func() { w.Stop(); prev() }
+		started = append(started, w)
 	}
 	return stop, nil
 }
@@ -352,6 +359,8 @@ func checkSettings(cfg config.Worker) error {
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
 		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
 			"the plans; unset it and set threads in %s", cfg.ProvidersFile)
+		check(cfg.SubmitsPerSecond != 0 || cfg.ResultsPerSecond != 0, "CAPTCHAAI_SUBMITS_PER_SECOND, CAPTCHAAI_RESULTS_PER_SECOND: "+
+			"not read with PROVIDERS_FILE; unset them and set submits_per_second and results_per_second in %s", cfg.ProvidersFile)
 		check(cfg.ProviderGiveUp < minGiveUp || cfg.ProviderGiveUp > maxGiveUp, "PROVIDER_GIVE_UP: %s is outside [%s, %s]",
 			cfg.ProviderGiveUp, minGiveUp, maxGiveUp)
 		check(cfg.ProviderNoSlotBudget < minNoSlotBudget || cfg.ProviderNoSlotBudget > maxGiveUp,

@@ -139,3 +139,20 @@ func TestCheckSettingsRefusesProviderThreadsWithProvidersFile(t *testing.T) {
 	assert.Contains(t, err.Error(), "PROVIDER_THREADS: not read with PROVIDERS_FILE")
 	assert.Contains(t, err.Error(), "providers.yaml")
 }
+
+// The account's budgets of CAPTCHAAI_* are refused with PROVIDERS_FILE (its providers' own are read), and out of range
+// without it, naming the variable.
+func TestCheckSettingsJudgesTheSingleProvidersBudgets(t *testing.T) {
+	cfg := goodSettings()
+	cfg.SubmitsPerSecond, cfg.ResultsPerSecond = -1, 20000
+	err := checkSettings(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "CAPTCHAAI_SUBMITS_PER_SECOND: -1 is outside [0, 10000]")
+	assert.Contains(t, err.Error(), "CAPTCHAAI_RESULTS_PER_SECOND: 20000 is outside")
+	cfg = goodSettings()
+	cfg.ProvidersFile, cfg.ProviderGiveUp, cfg.ProviderNoSlotBudget = "providers.yaml", 2*time.Minute, time.Minute
+	cfg.SubmitsPerSecond = 5
+	err = checkSettings(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not read with PROVIDERS_FILE; unset them and set submits_per_second")
+}
