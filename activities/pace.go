@@ -3,6 +3,7 @@ package activities
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -24,11 +25,16 @@ const (
 	// MetricRateRefusals counts the provider's rate refusals (MAX_USER_TURN, 429…): each pauses the account's queue.
 	MetricRateRefusals = "captchaflow_provider_rate_refusals_total"
 	pacePrefix         = "captchaflow: " // a limit whose reason does not start so is an operator's, left alone
-	pausedUntil        = pacePrefix + "paused until "
+	pausedFor          = pacePrefix + "paused for "
 	paceRamping        = pacePrefix + "ramping"
 	paceConfigured     = pacePrefix + "configured"
-	rampEvery          = 5 * time.Second // a paused queue comes back at a quarter of its rate, doubling this often
+	rampEvery          = 5 * time.Second  // a paused queue comes back at a quarter of its rate, doubling this often
+	maxPause           = 10 * time.Minute // the longest documented bar (2captcha's ERROR: 1001)
+	warnEvery          = time.Minute      // Keep reports a queue's failures at most this often
 )
+
+// ErrOperatorLimit: a rate refusal does not pause a queue whose limit an operator set; theirs stays in force.
+var ErrOperatorLimit = errors.New("an operator's limit is in force (its reason does not start with " + pacePrefix + "): not paused")
 
 // ProviderQueue is where provider's requests of kind (SubmitQueue, ResultsQueue) run for taskQueue's tasks.
 func ProviderQueue(taskQueue, provider, kind string) string {
@@ -43,26 +49,34 @@ type Pacer struct {
 	Identity  string
 	TaskQueue string
 	Rates     map[string]providers.Rates // by provider name (SingleProvider without PROVIDERS_FILE)
-	paused    sync.Map                   // queue → the time.Time this worker last paused it until
+	paused    sync.Map                   // queue → the time.Time this worker last paused it
 }
 
-// Refused pauses provider's queue of kind for wait (its documented bar) after a rate refusal what.
+// Refused pauses provider's queue of kind for wait (its documented bar) after a rate refusal what, unless an
+// operator's limit is in force. The pause is a duration the server's update time anchors: no worker's clock ends it.
 func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) error {
-	queue, until := ProviderQueue(p.TaskQueue, provider, kind), time.Now().Add(max(wait, rampEvery))
-	if last, ok := p.paused.Load(queue); ok && until.Sub(last.(time.Time)) < time.Second {
+	queue := ProviderQueue(p.TaskQueue, provider, kind)
+	if last, ok := p.paused.Load(queue); ok && time.Since(last.(time.Time)) < time.Second {
 		return nil // this worker paused it just now: the refusals of one burst make one pause
 	}
-	p.paused.Store(queue, until)
-	return p.set(ctx, queue, 0, pausedUntil+until.UTC().Format(time.RFC3339Nano)+" after "+what)
+	p.paused.Store(queue, time.Now())
+	limit, err := p.describe(ctx, queue)
+	if err == nil && limit.GetRateLimit() != nil && !strings.HasPrefix(limit.GetMetadata().GetReason(), pacePrefix) {
+		return ErrOperatorLimit
+	}
+	return p.set(ctx, queue, 0, fmt.Sprintf("%s%s after %s", pausedFor, min(max(wait, rampEvery), maxPause), what))
 }
 
-// Keep holds every account queue's rate every interval until ctx ends; warn hears what failed.
+// Keep holds every account queue's rate every interval until ctx ends; warn hears a queue's failures at most once a
+// minute.
 func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue string, err error)) {
+	warned := map[string]time.Time{}
 	for tick := time.NewTicker(every); ; {
 		for name, r := range p.Rates {
 			for kind, rate := range map[string]float64{SubmitQueue: r.Submits, ResultsQueue: r.Results} {
 				queue := ProviderQueue(p.TaskQueue, name, kind)
-				if err := p.hold(ctx, queue, rate); err != nil && ctx.Err() == nil {
+				if err := p.hold(ctx, queue, rate); err != nil && ctx.Err() == nil && time.Since(warned[queue]) > warnEvery {
+					warned[queue] = time.Now()
 					warn(queue, err)
 				}
 			}
@@ -78,15 +92,10 @@ func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue s
 
 // hold sets queue's limit to what nextRate says, when that differs from the limit it has.
 func (p *Pacer) hold(ctx context.Context, queue string, want float64) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := p.Service.DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: p.Namespace,
-		TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
-		ReportConfig: true})
+	limit, err := p.describe(ctx, queue)
 	if err != nil {
 		return err
 	}
-	limit := resp.GetConfig().GetQueueRateLimit()
 	var cur *float64
 	if l := limit.GetRateLimit(); l != nil {
 		cur = new(float64(l.GetRequestsPerSecond()))
@@ -99,12 +108,22 @@ func (p *Pacer) hold(ctx context.Context, queue string, want float64) error {
 	return p.set(ctx, queue, rate, reason)
 }
 
+// describe is queue's rate limit as the server holds it.
+func (p *Pacer) describe(ctx context.Context, queue string) (*taskqueuepb.RateLimitConfig, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := p.Service.DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: p.Namespace,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
+		ReportConfig: true})
+	return resp.GetConfig().GetQueueRateLimit(), err
+}
+
 // nextRate is the limit a queue should have now ("" reason: leave it): a pause holds until its end, then the queue
 // ramps from a quarter of want, doubling every rampEvery; an operator's limit is theirs; otherwise want.
 func nextRate(now time.Time, cur *float64, reason string, updated time.Time, want float64) (float64, string) {
-	if end, ok := strings.CutPrefix(reason, pausedUntil); ok {
-		until, err := time.Parse(time.RFC3339Nano, strings.Fields(end + " ")[0])
-		if err == nil && now.Before(until) {
+	if rest, ok := strings.CutPrefix(reason, pausedFor); ok {
+		d, err := time.ParseDuration(strings.Fields(rest + " ")[0])
+		if err == nil && now.Before(updated.Add(min(d, maxPause))) {
 			return 0, ""
 		}
 		return want / 4, paceRamping

@@ -118,10 +118,11 @@ func (c *InPHP) getBatch(batch []*lookup) {
 	ans, err := c.call(context.Background(), "get", http.MethodGet, c.resURL+"?"+query.Encode(), "", nil)
 	parts := strings.Split(cmp.Or(ans.Value, ans.Code), "|")
 	shared := err != nil && !errors.Is(err, callback.ErrMalformed) && (ans.Code == "" || !perTask[ClassOf(err)])
+	_, refused := RateLimited(err) // the account said too many: asking each ID alone would say it again, n times
 	var wg sync.WaitGroup
 	for i, l := range batch {
 		switch {
-		case shared && c.lookups.proven.Load(): // the network's or the account's (a ban, a rate limit), as each alone
+		case shared && (c.lookups.proven.Load() || refused): // the network's or the account's (a ban, a rate limit)
 			l.done <- result{err: err}
 		case shared || len(parts) != len(batch):
 			wg.Go(func() { code, err := c.getOne(l.ctx, l.id); l.done <- result{code, err} })

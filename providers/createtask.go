@@ -198,6 +198,9 @@ func (c *CreateTask) providerError(op string, env callback.Envelope, status int)
 		return &Error{Op: op, Class: callback.ClassUnknown, HTTPStatus: status, Provider: c.name,
 			Err: fmt.Errorf("%w: errorId %s without an errorCode", callback.ErrMalformed, env.ErrorID)}
 	}
+	if op == "getTaskResult" && code == c.profile.TaskRateCode { // one task asked too often, not the account: that task waits
+		code = callback.CodeNotReady
+	}
 	e := c.codeError(op, code, env.ErrorDescription, status)
 	if e.Class == callback.ClassUnknown && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
 		e.Class = callback.ClassConfig // an undocumented code on 401/403 is still the key's or the account's problem
@@ -220,6 +223,8 @@ type Profile struct {
 	// RefundsUnsolvable: an unsolvable task is not charged (2captcha.com/api-docs/error-codes; the others document none).
 	RefundsUnsolvable bool
 	Rates             Rates // the account's documented request budgets (docs/providers.md#account-limits)
+	// TaskRateCode is a getTaskResult refusal for one task's polls (CapMonster: more than one per 2 s), not the account's.
+	TaskRateCode string
 }
 
 // ReportRule is one verdict call: for the kinds listed (nil: every kind), a good (or bad) verdict goes to Endpoint.
@@ -248,6 +253,7 @@ var profiles = map[Flavor]Profile{
 		Rates:   Rates{Submits: InPHPRates.Submits, Results: 20}, // the account's in.php rule, as its limits page repeats
 		Reports: []ReportRule{{Endpoint: "reportIncorrect"}}},
 	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second, Rates: undocumentedRates,
+		TaskRateCode: "ERROR_TOO_MUCH_REQUESTS", // per task: docs.capmonster.cloud/docs/api/api-errors
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
 			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}}},
 	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second, Rates: undocumentedRates,

@@ -298,3 +298,16 @@ func TestResultCost(t *testing.T) {
 		assert.InDelta(t, want, got, 1e-12, cost)
 	}
 }
+
+// CapMonster's ERROR_TOO_MUCH_REQUESTS on getTaskResult is one task's polls (at most one per 2 s): that task is not
+// ready yet, and the account is not refused; elsewhere the word is the account's rate refusal.
+func TestOneTasksPollLimitIsNotTheAccounts(t *testing.T) {
+	body := `{"errorId":1,"errorCode":"ERROR_TOO_MUCH_REQUESTS"}`
+	_, err := newFake(t, ctAlways(200, body)).client(t, callback.CapMonster).Get(context.Background(), "12345")
+	_, rate := RateLimited(err)
+	assert.Equal(t, callback.ClassNotReady, ClassOf(err))
+	assert.False(t, rate, "not the account's refusal")
+	_, err = newFake(t, ctAlways(200, body)).client(t, callback.AntiCaptcha).Get(context.Background(), "12345")
+	_, rate = RateLimited(err)
+	assert.True(t, rate, "Anti-Captcha's: the account's")
+}

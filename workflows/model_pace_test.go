@@ -107,7 +107,9 @@ func (s *schedule) refusal(p *fakeProvider, kind string) string {
 	}
 	word := s.pace.bursts[p.name+"/"+kind][i].word
 	queue := activities.ProviderQueue(taskQueueOfTestEnv, p.name, kind)
-	s.pace.refused[queue] = append(s.pace.refused[queue], cmp.Or(map[string]string{"429": "HTTP 429"}[word], word))
+	if prof, _ := providers.ProfileOf(p.flavor); kind != activities.ResultsQueue || word != prof.TaskRateCode || p.flavor == "" {
+		s.pace.refused[queue] = append(s.pace.refused[queue], cmp.Or(map[string]string{"429": "HTTP 429"}[word], word))
+	} // else one task's polls refused (CapMonster): that task waits, the account's queue is not paused
 	s.logf("%s at %q -> rate refusal %s", kind, p.name, word)
 	return word
 }
@@ -137,6 +139,11 @@ func (f *fakeQueueConfigs) UpdateTaskQueueConfig(_ context.Context, r *workflows
 	defer f.mu.Unlock()
 	f.set = append(f.set, r)
 	return &workflowservice.UpdateTaskQueueConfigResponse{}, nil
+}
+
+// DescribeTaskQueue answers that no limit is set: no operator's limit keeps a refusal from pausing the queue.
+func (f *fakeQueueConfigs) DescribeTaskQueue(context.Context, *workflowservice.DescribeTaskQueueRequest, ...grpc.CallOption) (*workflowservice.DescribeTaskQueueResponse, error) {
+	return &workflowservice.DescribeTaskQueueResponse{}, nil
 }
 
 // checkPaused: every refused (provider, kind) had its account's queue of that kind paused (rate 0, naming a
@@ -317,7 +324,7 @@ func (o *unservedOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		}
 	}
 	if notServed == nil {
-		return o.Next.ExecuteActivity(ctx, activityType, args...)
+		return o.movedOn(ctx, m, activityType, args...)
 	}
 	// The server bounds ScheduleToStart by ScheduleToClose, and at a tie fires ScheduleToStart first (its timer
 	// sequence orders equal deadlines by timeout type): a request not served within the task's deadline times out
@@ -367,4 +374,24 @@ func (s *schedule) coverPace(covered map[string]int) {
 		covered["not-started:"+typ] += n
 	}
 	covered["unserved-went-elsewhere"] += s.pace.wentElsewhere
+}
+
+// movedOn runs the activity; a pinned Submit the worker turned away (ProviderMoved: its circuit for the pin is open)
+// teaches the model that the task may avoid the pin from then on.
+func (o *unservedOutbound) movedOn(ctx workflow.Context, m *model, activityType string, args ...any) workflow.Future {
+	f := o.Next.ExecuteActivity(ctx, activityType, args...)
+	req, ok := args[0].(activities.SubmitRequest)
+	if !ok || req.Provider == "" {
+		return f
+	}
+	out, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		if failureType(f.Get(ctx, nil)) == activities.FailureProviderMoved {
+			o.s.mu.Lock()
+			m.unservedAt[req.Provider] = true
+			o.s.mu.Unlock()
+		}
+		set.Chain(f)
+	})
+	return out
 }

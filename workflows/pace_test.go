@@ -87,3 +87,26 @@ func TestPollPriorityFollowsTheDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A pinned Submit that the worker taking it turns away (its circuit for the pin is open) puts the pin last: the next
+// pin goes elsewhere rather than back to the same provider at once.
+func (s *SolveCaptchaSuite) TestMovedPinGoesLast() {
+	var asks []activities.SlotAsk
+	s.env.OnActivity(activities.AcquireSlotName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, ask activities.SlotAsk) (activities.SlotTicket, error) {
+			asks = append(asks, ask)
+			pin := map[bool]string{true: "a", false: "b"}[len(asks) == 1]
+			return activities.SlotTicket{Provider: pin, Queue: activities.ProviderQueue("q", pin, activities.SubmitQueue)}, nil
+		})
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			if req.Provider == "a" {
+				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("a is skipped", activities.FailureProviderMoved, nil)
+			}
+			return activities.SubmitResult{ProviderTaskID: "b-1", Provider: "b", Code: "CODE"}, nil
+		})
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Require().Len(asks, 2)
+	s.Equal([]string{"a"}, asks[1].Avoid)
+}

@@ -256,6 +256,9 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
 	case failureType(err) == activities.FailureProviderMoved:
+		if sub.pin != "" && s.pace.on { // the worker that took it has the pin's circuit open: the next pin goes elsewhere
+			s.route.last(sub.pin)
+		}
 		return outcome{kind: outBalance} // nothing was submitted: admit again, at the provider Submit moves to
 	case failureType(err) == activities.FailureProviderUnsupported:
 		return s.unsupported(ctx, err)
