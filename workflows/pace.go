@@ -14,7 +14,7 @@ import (
 
 // changeFleetPacing: the workflow picks each submission's provider and runs Submit and Poll on the provider's paced
 // queues (activities.ProviderQueue), so the account's budgets hold across the fleet; a task without the marker
-// submits on its own queue, Submit choosing, as 1.0 did.
+// submits on its own queue, Submit choosing, as 1.0 did (or on the queue its admission ticket names).
 const changeFleetPacing = "provider-queues"
 
 // queueWait bounds a request's wait on a provider's queue; then a Submit moves on (the provider goes last) and a
