@@ -125,7 +125,7 @@ func FuzzClientAnswer(f *testing.F) {
 	classes := map[callback.Class]bool{callback.ClassConfig: true, callback.ClassTransient: true, callback.ClassResubmit: true, callback.ClassNotReady: true, callback.ClassUnknown: true}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c, err := NewInPHP("https://provider.invalid", testKey,
-			WithHTTPClient(&http.Client{Transport: answerTransport(body)}), withMaxCode(maxCode))
+			WithHTTPClient(&http.Client{Transport: answerTransport(body)}), withMaxCode(maxCode), WithResultBatching(-1)) // a lone Get
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -202,7 +202,8 @@ func TestCreateTaskLimitsPerFlavor(t *testing.T) {
 	}{
 		{callback.AntiCaptcha, sim.ErrorTooMuchRequests, sim.ErrorTooMuchRequests, http.StatusTooManyRequests, http.StatusTooManyRequests},
 		{callback.TwoCaptcha, sim.MaxUserTurn, sim.ErrorTooMuchRequests, http.StatusOK, http.StatusOK},
-		{callback.CapMonster, sim.ErrorTooMuchRequests, sim.ErrorTooMuchRequests, http.StatusOK, http.StatusOK},
+		// CapMonster's getTaskResult refusal is one task's polls: the client reads it as that task not ready yet.
+		{callback.CapMonster, sim.ErrorTooMuchRequests, callback.CodeNotReady, http.StatusOK, http.StatusOK},
 		{callback.CapSolver, sim.ErrorRateLimit, sim.ErrorRateLimit, http.StatusBadRequest, http.StatusBadRequest},
 	} {
 		t.Run(string(c.flavor), func(t *testing.T) {
