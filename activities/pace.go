@@ -41,6 +41,11 @@ func ProviderQueue(taskQueue, provider, kind string) string {
 	return taskQueue + "@" + cmp.Or(provider, SingleProvider) + "/" + kind
 }
 
+// QueueRates are an account's rates by queue kind.
+func QueueRates(r providers.Rates) map[string]float64 {
+	return map[string]float64{SubmitQueue: r.Submits, ResultsQueue: r.Results}
+}
+
 // Pacer keeps each account's queues at their configured rates, pauses one fleet-wide when the provider refuses for
 // rate, and brings a paused queue back: every worker runs Keep, so none that dies can leave a queue stalled.
 type Pacer struct {
@@ -73,7 +78,7 @@ func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue s
 	warned := map[string]time.Time{}
 	for tick := time.NewTicker(every); ; {
 		for name, r := range p.Rates {
-			for kind, rate := range map[string]float64{SubmitQueue: r.Submits, ResultsQueue: r.Results} {
+			for kind, rate := range QueueRates(r) {
 				queue := ProviderQueue(p.TaskQueue, name, kind)
 				if err := p.hold(ctx, queue, rate); err != nil && ctx.Err() == nil && time.Since(warned[queue]) > warnEvery {
 					warned[queue] = time.Now()

@@ -188,10 +188,10 @@ func startAll(ws []worker.Worker) (stop func(), err error) {
 
 // newPacer paces the accounts of the worker's providers: PROVIDERS_FILE's, or the one of CAPTCHAAI_*.
 func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options) *activities.Pacer {
-	single := providers.Rates{Submits: cfg.SubmitsPerSecond, Results: cfg.ResultsPerSecond}
-	rates := map[string]providers.Rates{activities.SingleProvider: single.Or(providers.InPHPRates)}
-	if acts.Providers != nil {
-		clear(rates)
+	rates := map[string]providers.Rates{}
+	if acts.Providers == nil {
+		rates[activities.SingleProvider] = providers.Rates{Submits: cfg.SubmitsPerSecond, Results: cfg.ResultsPerSecond}.Or(providers.InPHPRates)
+	} else {
 		for _, p := range acts.Providers.All() {
 			rates[p.Name] = p.Rates
 		}
@@ -206,14 +206,12 @@ func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, o
 // the Pacer's (set through the API) wins.
 func providerWorkers(c client.Client, cfg config.Worker, acts *activities.Activities) (ws []worker.Worker) {
 	for name, r := range acts.Pace.Rates {
-		for kind, q := range map[string]struct {
-			rate float64
-			run  any
-		}{activities.SubmitQueue: {r.Submits, acts.Submit}, activities.ResultsQueue: {r.Results, acts.Poll}} {
+		for kind, rate := range activities.QueueRates(r) {
 			w := worker.New(c, activities.ProviderQueue(cfg.TaskQueue, name, kind), worker.Options{DisableWorkflowWorker: true,
-				MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities, TaskQueueActivitiesPerSecond: q.rate,
+				MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities, TaskQueueActivitiesPerSecond: rate,
 				WorkerStopTimeout: cfg.ShutdownTimeout})
-			w.RegisterActivity(q.run) // named Submit or Poll, as SolveCaptcha schedules them
+			// Named Submit or Poll, as SolveCaptcha schedules them.
+			w.RegisterActivity(map[string]any{activities.SubmitQueue: acts.Submit, activities.ResultsQueue: acts.Poll}[kind])
 			ws = append(ws, w)
 		}
 	}

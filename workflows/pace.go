@@ -40,9 +40,8 @@ func (s *solver) pin(ctx workflow.Context) (provider, queue string, err error) {
 	if t := s.admission.ticket; !s.paced(ctx) || s.admission.on {
 		return t.Provider, t.Queue, nil
 	}
-	info := workflow.GetInfo(ctx).WorkflowExecution
-	ask := activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: len(s.table.subs) + 1},
-		Method: s.in.Method, Params: s.in.Params, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, RouteOnly: true}
+	ask := s.slotAsk(ctx, len(s.table.subs)+1)
+	ask.RouteOnly = true
 	var t activities.SlotTicket
 	err = workflow.ExecuteLocalActivity(localOptions(ctx, s.remaining(ctx)), activities.AcquireSlotName, ask).Get(ctx, &t)
 	return t.Provider, t.Queue, err

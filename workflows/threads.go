@@ -233,11 +233,10 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 		phase = captchaflow.PhaseAwaitingBalance // a zero-balance pause goes on while the task queues
 	}
 	s.setPhaseSearchable(ctx, phase)
-	queuedAt, info := workflow.Now(ctx), workflow.GetInfo(ctx).WorkflowExecution
+	queuedAt := workflow.Now(ctx)
 	for !a.granted && s.table.answered() == nil {
 		s.releaseKept(ctx, false)
-		ask := activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: a.seq},
-			Method: s.in.Method, Params: s.in.Params, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid}
+		ask := s.slotAsk(ctx, a.seq)
 		if t := a.ticket; t.Semaphore != "" {
 			ask.Ticket = &t
 		}
@@ -266,6 +265,13 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 	}
 	workflow.GetMetricsHandler(ctx).Timer("captchaflow_slot_queue_wait_seconds").Record(workflow.Now(ctx).Sub(queuedAt))
 	return nil
+}
+
+// slotAsk is this run's ask number seq, carrying what chooses the provider as Submit would.
+func (s *solver) slotAsk(ctx workflow.Context, seq int) activities.SlotAsk {
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	return activities.SlotAsk{SlotRequest: activities.SlotRequest{WorkflowID: info.ID, RunID: info.RunID, Seq: seq},
+		Method: s.in.Method, Params: s.in.Params, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid}
 }
 
 // localOptions bound a slot's local activity by the time left and a minute (Temporal unreachable from the worker).
