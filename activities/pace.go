@@ -46,6 +46,15 @@ func QueueRates(r providers.Rates) map[string]float64 {
 	return map[string]float64{SubmitQueue: r.Submits, ResultsQueue: r.Results}
 }
 
+// Queue is where provider's requests of kind (SubmitQueue, ResultsQueue) should run now: its paced queue while the
+// account is paced (a configured rate), else "". A nil Pacer paces nothing.
+func (p *Pacer) Queue(provider, kind string) string {
+	if p == nil || QueueRates(p.Rates[cmp.Or(provider, SingleProvider)])[kind] <= 0 {
+		return ""
+	}
+	return ProviderQueue(p.TaskQueue, provider, kind)
+}
+
 // Pacer keeps each account's queues at their configured rates, pauses one fleet-wide when the provider refuses for
 // rate, and brings a paused queue back: every worker runs Keep, so none that dies can leave a queue stalled.
 type Pacer struct {
@@ -80,6 +89,9 @@ func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue s
 		for name, r := range p.Rates {
 			for kind, rate := range QueueRates(r) {
 				queue := ProviderQueue(p.TaskQueue, name, kind)
+				if rate <= 0 { // not paced: no configured limit to hold
+					continue
+				}
 				if err := p.hold(ctx, queue, rate); err != nil && ctx.Err() == nil && time.Since(warned[queue]) > warnEvery {
 					warned[queue] = time.Now()
 					warn(queue, err)

@@ -93,7 +93,7 @@ func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, 
 	t, k := SlotTicket{RunID: ask.RunID}, ask.Ticket
 	c, tq := activity.GetClient(ctx), activity.GetInfo(ctx).TaskQueue
 	if t.Provider, ask.Plan = a.slotOf(ask, timeLeft(ctx)); t.Provider != "" || a.Providers == nil {
-		t.Queue = ProviderQueue(tq, t.Provider, SubmitQueue)
+		t.Queue = a.Pace.Queue(t.Provider, SubmitQueue)
 	}
 	if ask.Plan <= 0 || ask.RouteOnly {
 		return t, nil

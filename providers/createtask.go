@@ -222,7 +222,7 @@ type Profile struct {
 	Reports         []ReportRule  // the verdict calls; a verdict no rule covers is ErrReportUnsupported
 	// RefundsUnsolvable: an unsolvable task is not charged (2captcha.com/api-docs/error-codes; the others document none).
 	RefundsUnsolvable bool
-	Rates             Rates // the account's documented request budgets (docs/providers.md#account-limits)
+	Rates             Rates // the account's documented request budgets, none where none is published (docs/providers.md#account-limits)
 	// TaskRateCode is a getTaskResult refusal for one task's polls (CapMonster: more than one per 2 s), not the account's.
 	TaskRateCode string
 }
@@ -238,12 +238,9 @@ type ReportRule struct {
 // recaptchaKinds: "V2 and V3 reCaptchas only, including Enterprise" (anti-captcha.com/apidoc/methods/reportIncorrectRecaptcha).
 var recaptchaKinds = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise}
 
-// undocumentedRates: no account budget published; under the one this protocol family does publish (2captcha's).
-var undocumentedRates = Rates{Submits: 10, Results: 20}
-
 // profiles declares each flavor once; docs/providers.md links the source of every value.
 var profiles = map[Flavor]Profile{
-	callback.AntiCaptcha: {BaseURL: "https://api.anti-captcha.com", NumericTaskID: true, Rates: undocumentedRates, Reports: []ReportRule{
+	callback.AntiCaptcha: {BaseURL: "https://api.anti-captcha.com", NumericTaskID: true, Reports: []ReportRule{
 		{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
 		{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
 		{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
@@ -252,11 +249,11 @@ var profiles = map[Flavor]Profile{
 	callback.TwoCaptcha: {BaseURL: "https://api.2captcha.com", NumericTaskID: true, MinPollInterval: 5 * time.Second, RefundsUnsolvable: true,
 		Rates:   Rates{Submits: InPHPRates.Submits, Results: 20}, // the account's in.php rule, as its limits page repeats
 		Reports: []ReportRule{{Endpoint: "reportIncorrect"}}},
-	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second, Rates: undocumentedRates,
+	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second,
 		TaskRateCode: "ERROR_TOO_MUCH_REQUESTS", // per task: docs.capmonster.cloud/docs/api/api-errors
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
 			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}}},
-	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second, Rates: undocumentedRates,
+	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second,
 		Reports: []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
 }
 

@@ -41,8 +41,8 @@ func TestParseFileAcceptsTheDocumentedExample(t *testing.T) {
 	if got := set.All()[0].Name + "," + set.All()[1].Name; got != "captchaai,capsolver" || !set.Routed {
 		t.Fatalf("set %s routed %v", got, set.Routed)
 	}
-	// An account's budgets: the file's, else the protocol's or flavor's documented ones.
-	if got := []Rates{set.All()[0].Rates, set.All()[1].Rates}; got[0] != (Rates{Submits: 5, Results: 14}) || got[1] != undocumentedRates {
+	// An account's budgets: the file's, else the provider's documented ones: none for these two.
+	if got := []Rates{set.All()[0].Rates, set.All()[1].Rates}; got[0] != (Rates{Submits: 5}) || got[1] != (Rates{}) {
 		t.Fatalf("rates %+v", got)
 	}
 }
@@ -276,5 +276,18 @@ func TestCandidatesPutTheLatestAvoidedLast(t *testing.T) {
 	}
 	if want := []string{"c", "b", "a"}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// Only 2captcha documents an account rate: its hosts are paced by default, CaptchaAI and a self-hosted solver are not.
+func TestDocumentedRatesFollowTheProvider(t *testing.T) {
+	for base, want := range map[string]Rates{"https://2captcha.com": InPHPRates, "http://api.2captcha.com/": InPHPRates,
+		"https://ocr.captchaai.com": {}, "http://127.0.0.1:8081": {}, "https://not2captcha.com": {}, "%": {}} {
+		if got := DocumentedRates(base); got != want {
+			t.Errorf("%s: %+v, want %+v", base, got, want)
+		}
+	}
+	if p, _ := ProfileOf("anticaptcha"); p.Rates != (Rates{}) {
+		t.Errorf("Anti-Captcha publishes no rate, paced by default at %+v", p.Rates)
 	}
 }

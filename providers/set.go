@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -56,6 +57,15 @@ func (r Rates) Or(def Rates) Rates {
 // workers' requests reached 60 within 3 s on loopback; 13 leaves that room.
 var InPHPRates = Rates{Submits: 13, Results: 14}
 
+// DocumentedRates is the in.php account at baseURL's default budget: 2captcha's rule on 2captcha's hosts, nothing
+// (not paced until it refuses) where the provider publishes no rate (CaptchaAI sells threads; a self-hosted solver).
+func DocumentedRates(baseURL string) Rates {
+	if u, err := url.Parse(baseURL); err == nil && (u.Hostname() == "2captcha.com" || strings.HasSuffix(u.Hostname(), ".2captcha.com")) {
+		return InPHPRates
+	}
+	return Rates{}
+}
+
 // MaxRate bounds a configured rate (requests per second).
 const MaxRate = 10000
 
@@ -80,7 +90,7 @@ func Build(f File, getenv func(string) string, timeout time.Duration, circuits C
 	for i, spec := range f.Providers {
 		p := &Provider{Name: spec.Name, Flavor: Flavor(spec.Flavor), Threads: spec.Threads, Price: spec.PricePer1000,
 			PollInterval: time.Duration(spec.PollIntervalSeconds) * time.Second, Refunds: spec.Protocol == ProtocolInPHP,
-			Rates: Rates{spec.SubmitsPerSecond, spec.ResultsPerSecond}.Or(InPHPRates)}
+			Rates: Rates{spec.SubmitsPerSecond, spec.ResultsPerSecond}.Or(DocumentedRates(spec.BaseURL))}
 		var ct *CreateTask
 		var err error
 		if key := getenv(spec.APIKeyEnv); spec.Protocol == ProtocolInPHP {
@@ -144,7 +154,7 @@ type Spec struct {
 	Threads             int     `yaml:"threads"`
 	PollIntervalSeconds int     `yaml:"poll_interval_seconds"` // never under the flavor's documented least
 	PricePer1000        Price   `yaml:"price_per_1000"`
-	SubmitsPerSecond    float64 `yaml:"submits_per_second"` // 0: the protocol's or flavor's documented budget
+	SubmitsPerSecond    float64 `yaml:"submits_per_second"` // 0: the provider's documented budget, if it has one
 	ResultsPerSecond    float64 `yaml:"results_per_second"`
 }
 

@@ -44,7 +44,8 @@ const (
 	fleetWorkers      = 2
 )
 
-// fleetSubmitsPerSecond is the documented default pace (the worker sets no other).
+// fleetSubmitsPerSecond is 2captcha's documented pace: a worker on 2captcha's hosts takes it by default, one on the
+// simulator's loopback address is told it (CAPTCHAAI_SUBMITS_PER_SECOND), as a 2captcha account it stands for.
 var fleetSubmitsPerSecond = providers.InPHPRates.Submits
 
 func envInt(t *testing.T, name string, def int) int {
@@ -116,6 +117,7 @@ func startFleet(t *testing.T, s *stack, sc *scenario, n int, simExtra, workerExt
 	for i := range n {
 		env := s.workerEnvOn(f.queue)
 		env["CAPTCHAAI_BASE_URL"] = f.simURL
+		env["CAPTCHAAI_SUBMITS_PER_SECOND"] = strconv.FormatFloat(fleetSubmitsPerSecond, 'g', -1, 64)
 		env["WORKER_METRICS_ADDR"] = loopback(ports[1+i])
 		w, err := s.startProcess(ctx, fmt.Sprintf("worker-%s-%d", sc.name, i+1), s.bins.Worker, mergeMaps(env, workerExtra),
 			"http://"+loopback(ports[1+i])+"/healthz")
@@ -204,7 +206,7 @@ func (sc *scenario) record(ff fleetFigures) {
 
 // TestE2E_FleetBurst: two workers, one 2captcha-style account with its in.php rule (60 within 3 s, then barred for
 // 10 s), N tasks started at once through the Go client, callbacks working, 5 s solves, PROVIDER_THREADS unset and
-// no pace configured (the documented default, providers.InPHPRates). Every task is solved, none paid twice,
+// the account's documented pace (providers.InPHPRates, 2captcha's hosts' default). Every task is solved, none paid twice,
 // the account never sees more than 60 in.php requests within 3 s and refuses at most a few; the batch takes about
 // N ÷ the default pace plus the solve.
 func TestE2E_FleetBurst(t *testing.T) {

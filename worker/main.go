@@ -143,7 +143,13 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		WorkerStopTimeout:                      cfg.ShutdownTimeout,
 	})
-	workflows.Register(w, acts, workflows.Settings{ProviderThreads: activities.PlannedThreads(acts)})
+	settings := workflows.Settings{ProviderThreads: activities.PlannedThreads(acts), Pacing: acts.Pace}
+	if acts.Providers != nil {
+		for _, p := range acts.Providers.All() {
+			settings.Providers = append(settings.Providers, p.Name)
+		}
+	}
+	workflows.Register(w, acts, settings)
 	return w
 }
 
@@ -190,7 +196,7 @@ func startAll(ws []worker.Worker) (stop func(), err error) {
 func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options) *activities.Pacer {
 	rates := map[string]providers.Rates{}
 	if acts.Providers == nil {
-		rates[activities.SingleProvider] = providers.Rates{Submits: cfg.SubmitsPerSecond, Results: cfg.ResultsPerSecond}.Or(providers.InPHPRates)
+		rates[activities.SingleProvider] = providers.Rates{Submits: cfg.SubmitsPerSecond, Results: cfg.ResultsPerSecond}.Or(providers.DocumentedRates(cfg.ProviderBaseURL))
 	} else {
 		for _, p := range acts.Providers.All() {
 			rates[p.Name] = p.Rates
@@ -351,7 +357,7 @@ func checkSettings(cfg config.Worker) error {
 	check(cfg.ProviderThreads < 0 || cfg.ProviderThreads > providers.MaxThreads, "PROVIDER_THREADS: %d is outside [0, %d] (0 or unset "+
 		"turns admission control off)", cfg.ProviderThreads, providers.MaxThreads)
 	for i, v := range []float64{cfg.SubmitsPerSecond, cfg.ResultsPerSecond} {
-		check(!(v >= 0 && v <= providers.MaxRate), "%s: %v is outside [0, %d] (0 or unset: in.php's documented budget)",
+		check(!(v >= 0 && v <= providers.MaxRate), "%s: %v is outside [0, %d] (0 or unset: the provider's documented budget; none but 2captcha's)",
 			[]string{"CAPTCHAAI_SUBMITS_PER_SECOND", "CAPTCHAAI_RESULTS_PER_SECOND"}[i], v, providers.MaxRate)
 	}
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file

@@ -51,6 +51,7 @@ type paceModel struct {
 	queues        *fakeQueueConfigs
 	notStarted    map[string]int // activities not started, by type
 	wentElsewhere int            // Submits that went to another provider after one was not started
+	rates         map[string]providers.Rates // the accounts' configured rates (none: not paced), by provider name
 }
 
 // drawPace draws from its own stream (the seed's other draws stay what they were): half the schedules draw refusal
@@ -90,11 +91,33 @@ func (s *schedule) drawPace(seed uint64) {
 			p.unservedPolls = s.routing.names[rng.IntN(len(s.routing.names))]
 		}
 	}
+	s.drawRates(rng)
+}
+
+// drawRates paces each account's submits and results or not (a third of the schedules pace nothing, as a provider
+// that documents no rate): a task pins only among several providers of which one is paced.
+func (s *schedule) drawRates(rng *rand.Rand) {
+	s.pace.rates = map[string]providers.Rates{}
+	for _, name := range s.routing.names {
+		r := providers.Rates{Submits: float64(rng.IntN(2) * 13), Results: float64(rng.IntN(2) * 14)}
+		if rng.IntN(3) == 0 {
+			r = providers.Rates{}
+		}
+		s.pace.rates[cmp.Or(name, activities.SingleProvider)] = r
+	}
+	if s.routing.names[0] != "" {
+		s.settings.Providers = s.routing.names
+	}
+}
+
+// queueFor is where a request of kind to provider must run: its paced queue when its account is paced, else the task's.
+func (s *schedule) queueFor(provider, kind string) string {
+	return cmp.Or(s.settings.Pacing.Queue(provider, kind), taskQueueOfTestEnv)
 }
 
 // pacer is the worker's Pacer, its queue configs on the fake server.
 func (s *schedule) pacer() *activities.Pacer {
-	return &activities.Pacer{Service: s.pace.queues, Namespace: "default", TaskQueue: taskQueueOfTestEnv}
+	return &activities.Pacer{Service: s.pace.queues, Namespace: "default", TaskQueue: taskQueueOfTestEnv, Rates: s.pace.rates}
 }
 
 // refusal is the rate refusal p answers now (s.mu held) to a request of kind ("": none, p is not in a burst); it is
@@ -209,11 +232,11 @@ func (m *model) checkPaysOnce(task *providerTask) {
 	}
 }
 
-// checkSubmitQueue: a Submit runs on the submit queue of the provider it names (a routed task that has none: its own
-// queue, where Submit says why no provider serves it).
+// checkSubmitQueue: a Submit runs on the paced submit queue of the provider it names, or of the one provider (a
+// task choosing among several, or at an unpaced account: its own queue, where Submit says why no provider serves it).
 func (m *model) checkSubmitQueue(queue string, req activities.SubmitRequest) {
-	want := activities.ProviderQueue(taskQueueOfTestEnv, req.Provider, activities.SubmitQueue)
-	if m.routed() && req.Provider == "" {
+	want := m.queueFor(req.Provider, activities.SubmitQueue)
+	if m.routed() && req.Provider == "" && len(m.settings.Providers) > 1 {
 		want = taskQueueOfTestEnv
 	}
 	if queue != want {
@@ -222,17 +245,17 @@ func (m *model) checkSubmitQueue(queue string, req activities.SubmitRequest) {
 	m.submitQueues[req.Submission] = queue
 }
 
-// checkRequestQueue: a task-creating request to provider runs on provider's submit queue: never on another's.
+// checkRequestQueue: a task-creating request to a paced account runs on its submit queue: never on another's.
 func (m *model) checkRequestQueue(provider string, n int) {
 	queue, ok := m.submitQueues[n]
-	if want := activities.ProviderQueue(taskQueueOfTestEnv, provider, activities.SubmitQueue); ok && queue != want {
+	if want := m.queueFor(provider, activities.SubmitQueue); ok && queue != want {
 		m.fail("submit-pinned-to-its-queue", "%s: submission %d's request went to %q from queue %s", m.wid, n, cmp.Or(provider, activities.SingleProvider), queue)
 	}
 }
 
-// checkPollQueue: a Poll runs on its submission's provider's results queue, or on the task's own once one was not served.
+// checkPollQueue: a Poll runs on its paced provider's results queue, or on the task's own once one was not served.
 func (m *model) checkPollQueue(queue string, req activities.PollRequest) {
-	want := activities.ProviderQueue(taskQueueOfTestEnv, req.Provider, activities.ResultsQueue)
+	want := m.queueFor(req.Provider, activities.ResultsQueue)
 	if m.pollUnserved[req.ProviderTaskID] {
 		want = taskQueueOfTestEnv
 	}

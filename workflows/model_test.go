@@ -257,6 +257,7 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 	s.acts = s.newNet()
 	s.drawPace(seed)
 	s.acts.Pace = s.pacer()
+	s.settings.Pacing = s.acts.Pace
 	Register(s.env, s.acts, s.settings)
 	s.env.RegisterWorkflow(modelTasks)
 	return s
@@ -624,8 +625,8 @@ func (s *schedule) mockSlots() {
 		m := s.solve(activity.GetInfo(ctx).WorkflowExecution.ID)
 		key := modelSlot{m.wid, ask.Seq}
 		ticket := activities.SlotTicket{Semaphore: "sem", Run: "r1", RunID: ask.RunID, Provider: s.slotProvider(ask)}
-		if ticket.Provider != "" || s.acts.Providers == nil { // as AcquireSlot: Submit runs on the provider's queue
-			ticket.Queue = activities.ProviderQueue(activity.GetInfo(ctx).TaskQueue, ticket.Provider, activities.SubmitQueue)
+		if ticket.Provider != "" || s.acts.Providers == nil { // as AcquireSlot: Submit runs on the paced provider's queue
+			ticket.Queue = s.acts.Pace.Queue(ticket.Provider, activities.SubmitQueue)
 		}
 		s.sem.asked[key]++
 		if s.sem.lost && s.sem.asked[key] == 1 {

@@ -12,9 +12,9 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// changeFleetPacing: the workflow picks each submission's provider and runs Submit and Poll on the provider's paced
-// queues (activities.ProviderQueue), so the account's budgets hold across the fleet; a task without the marker
-// submits on its own queue, Submit choosing, as 1.0 did (or on the queue its admission ticket names).
+// changeFleetPacing: the task picks each submission's provider itself (the slot ask's local activity), so that Submit
+// runs on that provider's paced queue. Recorded only where a worker has several providers and paces one: with one,
+// its queue is known without asking, and a task queue is a routing choice that replay does not compare.
 const changeFleetPacing = "provider-queues"
 
 // queueWait bounds a request's wait on a provider's queue; then a Submit moves on (the provider goes last) and a
@@ -22,23 +22,46 @@ const changeFleetPacing = "provider-queues"
 // polls.
 const queueWait = 5 * time.Minute
 
-// pacing is the task's choice, made at its first submission and recorded.
-type pacing struct{ decided, on bool }
+// pacing is the task's choice of pinning, made at its first submission.
+type pacing struct{ decided, pins bool }
 
-// paced tells whether this task runs its provider requests on the paced queues.
-func (s *solver) paced(ctx workflow.Context) bool {
+// pins tells whether this task pins each submission's provider; a replay reads the marker wherever one was recorded,
+// whatever this worker paces.
+func (s *solver) pins(ctx workflow.Context) bool {
 	if !s.pace.decided {
 		s.pace.decided = true
-		s.pace.on = workflow.GetVersion(ctx, changeFleetPacing, workflow.DefaultVersion, 1) == 1
+		if workflow.IsReplaying(ctx) || s.severalPaced() {
+			s.pace.pins = workflow.GetVersion(ctx, changeFleetPacing, workflow.DefaultVersion, 1) == 1
+		}
 	}
-	return s.pace.on
+	return s.pace.pins
 }
 
-// pin is where the submission goes: the slot's provider, else the one this worker's routing ranks first (as Submit
-// would), and its submit queue ("": the task's own queue, unpaced).
+// severalPaced: the worker has several providers and paces one now, so Submit cannot choose on one queue.
+func (s *solver) severalPaced() bool {
+	names := s.settings.Providers
+	return len(names) > 1 && slices.ContainsFunc(names, func(p string) bool { return s.queueOf(p, activities.SubmitQueue) != "" })
+}
+
+// queueOf is where a request of kind to provider ("": the one Submit chooses) runs: its account's paced queue while
+// the worker paces it, else the task's own (""); with several providers to choose from, the task's own.
+func (s *solver) queueOf(provider, kind string) string {
+	if names := s.settings.Providers; provider == "" && len(names) == 1 {
+		provider = names[0]
+	} else if provider == "" && len(names) > 1 {
+		return ""
+	}
+	return s.settings.Pacing.Queue(provider, kind)
+}
+
+// pin is where the submission goes: the slot's provider and queue, else (pinning) the one this worker's routing
+// ranks first, as Submit would, and its queue; else Submit chooses, on the queue queueOf says.
 func (s *solver) pin(ctx workflow.Context) (provider, queue string, err error) {
-	if t := s.admission.ticket; !s.paced(ctx) || s.admission.on {
+	pins := s.pins(ctx) // asked first: a pinning replay's marker is read even when the slot names the provider
+	if t := s.admission.ticket; s.admission.on {
 		return t.Provider, t.Queue, nil
+	} else if !pins {
+		return "", s.queueOf("", activities.SubmitQueue), nil
 	}
 	ask := s.slotAsk(ctx, len(s.table.subs)+1)
 	ask.RouteOnly = true
@@ -68,11 +91,11 @@ func pollPriority(left time.Duration) int {
 }
 
 // resultsQueue is where sub's polls run: its provider's paced results queue, unless that queue was not served.
-func (s *solver) resultsQueue(ctx workflow.Context, sub *submission) string {
-	if !s.pace.on || sub.unpaced {
+func (s *solver) resultsQueue(sub *submission) string {
+	if sub.unpaced {
 		return ""
 	}
-	return activities.ProviderQueue(workflow.GetInfo(ctx).TaskQueueName, sub.Provider, activities.ResultsQueue)
+	return s.queueOf(sub.Provider, activities.ResultsQueue)
 }
 
 // unserved moves on from a provider whose queue no worker took the Submit from: nothing was sent, nothing counts.

@@ -13,16 +13,28 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 func notStartedErr() error {
 	return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 }
 
-// A task pins its provider and runs Submit and Poll on the provider account's paced queues; a queue no worker takes
-// from within queueWait sends the Submit elsewhere (nothing was sent: it is no submission) and the Poll to the
-// task's own queue.
+// withPacing runs the suite's tasks on a worker that paces rates by provider (CAPTCHAAI_*'s: activities.SingleProvider).
+func (s *SolveCaptchaSuite) withPacing(rates map[string]providers.Rates, names ...string) {
+	s.env = s.NewTestWorkflowEnvironment()
+	Register(s.env, &activities.Activities{}, Settings{Pacing: &activities.Pacer{TaskQueue: testTaskQueue, Rates: rates}, Providers: names})
+}
+
+const testTaskQueue = "default-test-taskqueue"
+
+// A paced account's Submit and Poll run on its paced queues, with no marker and no local activity when the worker has
+// one provider; a queue no worker takes from within queueWait sends the Submit elsewhere (nothing was sent: it is no
+// submission) and the Poll to the task's own queue.
 func (s *SolveCaptchaSuite) TestPacedQueuesAndTheirBounds() {
+	s.withPacing(map[string]providers.Rates{activities.SingleProvider: {Submits: 13, Results: 14}})
+	s.env.OnGetVersion(changeFleetPacing, workflow.DefaultVersion, 1).Return(workflow.Version(1)).Never()
+	s.env.OnActivity(activities.AcquireSlotName, mock.Anything, mock.Anything).Return(activities.SlotTicket{}, nil).Never()
 	in := recaptcha()
 	in.CallbackTimeoutSeconds = 5
 	var submitQueues, pollQueues []string
@@ -40,28 +52,47 @@ func (s *SolveCaptchaSuite) TestPacedQueuesAndTheirBounds() {
 			}
 			return activities.PollResult{Code: "CODE"}, nil
 		}).Twice()
-	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	s.env.ExecuteWorkflow(captchaflow.WorkflowType, in)
 	s.Require().NoError(s.env.GetWorkflowError())
 	var res captchaflow.Result
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
 	s.Equal(1, res.Submits)
-	tq := "default-test-taskqueue"
+	tq := testTaskQueue
 	s.Equal([]string{tq + "@captchaai/submit", tq + "@captchaai/submit"}, submitQueues)
 	s.Equal([]string{tq + "@captchaai/results", tq}, pollQueues)
 }
 
-// A 1.0 history's task (no provider-queues marker) keeps submitting on its own queue, Submit choosing.
-func (s *SolveCaptchaSuite) TestUnpacedTaskSubmitsOnItsOwnQueue() {
-	s.env.OnGetVersion(changeFleetPacing, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+// A task no account's rate paces pays nothing for pacing: no marker, no local activity, Submit on its own queue.
+func (s *SolveCaptchaSuite) TestUnpacedTaskPaysNothingForPacing() {
+	for _, names := range [][]string{nil, {"a", "b"}} {
+		s.withPacing(map[string]providers.Rates{activities.SingleProvider: {}, "a": {}, "b": {Results: 5}}, names...)
+		s.env.OnGetVersion(changeFleetPacing, workflow.DefaultVersion, 1).Return(workflow.Version(1)).Never()
+		s.env.OnActivity(activities.AcquireSlotName, mock.Anything, mock.Anything).Return(activities.SlotTicket{}, nil).Never()
+		s.Equal(testTaskQueue, s.submitQueue(), "providers %v", names)
+	}
+}
+
+// With several providers of which one is paced, the task pins each submission's provider (recorded behind the marker)
+// and submits on the pinned account's queue.
+func (s *SolveCaptchaSuite) TestSeveralProvidersOnePacedPins() {
+	s.withPacing(map[string]providers.Rates{"a": {Submits: 13}, "b": {}}, "a", "b")
+	s.env.OnActivity(activities.AcquireSlotName, mock.Anything, mock.Anything).Return(
+		activities.SlotTicket{Provider: "a", Queue: activities.ProviderQueue(testTaskQueue, "a", activities.SubmitQueue)}, nil).Once()
+	s.Equal(testTaskQueue+"@a/submit", s.submitQueue())
+}
+
+// submitQueue runs a task solved in Submit's answer and says where its Submit ran.
+func (s *SolveCaptchaSuite) submitQueue() string {
 	var queue string
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
 			queue = activity.GetInfo(ctx).TaskQueue
 			return activities.SubmitResult{ProviderTaskID: "t-1", Code: "CODE"}, nil
 		}).Once()
-	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha()) // by name: the settings' registration
 	s.Require().NoError(s.env.GetWorkflowError())
-	s.Equal("default-test-taskqueue", queue)
+	s.env.AssertExpectations(s.T())
+	return queue
 }
 
 // A Poll no worker started before the task's deadline (its ScheduleToStart is the time left, and the server fires
@@ -91,6 +122,7 @@ func TestPollPriorityFollowsTheDeadline(t *testing.T) {
 // A pinned Submit that the worker taking it turns away (its circuit for the pin is open) puts the pin last: the next
 // pin goes elsewhere rather than back to the same provider at once.
 func (s *SolveCaptchaSuite) TestMovedPinGoesLast() {
+	s.withPacing(map[string]providers.Rates{"a": {Submits: 13}, "b": {Submits: 13}}, "a", "b")
 	var asks []activities.SlotAsk
 	s.env.OnActivity(activities.AcquireSlotName, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, ask activities.SlotAsk) (activities.SlotTicket, error) {
@@ -105,7 +137,7 @@ func (s *SolveCaptchaSuite) TestMovedPinGoesLast() {
 			}
 			return activities.SubmitResult{ProviderTaskID: "b-1", Provider: "b", Code: "CODE"}, nil
 		})
-	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
 	s.Require().NoError(s.env.GetWorkflowError())
 	s.Require().Len(asks, 2)
 	s.Equal([]string{"a"}, asks[1].Avoid)

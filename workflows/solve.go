@@ -74,6 +74,9 @@ const (
 type Settings struct {
 	// ProviderThreads is PROVIDER_THREADS (0: unset): each submission then holds one of the plan's slots.
 	ProviderThreads int
+	// Pacing says which accounts the worker paces now (nil: none); Providers names PROVIDERS_FILE's (nil: CAPTCHAAI_*'s).
+	Pacing    *activities.Pacer
+	Providers []string
 }
 
 // SolveCaptcha solves one CAPTCHA task (callback, else polling; resubmitting up to max_submits) and delivers it.
@@ -256,7 +259,7 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
 	case failureType(err) == activities.FailureProviderMoved:
-		if sub.pin != "" && s.pace.on { // the worker that took it has the pin's circuit open: the next pin goes elsewhere
+		if sub.pin != "" { // the worker that took it has the pin's circuit open: the next pin goes elsewhere
 			s.route.last(sub.pin)
 		}
 		return outcome{kind: outBalance} // nothing was submitted: admit again, at the provider Submit moves to

@@ -339,7 +339,7 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 	if via == captchaflow.ViaPoll && !giveUp { // a confirmation and a give-up check ask at once
 		req.SubmittedAt = sub.SubmittedAt
 	}
-	f := workflow.ExecuteActivity(s.onQueue(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), s.resultsQueue(ctx, sub),
+	f := workflow.ExecuteActivity(s.onQueue(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), s.resultsQueue(sub),
 		pollPriority(s.remaining(ctx))), acts.Poll, req)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var r activities.PollResult

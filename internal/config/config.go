@@ -27,7 +27,7 @@ const (
 type Worker struct {
 	ProviderAPIKey             Secret         `env:"CAPTCHAAI_API_KEY,unset"` // unless PROVIDERS_FILE names the keys
 	ProviderBaseURL            string         `env:"CAPTCHAAI_BASE_URL"`
-	SubmitsPerSecond           float64        `env:"CAPTCHAAI_SUBMITS_PER_SECOND"` // 0: in.php's documented budget
+	SubmitsPerSecond           float64        `env:"CAPTCHAAI_SUBMITS_PER_SECOND"` // 0: the provider's documented budget (2captcha's hosts), else not paced
 	ResultsPerSecond           float64        `env:"CAPTCHAAI_RESULTS_PER_SECOND"`
 	CallbackBaseURL            string         `env:"CALLBACK_BASE_URL,required,notEmpty"`
 	CallbackSecret             Secret         `env:"CALLBACK_SECRET,required,notEmpty,unset"`

@@ -66,7 +66,8 @@ type FleetResult struct {
 }
 
 // fleet runs the fleet phase. It needs the provider to itself, as the threads phase does.
-// fleetPace is the documented default pace (the worker sets no other).
+// fleetPace is 2captcha's documented pace, its hosts' default: the fleet's workers are told it, the simulator on
+// loopback standing for a 2captcha account.
 var fleetPace = providers.InPHPRates.Submits
 
 func (b *bench) fleet(ctx context.Context) (*FleetResult, error) {
@@ -128,7 +129,8 @@ func (b *bench) startFleetWorkers(ctx context.Context, queue string) (stop func(
 		}
 	}
 	for i := range fleetWorkers {
-		w, err := b.st.StartExtraWorker(ctx, fmt.Sprintf("worker-fleet-%d", i+1), map[string]string{"TASK_QUEUE": queue})
+		w, err := b.st.StartExtraWorker(ctx, fmt.Sprintf("worker-fleet-%d", i+1), map[string]string{"TASK_QUEUE": queue,
+			"CAPTCHAAI_SUBMITS_PER_SECOND": strconv.FormatFloat(fleetPace, 'g', -1, 64)})
 		if err != nil {
 			return stop, fmt.Errorf("starting fleet worker %d: %w", i+1, err)
 		}
