@@ -232,6 +232,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	}
 	if !f.IsReady() {
 		cancelSubmit() // a lost submission answered: no more in.php requests
+		s.unpark(ctx, sub, false)
 		o, _ := s.takeLostAnswer(ctx)
 		return o
 	}
@@ -245,13 +246,20 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 // submitFailed decides what a failed Submit means: its answer lost, a zero balance, a refusal, or the task's end.
 func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) outcome {
 	sub.State = subRefused
+	lost := submitOutcomeUnknown(err)
+	if lost {
+		lostAt(sub, err, s.table.runID)
+	}
+	if !lost || s.remaining(ctx) <= 0 { // no wait for this submission follows: what it parked is routed now
+		s.unpark(ctx, sub, lost)
+	}
 	switch {
 	case notStarted(err):
 		return s.unserved(ctx, sub)
-	case submitOutcomeUnknown(err) && s.remaining(ctx) <= 0:
+	case lost && s.remaining(ctx) <= 0:
+		s.submitted(sub, "", sub.SubmittedAt) // maybe paid: a submission, whose parked code solve may take
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
-	case submitOutcomeUnknown(err):
-		lostAt(sub, err, s.table.runID)
+	case lost:
 		return s.awaitLost(ctx, sub, err)
 	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
