@@ -75,6 +75,7 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     per solve, retried until notify_url accepts it;
 //   - the result's and every delivery's received_at is within a second of when the worker or the ingress got the
 //     code, though workflow tasks run up to two minutes late (a backlog) or the stamping clocks run ahead;
+//   - their submitted_at is within a second of when the provider took the task, however long its Submit queued;
 //   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
 //     dead before a backlogged workflow task saw it, its provider given up, its answer too late;
 //   - a provider is given up only while it is unreachable, and has been for PROVIDER_GIVE_UP;
@@ -450,7 +451,7 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	res, err := m.acts.Submit(ctx, req)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	res.ReceivedAt = m.stamp(res.ReceivedAt, m.env.Now())
+	res.ReceivedAt, res.AcceptedAt = m.stamp(res.ReceivedAt, m.env.Now()), m.stamp(res.AcceptedAt, m.env.Now())
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
 	if err == nil && m.routed() {
 		m.checkRoute(req, res, lacked)
@@ -1075,6 +1076,10 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 			if d := r.ReceivedAt.Sub(task.arrived); d > time.Second || d < -time.Second {
 				m.fail("received-at", "%s says received_at %v; the worker or ingress got %s at %v (workflow tasks %v late, clocks %v ahead)",
 					what, r.ReceivedAt.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch), m.backlog, m.ahead)
+			}
+			if d := r.SubmittedAt.Sub(task.at); !task.lost && !task.discarded && (d > time.Second || d < -time.Second) {
+				m.fail("submitted-at", "%s says submitted_at %v; the provider took %s at %v (clocks %v ahead)",
+					what, r.SubmittedAt.Sub(m.epoch), task.id, task.at.Sub(m.epoch), m.ahead)
 			}
 			if (r.Via == captchaflow.ViaSubmit) != task.instant && r.Via != captchaflow.ViaCallback {
 				m.fail("fresh-result", "%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)

@@ -299,7 +299,12 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 		sub.giveUp = time.Duration(r.GiveUpSeconds) * time.Second
 	}
 	s.in.PollIntervalSeconds = max(s.in.PollIntervalSeconds, r.PollIntervalSeconds)
-	s.submitted(sub, r.ProviderTaskID, workflow.Now(ctx))
+	at := workflow.Now(ctx)
+	if !r.AcceptedAt.IsZero() { // the provider took it then: a paced queue's wait before is no solve time (older: none)
+		sub.SubmittedAt = heldAt(ctx, sub.SubmittedAt, r.AcceptedAt)
+		at = sub.SubmittedAt
+	}
+	s.submitted(sub, r.ProviderTaskID, at)
 	s.learnID(ctx, sub, r.ProviderTaskID, subWaiting)
 	if r.Code != "" {
 		return s.solvedBy(sub, captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: r.Code,
