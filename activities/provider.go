@@ -48,6 +48,7 @@ type SubmitResult struct {
 	Route                  *captchaflow.Route `json:"route,omitempty"`                    // why it went to Provider (routing: scored)
 	RunID                  string             `json:"run_id,omitempty"`                   // the run its pingback URL names
 	ReceivedAt             time.Time          `json:"received_at,omitzero"`               // when Code came (gotAt)
+	AcceptedAt             time.Time          `json:"accepted_at,omitzero"`               // when the provider took it: submitted_at
 }
 
 // LostDetails are a FailureSubmitOutcomeUnknown's (and a FailureProviderUnsupported's): where the submission went,
@@ -185,7 +186,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
-			PriceUSD: lost.PriceUSD, Refunds: lost.Refunds, RunID: req.RunID, ReceivedAt: gotAt(code),
+			PriceUSD: lost.PriceUSD, Refunds: lost.Refunds, RunID: req.RunID, ReceivedAt: gotAt(code), AcceptedAt: time.Now().UTC(),
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
 	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
 		a.countSubmission(ctx, p.Name, "lost")

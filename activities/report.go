@@ -96,7 +96,9 @@ func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (Re
 	if payloads == nil || converter.GetDefaultDataConverter().FromPayloads(payloads, &res) != nil {
 		return ReportTarget{}, in, notSolved("task %s ended %s without a result", taskID, word)
 	} else if res.ProviderTaskID == "" {
-		return ReportTarget{}, in, notSolved("task %s has no provider task in its result", taskID)
+		// A lost submission answered by a callback naming no task (CapMonster's): no ID exists that a report could name.
+		return ReportTarget{}, in, notSolved("task %s was solved, but %s never named the task that solved it (its "+
+			"submission's answer was lost and its callback names no task): there is nothing to report", taskID, cmp.Or(res.Provider, "the provider"))
 	}
 	return ReportTarget{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, SubmittedAt: res.SubmittedAt,
 		ReceivedAt: res.ReceivedAt}, in, nil

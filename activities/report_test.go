@@ -192,6 +192,17 @@ func TestLookupReportTarget(t *testing.T) {
 		assert.True(t, final)
 		assert.Contains(t, err.Error(), "Unsolvable")
 	})
+	t.Run("solved by a lost submission's callback that named no task (CapMonster's)", func(t *testing.T) {
+		c := &mocks.Client{}
+		unnamed := solved
+		unnamed.ProviderTaskID, unnamed.Provider = "", "capmonster"
+		history(t, c, captchaflow.WorkflowType, completed(t, unnamed))
+		_, _, err := lookupReportTarget(ctx, c, "order-42")
+		typ, final := appErrorType(t, err)
+		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ, "no provider task ID exists to report: final")
+		assert.True(t, final)
+		assert.Contains(t, err.Error(), "never named the task", "says why, not that the task has no result")
+	})
 	t.Run("running", func(t *testing.T) {
 		c := &mocks.Client{}
 		history(t, c, captchaflow.WorkflowType, &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED})

@@ -164,6 +164,9 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool, action 
 		return "rate:" + word, nil
 	}
 	answer = pick(m.rng, submitAnswers)
+	if m.lostAtDeadline {
+		answer, m.lostAtDeadline = "reset", false
+	}
 	if lost, _ := m.down(p.name); lost { // reached as it went down: written, created, the answer lost
 		answer = "reset"
 	}

@@ -347,7 +347,7 @@ func (o *unservedOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		}
 	}
 	if notServed == nil {
-		return o.movedOn(ctx, m, activityType, args...)
+		return o.submitOut(ctx, m, args[0], o.movedOn(ctx, m, activityType, args...))
 	}
 	// The server bounds ScheduleToStart by ScheduleToClose, and at a tie fires ScheduleToStart first (its timer
 	// sequence orders equal deadlines by timeout type): a request not served within the task's deadline times out
@@ -369,7 +369,7 @@ func (o *unservedOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		s.mu.Unlock()
 		set.SetError(notStartedErr())
 	})
-	return f
+	return o.submitOut(ctx, m, args[0], f)
 }
 
 // solveOrNil is the task whose workflow ID is wid (nil: the root of several tasks).

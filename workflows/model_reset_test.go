@@ -1,10 +1,15 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/captchaflow/captchaflow/activities"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
@@ -80,17 +85,68 @@ func (s *schedule) startDiscarded() {
 	}
 }
 
-// untold tells whether discarded task d called back while the reset run's submission of its number had no answer from
-// its Submit: only that answer (history) says which URL the run handed out, so the callback waits for it, and is
-// dropped if Submit is refused or another answer comes first (the discarded code is then not delivered: a documented
-// loss, never a payment of its own).
-func (m *model) untold(d *providerTask) bool {
-	for _, t := range m.tasks {
-		if !t.discarded && t.n == d.n && t.at.Before(d.arrived) {
-			return false
+// submitOut records when a Submit of the task was out, from its scheduling until the workflow had its end (an answer,
+// a failure, or its cancellation): a discarded submission's callback naming its number waits in its inbox meanwhile.
+func (o *unservedOutbound) submitOut(ctx workflow.Context, m *model, arg any, f workflow.Future) workflow.Future {
+	req, ok := arg.(activities.SubmitRequest)
+	if !ok {
+		return f
+	}
+	o.s.mu.Lock()
+	m.submitsOut[req.Submission] = [2]time.Time{workflow.Now(ctx)}
+	o.s.mu.Unlock()
+	out, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		err := f.Get(ctx, nil)
+		o.s.mu.Lock()
+		m.submitsOut[req.Submission] = [2]time.Time{m.submitsOut[req.Submission][0], workflow.Now(ctx)}
+		m.submitEnds[req.Submission] = m.endOf(err, workflow.Now(ctx))
+		o.s.mu.Unlock()
+		set.Chain(f)
+	})
+	return out
+}
+
+// parkedUntil is when the workflow could act on discarded task d's callback, which came at at: the end of the reset
+// run's Submit of its number, if that was out then (the end of the schedule if it never ended), else at.
+func (m *model) parkedUntil(d *providerTask, at time.Time) time.Time {
+	out, ok := m.submitsOut[d.n]
+	switch {
+	case !ok || at.Before(out[0]) || !out[1].IsZero() && !out[1].After(at):
+		return at
+	case out[1].IsZero():
+		return m.env.Now().Add(24 * time.Hour)
+	}
+	return out[1]
+}
+
+// endOf names how a Submit ended at at, for the coverage of the endings a discarded callback waited through.
+func (m *model) endOf(err error, at time.Time) string {
+	switch typ := failureType(err); {
+	case err == nil:
+		return "accepted"
+	case temporal.IsCanceledError(err):
+		return "cancelled"
+	case notStarted(err):
+		return "unserved"
+	case submitOutcomeUnknown(err) && !at.Before(m.epoch.Add(m.in.SolveBudget())):
+		return "lost-at-deadline"
+	case submitOutcomeUnknown(err):
+		return "lost"
+	case typ == activities.FailureProviderZeroBalance, typ == activities.FailureProviderMoved,
+		typ == activities.FailureProviderUnsupported, typ == activities.FailureResubmit:
+		return typ
+	}
+	return "other:" + failureType(err)
+}
+
+// coverParked counts the Submit endings that a discarded submission's callback waited through in the inbox.
+func (m *model) coverParked(covered map[string]int) {
+	for _, d := range m.tasks {
+		if at := d.arrived.Add(m.backlog); d.discarded && !d.arrived.IsZero() && m.parkedUntil(d, at) != at {
+			covered["reset-parked:"+cmp.Or(m.submitEnds[d.n], "still-out")]++
 		}
 	}
-	return true
 }
 
 // checkDiscardedTaken: a discarded submission's code that reached captchaflow before any other paid code of the
@@ -104,8 +160,7 @@ func (m *model) checkDiscardedTaken() {
 		first = &r
 	}
 	for _, d := range m.tasks {
-		if !d.discarded || d.unsolvable || d.arrived.IsZero() || !m.seen(d).Before(m.ended) || m.canceled || m.deadWhenSeen(d) ||
-			m.untold(d) {
+		if !d.discarded || d.unsolvable || d.arrived.IsZero() || !m.seen(d).Before(m.ended) || m.canceled || m.deadWhenSeen(d) {
 			continue
 		}
 		at := m.ended // when the first result's code arrived (the end, when there is none)

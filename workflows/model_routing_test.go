@@ -443,6 +443,7 @@ func (s *schedule) cover(covered map[string]int) {
 	}
 	for _, m := range s.solves {
 		m.cover(covered)
+		m.coverParked(covered)
 	}
 	s.coverPace(covered)
 }

@@ -75,6 +75,7 @@ var searchable = map[captchaflow.Phase]bool{captchaflow.PhaseQueued: true, captc
 //     per solve, retried until notify_url accepts it;
 //   - the result's and every delivery's received_at is within a second of when the worker or the ingress got the
 //     code, though workflow tasks run up to two minutes late (a backlog) or the stamping clocks run ahead;
+//   - their submitted_at is within a second of when the provider took the task, however long its Submit queued;
 //   - every paid code reaches the caller, or is a documented loss (counted in the log line): offered and expired,
 //     dead before a backlogged workflow task saw it, its provider given up, its answer too late;
 //   - a provider is given up only while it is unreachable, and has been for PROVIDER_GIVE_UP;
@@ -188,19 +189,23 @@ type model struct {
 	hooks       []hook               // every delivery attempt as notify_url saw it, in order
 	deliverBad  time.Duration        // delivery fails until this long after the start
 	canceled    bool
-	discards    int       // submissions the run a reset discarded made (model_reset_test.go)
-	discarding  bool      // those are being made
-	refused     []string  // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
-	delivering  bool      // CaptchaPhase is delivering on the server: a delivery began and the task has not asked since
-	keyRefused  bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
-	ended       time.Time // when the task ended, with its result or error
+	discards    int  // submissions the run a reset discarded made (model_reset_test.go)
+	discarding  bool // those are being made
+	// lostAtDeadline: the next task-creating request's answer is lost (its Submit ends as the deadline comes).
+	lostAtDeadline bool
+	refused        []string  // providers that refused its task type (ERROR_TASK_NOT_SUPPORTED, ERROR_NO_SUCH_METHOD)
+	delivering     bool      // CaptchaPhase is delivering on the server: a delivery began and the task has not asked since
+	keyRefused     bool      // a provider refused its key (ERROR_WRONG_USER_KEY): a ProviderConfig failure of its own
+	ended          time.Time // when the task ended, with its result or error
 	// By submission number: what the providers answered its requests (model_pace_test.go), whether the task
 	// cancelled its Submit (unseen), the queue its Submit ran on; Polls whose earlier one was not started, by task ID.
 	answers      map[int][]string
 	unseenN      map[int]bool
 	submitQueues map[int]string
 	pollUnserved map[string]bool
-	unservedAt   map[string]bool // providers a Submit of the task was not started at
+	unservedAt   map[string]bool      // providers a Submit of the task was not started at
+	submitEnds   map[int]string       // by submission number: how its Submit ended (endOf)
+	submitsOut   map[int][2]time.Time // by submission number: when its Submit was scheduled, and when it ended (zero: not yet)
 	result       interface{ Get(any) error }
 	err          error
 }
@@ -250,7 +255,7 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 	for i := range tasks {
 		m := &model{schedule: s, wid: fmt.Sprintf("task-%d", i+1), rng: rand.New(rand.NewPCG(seed, uint64(i+1))),
 			answers: map[int][]string{}, unseenN: map[int]bool{}, submitQueues: map[int]string{}, pollUnserved: map[string]bool{},
-			unservedAt: map[string]bool{}}
+			unservedAt: map[string]bool{}, submitsOut: map[int][2]time.Time{}, submitEnds: map[int]string{}}
 		m.drawInput()
 		s.solves = append(s.solves, m)
 	}
@@ -447,7 +452,7 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 	res, err := m.acts.Submit(ctx, req)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	res.ReceivedAt = m.stamp(res.ReceivedAt, m.env.Now())
+	res.ReceivedAt, res.AcceptedAt = m.stamp(res.ReceivedAt, m.env.Now()), m.stamp(res.AcceptedAt, m.env.Now())
 	m.logf("%s Submit n=%d attempt %d -> %+v %v", m.wid, req.Submission, activity.GetInfo(ctx).Attempt, res, err)
 	if err == nil && m.routed() {
 		m.checkRoute(req, res, lacked)
@@ -469,7 +474,11 @@ func (m *model) submit(ctx context.Context, req activities.SubmitRequest) (activ
 func (m *model) latency() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.rng.IntN(3) == 0 {
+	if left := m.epoch.Add(m.in.SolveBudget()).Sub(m.env.Now()); m.discards > 0 && left > 0 && m.rng.IntN(8) == 0 {
+		m.lostAtDeadline = true // a reset run's Submit (queued, then slow) whose answer is lost as the deadline comes
+		return left
+	}
+	if m.rng.IntN(3) == 0 || m.discards > 0 && m.rng.IntN(2) == 0 { // a reset run's discarded callbacks meet its Submits
 		return time.Duration(m.rng.IntN(40000)) * time.Millisecond
 	}
 	return 0
@@ -553,10 +562,8 @@ func (s *schedule) providerNow() time.Time { return s.env.Now().Add(-s.backlog) 
 // seen is when the workflow could know that task's answer arrived: a backlog later.
 func (m *model) seen(task *providerTask) time.Time {
 	at := task.arrived.Add(m.backlog)
-	for _, own := range m.tasks { // a discarded one's callback waits for the answer of the Submit of its number
-		if task.discarded && !own.discarded && own.n == task.n && own.at.After(at) {
-			at = own.at
-		}
+	if task.discarded { // a discarded one's callback waits for the end of the Submit of its number
+		at = m.parkedUntil(task, at)
 	}
 	return at
 }
@@ -745,8 +752,7 @@ func (m *model) checkNoSubmitAfterAnswer() {
 	}
 	now := m.env.Now()
 	for _, task := range m.tasks {
-		if !task.arrived.IsZero() && !now.Before(m.seen(task)) && !task.unsolvable && !m.abandoned(task, now) &&
-			!(task.discarded && m.untold(task)) {
+		if !task.arrived.IsZero() && !now.Before(m.seen(task)) && !task.unsolvable && !m.abandoned(task, now) {
 			m.fail("no-submit-after-answer", "a provider request at %v, after the answer of %s arrived at %v",
 				now.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch))
 		}
@@ -1009,8 +1015,6 @@ func (m *model) checkPaid(result string) {
 			m.losses["too-late"]++
 		case m.canceled:
 			m.losses["canceled"]++
-		case task.discarded && m.untold(task):
-			m.losses["discarded-untold"]++
 		default:
 			m.fail("paid-delivered", "the code of %s arrived at %v and never reached the caller", task.id, task.arrived.Sub(m.epoch))
 		}
@@ -1073,6 +1077,10 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 			if d := r.ReceivedAt.Sub(task.arrived); d > time.Second || d < -time.Second {
 				m.fail("received-at", "%s says received_at %v; the worker or ingress got %s at %v (workflow tasks %v late, clocks %v ahead)",
 					what, r.ReceivedAt.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch), m.backlog, m.ahead)
+			}
+			if d := r.SubmittedAt.Sub(task.at); !task.lost && !task.discarded && (d > time.Second || d < -time.Second) {
+				m.fail("submitted-at", "%s says submitted_at %v; the provider took %s at %v (clocks %v ahead)",
+					what, r.SubmittedAt.Sub(m.epoch), task.id, task.at.Sub(m.epoch), m.ahead)
 			}
 			if (r.Via == captchaflow.ViaSubmit) != task.instant && r.Via != captchaflow.ViaCallback {
 				m.fail("fresh-result", "%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)

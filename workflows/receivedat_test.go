@@ -111,3 +111,30 @@ func (s *SolveCaptchaSuite) TestReceivedAtIsHeldWithinTheWorkflowsClock() {
 		s.Equal(tc.want+120*time.Second, r.ExpiresAt.Sub(start), "%s: expires_at", name)
 	}
 }
+
+// TestSubmittedAtIsTheAcceptance: the Submit waits 40 s on its paced queue, then the provider accepts it and solves
+// it in 10 s. submitted_at (the Result's, the status's, the first poll's hold) is the acceptance, and the solve
+// takes 10 s, not 50: the queue's backlog is no solve time (issue 37).
+func (s *SolveCaptchaSuite) TestSubmittedAtIsTheAcceptance() {
+	start := s.env.Now()
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).After(40*time.Second).Return(
+		func(context.Context, activities.SubmitRequest) (activities.SubmitResult, error) {
+			return activities.SubmitResult{ProviderTaskID: "111", AcceptedAt: s.env.Now()}, nil
+		}).Once()
+	var polled activities.PollRequest
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.PollRequest) (activities.PollResult, error) {
+			polled = req
+			return activities.PollResult{Code: "CODE-111", ReceivedAt: start.Add(50 * time.Second)}, nil
+		}).Once()
+	var status captchaflow.Status
+	s.env.RegisterDelayedCallback(func() { status = s.queryStatus() }, 45*time.Second)
+	in := recaptcha()
+	in.CallbackTimeoutSeconds = 10
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	r := s.result()
+	s.Equal(40*time.Second, r.SubmittedAt.Sub(start), "the Result's submitted_at")
+	s.Equal(10*time.Second, r.ReceivedAt.Sub(r.SubmittedAt), "the solve time")
+	s.Equal(40*time.Second, status.SubmittedAt.Sub(start), "the status's submitted_at")
+	s.Equal(40*time.Second, polled.SubmittedAt.Sub(start), "the first poll's hold")
+}

@@ -235,6 +235,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	}
 	if !f.IsReady() {
 		cancelSubmit() // a lost submission answered: no more in.php requests
+		s.unpark(ctx, sub, false)
 		o, _ := s.takeLostAnswer(ctx)
 		return o
 	}
@@ -248,13 +249,20 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 // submitFailed decides what a failed Submit means: its answer lost, a zero balance, a refusal, or the task's end.
 func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) outcome {
 	sub.State = subRefused
+	lost := submitOutcomeUnknown(err)
+	if lost {
+		lostAt(sub, err, s.table.runID)
+	}
+	if !lost || s.remaining(ctx) <= 0 { // no wait for this submission follows: what it parked is routed now
+		s.unpark(ctx, sub, lost)
+	}
 	switch {
 	case notStarted(err):
 		return s.unserved(ctx, sub)
-	case submitOutcomeUnknown(err) && s.remaining(ctx) <= 0:
+	case lost && s.remaining(ctx) <= 0:
+		s.submitted(sub, "", sub.SubmittedAt) // maybe paid: a submission, whose parked code solve may take
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
-	case submitOutcomeUnknown(err):
-		lostAt(sub, err, s.table.runID)
+	case lost:
 		return s.awaitLost(ctx, sub, err)
 	case failureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
@@ -294,7 +302,12 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 		sub.giveUp = time.Duration(r.GiveUpSeconds) * time.Second
 	}
 	s.in.PollIntervalSeconds = max(s.in.PollIntervalSeconds, r.PollIntervalSeconds)
-	s.submitted(sub, r.ProviderTaskID, workflow.Now(ctx))
+	at := workflow.Now(ctx)
+	if !r.AcceptedAt.IsZero() { // the provider took it then: a paced queue's wait before is no solve time (older: none)
+		sub.SubmittedAt = heldAt(ctx, sub.SubmittedAt, r.AcceptedAt)
+		at = sub.SubmittedAt
+	}
+	s.submitted(sub, r.ProviderTaskID, at)
 	s.learnID(ctx, sub, r.ProviderTaskID, subWaiting)
 	if r.Code != "" {
 		return s.solvedBy(sub, captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: r.Code,

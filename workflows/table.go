@@ -116,7 +116,15 @@ func urlRun(chain, run string) string {
 // under that URL. Only the URL Submit echoed counts: a reset run replays its chain's submissions under its own run ID.
 func (t *table) discarded(ctx workflow.Context, sub *submission, cb captchaflow.Callback) bool {
 	return cb.RunID != "" && workflow.GetInfo(ctx).WorkflowExecution.RunID != t.runID &&
-		(sub == nil || sub.urlRun != "" && sub.urlRun != cb.RunID)
+		(sub == nil || sub.urlRun != "" && sub.urlRun != cb.RunID || sub.State == subRefused && sub.urlRun == "" && inboxFixed(ctx))
+}
+
+// changeInbox: a callback for a submission that created no task (refused, unserved, cancelled) is taken as a
+// reset's discarded submission's, also when it was parked; asked only for such a callback.
+const changeInbox = "reset-inbox"
+
+func inboxFixed(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeInbox, workflow.DefaultVersion, 1) == 1
 }
 
 func (t *table) current() *submission {
@@ -135,14 +143,15 @@ func (t *table) supersede() {
 	}
 }
 
-// answered is a lost submission of this solve whose answer came, nil when none did.
-func (t *table) answered() *submission {
+// answered is the lost submission of this solve whose answer came first, nil when none did.
+func (t *table) answered() (first *submission) {
 	for _, sub := range slices.Concat(t.subs, t.adopted) {
-		if sub.Round == t.round && sub.State == subSolved && sub.answer != nil && sub.answer.kind == outSolved {
-			return sub
+		if sub.Round == t.round && sub.State == subSolved && sub.answer != nil && sub.answer.kind == outSolved &&
+			(first == nil || sub.answer.res.ReceivedAt.Before(first.answer.res.ReceivedAt)) {
+			first = sub
 		}
 	}
-	return nil
+	return first
 }
 
 // listen routes signals as they arrive; ReceiveAsync, as the SDK drops a corrupt payload and must not block it.
@@ -294,19 +303,35 @@ func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captcha
 	}
 }
 
-// learnID records what in.php answered for sub (its ID, or its answer lost) and routes what came meanwhile.
+// learnID records what in.php answered for sub (its ID, or its answer lost, or neither: refused, cancelled) and
+// routes what came meanwhile; a solution for a submission that created no task of its own is one the task paid for.
 func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state subState) {
 	sub.ProviderID, sub.State = id, state
-	for _, cb := range sub.inbox {
-		if s.table.discarded(ctx, sub, cb) && quirksFixed(ctx) { // its URL is known only now
-			s.adopt(ctx, cb, func(string) {})
-		} else if state == subAnswerLost {
-			s.lostCallback(ctx, sub, cb, func(string) {})
-		} else {
+	inbox, dropped := sub.inbox, func(why string) { s.logger.Warn("a parked callback dropped: "+why, "Submission", sub.N) }
+	sub.inbox = nil
+	for _, cb := range inbox {
+		switch {
+		case s.table.discarded(ctx, sub, cb) && quirksFixed(ctx): // its URL is known only now
+			s.adopt(ctx, cb, dropped)
+		case state == subAnswerLost:
+			s.lostCallback(ctx, sub, cb, dropped)
+		case state == subWaiting:
 			s.onCallback(ctx, sub, cb)
+		default:
+			s.adopt(ctx, cb, dropped)
 		}
 	}
-	sub.inbox = nil
+}
+
+// unpark routes what sub parked once its Submit ended with no ID and no wait to follow (asked only then: older
+// builds dropped it); a lost answer's parked solution is then sub's own.
+func (s *solver) unpark(ctx workflow.Context, sub *submission, lost bool) {
+	if !slices.ContainsFunc(sub.inbox, func(cb captchaflow.Callback) bool { return cb.Authenticated }) || !inboxFixed(ctx) {
+		sub.inbox = nil // nothing in it a newer build would take
+		return
+	}
+	state := map[bool]subState{true: subAnswerLost, false: sub.State}[lost]
+	s.learnID(ctx, sub, "", state)
 }
 
 // confirm asks res.php for sub's code, at most maxConfirmsPerSubmission times and never twice at once.
