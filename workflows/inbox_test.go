@@ -76,3 +76,24 @@ func (s *SolveCaptchaSuite) TestParkedCodeTakenWhenTheAnswerIsLostAtTheDeadline(
 	r := s.result()
 	s.Equal("DISCARDED", r.Code)
 }
+
+// A parked code whose token died while the Submit that parked it waited does not win over that Submit's own task,
+// accepted meanwhile: taken, it superseded the live submission and the task paid a refresh (model seed 565).
+func (s *SolveCaptchaSuite) TestParkedCodeExpiredWhileParkedIsNotTaken() {
+	chain := s.asResetRun()
+	in := recaptcha()
+	in.TokenTTLSeconds = 60
+	var own string // the URL run this run's submission named, as Submit echoes it
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).After(90*time.Second).Return(
+		func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			own = req.RunID
+			s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "901", Code: "OWN", Authenticated: true, RunID: own, Submission: 1})
+			return activities.SubmitResult{ProviderTaskID: "901", RunID: req.RunID}, nil
+		}).Once()
+	s.signalAt(5*time.Second, captchaflow.Callback{ProviderTaskID: "900", Code: "DISCARDED", Authenticated: true, RunID: chain, Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	r := s.result()
+	s.NotEqual(chain, own)
+	s.Equal("OWN", r.Code)
+	s.Equal(1, r.Submits)
+}

@@ -278,6 +278,11 @@ func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func
 		stale("a repeat of a discarded submission's answer, taken already") // in an earlier round its token may be dead
 		return
 	}
+	// Parked while a Submit waited, it may be dead by now: taken, it would supersede a live submission of this run.
+	if exp := s.in.ExpiresAt(cb.ReceivedAt); !exp.IsZero() && !workflow.Now(ctx).Before(exp) && inboxFixed(ctx) {
+		stale("a discarded submission's answer whose token expired before it could be taken")
+		return
+	}
 	sub := &submission{N: cb.Submission, Round: s.table.round, State: subAnswerLost, Provider: cb.Provider,
 		SubmittedAt: cb.ReceivedAt, urlRun: cb.RunID}
 	if s.lostCallback(ctx, sub, cb, stale); sub.State == subSolved {
