@@ -145,6 +145,7 @@ func (m *Model) Apply(obs []Obs) {
 }
 
 func (m *Model) learn(o Obs, own bool) {
+	o.Seconds = max(0, o.Seconds) // below 0: a worker's clock behind the workflow's, not a solve quicker than none
 	m.with(o.Provider, o.Method, func(s *stats) {
 		if o.Outcome == ObservedSolved || o.Outcome == ObservedOpen { // an unsolvable answer says nothing of the solve time
 			s.times = append(s.times[max(0, len(s.times)+1-timesKept):], solveTime{o.Seconds, o.Outcome == ObservedOpen})

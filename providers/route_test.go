@@ -306,3 +306,19 @@ func TestDrainAndApplyShareWhatOneWorkerLearned(t *testing.T) {
 	assert.Len(t, one.Drain(), sharedKept, "bounded: the latest kept")
 	assert.Empty(t, NewModel(File{}).Drain(), "routing: order shares nothing")
 }
+
+// A solve time below zero (a code received by a worker whose clock runs behind the workflow's) is learned as 0 s,
+// by Observe and from other workers' observations alike: never a p90 or a first poll's hold below zero.
+func TestNegativeSolveTimesAreLearnedAsZero(t *testing.T) {
+	own, other := scoredModel(0), scoredModel(0)
+	p := &Provider{Name: "skewed", Price: Price{"default": 1}}
+	for range 20 {
+		own.Observe("skewed", "hcaptcha", -40, ObservedSolved)
+		other.Apply([]Obs{{Provider: "skewed", Method: "hcaptcha", Seconds: -40, Outcome: ObservedSolved}})
+	}
+	for _, m := range []*Model{own, other} {
+		_, route := m.Rank([]*Provider{p}, "hcaptcha", nil, time.Minute, "x", nil)
+		assert.Equal(t, 0.0, route.Candidates[0].P90Seconds)
+		assert.Equal(t, time.Duration(0), m.FirstPoll("skewed", "hcaptcha"))
+	}
+}
