@@ -255,8 +255,9 @@ type PollResult struct {
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
 	p, err := a.provider(req.Provider)
-	if err != nil {
-		return PollResult{}, err
+	if err != nil { // removed from the file: its code is out of reach, as an unreachable provider's (behaviour.md)
+		a.countSubmission(ctx, req.Provider, "abandoned")
+		return PollResult{}, temporal.NewNonRetryableApplicationError(err.Error()+": submission given up", FailureProviderGaveUp, nil, req.Provider)
 	}
 	wait := time.Until(req.SubmittedAt.Add(a.set().Model.FirstPoll(p.Name, req.Method)))
 	if wait > 0 && !req.SubmittedAt.IsZero() && wait < timeLeft(ctx)-deadlineMargin { // a hold past the deadline asks now
