@@ -35,16 +35,15 @@ func (s *solver) paced(ctx workflow.Context) bool {
 }
 
 // pin is where the submission goes: the slot's provider, else the one this worker's routing ranks first (as Submit
-// would), and its submit queue ("": the task's own queue, unpaced).
-func (s *solver) pin(ctx workflow.Context) (provider, queue string, err error) {
-	if t := s.admission.ticket; !s.paced(ctx) || s.admission.on {
-		return t.Provider, t.Queue, nil
+// would), why, and its submit queue ("": the task's own queue, unpaced).
+func (s *solver) pin(ctx workflow.Context) (t activities.SlotTicket, err error) {
+	if !s.paced(ctx) || s.admission.on {
+		return s.admission.ticket, nil
 	}
 	ask := s.slotAsk(ctx, len(s.table.subs)+1)
 	ask.RouteOnly = true
-	var t activities.SlotTicket
 	err = workflow.ExecuteLocalActivity(localOptions(ctx, s.remaining(ctx)), activities.AcquireSlotName, ask).Get(ctx, &t)
-	return t.Provider, t.Queue, err
+	return t, err
 }
 
 // onQueue runs an activity on queue within queueWait (nothing: on the task's own), the caller's tasks queued fairly
