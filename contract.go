@@ -136,9 +136,11 @@ type Route struct {
 	Candidates []RouteCandidate `json:"candidates"`
 }
 
-// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), exploring, or
-// the PROVIDER_THREADS slot's provider, ranked when the slot was taken (the candidates are as Submit ranks them).
-const RouteCheapest, RouteFastest, RouteExplore, RouteSlot = "cheapest_that_fits", "fastest_none_fits", "explore", "slot"
+// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), exploring, a
+// recovered provider's probe, or the PROVIDER_THREADS slot's provider, ranked when the slot was taken (the
+// candidates are as Submit ranks them).
+const RouteCheapest, RouteFastest, RouteExplore, RouteProbe, RouteSlot = "cheapest_that_fits", "fastest_none_fits", "explore",
+	"probe", "slot"
 
 type RouteCandidate struct {
 	Provider   string  `json:"provider"`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ type SubmitRequest struct {
 	Exclude   []string `json:"exclude,omitempty"`
 	Avoid     []string `json:"avoid,omitempty"`
 	Provider  string   `json:"provider,omitempty"` // the slot's (admission): no other is tried
+	Reason    string   `json:"reason,omitempty"`   // why the pin's ranking chose Provider (SlotTicket's)
 }
 
 // SubmitResult is the provider's task ID for the new submission.
@@ -85,18 +87,19 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 	defer keepAlive(ctx, &going)()
 	set := a.set()
 	cands, route, why := a.ranked(req, timeLeft(ctx), activity.GetInfo(ctx).WorkflowExecution.ID)
-	if route != nil && req.Provider != "" && cands[0].Name != req.Provider {
-		route.Reason = captchaflow.RouteSlot
-	}
+	explainPin(route, req, cands)
 	if len(cands) == 0 {
 		return SubmitResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("no provider this task may use serves method %.40q: %s", req.Method, why), captchaflow.FailureProviderConfig, nil)
 	}
 	var retryAt time.Time
 	var lastErr error
-	for _, p := range cands {
+	for i, p := range cands {
 		if req.Provider != "" && p.Name != req.Provider {
 			continue
+		}
+		if i > 0 && req.Provider == "" && route != nil && route.Reason == captchaflow.RouteProbe { // failed over: no probe's
+			route.Reason = map[bool]string{true: captchaflow.RouteCheapest, false: captchaflow.RouteFastest}[route.Candidates[i].Fits]
 		}
 		if ok, at, reason := set.Breaker.Allow(p.Name); !ok {
 			a.countSubmission(ctx, p.Name, "skipped")
@@ -125,6 +128,19 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 			NextRetryDelay: pacedDelay(max(time.Until(retryAt), time.Second), timeLeft(ctx), 0.5)})
 }
 
+// explainPin says why a pinned submission goes to its pin: the pin's probe or exploration (first, as the pin's
+// ranking put it), or the slot's provider when this worker's ranking puts another first.
+func explainPin(route *captchaflow.Route, req SubmitRequest, cands []*providers.Provider) {
+	switch {
+	case route == nil || req.Provider == "":
+	case req.Reason == captchaflow.RouteProbe || req.Reason == captchaflow.RouteExplore:
+		i := max(0, slices.IndexFunc(route.Candidates, func(c captchaflow.RouteCandidate) bool { return c.Provider == req.Provider }))
+		route.Reason, route.Candidates = req.Reason, slices.Concat(route.Candidates[i:i+1], route.Candidates[:i], route.Candidates[i+1:])
+	case cands[0].Name != req.Provider:
+		route.Reason = captchaflow.RouteSlot
+	}
+}
+
 // ranked is where a submission may go, best first (by the model under routing: scored), and why; Submit and slotOf
 // both ask it, so a slot is taken where Submit would go. seed, with the request's run and number, draws exploring.
 func (a *Activities) ranked(req SubmitRequest, left time.Duration, seed string) ([]*providers.Provider, *captchaflow.Route, string) {
@@ -133,7 +149,10 @@ func (a *Activities) ranked(req SubmitRequest, left time.Duration, seed string) 
 	if len(cands) == 0 || !set.Model.Scored() {
 		return cands, nil, why
 	}
-	cands, route := set.Model.Rank(cands, req.Method, req.Avoid, left, fmt.Sprint(seed, req.RunID, req.Submission), set.Breaker)
+	if seed = fmt.Sprint(seed, req.RunID, req.Submission); req.Provider != "" {
+		seed = "" // a pinned submission's provider was chosen where it was pinned: no probe spent here
+	}
+	cands, route := set.Model.Rank(cands, req.Method, req.Avoid, left, seed, set.Breaker)
 	return cands, route, why
 }
 
@@ -256,8 +275,9 @@ type PollResult struct {
 func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, error) {
 	defer keepAlive(ctx)()
 	p, err := a.provider(req.Provider)
-	if err != nil {
-		return PollResult{}, err
+	if err != nil { // removed from the file: its code is out of reach, as an unreachable provider's (behaviour.md)
+		a.countSubmission(ctx, req.Provider, "abandoned")
+		return PollResult{}, temporal.NewNonRetryableApplicationError(err.Error()+": submission given up", FailureProviderGaveUp, nil, req.Provider)
 	}
 	wait := time.Until(req.SubmittedAt.Add(a.set().Model.FirstPoll(p.Name, req.Method)))
 	if wait > 0 && !req.SubmittedAt.IsZero() && wait < timeLeft(ctx)-deadlineMargin { // a hold past the deadline asks now
@@ -299,7 +319,8 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 type Observation struct {
 	Provider string  `json:"provider"`
 	Seconds  float64 `json:"seconds"`
-	Outcome  string  `json:"outcome"` // providers.Observed*
+	Outcome  string  `json:"outcome"`         // providers.Observed*
+	Probe    bool    `json:"probe,omitempty"` // its route's reason was RouteProbe: a solve says the provider recovered
 }
 
 // ObserveRequest is the input of Observe: one solve's submissions, of one method.
@@ -311,7 +332,7 @@ type ObserveRequest struct {
 // Observe teaches the worker's routing model a solve's submissions (a local activity: the worker that ran them).
 func (a *Activities) Observe(_ context.Context, req ObserveRequest) error {
 	for _, o := range req.Observations {
-		a.set().Model.Observe(o.Provider, req.Method, o.Seconds, o.Outcome)
+		a.set().Model.Learn(providers.Obs{Provider: o.Provider, Method: req.Method, Seconds: o.Seconds, Outcome: o.Outcome, Reset: o.Probe})
 	}
 	return nil
 }

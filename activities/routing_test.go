@@ -271,3 +271,21 @@ func TestPollAsksAProviderPastGiveUp(t *testing.T) {
 	require.NoError(t, v.Get(&r))
 	require.Equal(t, "CODE-A", r.Code)
 }
+
+// A provider removed from PROVIDERS_FILE while a task's submission is open there: its code is out of this worker's
+// reach, so the poll gives the submission up at once, naming the provider (the task submits elsewhere, as for an
+// unreachable provider), instead of failing WorkerConfig, retried until the task's deadline.
+func TestPollOfAProviderRemovedFromTheFileGivesTheSubmissionUp(t *testing.T) {
+	env, acts, _, _ := routedEnv(t)
+	for _, giveUp := range []bool{true, false} {
+		_, err := env.ExecuteActivity(acts.Poll, PollRequest{ProviderTaskID: "7300000001", Provider: "gone", GiveUp: giveUp, Method: "userrecaptcha"})
+		appErr := appError(t, err)
+		require.Equal(t, FailureProviderGaveUp, appErr.Type())
+		require.True(t, appErr.NonRetryable())
+		require.Contains(t, appErr.Message(), `"gone"`)
+		require.Contains(t, appErr.Message(), "PROVIDERS_FILE")
+		var provider string
+		require.NoError(t, appErr.Details(&provider))
+		require.Equal(t, "gone", provider)
+	}
+}

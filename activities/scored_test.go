@@ -22,7 +22,7 @@ func TestScoredSubmitAndSlotChooseTheSameProvider(t *testing.T) {
 		p.Price, p.Refunds = providers.Price{"default": prices[p.Name]}, p.Flavor == ""
 		p.Threads = 5
 	}
-	provider, plan := acts.slotOf(SlotAsk{Method: recaptchaReq.Method, Params: recaptchaReq.Params}, 0)
+	provider, _, plan := acts.slotOf(SlotAsk{Method: recaptchaReq.Method, Params: recaptchaReq.Params}, 0)
 	require.Equal(t, "b", provider, "the slot is taken at the cheapest")
 	require.Equal(t, 5, plan)
 	r, err := submitResult(t, env, acts, recaptchaReq)
@@ -37,7 +37,7 @@ func TestScoredSubmitAndSlotChooseTheSameProvider(t *testing.T) {
 	r, err = submitResult(t, env, acts, recaptchaReq)
 	require.NoError(t, err)
 	require.Equal(t, "c", r.Provider, "b's circuit opened: the next in the ranking, as failover")
-	provider, _ = acts.slotOf(SlotAsk{Method: recaptchaReq.Method, Params: recaptchaReq.Params}, 0)
+	provider, _, _ = acts.slotOf(SlotAsk{Method: recaptchaReq.Method, Params: recaptchaReq.Params}, 0)
 	require.Equal(t, "c", provider)
 
 	req := recaptchaReq

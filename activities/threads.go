@@ -65,9 +65,10 @@ type SlotTicket struct {
 	Semaphore string `json:"semaphore,omitempty"`
 	Run       string `json:"run,omitempty"` // the semaphore run that took the ask
 	Provider  string `json:"provider,omitempty"`
-	RunID     string `json:"run_id"`          // the task run that asked (a run reset from it replays its grants)
-	Stuck     bool   `json:"stuck,omitempty"` // the semaphore's workflow task keeps failing
-	Queue     string `json:"queue,omitempty"` // Provider's submit queue ("": the task's own, where Submit says why none serves)
+	RunID     string `json:"run_id"`           // the task run that asked (a run reset from it replays its grants)
+	Stuck     bool   `json:"stuck,omitempty"`  // the semaphore's workflow task keeps failing
+	Queue     string `json:"queue,omitempty"`  // Provider's submit queue ("": the task's own, where Submit says why none serves)
+	Reason    string `json:"reason,omitempty"` // why the ranking chose Provider (captchaflow.Route*): a probe's travels with it
 }
 
 // SemaphoreState is what ProviderThreads carries across continue-as-new, and its SlotsQuery's answer.
@@ -92,7 +93,7 @@ func PlannedThreads(a *Activities) (most int) {
 func (a *Activities) AcquireSlot(ctx context.Context, ask SlotAsk) (SlotTicket, error) {
 	t, k := SlotTicket{RunID: ask.RunID}, ask.Ticket
 	c, tq := activity.GetClient(ctx), activity.GetInfo(ctx).TaskQueue
-	if t.Provider, ask.Plan = a.slotOf(ask, timeLeft(ctx)); t.Provider != "" || a.Providers == nil {
+	if t.Provider, t.Reason, ask.Plan = a.slotOf(ask, timeLeft(ctx)); t.Provider != "" || a.Providers == nil {
 		t.Queue = a.Pace.Queue(t.Provider, SubmitQueue)
 	}
 	if ask.Plan <= 0 || ask.RouteOnly {
@@ -123,21 +124,25 @@ func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRequest) error {
 	return nil
 }
 
-// slotOf is the pinned provider and its plan: the ticket's, or the first serving candidate with its circuit not open.
-func (a *Activities) slotOf(ask SlotAsk, left time.Duration) (provider string, plan int) {
+// slotOf is the pinned provider, why the ranking chose it and its plan: the ticket's, or the first serving candidate
+// with its circuit not open.
+func (a *Activities) slotOf(ask SlotAsk, left time.Duration) (provider, reason string, plan int) {
 	if a.Providers == nil {
-		return "", a.ProviderThreads
+		return "", "", a.ProviderThreads
 	}
 	if ask.Ticket != nil {
-		provider = ask.Ticket.Provider
-	} else if cands, _, _ := a.ranked(SubmitRequest{Method: ask.Method, Params: ask.Params, Providers: ask.Providers, Exclude: ask.Exclude,
+		provider, reason = ask.Ticket.Provider, ask.Ticket.Reason
+	} else if cands, route, _ := a.ranked(SubmitRequest{Method: ask.Method, Params: ask.Params, Providers: ask.Providers, Exclude: ask.Exclude,
 		Avoid: ask.Avoid, RunID: ask.RunID, Submission: ask.Seq}, left, ask.WorkflowID); len(cands) > 0 {
-		provider = cands[max(0, slices.IndexFunc(cands, func(p *providers.Provider) bool { return !a.Providers.Breaker.IsOpen(p.Name) }))].Name
+		i := max(0, slices.IndexFunc(cands, func(p *providers.Provider) bool { return !a.Providers.Breaker.IsOpen(p.Name) }))
+		if provider = cands[i].Name; route != nil && i == 0 {
+			reason = route.Reason
+		}
 	}
 	if p, ok := a.Providers.Get(provider); ok && provider != "" {
-		return provider, p.Threads
+		return provider, reason, p.Threads
 	}
-	return provider, 0
+	return provider, reason, 0
 }
 
 // movedFrom fails a pinned Submit whose provider is no candidate any more, or is open while another is not.

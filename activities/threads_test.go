@@ -24,7 +24,7 @@ func TestPinnedSubmitNeverMovesWithoutASlot(t *testing.T) {
 	require.Equal(t, FailureProviderMoved, appErr.Type())
 	require.Empty(t, fakes["b"].pingbacks)
 
-	provider, _ := acts.slotOf(SlotAsk{Method: req.Method, Params: req.Params}, 0)
+	provider, _, _ := acts.slotOf(SlotAsk{Method: req.Method, Params: req.Params}, 0)
 	require.Equal(t, "b", provider, "the next ask takes b's slot: a's circuit is open")
 	env, acts, fakes, _ = routedEnv(t) // every circuit closed
 	req.Provider = "b"

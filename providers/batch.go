@@ -22,17 +22,11 @@ const (
 	gatherLull  = 50 * time.Millisecond // a request after a lull waits this long for the lookups of the same moment
 )
 
-// freeText are the in.php methods whose answer is what a person typed, "|" included: never batched.
-var freeText = []string{"post", "base64", "textcaptcha", "audio"}
+type methodKey struct{}
 
-type aloneKey struct{}
-
-// ForMethod marks ctx's result lookup as one of method's: a free-text one gets a request of its own.
+// ForMethod marks ctx's result lookup as one of method's: only a method whose codes are bare (bareCodes) is batched.
 func ForMethod(ctx context.Context, method string) context.Context {
-	if !slices.Contains(freeText, method) {
-		return ctx
-	}
-	return context.WithValue(ctx, aloneKey{}, true)
+	return context.WithValue(ctx, methodKey{}, method)
 }
 
 // WithResultBatching sets the least spacing of one client's res.php requests, so that the lookups arriving meanwhile
@@ -45,20 +39,25 @@ type lookups struct {
 	mu      sync.Mutex
 	queue   []*lookup
 	senders int
-	last    time.Time    // when the latest request was sent: the next waits until gather has passed since
-	proven  atomic.Bool  // an answer split into one part per ID: the provider answers ids
-	misses  atomic.Int32 // answers that did not, before one did
+	last    time.Time      // when the latest request was sent: the next waits until gather has passed since
+	proven  atomic.Bool    // an answer split into one part per ID: the provider answers ids
+	tally   map[string]int // per method: 1 once its batch split, else minus its batches that did not
 }
 
-// batching: a provider that answered ids= three times without one part per ID, before ever doing so, is not asked.
-func (c *InPHP) batching() bool {
-	return c.gather >= 0 && (c.lookups.proven.Load() || c.lookups.misses.Load() < 3)
+// batching: a method's lookups share requests when its codes are bare, unless three of its batches failed to split
+// before one did (a provider without ids, codes holding "|" after all): one method never stops the others'.
+func (c *InPHP) batching(method string) bool {
+	kind, err := KindOf(method, nil)
+	c.lookups.mu.Lock()
+	defer c.lookups.mu.Unlock()
+	return c.gather >= 0 && err == nil && slices.Contains(bareCodes, kind) && c.lookups.tally[method] > -3
 }
 
 type lookup struct {
-	ctx  context.Context
-	id   string
-	done chan result // buffered: a sender never waits on a caller that left
+	ctx    context.Context
+	id     string
+	method string
+	done   chan result // buffered: a sender never waits on a caller that left
 }
 
 type result struct {
@@ -94,16 +93,30 @@ func (c *InPHP) send() {
 			c.lookups.last = time.Now()
 		}
 		c.lookups.mu.Unlock()
-		switch len(batch) {
-		case 0:
+		if len(batch) == 0 {
 			return
-		case 1: // a lone ID keeps action=get&id=, and its caller's context
-			code, err := c.getOne(batch[0].ctx, batch[0].id)
-			batch[0].done <- result{code, err}
-		default:
-			c.getBatch(batch)
+		}
+		for _, group := range byMethod(batch) { // a method's own request: a batch that fails to split is its alone
+			if len(group) == 1 { // a lone ID keeps action=get&id=, and its caller's context
+				code, err := c.getOne(group[0].ctx, group[0].id)
+				group[0].done <- result{code, err}
+			} else {
+				c.getBatch(group)
+			}
 		}
 	}
+}
+
+// byMethod splits batch into one group per method, in order.
+func byMethod(batch []*lookup) (groups [][]*lookup) {
+	for _, l := range batch {
+		i := slices.IndexFunc(groups, func(g []*lookup) bool { return g[0].method == l.method })
+		if i < 0 {
+			i, groups = len(groups), append(groups, nil)
+		}
+		groups[i] = append(groups[i], l)
+	}
+	return groups
 }
 
 // getBatch asks for batch's IDs in one request and answers each caller from its slot; an answer that does not split
@@ -133,14 +146,25 @@ func (c *InPHP) getBatch(batch []*lookup) {
 			l.done <- result{code, err}
 		}
 	}
-	switch {
-	case shared:
-	case len(parts) == len(batch):
-		c.lookups.proven.Store(true)
-	default: // a provider that never splits an answer is not asked for batches again (batching)
-		c.lookups.misses.Add(1)
+	if !shared {
+		c.tallied(batch[0].method, len(parts) == len(batch))
 	}
 	wg.Wait() // this sender's requests stay bounded
+}
+
+// tallied counts a batch of method's that split or not (batching); a split proves the provider answers ids.
+func (c *InPHP) tallied(method string, split bool) {
+	c.lookups.mu.Lock()
+	defer c.lookups.mu.Unlock()
+	if c.lookups.tally == nil {
+		c.lookups.tally = map[string]int{}
+	}
+	if split {
+		c.lookups.proven.Store(true)
+		c.lookups.tally[method] = 1
+	} else if c.lookups.tally[method] <= 0 {
+		c.lookups.tally[method]--
+	}
 }
 
 // perTask are the classes of an answer that may be one task's, not the account's: its batch is asked ID by ID.

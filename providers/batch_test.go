@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,8 +47,12 @@ func resAnswers(delay time.Duration, word func(id string) string) func(*http.Req
 
 func codeOf(id string) string { return "CODE-" + id }
 
-// getAll runs one Get per id at once and returns each one's code and error, in ids' order.
+// getAll runs one Get per id at once and returns each one's code and error, in ids' order; a ctx naming no method
+// polls reCAPTCHA tokens, which batch.
 func getAll(ctx context.Context, c *InPHP, ids []string) ([]string, []error) {
+	if ctx.Value(methodKey{}) == nil {
+		ctx = ForMethod(ctx, "userrecaptcha")
+	}
 	codes, errs := make([]string, len(ids)), make([]error, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
@@ -101,7 +106,7 @@ func TestEvenlySpreadLookupsShareSpacedRequests(t *testing.T) {
 	for i, id := range ids(50) { // one every 30 ms for 1.5 s
 		time.Sleep(30 * time.Millisecond)
 		wg.Go(func() {
-			code, err := c.Get(context.Background(), id)
+			code, err := c.Get(ForMethod(context.Background(), "userrecaptcha"), id)
 			assert.NoError(t, err)
 			assert.Equal(t, codeOf(id), code, i)
 		})
@@ -110,16 +115,18 @@ func TestEvenlySpreadLookupsShareSpacedRequests(t *testing.T) {
 	assert.LessOrEqual(t, p.requestCount(), 6, "50 lookups over 1.5 s, requests at least 500 ms apart")
 }
 
-// A free-text method's answer may hold "|": its lookups are never batched; a token's are.
+// An answer that may hold "|" (free text, FunCaptcha's token, GeeTest's object, an unlisted or unnamed method's) is
+// never batched; a reCAPTCHA token is.
 func TestFreeTextLookupsAreAskedAlone(t *testing.T) {
 	p := newFakeProvider(t, resAnswers(20*time.Millisecond, codeOf))
-	_, errs := getAll(ForMethod(context.Background(), "post"), p.client(t), ids(20))
-	for _, err := range errs {
-		require.NoError(t, err)
+	for i, method := range []string{"post", "textcaptcha", "funcaptcha", "geetest", "coordinates", ""} {
+		_, errs := getAll(ForMethod(context.Background(), method), p.client(t), ids(20))
+		require.NoError(t, errors.Join(errs...))
+		assert.Equal(t, 20*(i+1), p.requestCount(), method)
 	}
-	assert.Equal(t, 20, p.requestCount())
+	p = newFakeProvider(t, resAnswers(20*time.Millisecond, codeOf))
 	_, _ = getAll(ForMethod(context.Background(), "userrecaptcha"), p.client(t), ids(20))
-	assert.Less(t, p.requestCount(), 25)
+	assert.Less(t, p.requestCount(), 5)
 }
 
 func TestOneBadIDFailsOnlyItsCaller(t *testing.T) {
@@ -255,7 +262,7 @@ func TestOversizedCodeInBatchFailsOnlyItsCaller(t *testing.T) {
 func TestCallerCancelLeavesOthersTheirAnswers(t *testing.T) {
 	p := newFakeProvider(t, resAnswers(300*time.Millisecond, codeOf))
 	c := p.client(t)
-	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	short, cancel := context.WithTimeout(ForMethod(context.Background(), "userrecaptcha"), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	var shortErr error
@@ -289,4 +296,72 @@ func TestLookupsLeaveNoGoroutine(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "the senders end once nothing waits")
+}
+
+// pollMixed runs one Get per id at once, each marked with its method (ForMethod), and checks every caller's code.
+func pollMixed(t *testing.T, c *InPHP, byMethod map[string][]string, code func(id string) string) {
+	var wg sync.WaitGroup
+	for method, ids := range byMethod {
+		for _, id := range ids {
+			wg.Go(func() {
+				got, err := c.Get(ForMethod(context.Background(), method), id)
+				assert.NoError(t, err, id)
+				assert.Equal(t, code(id), got, "never a code mis-assigned")
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// batchedIDs are the IDs each res.php ids= request the provider received asked for.
+func (p *fakeProvider) batchedIDs() (out [][]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.requests {
+		if ids := r.Form.Get("ids"); ids != "" {
+			out = append(out, strings.Split(ids, ","))
+		}
+	}
+	return out
+}
+
+// A FunCaptcha token holds several "|" (2captcha's "…|r=eu-west-1|meta=3|…"): its lookups are never batched, so a
+// batch is never asked again ID by ID, and the reCAPTCHA lookups polled with them keep sharing requests.
+func TestFunCaptchaMixedWithRecaptchaKeepsBatching(t *testing.T) {
+	token := func(id string) string {
+		if strings.HasPrefix(id, "9") {
+			return "52f7b6d0." + id + "|r=eu-west-1|meta=3|pk=B7D8911C|at=40|cdn_url=https://x"
+		}
+		return codeOf(id)
+	}
+	p := newFakeProvider(t, resAnswers(10*time.Millisecond, token))
+	c := p.client(t)
+	fun := []string{"9001", "9002", "9003"}
+	for round := range 5 {
+		before := p.requestCount()
+		pollMixed(t, c, map[string][]string{"funcaptcha": fun, "userrecaptcha": ids(10)}, token)
+		assert.LessOrEqual(t, p.requestCount()-before, len(fun)+1, "round %d: each FunCaptcha alone, reCAPTCHA in one request", round)
+	}
+	for _, batch := range p.batchedIDs() {
+		assert.NotContains(t, batch, "9001", "a FunCaptcha ID is never batched")
+	}
+	assert.Len(t, p.batchedIDs(), 5, "the reCAPTCHA lookups shared a request every round")
+}
+
+// A method whose batches fail to split (here hCaptcha answers holding "|", against its documentation) is asked
+// alone after a few misses; the reCAPTCHA lookups polled alongside keep their batches.
+func TestMethodFailingToSplitDoesNotStopOthersBatching(t *testing.T) {
+	code := func(id string) string {
+		if strings.HasPrefix(id, "9") {
+			return "P0_" + id + "|odd"
+		}
+		return codeOf(id)
+	}
+	p := newFakeProvider(t, resAnswers(10*time.Millisecond, code))
+	c := p.client(t)
+	for range 6 {
+		pollMixed(t, c, map[string][]string{"hcaptcha": {"9001", "9002"}, "userrecaptcha": ids(10)}, code)
+	}
+	last := p.batchedIDs()[len(p.batchedIDs())-1]
+	assert.Equal(t, ids(10), slices.Sorted(slices.Values(last)), "the last round still batched reCAPTCHA, and only it")
 }

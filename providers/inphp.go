@@ -59,10 +59,11 @@ func (c *InPHP) Submit(ctx context.Context, method string, params map[string]str
 // Get calls res.php action=get: not ready is ClassNotReady; an empty or oversized code is an ErrInvalidAnswer.
 // Lookups waiting at once share one action=get&ids= request (WithResultBatching); each obeys its own ctx.
 func (c *InPHP) Get(ctx context.Context, taskID string) (string, error) {
-	if !taskIDPattern.MatchString(taskID) || !c.batching() || ctx.Value(aloneKey{}) != nil { // "," or "|" would shift its batch
+	method, _ := ctx.Value(methodKey{}).(string)
+	if !taskIDPattern.MatchString(taskID) || !c.batching(method) { // "," or "|" would shift its batch
 		return c.getOne(ctx, taskID)
 	}
-	l := &lookup{ctx: ctx, id: taskID, done: make(chan result, 1)}
+	l := &lookup{ctx: ctx, id: taskID, method: method, done: make(chan result, 1)}
 	c.enqueue(l)
 	select {
 	case r := <-l.done:

@@ -116,8 +116,11 @@ func (m *Model) with(provider, method string, f func(s *stats)) {
 
 // Observe learns one ended or still open submission.
 func (m *Model) Observe(provider, method string, secs float64, outcome string) {
-	m.learn(Obs{Provider: provider, Method: method, Seconds: secs, Outcome: outcome}, true)
+	m.Learn(Obs{Provider: provider, Method: method, Seconds: secs, Outcome: outcome})
 }
+
+// Learn learns one of this worker's observations; Reset: a probe's submission (its route said RouteProbe).
+func (m *Model) Learn(o Obs) { m.learn(o, true) }
 
 // Verdict learns a caller's verdict on a code provider solved; only a bad one changes a share.
 func (m *Model) Verdict(provider, method string, good bool) {
@@ -145,6 +148,7 @@ func (m *Model) Apply(obs []Obs) {
 }
 
 func (m *Model) learn(o Obs, own bool) {
+	o.Seconds = max(0, o.Seconds) // below 0: a worker's clock behind the workflow's, not a solve quicker than none
 	m.with(o.Provider, o.Method, func(s *stats) {
 		if o.Outcome == ObservedSolved || o.Outcome == ObservedOpen { // an unsolvable answer says nothing of the solve time
 			s.times = append(s.times[max(0, len(s.times)+1-timesKept):], solveTime{o.Seconds, o.Outcome == ObservedOpen})
@@ -153,8 +157,9 @@ func (m *Model) learn(o Obs, own bool) {
 		case ObservedBad:
 			s.bad++
 		case ObservedSolved, ObservedUnsolvable:
-			// The first answer since a probe was sent is the probe's, as a half-open circuit's: a solve closes it.
-			if o.Reset = o.Reset || own && o.Outcome == ObservedSolved && s.probed.After(s.at); o.Reset {
+			// A probe's solve closes it, as a half-open circuit's: its route says so wherever it is learned, and the
+			// first answer since this worker sent one is taken for it (a submission whose route was not kept).
+			if o.Reset = o.Outcome == ObservedSolved && (o.Reset || own && s.probed.After(s.at)); o.Reset {
 				s.seen, s.unsolvable, s.solved = 0, 0, 0
 			}
 			s.seen, s.unsolvable, s.solved, s.bad = s.seen*m.decay+1, s.unsolvable*m.decay, s.solved*m.decay, s.bad*m.decay
@@ -181,7 +186,9 @@ type candidate struct {
 }
 
 // Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time;
-// avoided ones last, the latest avoided last of all. A share of seeds explores another that fits in time and b lets through, ahead of the rest.
+// avoided ones last, the latest avoided last of all. A share of seeds explores another that fits in time and b lets
+// through, ahead of the rest, and a recovered one is probed; without a seed (a pinned submission's ranking, which
+// chooses nothing) neither: no probe is spent where none is sent.
 func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time.Duration, seed string, b *Breaker) ([]*Provider, *captchaflow.Route) {
 	scored := make([]candidate, len(cands))
 	for i, p := range cands {
@@ -199,11 +206,11 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 	}
 	var others []int // where exploring may go: not avoided, in time, and not one Submit would skip
 	for i, c := range scored[1:] {
-		if c.avoided == 0 && (left <= 0 || c.P90Seconds < left.Seconds()) && b.Allows(c.Name) {
+		if seed != "" && c.avoided == 0 && (left <= 0 || c.P90Seconds < left.Seconds()) && b.Allows(c.Name) {
 			others = append(others, i+1)
 		}
 	}
-	pick := -1
+	pick, reason := -1, captchaflow.RouteProbe
 	for _, i := range others {
 		if scored[0].avoided == 0 && m.probe(scored[i].Provider, method, scored[0].CostUSD) {
 			pick = i
@@ -213,13 +220,13 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 	h := fnv.New64a()
 	h.Write([]byte(seed))
 	if u := float64(h.Sum64()%1_000_000) / 1_000_000; pick < 0 && u < m.explore && len(others) > 0 && scored[0].avoided == 0 {
-		pick = others[int(u/m.explore*float64(len(others)))] // u/explore is uniform in [0, 1)
+		pick, reason = others[int(u/m.explore*float64(len(others)))], captchaflow.RouteExplore // u/explore is uniform in [0, 1)
 	}
 	if i := pick; i > 0 {
 		explored := scored[i]
 		copy(scored[1:i+1], scored[:i]) // the rest keep their order: if it refuses, the best comes next
 		scored[0] = explored
-		route.Reason = captchaflow.RouteExplore
+		route.Reason = reason
 	}
 	out := make([]*Provider, len(scored))
 	for i, c := range scored {

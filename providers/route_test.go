@@ -306,3 +306,39 @@ func TestDrainAndApplyShareWhatOneWorkerLearned(t *testing.T) {
 	assert.Len(t, one.Drain(), sharedKept, "bounded: the latest kept")
 	assert.Empty(t, NewModel(File{}).Drain(), "routing: order shares nothing")
 }
+
+// A solve time below zero (a code received by a worker whose clock runs behind the workflow's) is learned as 0 s,
+// by Observe and from other workers' observations alike: never a p90 or a first poll's hold below zero.
+func TestNegativeSolveTimesAreLearnedAsZero(t *testing.T) {
+	own, other := scoredModel(0), scoredModel(0)
+	p := &Provider{Name: "skewed", Price: Price{"default": 1}}
+	for range 20 {
+		own.Observe("skewed", "hcaptcha", -40, ObservedSolved)
+		other.Apply([]Obs{{Provider: "skewed", Method: "hcaptcha", Seconds: -40, Outcome: ObservedSolved}})
+	}
+	for _, m := range []*Model{own, other} {
+		_, route := m.Rank([]*Provider{p}, "hcaptcha", nil, time.Minute, "x", nil)
+		assert.Equal(t, 0.0, route.Candidates[0].P90Seconds)
+		assert.Equal(t, time.Duration(0), m.FirstPoll("skewed", "hcaptcha"))
+	}
+}
+
+// A ranking without a seed (a pinned submission's: its provider was chosen where it was pinned) chooses nothing: it
+// spends no probe, so the next ranking that chooses still probes the recovered provider, and says so.
+func TestRankingWithoutSeedSpendsNoProbe(t *testing.T) {
+	clock := time.Unix(1e9, 0)
+	m := scoredModel(0)
+	m.now = func() time.Time { return clock }
+	cheap, dear := &Provider{Name: "cheap", Price: Price{"default": 1}}, &Provider{Name: "dear", Price: Price{"default": 2}}
+	for range 6 {
+		m.Observe("cheap", "hcaptcha", 0, ObservedUnsolvable)
+	}
+	m.Observe("dear", "hcaptcha", 10, ObservedSolved)
+	clock = clock.Add(time.Minute)
+	ranked, route := m.Rank([]*Provider{cheap, dear}, "hcaptcha", nil, time.Minute, "", nil)
+	assert.Equal(t, "dear", ranked[0].Name, "no seed: no probe")
+	assert.Equal(t, captchaflow.RouteCheapest, route.Reason)
+	ranked, route = m.Rank([]*Provider{cheap, dear}, "hcaptcha", nil, time.Minute, "x", nil)
+	assert.Equal(t, "cheap", ranked[0].Name, "the probe was not spent")
+	assert.Equal(t, captchaflow.RouteProbe, route.Reason)
+}

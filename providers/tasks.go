@@ -132,6 +132,11 @@ var solutions = map[Kind]callback.Solution{
 	KindGeeTest3: callback.GeeTest3, KindGeeTest4: callback.GeeTest4, KindImage: callback.ImageText,
 }
 
+// bareCodes are the kinds whose in.php code never holds "|", res.php's ids= separator: only theirs share a request
+// (a FunCaptcha token holds several "|"; an image's text, GeeTest's object, an unlisted method's answer may hold any).
+var bareCodes = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise,
+	KindHCaptcha, KindTurnstile}
+
 // TaskFor is the flavor's task for kind, or false when the flavor does not serve it.
 func TaskFor(f Flavor, kind Kind) (TaskSpec, bool) {
 	spec, ok := taskTable[kind][f]

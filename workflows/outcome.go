@@ -183,7 +183,8 @@ func (s *solver) observe(ctx workflow.Context, carried bool) {
 		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": sub.Provider}).Counter(MetricProviderSpend).
 			Inc(int64(math.Round(sub.cost() * 1e6)))
 		scored = scored || sub.route != nil
-		o := activities.Observation{Provider: sub.Provider, Outcome: providers.ObservedOpen, Seconds: workflow.Now(ctx).Sub(sub.SubmittedAt).Seconds()}
+		o := activities.Observation{Provider: sub.Provider, Outcome: providers.ObservedOpen, Seconds: workflow.Now(ctx).Sub(sub.SubmittedAt).Seconds(),
+			Probe: sub.route != nil && sub.route.Reason == captchaflow.RouteProbe}
 		switch {
 		case sub.State == subSolved && sub.answer != nil:
 			o.Outcome, o.Seconds = providers.ObservedSolved, sub.answer.res.ReceivedAt.Sub(sub.SubmittedAt).Seconds()

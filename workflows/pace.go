@@ -54,20 +54,19 @@ func (s *solver) queueOf(provider, kind string) string {
 	return s.settings.Pacing.Queue(provider, kind)
 }
 
-// pin is where the submission goes: the slot's provider and queue, else (pinning) the one this worker's routing
-// ranks first, as Submit would, and its queue; else Submit chooses, on the queue queueOf says.
-func (s *solver) pin(ctx workflow.Context) (provider, queue string, err error) {
+// pin is where the submission goes (the slot's ticket, else, pinning, the one this worker's routing ranks first, as
+// Submit would, and why) and its submit queue; not pinning, Submit chooses, on the queue queueOf says.
+func (s *solver) pin(ctx workflow.Context) (t activities.SlotTicket, err error) {
 	pins := s.pins(ctx) // asked first: a pinning replay's marker is read even when the slot names the provider
-	if t := s.admission.ticket; s.admission.on {
-		return t.Provider, t.Queue, nil
+	if s.admission.on {
+		return s.admission.ticket, nil
 	} else if !pins {
-		return "", s.queueOf("", activities.SubmitQueue), nil
+		return activities.SlotTicket{Queue: s.queueOf("", activities.SubmitQueue)}, nil
 	}
 	ask := s.slotAsk(ctx, len(s.table.subs)+1)
 	ask.RouteOnly = true
-	var t activities.SlotTicket
 	err = workflow.ExecuteLocalActivity(localOptions(ctx, s.remaining(ctx)), activities.AcquireSlotName, ask).Get(ctx, &t)
-	return t.Provider, t.Queue, err
+	return t, err
 }
 
 // onQueue runs an activity on queue within queueWait (nothing: on the task's own), the caller's tasks queued fairly

@@ -142,3 +142,20 @@ func (s *SolveCaptchaSuite) TestMovedPinGoesLast() {
 	s.Require().Len(asks, 2)
 	s.Equal([]string{"a"}, asks[1].Avoid)
 }
+
+// The pin's ranking decides a probe (or an exploration) and the pinned Submit, on whichever worker takes it, is told
+// why: the probe is decided once, and its Submit's route says so.
+func (s *SolveCaptchaSuite) TestPinsReasonGoesWithItsSubmit() {
+	s.withPacing(map[string]providers.Rates{"a": {Submits: 13}, "b": {}}, "a", "b")
+	s.env.OnActivity(activities.AcquireSlotName, mock.Anything, mock.Anything).Return(activities.SlotTicket{Provider: "a",
+		Queue: activities.ProviderQueue("q", "a", activities.SubmitQueue), Reason: captchaflow.RouteProbe}, nil)
+	var req activities.SubmitRequest
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, r activities.SubmitRequest) (activities.SubmitResult, error) {
+			req = r
+			return activities.SubmitResult{ProviderTaskID: "a-1", Provider: "a", Code: "CODE"}, nil
+		}).Once()
+	s.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+	s.Require().NoError(s.env.GetWorkflowError())
+	s.Equal([2]string{"a", captchaflow.RouteProbe}, [2]string{req.Provider, req.Reason})
+}

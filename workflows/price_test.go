@@ -99,3 +99,18 @@ func TestLostByTimeoutIsPriced(t *testing.T) {
 	assert.InDelta(t, 0.002, sub.price, 1e-12, "its price: it may have been paid")
 	assert.Equal(t, 10*time.Second, sub.giveUp, "it may go elsewhere")
 }
+
+// A submission whose route says it was a probe hands its solve to the model as a probe's, so whichever worker learns
+// it (this Observe, or the delivery that carries it) knows the provider recovered.
+func (s *SolveCaptchaSuite) TestProbesSolveIsObservedAsAProbes() {
+	probe := &captchaflow.Route{Reason: captchaflow.RouteProbe, Candidates: []captchaflow.RouteCandidate{{Provider: "a"}}}
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "a-1", Provider: "a",
+		PriceUSD: 0.001, Route: probe}, nil).Once()
+	reqs := s.observed()
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "a-1", Code: "CODE-A1", Authenticated: true, RunID: testRunID,
+		Submission: 1, Provider: "a"})
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	s.Equal("CODE-A1", s.result().Code)
+	s.Require().Len(*reqs, 1)
+	s.Equal([]activities.Observation{{Provider: "a", Seconds: 20, Outcome: providers.ObservedSolved, Probe: true}}, (*reqs)[0].Observations)
+}

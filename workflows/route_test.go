@@ -155,3 +155,32 @@ func refusedType(provider string, alternatives int) error {
 	return temporal.NewNonRetryableApplicationError("createtask anticaptcha createTask: ERROR_TASK_NOT_SUPPORTED (unsupported)",
 		activities.FailureProviderUnsupported, nil, activities.LostDetails{Provider: provider, Alternatives: alternatives})
 }
+
+// A provider removed from PROVIDERS_FILE while the task's submission is open there (no alternative when it was
+// submitted): the poll gives the submission up, and the next submission goes where the file now says, uncounted.
+func (s *SolveCaptchaSuite) TestSubmissionAtARemovedProviderGoesWhereTheFileNowSays() {
+	in := recaptcha()
+	in.MaxSubmits = 1
+	var reqs []activities.SubmitRequest
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			reqs = append(reqs, req)
+			return []activities.SubmitResult{{ProviderTaskID: "gone-1", Provider: "gone", GiveUpSeconds: 120},
+				{ProviderTaskID: "new-1", Provider: "new", GiveUpSeconds: 120}}[len(reqs)-1], nil
+		})
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.PollRequest) (activities.PollResult, error) {
+			if req.Provider == "gone" {
+				return activities.PollResult{}, temporal.NewNonRetryableApplicationError(`provider "gone" is not in this worker's `+
+					"PROVIDERS_FILE: submission given up", activities.FailureProviderGaveUp, nil, "gone")
+			}
+			return activities.PollResult{Code: "CODE-NEW"}, nil
+		})
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res captchaflow.Result
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal([]string{"new", "CODE-NEW"}, []string{res.Provider, res.Code})
+	s.Require().Len(reqs, 2)
+	s.Equal([]string{"gone"}, reqs[1].Exclude)
+}

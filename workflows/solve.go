@@ -217,19 +217,19 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	if remaining <= 0 {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	}
-	pin, queue, err := s.pin(ctx)
+	pin, err := s.pin(ctx)
 	if err != nil {
 		return failed(err)
 	}
-	sub := &submission{N: len(s.table.subs) + 1, Round: s.table.round, State: subSubmitting, SubmittedAt: workflow.Now(ctx), pin: pin}
+	sub := &submission{N: len(s.table.subs) + 1, Round: s.table.round, State: subSubmitting, SubmittedAt: workflow.Now(ctx), pin: pin.Provider}
 	s.table.subs = append(s.table.subs, sub)
 	submitCtx, cancelSubmit := workflow.WithCancel(ctx)
 	// Transient trouble is retried until the deadline; a lost answer and a zero balance come to the workflow.
 	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
-	f := workflow.ExecuteActivity(s.onQueue(opts, queue, 0), acts.Submit, activities.SubmitRequest{
+	f := workflow.ExecuteActivity(s.onQueue(opts, pin.Queue, 0), acts.Submit, activities.SubmitRequest{
 		Method: s.in.Method, Params: s.in.Params, RunID: s.table.newURLRun(ctx), Submission: sub.N,
-		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin})
+		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin.Provider, Reason: pin.Reason})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.answered() != nil }); err != nil {
 		return failed(err)
 	}
