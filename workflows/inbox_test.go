@@ -84,7 +84,7 @@ func (s *SolveCaptchaSuite) TestParkedCodeExpiredWhileParkedIsNotTaken() {
 	in := recaptcha()
 	in.TokenTTLSeconds = 60
 	var own string // the URL run this run's submission named, as Submit echoes it
-	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).After(90*time.Second).Return(
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).After(90 * time.Second).Return(
 		func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
 			own = req.RunID
 			s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "901", Code: "OWN", Authenticated: true, RunID: own, Submission: 1})

@@ -49,8 +49,8 @@ type paceModel struct {
 	unservedPolls string
 	refused       map[string][]string // the paced queue each refusal should pause → the words answered
 	queues        *fakeQueueConfigs
-	notStarted    map[string]int // activities not started, by type
-	wentElsewhere int            // Submits that went to another provider after one was not started
+	notStarted    map[string]int             // activities not started, by type
+	wentElsewhere int                        // Submits that went to another provider after one was not started
 	rates         map[string]providers.Rates // the accounts' configured rates (none: not paced), by provider name
 }
 

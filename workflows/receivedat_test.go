@@ -117,7 +117,7 @@ func (s *SolveCaptchaSuite) TestReceivedAtIsHeldWithinTheWorkflowsClock() {
 // takes 10 s, not 50: the queue's backlog is no solve time (issue 37).
 func (s *SolveCaptchaSuite) TestSubmittedAtIsTheAcceptance() {
 	start := s.env.Now()
-	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).After(40*time.Second).Return(
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).After(40 * time.Second).Return(
 		func(context.Context, activities.SubmitRequest) (activities.SubmitResult, error) {
 			return activities.SubmitResult{ProviderTaskID: "111", AcceptedAt: s.env.Now()}, nil
 		}).Once()
