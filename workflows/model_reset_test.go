@@ -149,6 +149,13 @@ func (m *model) coverParked(covered map[string]int) {
 	}
 }
 
+// expiredWhenSeen: a discarded submission's token (its method's life) died while its callback was parked, so the
+// run's live submission answers instead.
+func (m *model) expiredWhenSeen(d *providerTask) bool {
+	exp := m.in.ExpiresAt(d.arrived)
+	return !exp.IsZero() && !m.seen(d).Before(exp)
+}
+
 // checkDiscardedTaken: a discarded submission's code that reached captchaflow before any other paid code of the
 // first solve is that solve's result (it was paid for, and came first), and the task does not fail meanwhile.
 func (m *model) checkDiscardedTaken() {
@@ -160,7 +167,8 @@ func (m *model) checkDiscardedTaken() {
 		first = &r
 	}
 	for _, d := range m.tasks {
-		if !d.discarded || d.unsolvable || d.arrived.IsZero() || !m.seen(d).Before(m.ended) || m.canceled || m.deadWhenSeen(d) {
+		if !d.discarded || d.unsolvable || d.arrived.IsZero() || !m.seen(d).Before(m.ended) || m.canceled || m.deadWhenSeen(d) ||
+			m.expiredWhenSeen(d) {
 			continue
 		}
 		at := m.ended // when the first result's code arrived (the end, when there is none)

@@ -275,12 +275,13 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 // adopt takes the solution of a submission a reset discarded: it was paid for, so it answers the solve.
 func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func(string)) {
 	if slices.ContainsFunc(s.table.adopted, func(a *submission) bool { return a.urlRun == cb.RunID && a.N == cb.Submission }) {
-		stale("a repeat of a discarded submission's answer, taken already") // in an earlier round its token may be dead
+		stale("a repeat of a discarded submission's answer, taken or dead already") // in an earlier round its token may be dead
 		return
 	}
 	// Parked while a Submit waited, it may be dead by now: taken, it would supersede a live submission of this run.
 	if exp := s.in.ExpiresAt(cb.ReceivedAt); !exp.IsZero() && !workflow.Now(ctx).Before(exp) && inboxFixed(ctx) {
 		stale("a discarded submission's answer whose token expired before it could be taken")
+		s.table.adopted = append(s.table.adopted, &submission{N: cb.Submission, State: subSuperseded, urlRun: cb.RunID}) // so are its repeats
 		return
 	}
 	sub := &submission{N: cb.Submission, Round: s.table.round, State: subAnswerLost, Provider: cb.Provider,
