@@ -206,12 +206,7 @@ func timerShare(h HistoryStats) string {
 	return fmt.Sprintf("%.0f %%", 100*float64(h.WithTimer)/float64(h.Sampled))
 }
 
-func label(tr ThroughputResult) string {
-	if tr.Scenario == scenarioInstant {
-		return fmt.Sprintf("C = %d", tr.Concurrency)
-	}
-	return fmt.Sprintf("C = %d %s", tr.Concurrency, tr.Scenario)
-}
+func label(tr ThroughputResult) string { return scenarioLabel(tr.Scenario, tr.Concurrency, tr.Pace) }
 
 func num(x float64) string {
 	switch {
