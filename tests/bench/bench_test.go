@@ -57,11 +57,9 @@ func TestReportAndPlot(t *testing.T) {
 	}
 	r := &Results{
 		StartedAt: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), Server: "test server", N: 100, Rounds: 2,
-		Throughput: []ThroughputResult{{
-			Scenario: scenarioInstant, Concurrency: 20, ThroughputRatio: 0.9, CallbackP99Ratio: 1.2,
-			Ours: SideResult{Tasks: 100, TasksPerSec: 18, InPHPPerTask: 1, HistoryEvents: HistoryStats{Sampled: 5, Min: 13, Max: 13, Mean: 13}},
-			Twin: SideResult{Tasks: 100, TasksPerSec: 20},
-		}},
+		Throughput: []ThroughputResult{
+			throughputRow(scenarioInstant, 0, 19.2, 1.05, 13), throughputRow(scenarioPaced, 1000, 18.4, 1.08, 14),
+		},
 		PollPath: []PollPathResult{{Polls: 1, Via: "poll", HistoryEvents: 24, InPHP: 1, ResPHP: 1, ResPHPBound: 1}},
 		Recovery: &RecoveryResult{Tasks: 3, CallbackTimeoutSeconds: 1, PollIntervalSeconds: 1, DropToResult: Dist{Count: 3, Max: 1500}},
 		Waiting:  &WaitingResult{Sizes: []WaitingSize{{Tasks: 10000, Reached: 10000, Memory: MemorySample{RSSMiB: 250}}}},
@@ -73,7 +71,7 @@ func TestReportAndPlot(t *testing.T) {
 		}
 	}
 	md := renderMarkdown(r)
-	for _, want := range []string{"| **C = 20** throughput, tasks/s | **18.0** | 20.0 | **0.90** |", "✅"} {
+	for _, want := range []string{"| **C = 20** throughput, tasks/s, default configuration (not paced) | **19.2** | 20.0 | **0.96** |", "✅"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -95,5 +93,45 @@ func TestReportAndPlot(t *testing.T) {
 		if st, err := os.Stat(path); err != nil || st.Size() < 1000 {
 			t.Fatalf("%s: %v %v", name, st, err)
 		}
+	}
+}
+
+// throughputRow is a comparison at C = 20 against a twin at 20 tasks/s with every task in.php'd once.
+func throughputRow(scenario string, pace, tasksPerSec, callbackP99Ratio, meanEvents float64) ThroughputResult {
+	return ThroughputResult{
+		Scenario: scenario, Concurrency: 20, Pace: pace, ThroughputRatio: round2(tasksPerSec / 20), CallbackP99Ratio: callbackP99Ratio,
+		Ours: SideResult{Tasks: 100, TasksPerSec: tasksPerSec, InPHPPerTask: 1,
+			HistoryEvents: HistoryStats{Sampled: 5, Min: 13, Max: 15, Mean: meanEvents}},
+		Twin: SideResult{Tasks: 100, TasksPerSec: 20},
+	}
+}
+
+// TestPacedRowsAreLabelledAndTargeted: issue 36's side-by-side rows, each saying which rate it ran at, and its
+// targets: 0.95 × the twin for the default configuration, 0.9 × paced, callback p99 ≤ 1.1 ×, ≤ 14 events.
+func TestPacedRowsAreLabelledAndTargeted(t *testing.T) {
+	r := &Results{Throughput: []ThroughputResult{
+		throughputRow(scenarioInstant, 0, 18.4, 1.05, 13), throughputRow(scenarioPaced, 1000, 18.4, 1.12, 14.5),
+		throughputRow(scenarioPaced, 10, 10, 1, 13),
+	}}
+	r.Targets = evaluateTargets(r)
+	md := renderMarkdown(r)
+	for _, want := range []string{
+		"| **C = 20** throughput, tasks/s, default configuration (not paced) | **18.4** | 20.0 | **0.92** |",
+		"| **C = 20 paced at 1000/s** throughput, tasks/s | **18.4** | 20.0 | **0.92** |",
+		"| C = 20 paced at 1000/s callback → result p50 / p95 / p99, ms",
+		"| throughput at C = 20, default configuration (not paced) | ≥ 0.95 × twin | 0.92 × (18.4 vs 20.0 tasks/s) | ❌ |",
+		"| throughput at C = 20 paced at 1000/s | ≥ 0.90 × twin | 0.92 × (18.4 vs 20.0 tasks/s) | ✅ |",
+		"| callback→result p99, C = 20 | ≤ 1.1 × twin signal→result p99 | 1.05 × ",
+		"| callback→result p99, C = 20 paced at 1000/s | ≤ 1.1 × twin signal→result p99 | 1.12 × ",
+		"| history events, callback path, C = 20 | ≤ 14 (mean of the sampled) | mean 13.0 (min–max 13–15, 5 sampled) | ✅ |",
+		"| history events, callback path, C = 20 paced at 1000/s | ≤ 14 (mean of the sampled) | mean 14.5 (min–max 13–15, 5 sampled) | ❌ |",
+		"paced at or below the offered load (the twin's 20.0 tasks/s): not evaluated | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if n := strings.Count(md, "default configuration (not paced)"); n != 2 { // its throughput row and its target
+		t.Errorf("\"default configuration (not paced)\" %d times, want 2 (the paced rows are not the default):\n%s", n, md)
 	}
 }

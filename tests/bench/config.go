@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/captchaflow/captchaflow/providers"
 )
 
 type config struct {
@@ -38,6 +40,7 @@ type config struct {
 	waitBudget       time.Duration
 	fleetN           int
 	fleetSolve       time.Duration
+	pacedRate        float64
 }
 
 // benchDynamicConfig is added to devstack's dev-server settings unless -dynamic-config sets the key.
@@ -91,6 +94,7 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.IntVar(&cfg.parkedN, "parked-n", 200, "tasks per side whose callback comes -parked-delay after the submit, to a workflow waiting on its timer")
 	fs.IntVar(&cfg.parkedC, "parked-c", 20, "concurrency of the parked runs")
 	fs.DurationVar(&cfg.parkedDelay, "parked-delay", 2*time.Second, "solve time (twin: signal delay) of the parked runs")
+	fs.Float64Var(&cfg.pacedRate, "paced-rate", 1000, "CAPTCHAAI_SUBMITS_PER_SECOND and CAPTCHAAI_RESULTS_PER_SECOND of the throughput phase's paced scenarios (a worker of their own), a rate above the offered load; 0 runs none")
 	fs.IntVar(&cfg.fleetN, "fleet-n", 600, "tasks the fleet phase starts at once on its two workers")
 	fs.DurationVar(&cfg.fleetSolve, "fleet-solve", 5*time.Second, "solve time of the fleet phase's tasks")
 	fs.IntVar(&cfg.recoveryTasks, "recovery-tasks", 20, "tasks whose pingback is dropped, for the recovery time")
@@ -118,6 +122,10 @@ func (raw *rawFlags) apply(cfg *config) error {
 	}
 	if cfg.fleetN < 1 || cfg.fleetSolve < 0 {
 		return errors.New("-fleet-n must be ≥ 1 and -fleet-solve not negative")
+	}
+	// The worker refuses a rate outside [0, MaxRate]: say so before the stack starts.
+	if !(cfg.pacedRate >= 0 && cfg.pacedRate <= providers.MaxRate) {
+		return fmt.Errorf("-paced-rate must be from 0 (no paced scenarios) to %d", providers.MaxRate)
 	}
 	return raw.applyLevers(cfg)
 }

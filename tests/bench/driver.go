@@ -93,12 +93,17 @@ func solveInput(extra map[string]string) captchaflow.Input {
 	return captchaflow.Input{Method: "turnstile", Params: params}
 }
 
-// runOurs starts SolveCaptcha for id and waits for its result.
+// runOurs starts SolveCaptcha for id on the stack's worker and waits for its result.
 func (b *bench) runOurs(in captchaflow.Input, results *sync.Map) func(ctx context.Context, id string) error {
+	return b.runOursOn(b.taskQueue, in, results)
+}
+
+// runOursOn starts SolveCaptcha for id on queue and waits for its result.
+func (b *bench) runOursOn(queue string, in captchaflow.Input, results *sync.Map) func(ctx context.Context, id string) error {
 	return func(ctx context.Context, id string) error {
 		ctx, cancel := context.WithTimeout(ctx, taskTimeout)
 		defer cancel()
-		res, err := captchaflow.Solve(ctx, b.c, id, in, captchaflow.StartOptions{TaskQueue: b.taskQueue})
+		res, err := captchaflow.Solve(ctx, b.c, id, in, captchaflow.StartOptions{TaskQueue: queue})
 		if err == nil && results != nil {
 			results.Store(id, res)
 		}

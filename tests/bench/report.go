@@ -56,7 +56,7 @@ func (m *markdown) throughputRows(r *Results) {
 	for _, tr := range r.Throughput {
 		c := label(tr)
 		o, t := tr.Ours, tr.Twin
-		m.p("| **%s** throughput, tasks/s | **%s** | %s | **%.2f** |\n", c, num(o.TasksPerSec), num(t.TasksPerSec), tr.ThroughputRatio)
+		m.p("| **%s** throughput, tasks/s%s | **%s** | %s | **%.2f** |\n", c, defaultNote(tr), num(o.TasksPerSec), num(t.TasksPerSec), tr.ThroughputRatio)
 		m.p("| %s start → result p50 / p95 / p99, ms | %s | %s | %.2f (p99) |\n", c, dist3(o.StartToResult), dist3(t.StartToResult), tr.StartP99Ratio)
 		m.p("| %s callback → result p50 / p95 / p99, ms (twin: signal → result) | %s | %s | **%.2f** (p99) |\n", c, dist3(o.CallbackToResult), dist3(t.CallbackToResult), tr.CallbackP99Ratio)
 		m.p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend(r.Throughput), cpuRow(o.CPUms, o.CPUms), cpuRow(t.CPUms, o.CPUms), ratio(cpuTotal(o.CPUms), cpuTotal(t.CPUms)))
@@ -206,11 +206,14 @@ func timerShare(h HistoryStats) string {
 	return fmt.Sprintf("%.0f %%", 100*float64(h.WithTimer)/float64(h.Sampled))
 }
 
-func label(tr ThroughputResult) string {
-	if tr.Scenario == scenarioInstant {
-		return fmt.Sprintf("C = %d", tr.Concurrency)
+func label(tr ThroughputResult) string { return scenarioLabel(tr.Scenario, tr.Concurrency, tr.Pace) }
+
+// defaultNote says where a scenario ran the default configuration: its label says a pace, none here.
+func defaultNote(tr ThroughputResult) string {
+	if tr.Pace > 0 {
+		return ""
 	}
-	return fmt.Sprintf("C = %d %s", tr.Concurrency, tr.Scenario)
+	return ", default configuration (not paced)"
 }
 
 func num(x float64) string {

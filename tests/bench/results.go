@@ -36,13 +36,17 @@ type Results struct {
 
 // ThroughputResult compares captchaflow with the bare twin at one concurrency.
 type ThroughputResult struct {
-	// Scenario is "instant" (solved at once, the callback usually in before the submit's result is processed)
-	// or "parked" (the callback comes after a delay, to a workflow waiting on its timer).
-	Scenario    string     `json:"scenario"`
-	Description string     `json:"description"`
-	Concurrency int        `json:"concurrency"`
-	Ours        SideResult `json:"ours"`
-	Twin        SideResult `json:"twin"`
+	// Scenario is "instant" (solved at once, the callback usually in before the submit's result is processed),
+	// "paced" (the same, on a worker whose account is paced above the offered load) or "parked" (the callback
+	// comes after a delay, to a workflow waiting on its timer).
+	Scenario    string `json:"scenario"`
+	Description string `json:"description"`
+	Concurrency int    `json:"concurrency"`
+	// Pace is the account's rate (CAPTCHAAI_SUBMITS_PER_SECOND, _RESULTS_) the serving worker ran with; 0 or
+	// absent: the default configuration, not paced.
+	Pace float64    `json:"paced_per_second,omitempty"`
+	Ours SideResult `json:"ours"`
+	Twin SideResult `json:"twin"`
 	// ThroughputRatio is ours / twin tasks per second.
 	ThroughputRatio float64 `json:"throughput_ratio"`
 	// CallbackP99Ratio is ours callback→result p99 / twin signal→result p99.

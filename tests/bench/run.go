@@ -12,6 +12,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/tests/bench/twin"
+	"github.com/captchaflow/captchaflow/tests/devstack"
 )
 
 // bench holds the run's connections and identifiers.
@@ -28,6 +29,7 @@ type bench struct {
 	samples   []latencySamples
 	pids      func() map[string]int
 	pidTrees  map[string]bool
+	paced     *devstack.Process // the paced scenarios' worker, while they run
 }
 
 // run sets the stack up, runs the phases -phases selects and writes the results.
@@ -85,12 +87,8 @@ func (b *bench) runPhases(ctx context.Context) error {
 		pollDone = make(chan []PollPathResult, 1)
 		go func() { pollDone <- b.pollPath(ctx) }()
 	}
-	for _, sc := range b.scenarios() {
-		tr, err := b.compare(ctx, sc)
-		if err != nil {
-			return err
-		}
-		b.res.Throughput = append(b.res.Throughput, tr)
+	if err := b.runScenarios(ctx); err != nil {
+		return err
 	}
 	var err error
 	if b.cfg.phases["recovery"] {
@@ -148,24 +146,44 @@ func (b *bench) scenarios() []scenario {
 	cfg := b.cfg
 	var scenarios []scenario
 	if cfg.phases["throughput"] {
-		for _, c := range cfg.concurrencies {
-			scenarios = append(scenarios, scenario{
-				Name: scenarioInstant, N: cfg.n, C: c, Warmup: cfg.warmup, Rounds: cfg.rounds,
-				OursInput:   solveInput(nil),
-				TwinInput:   twin.Input{CallbackTimeoutSeconds: captchaflow.DefaultCallbackTimeoutSeconds},
-				Description: "solved at once: the pingback usually arrives before the workflow has processed in.php's answer",
-			})
-		}
+		scenarios = b.throughputScenarios()
 	}
 	if cfg.phases["parked"] {
 		delay := int(cfg.parkedDelay.Milliseconds())
 		scenarios = append(scenarios, scenario{
-			Name: scenarioParked, N: cfg.parkedN, C: cfg.parkedC, Rounds: cfg.rounds,
+			Name: scenarioParked, N: cfg.parkedN, C: cfg.parkedC, Rounds: cfg.rounds, Queue: b.taskQueue,
+			Pace:      defaultPace(cfg.workerEnv),
 			OursInput: solveInput(map[string]string{"sim_solve_ms": strconv.Itoa(delay)}),
 			TwinInput: twin.Input{CallbackTimeoutSeconds: captchaflow.DefaultCallbackTimeoutSeconds, SignalDelayMS: delay},
 			Description: fmt.Sprintf("solved after %s: the pingback reaches a workflow parked on its callback timer (the real-world case)",
 				cfg.parkedDelay),
 		})
+	}
+	return scenarios
+}
+
+// throughputScenarios are the throughput phase's: each concurrency on the stack's worker (the default
+// configuration), then, with -paced-rate, each on the paced worker; the same tasks, the same twin.
+func (b *bench) throughputScenarios() []scenario {
+	cfg := b.cfg
+	var scenarios []scenario
+	for _, c := range cfg.concurrencies {
+		scenarios = append(scenarios, scenario{
+			Name: scenarioInstant, N: cfg.n, C: c, Warmup: cfg.warmup, Rounds: cfg.rounds, Queue: b.taskQueue,
+			Pace:        defaultPace(cfg.workerEnv),
+			OursInput:   solveInput(nil),
+			TwinInput:   twin.Input{CallbackTimeoutSeconds: captchaflow.DefaultCallbackTimeoutSeconds},
+			Description: "solved at once: the pingback usually arrives before the workflow has processed in.php's answer",
+		})
+	}
+	if cfg.pacedRate <= 0 {
+		return scenarios
+	}
+	for _, sc := range scenarios[:len(cfg.concurrencies)] {
+		sc.Name, sc.Queue, sc.Pace = scenarioPaced, b.pacedQueue(), cfg.pacedRate
+		sc.Description = fmt.Sprintf("solved at once, on a worker whose account is paced at %s submits and %s polls a second "+
+			"(above the offered load): Submit and polls run on its paced task queues", rateText(sc.Pace), rateText(sc.Pace))
+		scenarios = append(scenarios, sc)
 	}
 	return scenarios
 }

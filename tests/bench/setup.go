@@ -81,10 +81,6 @@ func (b *bench) dataDir(runDir string, td *teardown) (string, error) {
 // launchStack starts captchaflow's processes (and the dev server) and records what the run is measuring.
 func (b *bench) launchStack(ctx context.Context, runDir, dataDir string, td *teardown) error {
 	started := time.Now()
-	// No balance schedule (PROVIDER_BALANCE_INTERVAL=0): its CheckBalance runs would add workflow starts and
-	// activity attempts to the measured actions; -worker-env can turn it back on.
-	workerEnv := map[string]string{"TASK_QUEUE": b.taskQueue, "PROVIDER_BALANCE_INTERVAL": "0"}
-	maps.Copy(workerEnv, b.cfg.workerEnv)
 	var err error
 	b.st, err = startStack(ctx, stackConfig{
 		RunDir:          runDir,
@@ -95,7 +91,7 @@ func (b *bench) launchStack(ctx context.Context, runDir, dataDir string, td *tea
 		DynamicConfig:   b.cfg.dynamicConfig,
 		// Instant solves and pingbacks; tasks kept long enough to be read back after the run.
 		SimulatorEnv: map[string]string{"SIM_SOLVE_MIN": "0s", "SIM_SOLVE_MAX": "0s", "SIM_RETENTION": "2h", "SIM_LOG_LEVEL": "warn"},
-		WorkerEnv:    workerEnv,
+		WorkerEnv:    stackWorkerEnv(b.taskQueue, b.cfg.workerEnv),
 		IngressEnv:   b.cfg.ingressEnv,
 		Logf:         func(f string, a ...any) { log.Printf("stack: "+f, a...) },
 	})
@@ -115,6 +111,16 @@ func (b *bench) launchStack(ctx context.Context, runDir, dataDir string, td *tea
 	b.pidTrees = map[string]bool{}
 	b.pids = b.processPIDs
 	return nil
+}
+
+// stackWorkerEnv is the stack's worker's environment: the default configuration (no pace; the paced worker gets
+// its rate as its own overrides) with -worker-env's levers.
+func stackWorkerEnv(queue string, levers map[string]string) map[string]string {
+	// No balance schedule (PROVIDER_BALANCE_INTERVAL=0): its CheckBalance runs would add workflow starts and
+	// activity attempts to the measured actions; -worker-env can turn it back on.
+	env := map[string]string{"TASK_QUEUE": queue, "PROVIDER_BALANCE_INTERVAL": "0"}
+	maps.Copy(env, levers)
+	return env
 }
 
 // runLabel is the title of the table and the plot: -label, else what the server is.

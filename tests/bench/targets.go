@@ -6,13 +6,15 @@ import (
 	"strings"
 )
 
-// Target thresholds from the issue (measured and reported, not asserted).
+// Target thresholds from the issues (measured and reported, not asserted); the throughput, callback p99 and
+// callback-path events ones are issue 36's, for the default configuration and a pace above the offered load.
 const (
-	minThroughputRatio   = 0.8
-	maxCallbackP99Ratio  = 1.5
-	maxCallbackPathEvent = 16
-	maxWaitingRSSMiB     = 300
-	waitingTargetTasks   = 10000
+	minThroughputRatio      = 0.95
+	minPacedThroughputRatio = 0.9
+	maxCallbackP99Ratio     = 1.1
+	maxCallbackPathEvents   = 14 // the mean of the sampled histories
+	maxWaitingRSSMiB        = 300
+	waitingTargetTasks      = 10000
 )
 
 // targetRules evaluate the targets, in the order of the report's table; each gives the targets its phase's
@@ -20,7 +22,7 @@ const (
 var targetRules = []func(r *Results) []Target{
 	throughputTargets,
 	callbackP99Targets,
-	callbackPathEventsTarget,
+	callbackPathEventsTargets,
 	pollPathEventsTarget,
 	inPHPTarget,
 	resPHPTarget,
@@ -39,20 +41,30 @@ func evaluateTargets(r *Results) []Target {
 	return ts
 }
 
-// throughputTargets: one per instant-solve concurrency.
+// throughputTargets: one per scenario solved at once, the paced ones allowed a little more than the default.
 func throughputTargets(r *Results) []Target {
 	var ts []Target
 	for _, tr := range r.Throughput {
-		if tr.Scenario != scenarioInstant {
+		if tr.Scenario == scenarioParked {
 			continue // its pace is set by the solve delay
 		}
-		ts = append(ts, Target{
-			Name:     fmt.Sprintf("throughput at C = %d", tr.Concurrency),
-			Want:     fmt.Sprintf("≥ %.1f × twin", minThroughputRatio),
+		want := minThroughputRatio
+		if tr.Pace > 0 {
+			want = minPacedThroughputRatio
+		}
+		t := Target{
+			Name:     "throughput at " + label(tr) + defaultNote(tr),
+			Want:     fmt.Sprintf("≥ %.2f × twin", want),
 			Got:      fmt.Sprintf("%.2f × (%.1f vs %.1f tasks/s)", tr.ThroughputRatio, tr.Ours.TasksPerSec, tr.Twin.TasksPerSec),
-			Met:      tr.ThroughputRatio >= minThroughputRatio && tr.Ours.Failed == 0,
+			Met:      tr.ThroughputRatio >= want && tr.Ours.Failed == 0,
 			Measured: true,
-		})
+		}
+		if tr.Pace > 0 && tr.Pace <= tr.Twin.TasksPerSec {
+			// A pace the offered load reaches holds the tasks back by design: not the case the target is for.
+			t.Met, t.Measured = false, false
+			t.Got += fmt.Sprintf(" — paced at or below the offered load (the twin's %.1f tasks/s): not evaluated", tr.Twin.TasksPerSec)
+		}
+		ts = append(ts, t)
 	}
 	return ts
 }
@@ -72,23 +84,24 @@ func callbackP99Targets(r *Results) []Target {
 	return ts
 }
 
-// callbackPathEventsTarget: the longest sampled history over all scenarios.
-func callbackPathEventsTarget(r *Results) []Target {
-	if len(r.Throughput) == 0 {
-		return nil
-	}
-	maxEv, sampled := 0, 0
+// callbackPathEventsTargets: the mean sampled history of each scenario solved at once (a parked task's timer adds
+// its events by design).
+func callbackPathEventsTargets(r *Results) []Target {
+	var ts []Target
 	for _, tr := range r.Throughput {
-		maxEv = max(maxEv, tr.Ours.HistoryEvents.Max)
-		sampled += tr.Ours.HistoryEvents.Sampled
+		if tr.Scenario == scenarioParked {
+			continue
+		}
+		h := tr.Ours.HistoryEvents
+		ts = append(ts, Target{
+			Name:     "history events, callback path, " + label(tr),
+			Want:     fmt.Sprintf("≤ %d (mean of the sampled)", maxCallbackPathEvents),
+			Got:      fmt.Sprintf("mean %.1f (min–max %d–%d, %d sampled)", h.Mean, h.Min, h.Max, h.Sampled),
+			Met:      h.Sampled > 0 && h.Mean <= maxCallbackPathEvents,
+			Measured: h.Sampled > 0,
+		})
 	}
-	return []Target{{
-		Name:     "history events, callback path",
-		Want:     fmt.Sprintf("≤ %d", maxCallbackPathEvent),
-		Got:      fmt.Sprintf("max %d (%d tasks sampled)", maxEv, sampled),
-		Met:      sampled > 0 && maxEv <= maxCallbackPathEvent,
-		Measured: sampled > 0,
-	}}
+	return ts
 }
 
 // pollPathEventsTarget: the poll path's history must not grow with the number of polls.

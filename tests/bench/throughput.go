@@ -24,26 +24,39 @@ type latencySamples struct {
 
 // scenario is one comparison: N tasks of each side at concurrency C.
 type scenario struct {
-	Name        string // "instant" or "parked"
+	Name        string // "instant", "paced" or "parked"
 	N, C        int
 	Warmup      int
 	Rounds      int
 	OursInput   captchaflow.Input
 	TwinInput   twin.Input
 	Description string
+	// Queue is captchaflow's task queue: the stack's worker's, or the paced worker's in a paced scenario.
+	Queue string
+	// Pace is the rate (per second) the serving worker paces the account at; 0: not paced.
+	Pace float64
 }
 
-func (sc scenario) label() string {
-	if sc.Name == scenarioInstant {
-		return fmt.Sprintf("C = %d", sc.C)
-	}
-	return fmt.Sprintf("C = %d %s", sc.C, sc.Name)
-}
+func (sc scenario) label() string { return scenarioLabel(sc.Name, sc.C, sc.Pace) }
 
 const (
 	scenarioInstant = "instant"
+	scenarioPaced   = "paced" // instant solves, served by a worker with a rate above the offered load
 	scenarioParked  = "parked"
 )
+
+// scenarioLabel names a scenario in the log, the tables and the plot: its concurrency, whether its callbacks come
+// to a parked workflow, and the rate it was paced at (none: the default configuration).
+func scenarioLabel(name string, c int, pace float64) string {
+	l := fmt.Sprintf("C = %d", c)
+	if name == scenarioParked {
+		l += " parked"
+	}
+	if pace > 0 {
+		l += " paced at " + rateText(pace) + "/s"
+	}
+	return l
+}
 
 // compare runs the scenario, alternating the sides in rounds so that drift in the machine's load hits both.
 func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, error) {
@@ -51,14 +64,14 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 	if w := sc.Warmup; w > 0 {
 		log.Printf("%s: warming up with %d tasks per side", sc.label(), w)
 		drive(ctx, ids(prefix+"warm-twin-", 0, w), sc.C, b.runTwin(sc.TwinInput, nil))
-		drive(ctx, ids(prefix+"warm-ours-", 0, w), sc.C, b.runOurs(sc.OursInput, nil))
+		drive(ctx, ids(prefix+"warm-ours-", 0, w), sc.C, b.runOursOn(sc.Queue, sc.OursInput, nil))
 	}
 	s, err := b.alternate(ctx, sc, prefix)
 	if err != nil {
 		return ThroughputResult{}, err
 	}
 
-	tr := ThroughputResult{Scenario: sc.Name, Description: sc.Description, Concurrency: sc.C}
+	tr := ThroughputResult{Scenario: sc.Name, Description: sc.Description, Concurrency: sc.C, Pace: sc.Pace}
 	samples := latencySamples{Label: sc.label()}
 
 	// The twin: signal times were recorded by its activity.
@@ -107,18 +120,20 @@ type sides struct {
 
 // alternate runs the scenario's N tasks per side in sc.Rounds rounds, twin then ours in each.
 func (b *bench) alternate(ctx context.Context, sc scenario, prefix string) (*sides, error) {
-	s := &sides{oursCPU: newCPUMeter(b.pids, b.pidTrees), twinCPU: newCPUMeter(b.pids, b.pidTrees)}
+	pids := b.pidsFor(sc)
+	s := &sides{oursCPU: newCPUMeter(pids, b.pidTrees), twinCPU: newCPUMeter(pids, b.pidTrees)}
 	per := sc.N / sc.Rounds
+	startOurs, startTwin := b.runOursOn(sc.Queue, sc.OursInput, &s.oursRes), b.runTwin(sc.TwinInput, nil)
 	for r := range sc.Rounds {
 		from, to := r*per, (r+1)*per
 		if r == sc.Rounds-1 {
 			to = sc.N
 		}
 		var tr, or []taskRun
-		s.twinCPU.measure(func() { tr = drive(ctx, ids(prefix+"twin-", from, to), sc.C, b.runTwin(sc.TwinInput, nil)) })
+		s.twinCPU.measure(func() { tr = drive(ctx, ids(prefix+"twin-", from, to), sc.C, startTwin) })
 		s.twinSecs += span(tr).Seconds()
 		s.twin = append(s.twin, tr...)
-		s.oursCPU.measure(func() { or = drive(ctx, ids(prefix+"ours-", from, to), sc.C, b.runOurs(sc.OursInput, &s.oursRes)) })
+		s.oursCPU.measure(func() { or = drive(ctx, ids(prefix+"ours-", from, to), sc.C, startOurs) })
 		s.oursSecs += span(or).Seconds()
 		s.ours = append(s.ours, or...)
 		log.Printf("%s round %d/%d: twin %.1f tasks/s, ours %.1f tasks/s", sc.label(), r+1, sc.Rounds,

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"testing"
+)
+
+// TestPacedScenariosFollowTheDefaultOnes: each concurrency once on the stack's worker, not paced, then once on the
+// paced worker's queue at -paced-rate; none with -paced-rate 0.
+func TestPacedScenariosFollowTheDefaultOnes(t *testing.T) {
+	cfg, err := parseFlags([]string{"-phases", "throughput,parked", "-c", "20,100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{cfg: cfg, taskQueue: "q"}
+	type row struct {
+		name, queue, label string
+		pace               float64
+	}
+	want := []row{
+		{scenarioInstant, "q", "C = 20", 0}, {scenarioInstant, "q", "C = 100", 0},
+		{scenarioPaced, "q-paced", "C = 20 paced at 1000/s", 1000}, {scenarioPaced, "q-paced", "C = 100 paced at 1000/s", 1000},
+		{scenarioParked, "q", "C = 20 parked", 0},
+	}
+	got := b.scenarios()
+	if len(got) != len(want) {
+		t.Fatalf("%d scenarios, want %d: %+v", len(got), len(want), got)
+	}
+	for i, sc := range got {
+		if r := (row{sc.Name, sc.Queue, sc.label(), sc.Pace}); r != want[i] {
+			t.Errorf("scenario %d = %+v, want %+v", i, r, want[i])
+		}
+		if sc.N != got[0].N && sc.Name != scenarioParked {
+			t.Errorf("scenario %d runs %d tasks, the default %d", i, sc.N, got[0].N)
+		}
+	}
+	b.cfg.pacedRate = 0
+	if n := len(b.scenarios()); n != 3 {
+		t.Errorf("-paced-rate 0: %d scenarios, want the 3 unpaced", n)
+	}
+}
+
+// TestStackWorkerIsNotPaced: the bench gives the rate to the paced worker alone; -worker-env's, if any, is reported.
+func TestStackWorkerIsNotPaced(t *testing.T) {
+	env := stackWorkerEnv("q", map[string]string{"WORKER_STICKY_CACHE_SIZE": "2000"})
+	for _, k := range pacedEnv {
+		if v, ok := env[k]; ok {
+			t.Errorf("the stack's worker gets %s=%s", k, v)
+		}
+	}
+	if p := defaultPace(env); p != 0 {
+		t.Errorf("defaultPace = %v, want 0", p)
+	}
+	if p := defaultPace(map[string]string{"CAPTCHAAI_SUBMITS_PER_SECOND": "13"}); p != 13 {
+		t.Errorf("defaultPace with -worker-env CAPTCHAAI_SUBMITS_PER_SECOND=13 = %v", p)
+	}
+}
+
+func TestPacedRateFlag(t *testing.T) {
+	for _, bad := range []string{"-1", "10001"} {
+		if _, err := parseFlags([]string{"-paced-rate", bad}); err == nil {
+			t.Errorf("-paced-rate %s accepted", bad)
+		}
+	}
+}
