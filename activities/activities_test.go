@@ -39,6 +39,7 @@ type fakeProvider struct {
 	getCode          string
 	getErr           error
 	gets             int
+	submittedAt      time.Time // when the last Submit reached the provider
 }
 
 func (f *fakeProvider) Supports(method string, params map[string]string) error {
@@ -51,7 +52,7 @@ func (f *fakeProvider) Supports(method string, params map[string]string) error {
 func (f *fakeProvider) Submit(_ context.Context, _ string, _ map[string]string, pingback string) (string, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.pingbacks = append(f.pingbacks, pingback)
+	f.pingbacks, f.submittedAt = append(f.pingbacks, pingback), time.Now()
 	if f.submitErr != nil {
 		return "", "", f.submitErr
 	}

@@ -50,7 +50,7 @@ type SubmitResult struct {
 	Route                  *captchaflow.Route `json:"route,omitempty"`                    // why it went to Provider (routing: scored)
 	RunID                  string             `json:"run_id,omitempty"`                   // the run its pingback URL names
 	ReceivedAt             time.Time          `json:"received_at,omitzero"`               // when Code came (gotAt)
-	AcceptedAt             time.Time          `json:"accepted_at,omitzero"`               // when the provider took it: submitted_at
+	AcceptedAt             time.Time          `json:"accepted_at,omitzero"`               // when the request it accepted was sent: submitted_at
 }
 
 // LostDetails are a FailureSubmitOutcomeUnknown's (and a FailureProviderUnsupported's): where the submission went,
@@ -194,6 +194,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	if p.Flavor != "" {
 		pingback += "&" + callbackauth.FlavorParam + "=" + url.QueryEscape(string(p.Flavor))
 	}
+	sent := time.Now().UTC() // the acceptance's time: its pingback may come before the answer does
 	id, code, err := p.Client.Submit(ctx, req.Method, req.Params, pingback)
 	a.countAnswer(ctx, p, "submit", err)
 	a.record(ctx, p.Name, err, set.Breaker.Record)
@@ -205,7 +206,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 		activity.GetLogger(ctx).Info("submitted to provider", "Provider", p.Name, "ProviderTaskID", id)
 		return SubmitResult{ProviderTaskID: id, Provider: lost.Provider, Code: code, Alternatives: lost.Alternatives,
 			GiveUpSeconds: lost.GiveUpSeconds, PollIntervalSeconds: int(p.PollInterval / time.Second),
-			PriceUSD: lost.PriceUSD, Refunds: lost.Refunds, RunID: req.RunID, ReceivedAt: gotAt(code), AcceptedAt: time.Now().UTC(),
+			PriceUSD: lost.PriceUSD, Refunds: lost.Refunds, RunID: req.RunID, ReceivedAt: gotAt(code), AcceptedAt: sent,
 			CallbackTimeoutSeconds: int(a.CallbackTimeoutByMethod[req.Method] / time.Second)}, nil, false
 	case providers.OutcomeUnknown(err): // the providers decide it; never submitted again here
 		a.countSubmission(ctx, p.Name, "lost")

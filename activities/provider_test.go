@@ -223,6 +223,18 @@ func TestProviderAnswersAreCountedByOpAndBoundedCode(t *testing.T) {
 	}, answers(scope))
 }
 
+// accepted_at is no later than the provider got the request: an instant pingback, stamped by the ingress as the
+// provider sends it, can come before Submit's answer, and must not read as a code from before its submission.
+func TestAcceptedAtPrecedesTheProvidersCallback(t *testing.T) {
+	env, acts, provider, _ := providerEnv(t)
+	v, err := env.ExecuteActivity(acts.Submit, SubmitRequest{Method: "userrecaptcha", Params: map[string]string{}, RunID: "run-1", Submission: 1})
+	require.NoError(t, err)
+	var res SubmitResult
+	require.NoError(t, v.Get(&res))
+	assert.False(t, res.AcceptedAt.IsZero())
+	assert.False(t, res.AcceptedAt.After(provider.submittedAt), "accepted at %v, the provider got it at %v", res.AcceptedAt, provider.submittedAt)
+}
+
 // A Submit that never reaches the provider (no callback secret) is not a provider answer.
 func TestSubmitThatNeverAsksTheProviderCountsNoAnswer(t *testing.T) {
 	env, acts, provider, scope := providerEnv(t)
