@@ -254,10 +254,14 @@ func (m *model) checkRequestQueue(provider string, n int) {
 }
 
 // checkPollQueue: a Poll runs on its paced provider's results queue, or on the task's own once one was not served.
-func (m *model) checkPollQueue(queue string, req activities.PollRequest) {
+func (m *model) checkPollQueue(queue string, req activities.PollRequest, retry *temporal.RetryPolicy) {
 	want := m.queueFor(req.Provider, activities.ResultsQueue)
-	if m.pollUnserved[req.ProviderTaskID] {
+	if m.pollUnserved[req.ProviderTaskID] { // the next one, once, on the task's own queue: outside the budget
 		want = taskQueueOfTestEnv
+		delete(m.pollUnserved, req.ProviderTaskID)
+		if retry == nil || retry.MaximumAttempts != 1 {
+			m.fail("poll-once-off-its-queue", "%s: Poll of %s on the task's own queue may make more than one request (%+v)", m.wid, req.ProviderTaskID, retry)
+		}
 	}
 	if queue != want {
 		m.fail("poll-on-its-queue", "%s: Poll of %s at %q ran on %s, not %s (an earlier one not served: %v)",
@@ -336,7 +340,7 @@ func (o *unservedOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		}
 	case activities.PollRequest:
 		s.mu.Lock()
-		m.checkPollQueue(cmp.Or(queue, taskQueueOfTestEnv), req)
+		m.checkPollQueue(cmp.Or(queue, taskQueueOfTestEnv), req, workflow.GetActivityOptions(ctx).RetryPolicy)
 		s.mu.Unlock()
 		if strings.HasSuffix(queue, "/"+activities.ResultsQueue) {
 			o.polls++

@@ -159,3 +159,27 @@ func (s *SolveCaptchaSuite) TestPinsReasonGoesWithItsSubmit() {
 	s.Require().NoError(s.env.GetWorkflowError())
 	s.Equal([2]string{"a", captchaflow.RouteProbe}, [2]string{req.Provider, req.Reason})
 }
+
+// A results queue whose backlog outlasts queueWait is no unserved queue: the task asks once on its own queue (a ready
+// code is fetched) and then waits its turn on the results queue again, within the account's budget.
+func (s *SolveCaptchaSuite) TestPollBacklogAsksOnceOffTheBudget() {
+	s.withPacing(map[string]providers.Rates{activities.SingleProvider: {Submits: 13, Results: 14}})
+	in := recaptcha()
+	in.CallbackTimeoutSeconds = 5
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "t-1"}, nil).Once()
+	var pollQueues []string
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.PollRequest) (activities.PollResult, error) {
+			switch pollQueues = append(pollQueues, activity.GetInfo(ctx).TaskQueue); len(pollQueues) {
+			case 1:
+				return activities.PollResult{}, notStartedErr()
+			case 2:
+				return activities.PollResult{}, notReady()
+			}
+			return activities.PollResult{Code: "CODE"}, nil
+		}).Times(3)
+	s.env.ExecuteWorkflow(captchaflow.WorkflowType, in)
+	s.Require().NoError(s.env.GetWorkflowError())
+	results := testTaskQueue + "@captchaai/results"
+	s.Equal([]string{results, testTaskQueue, results}, pollQueues)
+}

@@ -50,7 +50,7 @@ type submission struct {
 	refunds     bool                   // an unsolvable end costs nothing
 	route       *captchaflow.Route     // why it went to Provider
 	pin         string                 // the provider the workflow sent it to (paced tasks)
-	unpaced     bool                   // its provider's results queue was not served: polls run on the task's own
+	unpaced     bool                   // its results queue started no poll in queueWait: the next one runs on the task's own
 }
 
 // cost is what sub costs: its price, unless it ended unsolvable at a provider that refunds those.
@@ -357,15 +357,21 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 // poll asks res.php every poll interval until the deadline (the retry policy is the loop); stop cancels it.
 func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
 	pollCtx, stop := workflow.WithCancel(ctx)
-	interval := s.in.PollInterval()
-	s.ask(ctx, pollCtx, sub, captchaflow.ViaPoll, sub.giveUp > 0, &temporal.RetryPolicy{InitialInterval: interval,
-		BackoffCoefficient: 1, MaximumInterval: interval, NonRetryableErrorTypes: activities.NonRetryableProviderErrors})
+	s.ask(ctx, pollCtx, sub, captchaflow.ViaPoll, sub.giveUp > 0, s.pollRetry())
 	return stop
+}
+
+// pollRetry asks every poll interval: the retry policy is the polling loop.
+func (s *solver) pollRetry() *temporal.RetryPolicy {
+	interval := s.in.PollInterval()
+	return &temporal.RetryPolicy{InitialInterval: interval, BackoffCoefficient: 1, MaximumInterval: interval,
+		NonRetryableErrorTypes: activities.NonRetryableProviderErrors}
 }
 
 // ask runs one Poll activity (in actx) and files its answer; a confirmation that fails leaves the task waiting.
 func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflow.Via, giveUp bool, retry *temporal.RetryPolicy) {
 	sub.asking++
+	once := sub.unpaced // the one request on the task's own queue after the results queue started none in queueWait
 	req := activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp, Method: s.in.Method}
 	if via == captchaflow.ViaPoll && !giveUp { // a confirmation and a give-up check ask at once
 		req.SubmittedAt = sub.SubmittedAt
@@ -378,10 +384,17 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 		if via == captchaflow.ViaCallback {
 			sub.asking--
 		}
+		if once {
+			sub.unpaced = false
+		}
+		// Unstarted within queueWait (a backlog, or no worker polls it): one request on the task's own queue fetches a
+		// code that is ready; a poll then waits its turn on the results queue again, within the account's budget.
 		switch o := s.classify(err); {
-		case notStarted(err) && !sub.unpaced && s.remaining(ctx) > 0: // no worker polls the results queue: ask on the task's own
+		case notStarted(err) && !once && s.remaining(ctx) > 0:
 			sub.unpaced = true
-			s.ask(ctx, actx, sub, via, giveUp, retry)
+			s.ask(ctx, actx, sub, via, giveUp, &temporal.RetryPolicy{MaximumAttempts: 1})
+		case once && via == captchaflow.ViaPoll && failureType(err) == activities.FailureNotReady && s.remaining(ctx) > 0:
+			s.ask(ctx, actx, sub, via, giveUp, s.pollRetry())
 		case err == nil:
 			sub.price = cmp.Or(r.CostUSD, sub.price) // the provider's own figure wins
 			sub.solved(r.Code, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))
