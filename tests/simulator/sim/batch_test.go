@@ -33,7 +33,7 @@ func TestResGetIDsAnswersEachIDInOrder(t *testing.T) {
 	assert.Equal(t, sim.ErrorWrongUserKey, h.call("/res.php", url.Values{"key": {"x"}, "action": {"get"}, "ids": {solved}}))
 }
 
-// The product's client against the simulator: 300 polls at once cost a handful of res.php requests, each answer
+// The product's client against the simulator: 300 polls of a bare-coded method at once cost a handful of res.php requests, each answer
 // reaching its own caller; without batching they cost 300.
 func TestClientBatchesPollsAgainstSimulator(t *testing.T) {
 	h := startSim(t, testConfig())
@@ -46,10 +46,11 @@ func TestClientBatchesPollsAgainstSimulator(t *testing.T) {
 		c, err := providers.NewInPHP(h.srv.URL, testKey, providers.WithResultBatching(batching))
 		require.NoError(t, err)
 		before := h.stats().ResCalls["get"]
+		ctx := providers.ForMethod(context.Background(), "userrecaptcha")
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Go(func() {
-				code, err := c.Get(context.Background(), id)
+				code, err := c.Get(ctx, id)
 				assert.NoError(t, err)
 				assert.Equal(t, sim.CodeFor(id), code)
 			})
