@@ -9,9 +9,13 @@ import (
 	"sync"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow/providers"
 )
@@ -24,75 +28,113 @@ const (
 	SingleProvider = "captchaai"
 	// MetricRateRefusals counts the provider's rate refusals (MAX_USER_TURN, 429…): each pauses the account's queue.
 	MetricRateRefusals = "captchaflow_provider_rate_refusals_total"
-	pacePrefix         = "captchaflow: " // a limit whose reason does not start so is an operator's, left alone
-	pausedFor          = pacePrefix + "paused for "
-	paceRamping        = pacePrefix + "ramping"
-	paceConfigured     = pacePrefix + "configured"
-	rampEvery          = 5 * time.Second  // a paused queue comes back at a quarter of its rate, doubling this often
-	maxPause           = 10 * time.Minute // the longest documented bar (2captcha's ERROR: 1001)
-	warnEvery          = time.Minute      // Keep reports a queue's failures at most this often
+	// PaceWorkflowType is a queue's keeper, the one writer of captchaflow's limits on it; a refusal signals it.
+	PaceWorkflowType  = "PaceKeeper"
+	PaceRefusedSignal = "refused"
+	FailureSuperseded = "PaceSuperseded" // the queue's limit is not the keeper's: it is left in force, the keeper ends
+	PausedFor         = pacePrefix + "paused for "
+	PaceRamping       = pacePrefix + "ramping at "
+	RampEvery         = 5 * time.Second  // a ramp's rate doubles this often
+	MaxPause          = 10 * time.Minute // the longest documented bar (2captcha's ERROR: 1001)
+	pacePrefix        = "captchaflow: "  // a limit whose reason does not start so is an operator's, left alone
+	warnEvery         = time.Minute      // Keep reports a queue's failed reads at most this often
 )
 
-// ErrOperatorLimit: a rate refusal does not pause a queue whose limit an operator set; theirs stays in force.
-var ErrOperatorLimit = errors.New("an operator's limit is in force (its reason does not start with " + pacePrefix + "): not paused")
+// ErrOperatorLimit: a keeper writes nothing over an operator's limit; theirs stays in force until they clear it.
+var ErrOperatorLimit = errors.New("an operator's limit is in force (its reason does not start with " + pacePrefix + "): left alone")
 
 // ProviderQueue is where provider's requests of kind (SubmitQueue, ResultsQueue) run for taskQueue's tasks.
 func ProviderQueue(taskQueue, provider, kind string) string {
 	return taskQueue + "@" + cmp.Or(provider, SingleProvider) + "/" + kind
 }
 
+// PaceKeeperID is queue's keeper: one per queue, whichever worker's refusal starts it.
+func PaceKeeperID(queue string) string { return "captchaflow/pace/" + queue }
+
 // QueueRates are an account's rates by queue kind.
 func QueueRates(r providers.Rates) map[string]float64 {
 	return map[string]float64{SubmitQueue: r.Submits, ResultsQueue: r.Results}
 }
 
-// Queue is where provider's requests of kind (SubmitQueue, ResultsQueue) should run now: its paced queue while the
-// account is paced (a configured rate), else "". A nil Pacer paces nothing.
-func (p *Pacer) Queue(provider, kind string) string {
-	if p == nil || QueueRates(p.Rates[cmp.Or(provider, SingleProvider)])[kind] <= 0 {
-		return ""
-	}
-	return ProviderQueue(p.TaskQueue, provider, kind)
+// PaceOrder starts a queue's keeper and is a refusal's signal to it; RefusedAt is the ramp's rate the last refusal met.
+type PaceOrder struct {
+	Queue     string        `json:"queue"`
+	Want      float64       `json:"want,omitempty"` // the configured rate, which the ramp ends at (0: not paced until refused)
+	Wait      time.Duration `json:"wait"`           // the refusal's documented bar
+	What      string        `json:"what"`
+	RefusedAt float64       `json:"refused_at,omitempty"`
+	Orphan    string        `json:"orphan,omitempty"` // the reason of a limit of captchaflow's that no keeper held: ramped back, not paused
 }
 
-// Pacer keeps each account's queues at their configured rates, pauses one fleet-wide when the provider refuses for
-// rate, and brings a paused queue back: every worker runs Keep, so none that dies can leave a queue stalled.
+// PaceWrite is a keeper's decision: queue's limit Rate (0: paused; < 0: none, the pollers' rate again) over Over, the
+// limit the keeper wrote last ("": a pause, which only lowers).
+type PaceWrite struct {
+	Queue  string  `json:"queue"`
+	Rate   float64 `json:"rate"`
+	Reason string  `json:"reason,omitempty"`
+	Over   string  `json:"over,omitempty"`
+}
+
+// Pacer tells a queue's keeper of rate refusals and keeps what the fleet's keepers and operators decided in memory
+// for Queue; the configured rates are the pollers' (the server's worker-set limit), so it writes none.
 type Pacer struct {
 	Service   workflowservice.WorkflowServiceClient
 	Namespace string
 	Identity  string
 	TaskQueue string
 	Rates     map[string]providers.Rates // by provider name (SingleProvider without PROVIDERS_FILE)
-	paused    sync.Map                   // queue → the time.Time this worker last paused it
+	refused   sync.Map                   // queue → the time.Time this worker last signalled its keeper
+	limited   sync.Map                   // queue → whether a limit was in force as this worker last saw it
 }
 
-// Refused pauses provider's queue of kind for wait (its documented bar) after a rate refusal what, unless an
-// operator's limit is in force. The pause is a duration the server's update time anchors: no worker's clock ends it.
+// Queue is where provider's requests of kind (SubmitQueue, ResultsQueue) should run now: its paced queue while the
+// account is paced (a configured rate, or a refusal's pause or ramp in force as this worker last saw it), else "".
+// A nil Pacer paces nothing.
+func (p *Pacer) Queue(provider, kind string) string {
+	if p == nil {
+		return ""
+	}
+	queue := ProviderQueue(p.TaskQueue, provider, kind)
+	if limited, _ := p.limited.Load(queue); limited == true || QueueRates(p.Rates[cmp.Or(provider, SingleProvider)])[kind] > 0 {
+		return queue
+	}
+	return ""
+}
+
+// Refused tells the keeper of provider's queue of kind (starting it) that the provider refused what and bars the
+// account for wait; the keeper alone decides and writes the pause, on the server's clock.
 func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) error {
 	queue := ProviderQueue(p.TaskQueue, provider, kind)
-	if last, ok := p.paused.Load(queue); ok && time.Since(last.(time.Time)) < time.Second {
-		return nil // this worker paused it just now: the refusals of one burst make one pause
+	p.limited.Store(queue, true) // this worker's next requests go to the paced queue at once
+	if last, ok := p.refused.Load(queue); ok && time.Since(last.(time.Time)) < time.Second {
+		return nil // this worker told the keeper just now: the refusals of one burst make one signal
 	}
-	p.paused.Store(queue, time.Now())
-	limit, err := p.describe(ctx, queue)
-	if err == nil && limit.GetRateLimit() != nil && !strings.HasPrefix(limit.GetMetadata().GetReason(), pacePrefix) {
-		return ErrOperatorLimit
-	}
-	return p.set(ctx, queue, 0, fmt.Sprintf("%s%s after %s", pausedFor, min(max(wait, rampEvery), maxPause), what))
+	p.refused.Store(queue, time.Now())
+	return p.tell(ctx, PaceOrder{Queue: queue, What: what, Want: QueueRates(p.Rates[cmp.Or(provider, SingleProvider)])[kind],
+		Wait: min(max(wait, RampEvery), MaxPause)})
 }
 
-// Keep holds every account queue's rate every interval until ctx ends; warn hears a queue's failures at most once a
-// minute.
+// tell starts queue's keeper with order, or signals it the order when it runs.
+func (p *Pacer) tell(ctx context.Context, order PaceOrder) error {
+	payload, err := converter.GetDefaultDataConverter().ToPayloads(order)
+	if err == nil {
+		_, err = p.Service.SignalWithStartWorkflowExecution(ctx, &workflowservice.SignalWithStartWorkflowExecutionRequest{
+			Namespace: p.Namespace, WorkflowId: PaceKeeperID(order.Queue), WorkflowType: &commonpb.WorkflowType{Name: PaceWorkflowType},
+			TaskQueue: &taskqueuepb.TaskQueue{Name: p.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, Input: payload,
+			SignalName: PaceRefusedSignal, SignalInput: payload, Identity: p.Identity})
+	}
+	return err
+}
+
+// Keep looks at every account queue every interval until ctx ends; it never writes a limit, and a failed read changes
+// nothing. warn hears a queue's failures at most once a minute.
 func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue string, err error)) {
 	warned := map[string]time.Time{}
 	for tick := time.NewTicker(every); ; {
 		for name, r := range p.Rates {
 			for kind, rate := range QueueRates(r) {
 				queue := ProviderQueue(p.TaskQueue, name, kind)
-				if rate <= 0 { // not paced: no configured limit to hold
-					continue
-				}
-				if err := p.hold(ctx, queue, rate); err != nil && ctx.Err() == nil && time.Since(warned[queue]) > warnEvery {
+				if err := p.look(ctx, queue, rate); err != nil && ctx.Err() == nil && time.Since(warned[queue]) > warnEvery {
 					warned[queue] = time.Now()
 					warn(queue, err)
 				}
@@ -107,22 +149,57 @@ func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue s
 	}
 }
 
-// hold sets queue's limit to what nextRate says, when that differs from the limit it has.
-func (p *Pacer) hold(ctx context.Context, queue string, want float64) error {
+// look notes whether queue has a limit in force (a keeper's or an operator's), for Queue, and hands a limit of
+// captchaflow's that no keeper holds (its keeper terminated, or one an earlier release wrote) to a keeper to ramp back.
+func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
 	limit, err := p.describe(ctx, queue)
 	if err != nil {
 		return err
 	}
-	var cur *float64
-	if l := limit.GetRateLimit(); l != nil {
-		cur = new(float64(l.GetRequestsPerSecond()))
-	}
-	meta := limit.GetMetadata()
-	rate, reason := nextRate(time.Now(), cur, meta.GetReason(), meta.GetUpdateTime().AsTime(), want)
-	if reason == "" {
+	p.limited.Store(queue, limit.GetRateLimit() != nil)
+	reason := limit.GetMetadata().GetReason()
+	if limit.GetRateLimit() == nil || !strings.HasPrefix(reason, pacePrefix) {
 		return nil
 	}
-	return p.set(ctx, queue, rate, reason)
+	if held, err := p.kept(ctx, queue); held || err != nil {
+		return err
+	}
+	again, err := p.describe(ctx, queue) // read again: a keeper may have cleared it and ended since
+	if err != nil || again.GetRateLimit() == nil || again.GetMetadata().GetReason() != reason {
+		return err
+	}
+	return p.tell(ctx, PaceOrder{Queue: queue, Want: want, What: "a limit no keeper held", Orphan: reason})
+}
+
+// kept tells whether queue's keeper runs.
+func (p *Pacer) kept(ctx context.Context, queue string) (bool, error) {
+	resp, err := p.Service.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: p.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: PaceKeeperID(queue)}})
+	if _, missing := errors.AsType[*serviceerror.NotFound](err); missing {
+		return false, nil
+	}
+	return resp.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, err
+}
+
+// PaceQueue carries out a keeper's decision after reading the queue: never on a failed read (the error retries), never
+// over an operator's limit, and a raise (a ramp's step, the clear) only over the limit the keeper wrote last.
+func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
+	p := a.Pace
+	limit, err := p.describe(ctx, w.Queue)
+	if err != nil {
+		return err
+	}
+	set, reason := limit.GetRateLimit() != nil, limit.GetMetadata().GetReason()
+	switch {
+	case set && !strings.HasPrefix(reason, pacePrefix):
+		return temporal.NewNonRetryableApplicationError(ErrOperatorLimit.Error(), FailureSuperseded, ErrOperatorLimit)
+	case set && reason == w.Reason:
+		return nil // written already: the answer was lost
+	case w.Over != "" && (!set || reason != w.Over):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s holds %q, not the keeper's %q: not raised", w.Queue,
+			reason, w.Over), FailureSuperseded, nil)
+	}
+	return p.set(ctx, w)
 }
 
 // describe is queue's rate limit as the server holds it.
@@ -135,40 +212,16 @@ func (p *Pacer) describe(ctx context.Context, queue string) (*taskqueuepb.RateLi
 	return resp.GetConfig().GetQueueRateLimit(), err
 }
 
-// nextRate is the limit a queue should have now ("" reason: leave it): a pause holds until its end, then the queue
-// ramps from a quarter of want, doubling every rampEvery; an operator's limit is theirs; otherwise want.
-func nextRate(now time.Time, cur *float64, reason string, updated time.Time, want float64) (float64, string) {
-	if rest, ok := strings.CutPrefix(reason, pausedFor); ok {
-		d, err := time.ParseDuration(strings.Fields(rest + " ")[0])
-		if err == nil && now.Before(updated.Add(min(d, maxPause))) {
-			return 0, ""
-		}
-		return want / 4, paceRamping
+// set gives the queue w's limit; a limit without a rate clears it (the server's worker-set rate applies again).
+func (p *Pacer) set(ctx context.Context, w PaceWrite) error {
+	update := &workflowservice.UpdateTaskQueueConfigRequest_RateLimitUpdate{Reason: w.Reason}
+	if w.Rate >= 0 {
+		update.RateLimit = &taskqueuepb.RateLimit{RequestsPerSecond: float32(w.Rate)}
 	}
-	switch {
-	case cur != nil && !strings.HasPrefix(reason, pacePrefix):
-		return 0, ""
-	case reason == paceRamping && cur != nil && *cur < want:
-		if now.Sub(updated) < rampEvery {
-			return 0, ""
-		}
-		if next := *cur * 2; next < want {
-			return next, paceRamping
-		}
-	case cur != nil && float32(*cur) == float32(want) && reason == paceConfigured:
-		return 0, ""
-	}
-	return want, paceConfigured
-}
-
-// set gives queue the limit rate (0: paused), saying why.
-func (p *Pacer) set(ctx context.Context, queue string, rate float64, reason string) error {
 	_, err := p.Service.UpdateTaskQueueConfig(ctx, &workflowservice.UpdateTaskQueueConfigRequest{Namespace: p.Namespace,
-		Identity: p.Identity, TaskQueue: queue, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
-		UpdateQueueRateLimit: &workflowservice.UpdateTaskQueueConfigRequest_RateLimitUpdate{
-			RateLimit: &taskqueuepb.RateLimit{RequestsPerSecond: float32(rate)}, Reason: reason}})
+		Identity: p.Identity, TaskQueue: w.Queue, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY, UpdateQueueRateLimit: update})
 	if err != nil {
-		return fmt.Errorf("setting %s's rate to %g: %w", queue, rate, err)
+		return fmt.Errorf("setting %s's rate to %g: %w", w.Queue, w.Rate, err)
 	}
 	return nil
 }

@@ -3,91 +3,277 @@ package activities
 import (
 	"context"
 	"errors"
-	"strings"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/captchaflow/captchaflow/providers"
 )
 
-// A pause holds to its end, then the queue ramps from a quarter of its rate, doubling every rampEvery; an operator's
-// limit stays; anything else is set to the configured rate.
-func TestNextRate(t *testing.T) {
-	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	paused := pausedFor + "10s after MAX_USER_TURN"
-	for _, c := range []struct {
-		name    string
-		cur     *float64
-		reason  string
-		updated time.Duration // before now
-		rate    float64
-		why     string
-	}{
-		{"unset: configured", nil, "", 0, 14, paceConfigured},
-		{"configured: kept", new(14.0), paceConfigured, 0, 0, ""},
-		{"configured elsewhere: brought to this worker's", new(20.0), paceConfigured, 0, 14, paceConfigured},
-		{"paused: kept until its end", new(0.0), paused, 7 * time.Second, 0, ""},
-		{"paused past its end: a quarter", new(0.0), paused, 11 * time.Second, 3.5, paceRamping},
-		{"an unparsable pause ramps", new(0.0), pausedFor + "soon", 0, 3.5, paceRamping},
-		{"a pause past the longest bar ends at it", new(0.0), pausedFor + "24h", maxPause + time.Second, 3.5, paceRamping},
-		{"ramping, too soon", new(3.5), paceRamping, time.Second, 0, ""},
-		{"ramping: doubles", new(3.5), paceRamping, rampEvery, 7, paceRamping},
-		{"ramping: reaches the rate", new(7.0), paceRamping, rampEvery, 14, paceConfigured},
-		{"an operator's limit is theirs", new(2.0), "incident 42", 0, 0, ""},
-		{"an operator's unset limit: configured", nil, "incident 42", 0, 14, paceConfigured},
+// fakeServer is the server's side of the queue configs, one limit per queue: Describe answers it (or readErr), then
+// lets another writer act (afterRead), Update sets it, SignalWithStart records a keeper's signal.
+type fakeServer struct {
+	workflowservice.WorkflowServiceClient
+	mu        sync.Mutex
+	limits    map[string]*taskqueuepb.RateLimitConfig
+	writes    []*workflowservice.UpdateTaskQueueConfigRequest
+	signals   []*workflowservice.SignalWithStartWorkflowExecutionRequest
+	readErr   error
+	afterRead func(queue string)
+	keepers   map[string]bool // the workflow IDs of the keepers running
+}
+
+func newFakeServer() *fakeServer {
+	return &fakeServer{limits: map[string]*taskqueuepb.RateLimitConfig{}, keepers: map[string]bool{}}
+}
+
+func (f *fakeServer) DescribeWorkflowExecution(_ context.Context, r *workflowservice.DescribeWorkflowExecutionRequest, _ ...grpc.CallOption) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.keepers[r.GetExecution().GetWorkflowId()] {
+		return nil, serviceerror.NewNotFound("workflow not found")
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+		Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}}, nil
+}
+
+func (f *fakeServer) DescribeTaskQueue(_ context.Context, r *workflowservice.DescribeTaskQueueRequest, _ ...grpc.CallOption) (*workflowservice.DescribeTaskQueueResponse, error) {
+	if f.readErr != nil {
+		return nil, f.readErr
+	}
+	f.mu.Lock()
+	limit := f.limits[r.GetTaskQueue().GetName()]
+	f.mu.Unlock()
+	if f.afterRead != nil {
+		f.afterRead(r.GetTaskQueue().GetName())
+	}
+	return &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: limit}}, nil
+}
+
+func (f *fakeServer) UpdateTaskQueueConfig(_ context.Context, r *workflowservice.UpdateTaskQueueConfigRequest, _ ...grpc.CallOption) (*workflowservice.UpdateTaskQueueConfigResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writes = append(f.writes, r)
+	f.limits[r.TaskQueue] = limitAt(r.GetUpdateQueueRateLimit().GetRateLimit(), r.GetUpdateQueueRateLimit().GetReason(), time.Now())
+	return &workflowservice.UpdateTaskQueueConfigResponse{}, nil
+}
+
+func (f *fakeServer) SignalWithStartWorkflowExecution(_ context.Context, r *workflowservice.SignalWithStartWorkflowExecutionRequest, _ ...grpc.CallOption) (*workflowservice.SignalWithStartWorkflowExecutionResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.signals = append(f.signals, r)
+	return &workflowservice.SignalWithStartWorkflowExecutionResponse{}, nil
+}
+
+// limitAt is a queue's limit as the server holds it (nil rate: none), stamped at the server's time at.
+func limitAt(rate *taskqueuepb.RateLimit, reason string, at time.Time) *taskqueuepb.RateLimitConfig {
+	if rate == nil {
+		return nil
+	}
+	return &taskqueuepb.RateLimitConfig{RateLimit: rate, Metadata: &taskqueuepb.ConfigMetadata{Reason: reason, UpdateTime: timestamppb.New(at)}}
+}
+
+// keepOnce runs p's Keep for one pass.
+func keepOnce(p *Pacer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p.Keep(ctx, time.Hour, func(string, error) {})
+}
+
+var queueA = ProviderQueue("q", "a", SubmitQueue)
+
+// An operator's limit stays when the read of a refusal fails (the frontend busy as the fleet is refused): nothing is
+// written on a failed read.
+func TestRefusalNeverWritesOnAFailedRead(t *testing.T) {
+	f := newFakeServer()
+	f.limits[queueA] = limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 5}, "incident 42", time.Now())
+	f.readErr = errors.New("frontend busy")
+	p := &Pacer{Service: f, TaskQueue: "q", Rates: map[string]providers.Rates{"a": {Submits: 14, Results: 14}}}
+	_ = p.Refused(context.Background(), "a", SubmitQueue, "MAX_USER_TURN", 10*time.Second)
+	if len(f.writes) != 0 || f.limits[queueA].GetMetadata().GetReason() != "incident 42" {
+		t.Fatalf("wrote %v over an unread limit; now %v", f.writes, f.limits[queueA])
+	}
+}
+
+// Another worker's pause, stamped on the server's clock, is not ended by a worker whose clock runs 30 s fast: no
+// worker's clock decides a pause, and no worker's Keep writes over another's decision.
+func TestAFastClockDoesNotEndAnotherWorkersPause(t *testing.T) {
+	f := newFakeServer()
+	f.limits[queueA] = limitAt(&taskqueuepb.RateLimit{}, pacePrefix+"paused for 10s after MAX_USER_TURN", time.Now().Add(-30*time.Second))
+	f.keepers[PaceKeeperID(queueA)] = true
+	keepOnce(&Pacer{Service: f, TaskQueue: "q", Identity: "b", Rates: map[string]providers.Rates{"a": {Submits: 14, Results: 14}}})
+	if len(f.writes) != 0 {
+		t.Fatalf("a fast worker ended the pause: %v", f.writes)
+	}
+}
+
+// Two pacers and an operator interleaving: between one pacer's read and its write, another pacer pauses the queue,
+// or an operator sets a limit; neither decision is undone.
+func TestKeepNeverUndoesANewerDecision(t *testing.T) {
+	for name, newer := range map[string]*taskqueuepb.RateLimitConfig{
+		"another pacer's pause": limitAt(&taskqueuepb.RateLimit{}, pacePrefix+"paused for 10s after MAX_USER_TURN", time.Now()),
+		"an operator's limit":   limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 2}, "incident 42", time.Now()),
 	} {
-		rate, why := nextRate(now, c.cur, c.reason, now.Add(-c.updated), 14)
-		if rate != c.rate || why != c.why {
-			t.Errorf("%s: got (%v, %q), want (%v, %q)", c.name, rate, why, c.rate, c.why)
+		f := newFakeServer()
+		f.keepers[PaceKeeperID(queueA)] = true
+		f.limits[queueA] = limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 7}, pacePrefix+"ramping", time.Now().Add(-time.Minute))
+		f.afterRead = func(queue string) {
+			if queue == queueA {
+				f.limits[queueA] = newer
+			}
+		}
+		keepOnce(&Pacer{Service: f, TaskQueue: "q", Identity: "b", Rates: map[string]providers.Rates{"a": {Submits: 14, Results: 14}}})
+		if len(f.writes) != 0 {
+			t.Errorf("%s undone: %v", name, f.writes)
 		}
 	}
 }
 
-// fakeQueues is the server's side of the queue configs: Describe answers the operator's limit, Update records.
-type fakeQueues struct {
-	workflowservice.WorkflowServiceClient
-	mu       sync.Mutex
-	set      map[string]*workflowservice.UpdateTaskQueueConfigRequest
-	updates  int
-	operator *taskqueuepb.RateLimitConfig
-}
-
-func (f *fakeQueues) DescribeTaskQueue(context.Context, *workflowservice.DescribeTaskQueueRequest, ...grpc.CallOption) (*workflowservice.DescribeTaskQueueResponse, error) {
-	return &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: f.operator}}, nil
-}
-
-func (f *fakeQueues) UpdateTaskQueueConfig(_ context.Context, r *workflowservice.UpdateTaskQueueConfigRequest, _ ...grpc.CallOption) (*workflowservice.UpdateTaskQueueConfigResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.set[r.TaskQueue], f.updates = r, f.updates+1
-	return &workflowservice.UpdateTaskQueueConfigResponse{}, nil
-}
-
-// A burst of refusals on one worker pauses the queue once; the pause names its end and cause.
-func TestRefusalsOfABurstPauseOnce(t *testing.T) {
-	f := &fakeQueues{set: map[string]*workflowservice.UpdateTaskQueueConfigRequest{}}
+// A burst of refusals on one worker signals the keeper once; the order names the queue, its configured rate, the bar
+// (at least RampEvery) and the cause, and starts the queue's keeper on the task queue.
+func TestRefusalsOfABurstSignalTheKeeperOnce(t *testing.T) {
+	f := newFakeServer()
 	p := &Pacer{Service: f, TaskQueue: "q", Rates: map[string]providers.Rates{"a": {Submits: 14, Results: 14}}}
 	for range 20 {
-		p.Refused(context.Background(), "a", SubmitQueue, "MAX_USER_TURN", 10*time.Second)
+		if err := p.Refused(context.Background(), "a", SubmitQueue, "MAX_USER_TURN", time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
-	got := f.set[ProviderQueue("q", "a", SubmitQueue)]
-	if f.updates != 1 || got.GetUpdateQueueRateLimit().GetRateLimit().GetRequestsPerSecond() != 0 ||
-		got.GetUpdateQueueRateLimit().GetReason() != pausedFor+"10s after MAX_USER_TURN" || !strings.HasSuffix(got.GetUpdateQueueRateLimit().GetReason(), "after MAX_USER_TURN") {
-		t.Fatalf("%d updates, last %v", f.updates, got)
+	if len(f.signals) != 1 || len(f.writes) != 0 {
+		t.Fatalf("%d signals, %d writes", len(f.signals), len(f.writes))
+	}
+	s := f.signals[0]
+	var order PaceOrder
+	if err := converter.GetDefaultDataConverter().FromPayloads(s.SignalInput, &order); err != nil {
+		t.Fatal(err)
+	}
+	want := PaceOrder{Queue: queueA, Want: 14, Wait: RampEvery, What: "MAX_USER_TURN"}
+	if order != want || s.WorkflowId != PaceKeeperID(queueA) || s.SignalName != PaceRefusedSignal ||
+		s.WorkflowType.GetName() != PaceWorkflowType || s.TaskQueue.GetName() != "q" {
+		t.Fatalf("signalled %v: %+v", s, order)
 	}
 }
 
-// An operator's limit stays in force: a refusal does not pause over it, and says so.
-func TestRefusalLeavesAnOperatorsLimit(t *testing.T) {
-	f := &fakeQueues{set: map[string]*workflowservice.UpdateTaskQueueConfigRequest{}, operator: &taskqueuepb.RateLimitConfig{
-		RateLimit: &taskqueuepb.RateLimit{RequestsPerSecond: 5}, Metadata: &taskqueuepb.ConfigMetadata{Reason: "incident 42"}}}
-	p := &Pacer{Service: f, TaskQueue: "q"}
-	if err := p.Refused(context.Background(), "a", SubmitQueue, "MAX_USER_TURN", 10*time.Second); !errors.Is(err, ErrOperatorLimit) || f.updates != 0 {
-		t.Fatalf("err %v, %d updates", err, f.updates)
+// Queue: a configured account is always paced; an unconfigured one only while a limit is in force as this worker
+// last saw it (its own refusal at once, another's at Keep's next read); a failed read changes nothing.
+func TestQueueFollowsWhatTheWorkerSaw(t *testing.T) {
+	f := newFakeServer()
+	p := &Pacer{Service: f, TaskQueue: "q", Rates: map[string]providers.Rates{"a": {}, "b": {Submits: 3}}}
+	queueB := ProviderQueue("q", "b", SubmitQueue)
+	if (*Pacer)(nil).Queue("a", SubmitQueue) != "" || p.Queue("a", SubmitQueue) != "" || p.Queue("b", SubmitQueue) != queueB {
+		t.Fatal("a nil pacer paces, or the unconfigured account is paced, or the configured one is not")
+	}
+	f.limits[queueA] = limitAt(&taskqueuepb.RateLimit{}, PausedFor+"10s after MAX_USER_TURN", time.Now())
+	f.keepers[PaceKeeperID(queueA)] = true
+	if keepOnce(p); p.Queue("a", SubmitQueue) != queueA || p.Queue("a", ResultsQueue) != "" {
+		t.Fatal("another worker's pause not learned, or learned on the wrong queue")
+	}
+	f.readErr, f.limits[queueA] = errors.New("frontend busy"), nil
+	if keepOnce(p); p.Queue("a", SubmitQueue) != queueA {
+		t.Fatal("a failed read unpaced the queue")
+	}
+	f.readErr = nil
+	if keepOnce(p); p.Queue("a", SubmitQueue) != "" || len(f.writes) != 0 {
+		t.Fatalf("a cleared queue still paced, or Keep wrote %v", f.writes)
+	}
+	_ = p.Refused(context.Background(), "a", ResultsQueue, "ERROR_TOO_MUCH_REQUESTS", time.Second)
+	if p.Queue("a", ResultsQueue) == "" {
+		t.Fatal("this worker's own refusal not paced at once")
+	}
+}
+
+// A limit of captchaflow's that no keeper holds (its keeper terminated, or one an earlier release wrote) is handed to
+// a keeper to ramp back, naming it; one a keeper holds, an operator's, or one cleared between two reads is not.
+func TestKeepHandsAnOrphanedLimitToAKeeper(t *testing.T) {
+	orphan := pacePrefix + "configured"
+	for name, c := range map[string]struct {
+		reason   string
+		kept     bool
+		cleared  bool
+		orphaned bool
+	}{
+		"an earlier release's": {reason: orphan, orphaned: true},
+		"held by its keeper":   {reason: orphan, kept: true},
+		"an operator's":        {reason: "incident 42"},
+		"cleared meanwhile":    {reason: orphan, cleared: true},
+	} {
+		f := newFakeServer()
+		f.limits[queueA], f.keepers[PaceKeeperID(queueA)] = limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 13}, c.reason, time.Now()), c.kept
+		reads := 0
+		f.afterRead = func(queue string) {
+			if reads++; queue == queueA && c.cleared {
+				f.limits[queueA] = nil
+			}
+		}
+		keepOnce(&Pacer{Service: f, TaskQueue: "q", Rates: map[string]providers.Rates{"a": {Submits: 13}}})
+		var orders []PaceOrder
+		for _, s := range f.signals {
+			var order PaceOrder
+			if err := converter.GetDefaultDataConverter().FromPayloads(s.SignalInput, &order); err != nil {
+				t.Fatal(err)
+			}
+			orders = append(orders, order)
+		}
+		want := []PaceOrder(nil)
+		if c.orphaned {
+			want = []PaceOrder{{Queue: queueA, Want: 13, What: "a limit no keeper held", Orphan: orphan}}
+		}
+		if fmt.Sprint(orders) != fmt.Sprint(want) || len(f.writes) != 0 {
+			t.Errorf("%s: told %+v, wrote %v", name, orders, f.writes)
+		}
+	}
+}
+
+// PaceQueue reads before it writes: nothing on a failed read, nothing over an operator's limit, a pause over any
+// limit of captchaflow's, a raise only over the keeper's own last limit, nothing again for a write already made.
+func TestPaceQueueWritesOnlyWhatItMay(t *testing.T) {
+	pause := PaceWrite{Queue: queueA, Rate: 0, Reason: PausedFor + "10s after MAX_USER_TURN"}
+	raise := PaceWrite{Queue: queueA, Rate: 4, Reason: PaceRamping + "4/s", Over: pause.Reason}
+	clear := PaceWrite{Queue: queueA, Rate: -1, Over: raise.Reason}
+	operator := limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 5}, "incident 42", time.Now())
+	for _, c := range []struct {
+		name    string
+		held    *taskqueuepb.RateLimitConfig
+		readErr error
+		w       PaceWrite
+		wrote   bool
+		failure string // "retry": a retryable error
+	}{
+		{"a failed read", nil, errors.New("frontend busy"), pause, false, "retry"},
+		{"a pause over an operator's limit", operator, nil, pause, false, FailureSuperseded},
+		{"a raise over an operator's limit", operator, nil, raise, false, FailureSuperseded},
+		{"a pause over nothing", nil, nil, pause, true, ""},
+		{"a pause over captchaflow's ramp", limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 8}, PaceRamping+"8/s", time.Now()), nil, pause, true, ""},
+		{"a raise over its own pause", limitAt(&taskqueuepb.RateLimit{}, pause.Reason, time.Now()), nil, raise, true, ""},
+		{"a raise over another pause", limitAt(&taskqueuepb.RateLimit{}, PausedFor+"1m0s after ERROR: 1001", time.Now()), nil, raise, false, FailureSuperseded},
+		{"a raise over a cleared limit", nil, nil, raise, false, FailureSuperseded},
+		{"a raise already made", limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 4}, raise.Reason, time.Now()), nil, raise, false, ""},
+		{"the clear over its own ramp", limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 4}, raise.Reason, time.Now()), nil, clear, true, ""},
+	} {
+		f := newFakeServer()
+		f.limits[queueA], f.readErr = c.held, c.readErr
+		err := (&Activities{Pace: &Pacer{Service: f}}).PaceQueue(context.Background(), c.w)
+		var app *temporal.ApplicationError
+		got := map[bool]string{true: "retry"}[err != nil]
+		if errors.As(err, &app) && app.NonRetryable() {
+			got = app.Type()
+		}
+		if got != c.failure || (len(f.writes) == 1) != c.wrote {
+			t.Errorf("%s: err %v, wrote %v", c.name, err, f.writes)
+		}
+		if c.wrote && (f.limits[queueA].GetRateLimit() == nil) != (c.w.Rate < 0) {
+			t.Errorf("%s: now %v", c.name, f.limits[queueA])
+		}
 	}
 }

@@ -299,7 +299,7 @@ func TestE2E_FleetCallbackOutage(t *testing.T) {
 // TestE2E_FleetPauseHeals: an account that allows far less than the pace (10 in.php requests within 3 s) refuses the
 // fleet; each refusal pauses the account's queue for every worker, and the worker that kept running brings the
 // pace back after one of the two is killed mid-pause. Every task is solved, none paid twice or failed for it, the
-// refusals are counted, and once the account is quiet the queue is back at its configured rate.
+// refusals are counted, and once the account is quiet the queue's keeper has cleared its limit (the pollers' configured rate again).
 func TestE2E_FleetPauseHeals(t *testing.T) {
 	s := requireStack(t)
 	ctx := context.Background()
@@ -334,16 +334,69 @@ func TestE2E_FleetPauseHeals(t *testing.T) {
 	assert.Positive(t, refusals, "refusals counted in %s", activities.MetricRateRefusals)
 	queue := activities.ProviderQueue(f.queue, "", activities.SubmitQueue)
 	eventually(t, "the submit queue back at its configured rate", time.Minute, 500*time.Millisecond, func() string {
-		resp, err := s.c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: s.namespace,
-			TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enums.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enums.TASK_QUEUE_TYPE_ACTIVITY,
-			ReportConfig: true})
-		if err != nil {
-			return err.Error()
-		}
-		limit := resp.GetConfig().GetQueueRateLimit()
-		if rate, why := limit.GetRateLimit().GetRequestsPerSecond(), limit.GetMetadata().GetReason(); rate != float32(fleetSubmitsPerSecond) || why != "captchaflow: configured" {
-			return fmt.Sprintf("%s at %v (%q)", queue, rate, why)
+		if got, err := queueLimit(ctx, s, queue); err != nil || got != "none" { // the pollers' configured rate again
+			return fmt.Sprint(queue, " at ", got, err)
 		}
 		return ""
 	})
+}
+
+// TestE2E_FleetPacesWhatRefuses: an account with no configured rate (a provider that documents none) is paced from its
+// first refusal on by its queue's keeper, which clears its limit once the account is quiet; an operator's limit set
+// on the queue before the burst stays theirs through every refusal. Every task is solved, none paid twice.
+func TestE2E_FleetPacesWhatRefuses(t *testing.T) {
+	s := requireStack(t)
+	for _, operator := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unconfigured", true: "operator"}[operator], func(t *testing.T) {
+			ctx := context.Background()
+			const n, operatorRate = 40, 5
+			sc := newScenario(t, s, "fleet-learn-"+strconv.FormatBool(operator))
+			f := startFleet(t, s, sc, fleetWorkers, map[string]string{"SIM_SOLVE_MIN": "1s", "SIM_SOLVE_MAX": "1s",
+				"SIM_SUBMIT_LIMIT": "10", "SIM_SUBMIT_WINDOW": fleetSubmitWindow.String(), "SIM_SUBMIT_BAN": "5s"},
+				map[string]string{"CAPTCHAAI_SUBMITS_PER_SECOND": "0"})
+			queue := activities.ProviderQueue(f.queue, "", activities.SubmitQueue)
+			if operator {
+				_, err := s.c.WorkflowService().UpdateTaskQueueConfig(ctx, &workflowservice.UpdateTaskQueueConfigRequest{Namespace: s.namespace,
+					TaskQueue: queue, TaskQueueType: enums.TASK_QUEUE_TYPE_ACTIVITY, UpdateQueueRateLimit: &workflowservice.UpdateTaskQueueConfigRequest_RateLimitUpdate{
+						RateLimit: &taskqueuepb.RateLimit{RequestsPerSecond: operatorRate}, Reason: "incident 42"}})
+				require.NoError(t, err)
+			}
+			f.startAll(ctx, sc, sc.add(n, taskSpec{Kind: "paused"}), func(tr *taskRun) captchaflow.Input {
+				in := s.input(tr.taskSpec)
+				in.DeadlineSeconds = 240
+				return in
+			})
+			sc.awaitOutcomes(ctx, 5*time.Minute)
+			ff := f.check(ctx, sc)
+			sc.note("fleet learn (operator %v): solved %d of %d (failed %v), paid twice %d; in.php requests %d, refused %d",
+				operator, ff.solved, n, ff.failures, ff.paidTwice, ff.stats.Limits.SubmitRequests, ff.stats.Limits.SubmitRefused)
+			sc.record(ff)
+			assert.Equal(t, n, ff.solved, "every task solved: failures %v", ff.failures)
+			assert.Zero(t, ff.paidTwice, "paid twice")
+			require.Positive(t, ff.stats.Limits.SubmitRefused, "the account refused the fleet")
+			_, err := s.c.DescribeWorkflowExecution(ctx, activities.PaceKeeperID(queue), "")
+			require.NoError(t, err, "the refusals started the queue's keeper")
+			want := "none" // cleared: an unconfigured account is not paced once quiet
+			if operator {
+				want = fmt.Sprintf("%d/s (\"incident 42\")", operatorRate)
+			}
+			eventually(t, "the queue's limit "+want, 2*time.Minute, 500*time.Millisecond, func() string {
+				if got, err := queueLimit(ctx, s, queue); err != nil || got != want {
+					return fmt.Sprint(got, err)
+				}
+				return ""
+			})
+		})
+	}
+}
+
+// queueLimit is the rate limit set on queue through the API, as "rate/s (reason)", or "none".
+func queueLimit(ctx context.Context, s *stack, queue string) (string, error) {
+	resp, err := s.c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: s.namespace,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enums.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enums.TASK_QUEUE_TYPE_ACTIVITY,
+		ReportConfig: true})
+	if limit := resp.GetConfig().GetQueueRateLimit(); err == nil && limit.GetRateLimit() != nil {
+		return fmt.Sprintf("%v/s (%q)", limit.GetRateLimit().GetRequestsPerSecond(), limit.GetMetadata().GetReason()), nil
+	}
+	return "none", err
 }

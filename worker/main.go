@@ -154,11 +154,11 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 }
 
 // startPollers starts what serves the task queue: its worker, each provider account's paced queues (and the pacer that
-// holds their rates), and the routing exchange.
+// learns their keepers' pauses), and the routing exchange.
 func startPollers(ctx context.Context, c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options,
 	logger *slog.Logger) (stop func(), err error) {
 	go newPacer(c, cfg, acts, opts).Keep(ctx, 2*time.Second, func(queue string, err error) {
-		logger.Warn("holding a provider queue's rate", "queue", queue, "error", err)
+		logger.Warn("reading a provider queue's limit", "queue", queue, "error", err)
 	})
 	stopWorkers, err := startAll(append(providerWorkers(c, cfg, acts), newWorker(c, cfg, acts)))
 	if err != nil {
@@ -208,8 +208,8 @@ func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, o
 	return acts.Pace
 }
 
-// providerWorkers poll each account's submit and results queues; the rate they ask for is the server's fallback, as
-// the Pacer's (set through the API) wins.
+// providerWorkers poll each account's submit and results queues (unconfigured ones too: a keeper may pace them); the
+// rate they ask for is the configured one, which a keeper's or an operator's limit (set through the API) overrides.
 func providerWorkers(c client.Client, cfg config.Worker, acts *activities.Activities) (ws []worker.Worker) {
 	for name, r := range acts.Pace.Rates {
 		for kind, rate := range activities.QueueRates(r) {

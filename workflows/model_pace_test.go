@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -110,9 +111,18 @@ func (s *schedule) drawRates(rng *rand.Rand) {
 	}
 }
 
-// queueFor is where a request of kind to provider must run: its paced queue when its account is paced, else the task's.
+// queueFor is where a request of kind to provider runs when the worker paces its account: its paced queue.
 func (s *schedule) queueFor(provider, kind string) string {
-	return cmp.Or(s.settings.Pacing.Queue(provider, kind), taskQueueOfTestEnv)
+	return activities.ProviderQueue(taskQueueOfTestEnv, provider, kind)
+}
+
+// onItsQueue: a request of kind to provider ran on queue as its pacing allows: a configured account's on its paced
+// queue; an unconfigured one's on the task's own, or on its paced queue once a refusal made the worker pace it.
+func (s *schedule) onItsQueue(provider, kind, queue string) bool {
+	if activities.QueueRates(s.pace.rates[cmp.Or(provider, activities.SingleProvider)])[kind] > 0 {
+		return queue == s.queueFor(provider, kind)
+	}
+	return queue == taskQueueOfTestEnv || queue == s.queueFor(provider, kind) && s.settings.Pacing.Queue(provider, kind) != ""
 }
 
 // pacer is the worker's Pacer, its queue configs on the fake server.
@@ -149,40 +159,38 @@ func writeRefusal(w http.ResponseWriter, p *fakeProvider, word string) {
 	}
 }
 
-// fakeQueueConfigs is the server's side of UpdateTaskQueueConfig: it records every limit the Pacer sets.
+// fakeQueueConfigs is the server's side of the Pacer: it records every refusal signalled to a queue's keeper (the
+// keeper's pause and ramp are workflows/pacekeeper_test.go's).
 type fakeQueueConfigs struct {
 	workflowservice.WorkflowServiceClient
-	s   *schedule
-	mu  sync.Mutex
-	set []*workflowservice.UpdateTaskQueueConfigRequest
+	s       *schedule
+	mu      sync.Mutex
+	signals []activities.PaceOrder
 }
 
-func (f *fakeQueueConfigs) UpdateTaskQueueConfig(_ context.Context, r *workflowservice.UpdateTaskQueueConfigRequest, _ ...grpc.CallOption) (*workflowservice.UpdateTaskQueueConfigResponse, error) {
+func (f *fakeQueueConfigs) SignalWithStartWorkflowExecution(_ context.Context, r *workflowservice.SignalWithStartWorkflowExecutionRequest, _ ...grpc.CallOption) (*workflowservice.SignalWithStartWorkflowExecutionResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.set = append(f.set, r)
-	return &workflowservice.UpdateTaskQueueConfigResponse{}, nil
+	var order activities.PaceOrder
+	if err := converter.GetDefaultDataConverter().FromPayloads(r.GetSignalInput(), &order); err != nil || r.GetWorkflowId() != activities.PaceKeeperID(order.Queue) {
+		f.s.fail("refusal-pauses-its-queue", "a refusal signalled %s: %v %+v", r.GetWorkflowId(), err, order)
+	}
+	f.signals = append(f.signals, order)
+	return &workflowservice.SignalWithStartWorkflowExecutionResponse{}, nil
 }
 
-// DescribeTaskQueue answers that no limit is set: no operator's limit keeps a refusal from pausing the queue.
-func (f *fakeQueueConfigs) DescribeTaskQueue(context.Context, *workflowservice.DescribeTaskQueueRequest, ...grpc.CallOption) (*workflowservice.DescribeTaskQueueResponse, error) {
-	return &workflowservice.DescribeTaskQueueResponse{}, nil
-}
-
-// checkPaused: every refused (provider, kind) had its account's queue of that kind paused (rate 0, naming a
-// refusal it answered), and no other queue was touched (the Pacer pauses a burst's queue once).
+// checkPaused: every refused (provider, kind) had its account's queue of that kind's keeper told (naming a refusal
+// it answered), and no other queue's was.
 func (s *schedule) checkPaused() {
 	s.pace.queues.mu.Lock()
 	defer s.pace.queues.mu.Unlock()
 	paused := map[string]bool{}
-	for _, r := range s.pace.queues.set {
-		lim := r.GetUpdateQueueRateLimit()
-		words, refused := s.pace.refused[r.TaskQueue]
-		_, after, _ := strings.Cut(lim.GetReason(), " after ")
-		if !refused || lim.GetRateLimit().GetRequestsPerSecond() != 0 || !slices.Contains(words, after) {
-			s.fail("refusal-pauses-its-queue", "%s set to %v (%q); refusals there: %v", r.TaskQueue, lim.GetRateLimit().GetRequestsPerSecond(), lim.GetReason(), words)
+	for _, r := range s.pace.queues.signals {
+		words, refused := s.pace.refused[r.Queue]
+		if !refused || !slices.Contains(words, r.What) {
+			s.fail("refusal-pauses-its-queue", "%s's keeper told of %q; refusals there: %v", r.Queue, r.What, words)
 		}
-		paused[r.TaskQueue] = true
+		paused[r.Queue] = true
 	}
 	for queue, words := range s.pace.refused {
 		if !paused[queue] {
@@ -235,11 +243,11 @@ func (m *model) checkPaysOnce(task *providerTask) {
 // checkSubmitQueue: a Submit runs on the paced submit queue of the provider it names, or of the one provider (a
 // task choosing among several, or at an unpaced account: its own queue, where Submit says why no provider serves it).
 func (m *model) checkSubmitQueue(queue string, req activities.SubmitRequest) {
-	want := m.queueFor(req.Provider, activities.SubmitQueue)
+	want, ok := m.queueFor(req.Provider, activities.SubmitQueue), m.onItsQueue(req.Provider, activities.SubmitQueue, queue)
 	if m.routed() && req.Provider == "" && len(m.settings.Providers) > 1 {
-		want = taskQueueOfTestEnv
+		want, ok = taskQueueOfTestEnv, queue == taskQueueOfTestEnv
 	}
-	if queue != want {
+	if !ok {
 		m.fail("submit-pinned-to-its-queue", "%s: Submit %d naming provider %q ran on %s, not %s", m.wid, req.Submission, req.Provider, queue, want)
 	}
 	m.submitQueues[req.Submission] = queue
@@ -248,22 +256,22 @@ func (m *model) checkSubmitQueue(queue string, req activities.SubmitRequest) {
 // checkRequestQueue: a task-creating request to a paced account runs on its submit queue: never on another's.
 func (m *model) checkRequestQueue(provider string, n int) {
 	queue, ok := m.submitQueues[n]
-	if want := m.queueFor(provider, activities.SubmitQueue); ok && queue != want {
+	if ok && !m.onItsQueue(provider, activities.SubmitQueue, queue) {
 		m.fail("submit-pinned-to-its-queue", "%s: submission %d's request went to %q from queue %s", m.wid, n, cmp.Or(provider, activities.SingleProvider), queue)
 	}
 }
 
 // checkPollQueue: a Poll runs on its paced provider's results queue, or on the task's own once one was not served.
 func (m *model) checkPollQueue(queue string, req activities.PollRequest, retry *temporal.RetryPolicy) {
-	want := m.queueFor(req.Provider, activities.ResultsQueue)
+	want, ok := m.queueFor(req.Provider, activities.ResultsQueue), m.onItsQueue(req.Provider, activities.ResultsQueue, queue)
 	if m.pollUnserved[req.ProviderTaskID] { // the next one, once, on the task's own queue: outside the budget
-		want = taskQueueOfTestEnv
+		want, ok = taskQueueOfTestEnv, queue == taskQueueOfTestEnv
 		delete(m.pollUnserved, req.ProviderTaskID)
 		if retry == nil || retry.MaximumAttempts != 1 {
 			m.fail("poll-once-off-its-queue", "%s: Poll of %s on the task's own queue may make more than one request (%+v)", m.wid, req.ProviderTaskID, retry)
 		}
 	}
-	if queue != want {
+	if !ok {
 		m.fail("poll-on-its-queue", "%s: Poll of %s at %q ran on %s, not %s (an earlier one not served: %v)",
 			m.wid, req.ProviderTaskID, req.Provider, queue, want, m.pollUnserved[req.ProviderTaskID])
 	}

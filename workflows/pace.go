@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -114,4 +116,108 @@ func (r *route) last(provider string) {
 func notStarted(err error) bool {
 	t, ok := errors.AsType[*temporal.TimeoutError](err)
 	return ok && t.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START
+}
+
+// keeper is a queue's PaceKeeper: its order (the latest refusal), its signals, and the limit it wrote last.
+type keeper struct {
+	activities.PaceOrder
+	refused workflow.ReceiveChannel
+	last    string
+}
+
+// quietRate ends an unconfigured queue's ramp: from 1 a second, doubling every RampEvery, it is 30 s without a refusal.
+const quietRate = 64
+
+// PaceKeeper is the one writer of captchaflow's limits on a provider queue (samples-go `mutex`: a limit is one small
+// workflow), started by a rate refusal: it pauses the queue for the bar and ramps it back on workflow timers (the
+// server's clock), then clears its limit. A refusal meanwhile pauses it again; a limit it did not write ends it.
+func PaceKeeper(ctx workflow.Context, order activities.PaceOrder) error {
+	k := &keeper{PaceOrder: order, refused: workflow.GetSignalChannel(ctx, activities.PaceRefusedSignal), last: order.Orphan}
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second}})
+	for !workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		cleared, err := false, error(nil)
+		if k.Wait > 0 { // an orphan's limit is ramped back at once
+			err = k.pause(ctx)
+		}
+		if err == nil {
+			cleared, err = k.ramp(ctx)
+		}
+		if failureType(err) == activities.FailureSuperseded {
+			workflow.GetLogger(ctx).Warn("the queue's limit is not the pace keeper's: left in force", "Queue", k.Queue, "Error", err)
+			return nil
+		}
+		if err != nil || cleared && !k.take(ctx, false) { // a refusal after the clear pauses again
+			return err
+		}
+	}
+	return workflow.NewContinueAsNewError(ctx, PaceKeeper, k.PaceOrder)
+}
+
+// pause holds the queue at 0 until the latest refusal's bar has passed on the server's clock.
+func (k *keeper) pause(ctx workflow.Context) error {
+	if err := k.write(ctx, 0, fmt.Sprintf("%s%s after %s", activities.PausedFor, k.Wait, k.What)); err != nil {
+		return err
+	}
+	for end := workflow.Now(ctx).Add(k.Wait); workflow.Now(ctx).Before(end); {
+		if k.await(ctx, end.Sub(workflow.Now(ctx))) && workflow.Now(ctx).Add(k.Wait).After(end) {
+			end = workflow.Now(ctx).Add(k.Wait)
+		}
+	}
+	return nil
+}
+
+// ramp brings the queue back from a quarter of its configured rate (1 a second without one), doubling every
+// RampEvery, to that rate, or past twice the rate a refusal last met and quietRate; then it clears its limit (true).
+// A refusal meanwhile ends it (false) to pause again.
+func (k *keeper) ramp(ctx workflow.Context) (bool, error) {
+	for rate := cmp.Or(k.Want/4, 1); rate < cmp.Or(k.Want, max(2*k.RefusedAt, quietRate)); rate *= 2 {
+		if err := k.write(ctx, rate, fmt.Sprintf("%s%g/s", activities.PaceRamping, rate)); err != nil {
+			return false, err
+		}
+		if k.await(ctx, activities.RampEvery) {
+			k.RefusedAt = rate
+			return false, nil
+		}
+	}
+	return true, k.write(ctx, -1, "")
+}
+
+// await waits d on the server's clock; a refusal meanwhile ends it early (true), its bar the keeper's.
+func (k *keeper) await(ctx workflow.Context, d time.Duration) bool {
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	fired, refused := false, false
+	s := workflow.NewSelector(ctx).AddFuture(workflow.NewTimer(tctx, d), func(workflow.Future) { fired = true }).
+		AddReceive(k.refused, func(workflow.ReceiveChannel, bool) { refused = k.take(ctx, true) })
+	for !fired && !refused {
+		s.Select(ctx)
+	}
+	return refused
+}
+
+// take makes a refusal signalled the keeper's order (block: wait for a signal); false when none was, or it was
+// another worker's report of the orphan the keeper already holds.
+func (k *keeper) take(ctx workflow.Context, block bool) bool {
+	var r activities.PaceOrder
+	if block {
+		k.refused.Receive(ctx, &r)
+	} else if !k.refused.ReceiveAsync(&r) {
+		return false
+	}
+	if r.Orphan != "" {
+		return false
+	}
+	k.Wait, k.What, k.Orphan = r.Wait, r.What, ""
+	return true
+}
+
+// write has PaceQueue set the queue's rate (0: paused; < 0: its limit cleared) over the limit the keeper wrote last.
+func (k *keeper) write(ctx workflow.Context, rate float64, reason string) error {
+	over := k.last
+	if rate == 0 {
+		over = "" // a pause only lowers: it may go over any limit of captchaflow's
+	}
+	k.last = reason
+	return workflow.ExecuteActivity(ctx, acts.PaceQueue, activities.PaceWrite{Queue: k.Queue, Rate: rate, Reason: reason, Over: over}).Get(ctx, nil)
 }

@@ -24,6 +24,7 @@ func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
 	r.RegisterWorkflowWithOptions(solve, workflow.RegisterOptions{Name: captchaflow.WorkflowType})
 	r.RegisterWorkflowWithOptions(ReportVerdict, workflow.RegisterOptions{Name: captchaflow.ReportWorkflowType})
 	r.RegisterWorkflowWithOptions(CheckBalance, workflow.RegisterOptions{Name: captchaflow.BalanceWorkflowType})
+	r.RegisterWorkflowWithOptions(PaceKeeper, workflow.RegisterOptions{Name: activities.PaceWorkflowType})
 }
 
 // Register registers everything a SolveCaptcha worker runs; every worker registers here, so none can drift.
