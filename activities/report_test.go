@@ -241,3 +241,16 @@ func TestLookupReportTarget(t *testing.T) {
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
 	})
 }
+
+// A report for a provider removed from PROVIDERS_FILE cannot be sent by this worker: refused at once, naming it,
+// not retried until the report window closes while the caller waits.
+func TestSendReportForARemovedProviderIsRefused(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(&Activities{Provider: &providers.InPHP{}})
+	_, err := env.ExecuteActivity("SendReport", SendReportRequest{ProviderTaskID: "7300000042", Provider: "gone", Verdict: captchaflow.VerdictBad})
+	typ, nonRetryable := appErrorType(t, err)
+	assert.Equal(t, captchaflow.FailureReportRefused, typ)
+	assert.True(t, nonRetryable, "retried until the window closes")
+	assert.ErrorContains(t, err, `"gone"`)
+}
