@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,9 +23,13 @@ func probeWorkers(t *testing.T, n int) (workers []*Activities, envs []*testsuite
 	for range 6 {
 		obs = append(obs, Observation{Provider: "a", Outcome: providers.ObservedUnsolvable})
 	}
+	var elapsed atomic.Int64 // the models' clock: the probe gap passes without waiting for it
+	start := time.Now()
+	now := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
 	for range n {
 		set := providers.NewSet(acts.Providers.All(), providers.NewBreaker(providers.DefaultCircuitSettings, time.Now))
 		set.Model = providers.NewModel(providers.File{Routing: providers.RoutingScored, ExploreShare: new(0.0), PriorSolveSeconds: 1})
+		set.Model.SetClock(now)
 		w := &Activities{Providers: set, CallbackBaseURL: acts.CallbackBaseURL, CallbackSecret: acts.CallbackSecret}
 		require.NoError(t, w.Observe(t.Context(), ObserveRequest{Method: recaptchaReq.Method, Observations: obs}))
 		var ts testsuite.WorkflowTestSuite
@@ -32,7 +37,7 @@ func probeWorkers(t *testing.T, n int) (workers []*Activities, envs []*testsuite
 		env.RegisterActivity(w)
 		workers, envs = append(workers, w), append(envs, env)
 	}
-	time.Sleep(5100 * time.Millisecond) // the least probe gap (providers.minProbeGap) on the models' real clock
+	elapsed.Store(int64(5100 * time.Millisecond)) // past the least probe gap (providers.minProbeGap)
 	return workers, envs
 }
 

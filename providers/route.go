@@ -97,6 +97,9 @@ func NewModel(f File) *Model {
 		now: time.Now, stats: map[[2]string]*stats{}}
 }
 
+// SetClock makes m read the time from now (a fleet's models on one test clock).
+func (m *Model) SetClock(now func() time.Time) { m.now = now }
+
 // Scored tells whether submissions are ranked by the model.
 func (m *Model) Scored() bool { return m != nil && m.Policy == RoutingScored }
 
