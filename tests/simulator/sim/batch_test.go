@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"cmp"
 	"context"
 	"net/url"
 	"sync"
@@ -64,4 +65,39 @@ func TestClientBatchesPollsAgainstSimulator(t *testing.T) {
 			assert.LessOrEqual(t, requests, int64(6))
 		}
 	}
+}
+
+// FunCaptcha tokens hold "|", res.php's ids= separator: in a mix, each FunCaptcha poll is its own request with its
+// whole token, and the reCAPTCHA polls beside them still share a handful.
+func TestClientBatchesAroundFunCaptchaTokens(t *testing.T) {
+	h := startSim(t, testConfig())
+	methods := map[string]string{}
+	for i := range 300 {
+		extra := url.Values{"sim_solve_ms": {"0"}}
+		if i%3 == 0 {
+			extra.Set("method", "funcaptcha")
+			extra.Set("publickey", "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC")
+		}
+		id := h.submit("", extra)
+		methods[id] = cmp.Or(extra.Get("method"), "userrecaptcha")
+	}
+	for id, method := range methods {
+		h.waitResult(id, "OK|"+sim.AnswerFor(id, method))
+	}
+	c, err := providers.NewInPHP(h.srv.URL, testKey, providers.WithResultBatching(50*time.Millisecond))
+	require.NoError(t, err)
+	before := h.stats().ResCalls["get"]
+	var wg sync.WaitGroup
+	for id, method := range methods {
+		wg.Go(func() {
+			code, err := c.Get(providers.ForMethod(context.Background(), method), id)
+			assert.NoError(t, err)
+			assert.Equal(t, sim.AnswerFor(id, method), code)
+		})
+	}
+	wg.Wait()
+	requests := h.stats().ResCalls["get"] - before
+	t.Logf("300 polls, a third FunCaptcha: %d res.php requests", requests)
+	assert.Contains(t, sim.AnswerFor("1", "funcaptcha"), "|", "a FunCaptcha token holds the separator")
+	assert.LessOrEqual(t, requests, int64(100+6))
 }

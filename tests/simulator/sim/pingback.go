@@ -68,7 +68,7 @@ func pingbackTarget(t *task) string {
 	if err != nil { // validated at submit; unreachable
 		return t.pingbackURL
 	}
-	code := CodeFor(t.idStr)
+	code := t.code()
 	if t.plan.unsolvable { // only with unsolvablePingback does an unsolvable task get here
 		code = ErrorCaptchaUnsolvable
 	}

@@ -63,7 +63,7 @@ func (s *Simulator) get(key, id string) reply {
 	case StatusSolving:
 		return errReply(CaptchaNotReady)
 	case StatusSolved:
-		return okReply(CodeFor(t.idStr))
+		return okReply(t.code())
 	case StatusUnsolvable:
 		return errReply(ErrorCaptchaUnsolvable)
 	default: // expired: the result is gone, as on the real service

@@ -282,7 +282,7 @@ func (s *Simulator) snapshot(t *task, now time.Time) Task {
 		out.SolvedAt, out.ExpiresAt = &solved, &expires
 	}
 	if !t.plan.unsolvable {
-		out.Code = CodeFor(t.idStr)
+		out.Code = t.code()
 	}
 	return out
 }

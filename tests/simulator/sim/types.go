@@ -82,7 +82,7 @@ type Task struct {
 	SolveTimeMS int64      `json:"solve_time_ms"`
 	SolvedAt    *time.Time `json:"solved_at,omitempty"`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
-	// Code is the solution (empty for unsolvable tasks); equals CodeFor(ID).
+	// Code is the solution (empty for unsolvable tasks); equals AnswerFor(ID, Method) on in.php, CodeFor(ID) on createTask.
 	Code        string            `json:"code,omitempty"`
 	Pingbacks   []PingbackAttempt `json:"pingbacks"`
 	ResGetCount int64             `json:"res_get_count"`
