@@ -35,6 +35,13 @@ func quirksFixed(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, changeQuirks, workflow.DefaultVersion, 1) == 1
 }
 
+// changeProxies gates issue 38's refusals: a bad params.proxy, a proxy word ending the task. Asked only where they act.
+const changeProxies = "proxy-rejected"
+
+func proxiesFixed(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeProxies, workflow.DefaultVersion, 1) == 1
+}
+
 // checkInput judges the workflow ID (a segment of the callback URL) and the input as this build does, or as 1.0 did
 // for a history it recorded: it took the IDs "." and ".." and refused params.action in any case. Validate sorts a
 // map's keys and parses URLs: pure.
@@ -43,6 +50,9 @@ func quirksFixed(ctx workflow.Context) bool {
 func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	valid := in.Validate()
+	if captchaflow.IsProxyRefusal(valid) && !proxiesFixed(ctx) {
+		valid = nil // a build before proxies refused none (the proxy check is Validate's last)
+	}
 	err, old := cmp.Or(captchaflow.ValidateWorkflowID(id), valid), valid
 	if id != "." && id != ".." {
 		old = err
