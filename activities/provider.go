@@ -216,8 +216,12 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 			err.Error(), FailureSubmitOutcomeUnknown, lost), false
 	}
 	a.countSubmission(ctx, p.Name, "refused")
-	if providers.ClassOf(err) == callback.ClassUnsupported {
+	switch providers.ClassOf(err) {
+	case callback.ClassUnsupported:
 		return SubmitResult{}, a.unsupported(ctx, p.Name, req, err, lost), false
+	case callback.ClassProxy: // the user's proxy: no other provider is asked with it
+		activity.GetLogger(ctx).Warn("the provider could not use the task's proxy", "Provider", p.Name, "Code", codeOf(err))
+		return SubmitResult{}, ProxyRejected(codeOf(err), req.Params), false
 	}
 	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
 	if callback.Canonical(codeOf(err)) == callback.CodeZeroBalance {

@@ -262,7 +262,10 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 	case cb.ProviderTaskID != sub.ProviderID && !(cb.ProviderTaskID == "" && quirksFixed(ctx)):
 		// Naming another task on a URL handed out for this one takes a leaked URL (resets have URLs of their own).
 		s.confirm(ctx, sub, "a callback naming another provider task")
-	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(word) == callback.ClassResubmit:
+	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(word) == callback.ClassProxy && proxiesFixed(ctx):
+		s.logger.Warn("the provider called back that it could not use the task's proxy", "ProviderTaskID", sub.ProviderID, "Code", word)
+		sub.file(failed(activities.ProxyRejected(word, s.in.Params)))
+	case callback.IsStatusWord(cb.Code) && resubmitWord(word):
 		s.logger.Info("the provider called back that it gave up", "ProviderTaskID", sub.ProviderID, "Code", cb.Code)
 		sub.file(outcome{kind: outResubmit, reason: "the callback said " + word})
 	case callback.IsStatusWord(cb.Code):
@@ -270,6 +273,12 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 	default:
 		sub.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
 	}
+}
+
+// resubmitWord: the provider gave up on the task; ERROR_PROXY_CONNECTION_FAILED was one before proxy words had their
+// class, and stays one where a history recorded then, or a lost submission, meets it.
+func resubmitWord(word string) bool {
+	return callback.ClassifyCode(word) == callback.ClassResubmit || callback.Canonical(word) == "ERROR_PROXY_CONNECTION_FAILED"
 }
 
 // adopt takes the solution of a submission a reset discarded: it was paid for, so it answers the solve.
@@ -295,7 +304,7 @@ func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func
 func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captchaflow.Callback, stale func(string)) {
 	switch {
 	case cb.Authenticated && !otherCandidate(lost, cb) &&
-		callback.ClassifyCode(strings.TrimSpace(cb.Code)) == callback.ClassResubmit:
+		resubmitWord(strings.TrimSpace(cb.Code)):
 		lost.ProviderID, lost.State = cb.ProviderTaskID, subUnsolvable // nothing more will come
 	case !s.solution(ctx, cb):
 		stale("not an authenticated solution (a lost submission can only be answered by one)")
@@ -400,7 +409,7 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 			sub.solved(r.Code, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))
 		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
 			sub.file(outcome{kind: outGaveUp})
-		case via == captchaflow.ViaPoll || o.kind == outResubmit:
+		case via == captchaflow.ViaPoll || o.kind == outResubmit || failureType(err) == captchaflow.FailureProxyRejected:
 			sub.file(o)
 		default:
 			s.logger.Warn("callback not confirmed by res.php; still waiting", "ProviderTaskID", sub.ProviderID, "Error", err)
