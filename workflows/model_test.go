@@ -1024,7 +1024,8 @@ func (m *model) checkPaid(result string) {
 // solveFailures are the contract's failure types of SolveCaptcha: a task ends in one of them, a result, or the
 // cancellation it was sent; a panic or an untyped error is a bug.
 var solveFailures = []string{captchaflow.FailureInvalidInput, captchaflow.FailureUnsolvable, captchaflow.FailureDeadlineExceeded,
-	captchaflow.FailureDeliveryFailed, captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, captchaflow.FailureTokenExpired}
+	captchaflow.FailureDeliveryFailed, captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, captchaflow.FailureTokenExpired,
+	captchaflow.FailureProxyRejected}
 
 func (m *model) checkTypedFailure(err error) {
 	var app *temporal.ApplicationError
