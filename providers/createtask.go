@@ -57,7 +57,7 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 	}
 	env, err := c.call(ctx, "createTask", body)
 	if err != nil {
-		return "", "", err
+		return "", "", withoutProxyPassword(err, params)
 	}
 	if id, err = c.taskID(env.TaskID); err != nil || env.Status != "ready" || len(env.Solution) == 0 {
 		return id, "", err

@@ -349,6 +349,18 @@ func redactError(err error, apiKey string) error {
 	return errors.New(msg)
 }
 
+// withoutProxyPassword masks params.proxy's password in a client's error: a provider's text may quote the proxy.
+func withoutProxyPassword(err error, params map[string]string) error {
+	p, perr := captchaflow.ParseProxy(params["proxy"])
+	e, ok := errors.AsType[*Error](err)
+	if perr != nil || p.Password == "" || !ok || e.Err == nil || !strings.Contains(e.Error(), p.Password) {
+		return err
+	}
+	masked := *e
+	masked.Err = redactError(e.Err, p.Password)
+	return &masked
+}
+
 // redactText removes apiKey (never empty: newConn refuses that) from provider-supplied text such as error_text.
 func redactText(s, apiKey string) string { return strings.ReplaceAll(s, apiKey, redactedMarker) }
 

@@ -1,8 +1,13 @@
 package providers
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +136,30 @@ func TestInPHPSendsTheProxyAsItIs(t *testing.T) {
 	assert.Equal(t, "u:p@203.0.113.7:3128", form.Get("proxy"))
 	assert.Equal(t, "HTTP", form.Get("proxytype"))
 	assert.Equal(t, "UA", form.Get("userAgent"))
+}
+
+// A provider's error text may quote the proxy: neither client's error holds its password.
+func TestSubmitErrorsNeverHoldTheProxyPassword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "createTask") {
+			_, _ = w.Write([]byte(`{"errorId":1,"errorCode":"ERROR_PROXY_BANNED","errorDescription":"proxy login:hunter2@203.0.113.7:3128 is banned"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":0,"request":"ERROR_BAD_PROXY","error_text":"bad proxy login:hunter2@203.0.113.7:3128"}`))
+	}))
+	defer srv.Close()
+	params := map[string]string{"googlekey": "K", "pageurl": "https://e.com/", "proxy": "login:hunter2@203.0.113.7:3128", "proxytype": "HTTP"}
+	ct, err := NewCreateTask(callback.TwoCaptcha, srv.URL, testKey)
+	require.NoError(t, err)
+	_, _, err = ct.Submit(context.Background(), methodRecaptcha, params, "")
+	require.Error(t, err)
+	assert.Equal(t, callback.ClassProxy, ClassOf(err))
+	assert.NotContains(t, fmt.Sprintf("%v %+v", err, err), "hunter2")
+	assert.Contains(t, err.Error(), "REDACTED@203.0.113.7")
+	in, err := NewInPHP(srv.URL, testKey)
+	require.NoError(t, err)
+	_, _, err = in.Submit(context.Background(), methodRecaptcha, params, "")
+	require.Error(t, err)
+	assert.Equal(t, callback.ClassProxy, ClassOf(err))
+	assert.NotContains(t, fmt.Sprintf("%v %+v", err, err), "hunter2")
 }
