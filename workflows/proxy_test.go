@@ -99,3 +99,14 @@ func (s *SolveCaptchaSuite) TestASubmitRefusedForTheProxyIsNotResubmitted() {
 	s.Equal(captchaflow.FailureProxyRejected, s.failureType())
 	s.Contains(s.failureMessage(), "ERROR_BAD_PROXY")
 }
+
+// A submission whose answer was lost, called back with a proxy word, ends the task: not submitted again.
+func (s *SolveCaptchaSuite) TestALostSubmitsProxyWordEndsTheTask() {
+	at := s.expectSubmitCalls(lostAnswer())
+	s.signalAt(20*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_PROXY_CONNECT_TIMEOUT", Authenticated: true,
+		RunID: "default-test-run-id", Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, proxied())
+	s.Equal(captchaflow.FailureProxyRejected, s.failureType())
+	s.Contains(s.failureMessage(), "ERROR_PROXY_CONNECT_TIMEOUT")
+	s.Len(*at, 1)
+}

@@ -394,6 +394,9 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 	case answered:
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback) // CaptchaTaskId: the ID its callback named
 		return o
+	case sub.State == subUnsolvable && sub.rejected != "": // the user's proxy: no second payment with it
+		count(ctx, MetricSubmitsLost, "outcome", "unsolvable")
+		return failed(activities.ProxyRejected(sub.rejected, s.in.Params))
 	case sub.State == subUnsolvable:
 		count(ctx, MetricSubmitsLost, "outcome", "unsolvable") // its own pingback said the provider gave up
 		return outcome{kind: outResubmit, reason: "the submission whose in.php answer was lost called back unsolvable"}

@@ -51,6 +51,7 @@ type submission struct {
 	route       *captchaflow.Route     // why it went to Provider
 	pin         string                 // the provider the workflow sent it to (paced tasks)
 	unpaced     bool                   // its results queue started no poll in queueWait: the next one runs on the task's own
+	rejected    string                 // the proxy word its lost answer's callback ended it with
 }
 
 // cost is what sub costs: its price, unless it ended unsolvable at a provider that refunds those.
@@ -262,7 +263,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 	case cb.ProviderTaskID != sub.ProviderID && !(cb.ProviderTaskID == "" && quirksFixed(ctx)):
 		// Naming another task on a URL handed out for this one takes a leaked URL (resets have URLs of their own).
 		s.confirm(ctx, sub, "a callback naming another provider task")
-	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(word) == callback.ClassProxy && proxiesFixed(ctx):
+	case proxyWord(ctx, word):
 		s.logger.Warn("the provider called back that it could not use the task's proxy", "ProviderTaskID", sub.ProviderID, "Code", word)
 		sub.file(failed(activities.ProxyRejected(word, s.in.Params)))
 	case callback.IsStatusWord(cb.Code) && resubmitWord(word):
@@ -273,6 +274,11 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 	default:
 		sub.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
 	}
+}
+
+// proxyWord: the provider could not use the task's proxy (asks the gate only then: older histories resubmitted).
+func proxyWord(ctx workflow.Context, word string) bool {
+	return callback.IsStatusWord(word) && callback.ClassifyCode(word) == callback.ClassProxy && proxiesFixed(ctx)
 }
 
 // resubmitWord: the provider gave up on the task; ERROR_PROXY_CONNECTION_FAILED was one before proxy words had their
@@ -302,9 +308,10 @@ func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func
 
 // lostCallback takes cb as the answer of a submission with no ID to poll: hints and status words are dropped.
 func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captchaflow.Callback, stale func(string)) {
-	switch {
-	case cb.Authenticated && !otherCandidate(lost, cb) &&
-		resubmitWord(strings.TrimSpace(cb.Code)):
+	switch word := strings.TrimSpace(cb.Code); {
+	case cb.Authenticated && !otherCandidate(lost, cb) && proxyWord(ctx, word):
+		lost.ProviderID, lost.State, lost.rejected = cb.ProviderTaskID, subUnsolvable, word // the task ends: awaitLost
+	case cb.Authenticated && !otherCandidate(lost, cb) && resubmitWord(word):
 		lost.ProviderID, lost.State = cb.ProviderTaskID, subUnsolvable // nothing more will come
 	case !s.solution(ctx, cb):
 		stale("not an authenticated solution (a lost submission can only be answered by one)")
