@@ -110,3 +110,18 @@ func (s *SolveCaptchaSuite) TestALostSubmitsProxyWordEndsTheTask() {
 	s.Contains(s.failureMessage(), "ERROR_PROXY_CONNECT_TIMEOUT")
 	s.Len(*at, 1)
 }
+
+// A lost submission's proxy word that comes while the next Submit is still being made (retried on a busy provider)
+// cancels it and ends the task: the same proxy is not paid for again.
+func (s *SolveCaptchaSuite) TestALateLostProxyWordCancelsTheNextSubmit() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{}, lostAnswer()).Once()
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).After(5*time.Minute).
+		Return(activities.SubmitResult{ProviderTaskID: "222"}, nil).Maybe()
+	in := proxied()
+	in.LostAnswerWaitSeconds = 10
+	s.signalAt(time.Minute, captchaflow.Callback{ProviderTaskID: "111", Code: "ERROR_PROXY_BANNED", Authenticated: true,
+		RunID: testRunID, Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	s.Equal(captchaflow.FailureProxyRejected, s.failureType())
+	s.Contains(s.failureMessage(), "ERROR_PROXY_BANNED")
+}

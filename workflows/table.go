@@ -155,6 +155,19 @@ func (t *table) answered() (first *submission) {
 	return first
 }
 
+// rejected is a submission of the solve whose lost answer's callback said the proxy failed (nil: none).
+func (t *table) rejected() *submission {
+	for _, sub := range t.subs {
+		if sub.Round == t.round && sub.rejected != "" {
+			return sub
+		}
+	}
+	return nil
+}
+
+// settled: a lost submission answered, with a code or a proxy word; what waits for either stops.
+func (t *table) settled() bool { return t.answered() != nil || t.rejected() != nil }
+
 // listen routes signals as they arrive; ReceiveAsync, as the SDK drops a corrupt payload and must not block it.
 func (s *solver) listen(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -196,7 +209,7 @@ func (s *solver) awaitFor(ctx workflow.Context, d time.Duration, cond func() boo
 
 // sleep waits d (cut to the deadline), ending early when a lost submission answers.
 func (s *solver) sleep(ctx workflow.Context, d time.Duration) error {
-	_, err := s.awaitFor(ctx, min(d, s.remaining(ctx)), func() bool { return s.table.answered() != nil })
+	_, err := s.awaitFor(ctx, min(d, s.remaining(ctx)), s.table.settled)
 	return err
 }
 
