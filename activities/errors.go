@@ -68,7 +68,10 @@ func transientError(ctx context.Context, err error, typ string) error {
 }
 
 // ProxyRejected ends a task whose proxy (or user agent) the provider could not use: the word and the proxy's host
-// (ERROR_WRONG_USERAGENT: the user agent), never the password; nothing is resubmitted, nor sent elsewhere.
+// (ERROR_WRONG_USERAGENT: the user agent), never the password; nothing is resubmitted, nor sent elsewhere. Workflow
+// code calls it: ParseProxy only parses (netip's zone interning is invisible to it).
+//
+//workflowcheck:ignore
 func ProxyRejected(code string, params map[string]string) error {
 	what := "params.proxy"
 	if p, err := captchaflow.ParseProxy(params["proxy"]); err == nil {
