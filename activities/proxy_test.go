@@ -58,3 +58,18 @@ func TestProxyRejectedNamesTheUserAgentForItsWord(t *testing.T) {
 	assert.NotContains(t, msg, "hunter2")
 	require.Contains(t, appError(t, ProxyRejected("ERROR_PROXY_BANNED", params)).Message(), "host 203.0.113.7")
 }
+
+// A provider that refused a proxied task's type is not asked for proxied ones a while, but still for proxyless ones.
+func TestAProxiedTypeRefusalBarsNoProxylessTask(t *testing.T) {
+	env, acts, fakes, _ := routedEnv(t)
+	fakes["a"].submitErr = &providers.Error{Op: "submit", Code: "ERROR_TASK_NOT_SUPPORTED", Class: callback.ClassUnsupported}
+	_, err := submitResult(t, env, acts, proxiedReq())
+	assert.Equal(t, FailureProviderUnsupported, appError(t, err).Type())
+	fakes["a"].submitErr = nil
+	r, err := submitResult(t, env, acts, proxiedReq())
+	require.NoError(t, err)
+	assert.Equal(t, "b", r.Provider, "a lacks the proxied type now")
+	r, err = submitResult(t, env, acts, recaptchaReq)
+	require.NoError(t, err)
+	assert.Equal(t, "a", r.Provider, "the proxyless task still goes to a")
+}
