@@ -163,3 +163,12 @@ func TestSubmitErrorsNeverHoldTheProxyPassword(t *testing.T) {
 	assert.Equal(t, callback.ClassProxy, ClassOf(err))
 	assert.NotContains(t, fmt.Sprintf("%v %+v", err, err), "hunter2")
 }
+
+// A provider's error text quoting a proxy loses its password even where the params are not known (a poll's).
+func TestProviderTextsNeverHoldAProxyPassword(t *testing.T) {
+	c := conn{name: "p", apiKey: testKey}
+	e := c.codeError("getTaskResult", "ERROR_PROXY_BANNED", `proxy "login:s3cr:et@203.0.113.7:3128" banned`, 200)
+	assert.NotContains(t, e.Error(), "s3cr")
+	assert.Contains(t, e.Error(), "login:REDACTED@203.0.113.7:3128")
+	assert.Contains(t, c.codeError("get", "ERROR_X", "at 12:30 nothing@all", 200).Error(), "12:30 nothing@all")
+}
