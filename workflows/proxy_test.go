@@ -125,3 +125,19 @@ func (s *SolveCaptchaSuite) TestALateLostProxyWordCancelsTheNextSubmit() {
 	s.Equal(captchaflow.FailureProxyRejected, s.failureType())
 	s.Contains(s.failureMessage(), "ERROR_PROXY_BANNED")
 }
+
+// An unauthenticated callback's confirmation that answers a proxy word ends the task then, not at the callback timeout.
+func (s *SolveCaptchaSuite) TestAConfirmationsProxyWordEndsTheTask() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(activities.PollResult{},
+		temporal.NewNonRetryableApplicationError("ERROR_PROXY_CONNECTION_FAILED", captchaflow.FailureProxyRejected, nil,
+			"ERROR_PROXY_CONNECTION_FAILED")).Once()
+	in := proxied()
+	in.CallbackTimeoutSeconds = 600
+	in.DeadlineSeconds = 900
+	start := s.env.Now()
+	s.signalAt(10*time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE", RunID: testRunID, Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	s.Equal(captchaflow.FailureProxyRejected, s.failureType())
+	s.Less(s.env.Now().Sub(start), time.Minute)
+}
