@@ -40,6 +40,7 @@ const (
 	FailureProviderConfig   = "ProviderConfig"   // refused for a reason retrying cannot fix (key, parameters)
 	FailureProviderUnknown  = "ProviderUnknown"  // an answer captchaflow does not know; its code is in the message
 	FailureTokenExpired     = "TokenExpired"     // undelivered past the token's life and max_refreshes; details hold the Result
+	FailureProxyRejected    = "ProxyRejected"    // the provider could not use params.proxy (or params.userAgent): the word and host named
 )
 
 // Failure types of ReportVerdict (docs/contract.md).

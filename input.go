@@ -179,7 +179,10 @@ func (in Input) Validate() error {
 	if in.NotifyURL != "" && !isHTTPURL(in.NotifyURL) {
 		return fieldError("notify_url", "%.80q is not an absolute http(s) URL", in.NotifyURL)
 	}
-	return checkProviders(in.Providers)
+	if err := checkProviders(in.Providers); err != nil {
+		return err
+	}
+	return in.checkProxy() // last: a build before proxies found nothing else wrong (IsProxyRefusal)
 }
 
 // validateMethodParams: a method name, none of the reserved params, every required one, a page URL a provider can open.

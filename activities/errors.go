@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -42,7 +43,13 @@ func providerError(ctx context.Context, err error) error {
 	case callback.ClassResubmit:
 		return temporal.NewNonRetryableApplicationError(msg, FailureResubmit, nil, code)
 	case callback.ClassConfig, callback.ClassUnsupported: // Submit moves on from the latter (unsupported)
+		if code == callback.CodeProxyMissing { // the table sent a proxied type without its fields: ours, not the user's
+			activity.GetLogger(ctx).Error("captchaflow bug: a proxied task type went without its proxy", "Error", err)
+			msg = "captchaflow bug (please report it): a proxied task type went without its proxy: " + msg
+		}
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderConfig, nil, code)
+	case callback.ClassProxy: // Submit names the host (ProxyRejected); a poll knows no params
+		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProxyRejected, nil, code)
 	case callback.ClassUnknown:
 		return temporal.NewNonRetryableApplicationError(msg, captchaflow.FailureProviderUnknown, nil, code)
 	}
@@ -58,6 +65,23 @@ func transientError(ctx context.Context, err error, typ string) error {
 		details = append(details, wait)
 	}
 	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{NextRetryDelay: wait, Details: details})
+}
+
+// ProxyRejected ends a task whose proxy (or user agent) the provider could not use: the word and the proxy's host
+// (ERROR_WRONG_USERAGENT: the user agent), never the password; nothing is resubmitted, nor sent elsewhere. Workflow
+// code calls it: ParseProxy only parses (netip's zone interning is invisible to it).
+//
+//workflowcheck:ignore
+func ProxyRejected(code string, params map[string]string) error {
+	what := "params.proxy"
+	if p, err := captchaflow.ParseProxy(params["proxy"]); err == nil {
+		what += " (host " + p.Host + ")"
+	}
+	if callback.Canonical(code) == callback.CodeWrongUA {
+		what = fmt.Sprintf("params.userAgent %.160q", params["userAgent"])
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%.64s: the provider could not use %s; not resubmitted",
+		code, what), captchaflow.FailureProxyRejected, nil, code)
 }
 
 func codeOf(err error) string {

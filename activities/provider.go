@@ -216,8 +216,8 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 			err.Error(), FailureSubmitOutcomeUnknown, lost), false
 	}
 	a.countSubmission(ctx, p.Name, "refused")
-	if providers.ClassOf(err) == callback.ClassUnsupported {
-		return SubmitResult{}, a.unsupported(ctx, p.Name, req, err, lost), false
+	if c := providers.ClassOf(err); c == callback.ClassUnsupported || c == callback.ClassProxy {
+		return SubmitResult{}, a.refusedTask(ctx, p.Name, req, err, lost), false
 	}
 	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
 	if callback.Canonical(codeOf(err)) == callback.CodeZeroBalance {
@@ -226,9 +226,14 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	return SubmitResult{}, providerError(ctx, err), next
 }
 
-// unsupported marks name as lacking the task type (Submit skips it for a while) and fails the Submit naming it: the
+// refusedTask fails a Submit whose task the provider would not take. A proxy word is the user's proxy: ProxyRejected,
+// no other provider asked with it. A type the provider lacks marks it so (Submit skips it a while), naming it: the
 // workflow decides to go elsewhere, as a later choice of provider outside Submit will.
-func (a *Activities) unsupported(ctx context.Context, name string, req SubmitRequest, err error, lost LostDetails) error {
+func (a *Activities) refusedTask(ctx context.Context, name string, req SubmitRequest, err error, lost LostDetails) error {
+	if providers.ClassOf(err) == callback.ClassProxy {
+		activity.GetLogger(ctx).Warn("the provider could not use the task's proxy", "Provider", name, "Code", codeOf(err))
+		return ProxyRejected(codeOf(err), req.Params)
+	}
 	if a.set().Routed {
 		a.set().Breaker.Refused(name, req.Method, req.Params)
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"provider": name, "method": req.Method}).

@@ -80,12 +80,17 @@ func (b *Breaker) Lacks(name, method string, params map[string]string) (lacks bo
 	return lacks
 }
 
-// taskType is what a provider lacks: the createTask kind of method and params (reCAPTCHA v2 or v3 …), else the method.
+// taskType is what a provider lacks: the createTask kind of method and params (reCAPTCHA v2 or v3 …), else the
+// method; proxied apart, so a refused proxied type bars no proxyless task of the kind.
 func taskType(method string, params map[string]string) string {
+	typ := method
 	if kind, err := KindOf(method, params); err == nil {
-		return string(kind)
+		typ = string(kind)
 	}
-	return method
+	if params["proxy"] != "" {
+		typ += "+proxy"
+	}
+	return typ
 }
 
 // with runs f on name's circuit under the lock; a nil Breaker runs nothing.

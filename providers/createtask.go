@@ -57,7 +57,7 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 	}
 	env, err := c.call(ctx, "createTask", body)
 	if err != nil {
-		return "", "", err
+		return "", "", withoutProxyPassword(err, params)
 	}
 	if id, err = c.taskID(env.TaskID); err != nil || env.Status != "ready" || len(env.Solution) == 0 {
 		return id, "", err
@@ -225,6 +225,8 @@ type Profile struct {
 	Rates             Rates // the account's documented request budgets, none where none is published (docs/providers.md#account-limits)
 	// TaskRateCode is a getTaskResult refusal for one task's polls (CapMonster: more than one per 2 s), not the account's.
 	TaskRateCode string
+	ProxyTypes   map[string]string // params.proxytype → the documented proxyType; a type not here is not taken
+	ProxyIPOnly  bool              // proxyAddress takes an IP only, no host name
 }
 
 // ReportRule is one verdict call: for the kinds listed (nil: every kind), a good (or bad) verdict goes to Endpoint.
@@ -240,21 +242,26 @@ var recaptchaKinds = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindReca
 
 // profiles declares each flavor once; docs/providers.md links the source of every value.
 var profiles = map[Flavor]Profile{
-	callback.AntiCaptcha: {BaseURL: "https://api.anti-captcha.com", NumericTaskID: true, Reports: []ReportRule{
-		{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
-		{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
-		{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
-		{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
-	}},
+	// "http - usual http/https proxy", "Proxy IP address ipv4/ipv6. No host names" (anti-captcha.com/apidoc/task-types/RecaptchaV2Task).
+	callback.AntiCaptcha: {BaseURL: "https://api.anti-captcha.com", NumericTaskID: true, ProxyIPOnly: true,
+		ProxyTypes: map[string]string{"HTTP": "http", "HTTPS": "http", "SOCKS4": "socks4", "SOCKS5": "socks5"}, Reports: []ReportRule{
+			{Kinds: recaptchaKinds, Endpoint: "reportIncorrectRecaptcha"},
+			{Kinds: recaptchaKinds, Good: true, Endpoint: "reportCorrectRecaptcha"},
+			{Kinds: []Kind{KindImage}, Endpoint: "reportIncorrectImageCaptcha"}, // https://anti-captcha.com/apidoc (methods list)
+			{Kinds: []Kind{KindHCaptcha}, Endpoint: "reportIncorrectHcaptcha"},  // https://anti-captcha.com/apidoc/methods/reportIncorrectHcaptcha
+		}},
 	callback.TwoCaptcha: {BaseURL: "https://api.2captcha.com", NumericTaskID: true, MinPollInterval: 5 * time.Second, RefundsUnsolvable: true,
-		Rates:   Rates{Submits: InPHPRates.Submits, Results: 20}, // the account's in.php rule, as its limits page repeats
-		Reports: []ReportRule{{Endpoint: "reportIncorrect"}}},
+		ProxyTypes: map[string]string{"HTTP": "http", "SOCKS4": "socks4", "SOCKS5": "socks5"}, // 2captcha.com/api-docs/recaptcha-v2
+		Rates:      Rates{Submits: InPHPRates.Submits, Results: 20},                           // the account's in.php rule, as its limits page repeats
+		Reports:    []ReportRule{{Endpoint: "reportIncorrect"}}},
 	callback.CapMonster: {BaseURL: "https://api.capmonster.cloud", NumericTaskID: true, MinPollInterval: 2 * time.Second,
 		TaskRateCode: "ERROR_TOO_MUCH_REQUESTS", // per task: docs.capmonster.cloud/docs/api/api-errors
+		ProxyTypes:   map[string]string{"HTTP": "http", "HTTPS": "https", "SOCKS4": "socks4", "SOCKS5": "socks5"},
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
 			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}}},
-	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second,
-		Reports: []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
+	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second, // "socks5 | http | https": docs.capsolver.com/guide/api-use-params
+		ProxyTypes: map[string]string{"HTTP": "http", "HTTPS": "https", "SOCKS5": "socks5"},
+		Reports:    []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
 }
 
 // ProfileOf returns the flavor's profile.

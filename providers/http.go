@@ -115,6 +115,9 @@ func classifyStatus(status int) callback.Class {
 	return callback.ClassUnknown
 }
 
+// proxyUserinfo is login:password@ in a provider's text.
+var proxyUserinfo = regexp.MustCompile(`([^\s:@/"']+):[^\s@"']+@`)
+
 // taskIDPattern: digits (CapSolver: a UUID), widened to what can change no URL, log line or search query.
 var taskIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,63}$`)
 
@@ -289,8 +292,9 @@ func (c *conn) send(ctx context.Context, op, method, target, contentType string,
 // codeError is the error for a provider's error answer: its code (redacted, bounded) decides the class.
 func (c *conn) codeError(op, code, text string, status int) *Error {
 	var detail error
-	if text != "" {
-		detail = errors.New(truncate(redactText(text, c.apiKey), maxErrorTextLen))
+	if text != "" { // a text quoting a proxy (a poll knows no params to mask it by) keeps its login, not its password
+		text = proxyUserinfo.ReplaceAllString(redactText(text, c.apiKey), "${1}:"+redactedMarker+"@")
+		detail = errors.New(truncate(text, maxErrorTextLen))
 	}
 	return &Error{Op: op, Code: truncate(redactText(code, c.apiKey), maxCodeLen), Class: callback.ClassifyCode(code),
 		HTTPStatus: status, Err: detail, Provider: c.name}
@@ -347,6 +351,18 @@ func redactError(err error, apiKey string) error {
 		}
 	}
 	return errors.New(msg)
+}
+
+// withoutProxyPassword masks params.proxy's password in a client's error: a provider's text may quote the proxy.
+func withoutProxyPassword(err error, params map[string]string) error {
+	p, perr := captchaflow.ParseProxy(params["proxy"])
+	e, ok := errors.AsType[*Error](err)
+	if perr != nil || p.Password == "" || !ok || e.Err == nil || !strings.Contains(e.Error(), p.Password) {
+		return err
+	}
+	masked := *e
+	masked.Err = redactError(e.Err, p.Password)
+	return &masked
 }
 
 // redactText removes apiKey (never empty: newConn refuses that) from provider-supplied text such as error_text.

@@ -47,7 +47,7 @@ func (c *InPHP) Submit(ctx context.Context, method string, params map[string]str
 	}
 	ans, err := c.call(ctx, "submit", http.MethodPost, c.inURL, contentType, body)
 	if err != nil {
-		return "", "", err
+		return "", "", withoutProxyPassword(err, params)
 	}
 	if !taskIDPattern.MatchString(ans.Value) {
 		return "", "", c.invalid("submit", "task id %s is not an id (want 1-64 of [0-9A-Za-z_-])",

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
@@ -23,11 +25,13 @@ type Field struct {
 	Enc      encoding
 	Required bool   // the task cannot do without it (a path several params fill is required if any says so)
 	Default  string // fills the field when no param does (in.php form, encoded like the param)
+	Proxied  bool   // only the proxied type has it
 }
 
 // TaskSpec is one flavor's task for one kind.
 type TaskSpec struct {
 	Type     string
+	Proxied  string // the type that takes params.proxy (Type itself where one type takes both; "": none)
 	Fields   []Field
 	Const    map[string]any // fixed task fields
 	Solution callback.Solution
@@ -52,25 +56,40 @@ var (
 	minScore    = Field{Param: "min_score", Path: "minScore", Enc: encFloat, Required: true, Default: "0.3"}
 	v3Fields    = []Field{pageURL, googleKey, minScore, pageAction}
 	imageFields = []Field{imageBody, imageFile}
+	userAgent   = Field{Param: "userAgent", Path: "userAgent", Enc: encString}
+	cookies     = Field{Param: "cookies", Path: "cookies", Enc: encCookies} // in.php's KEY:Value;… as KEY=Value; …
+	// The same, where only the flavor's proxied type documents them.
+	proxiedUA, proxiedCookies = Field{Param: "userAgent", Path: "userAgent", Enc: encString, Proxied: true},
+		Field{Param: "cookies", Path: "cookies", Enc: encCookies, Proxied: true}
 )
 
-// anti is an Anti-Captcha task, documented on the page named after its type.
+// anti is an Anti-Captcha task, documented on the page named after its type; proxied, its type without "Proxyless".
 func anti(typ string, f ...Field) TaskSpec { return TaskSpec{Type: typ, Fields: f, Doc: antiDoc + typ} }
+
+func antiProxied(typ string, f ...Field) TaskSpec {
+	s := anti(typ, f...)
+	s.Proxied = strings.TrimSuffix(typ, "Proxyless")
+	return s
+}
 
 const antiDoc = "https://anti-captcha.com/apidoc/task-types/"
 
 var taskTable = map[Kind]map[Flavor]TaskSpec{
 	KindRecaptchaV2: {
-		callback.AntiCaptcha: anti("RecaptchaV2TaskProxyless", pageURL, googleKey, dataS, invisible),
-		callback.CapMonster: {Type: "NoCaptchaTaskProxyless", Fields: []Field{pageURL, googleKey},
+		callback.AntiCaptcha: antiProxied("RecaptchaV2TaskProxyless", pageURL, googleKey, dataS, invisible, proxiedUA, proxiedCookies),
+		callback.TwoCaptcha: {Type: "RecaptchaV2TaskProxyless", Proxied: "RecaptchaV2Task", Doc: "https://2captcha.com/api-docs/recaptcha-v2",
+			Fields: []Field{pageURL, googleKey, dataS, invisible, userAgent, cookies}},
+		// Proxied: docs.capmonster.cloud's one RecaptchaV2Task whose proxy fields are optional.
+		callback.CapMonster: {Type: "NoCaptchaTaskProxyless", Proxied: "RecaptchaV2Task", Fields: []Field{pageURL, googleKey, proxiedUA, proxiedCookies},
 			Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
-		callback.CapSolver: {Type: "ReCaptchaV2TaskProxyLess", Fields: []Field{pageURL, googleKey, dataS, invisible},
+		// ReCaptchaV2Task and the proxy fields: https://docs.capsolver.com/guide/api-use-params (format 1).
+		callback.CapSolver: {Type: "ReCaptchaV2TaskProxyLess", Proxied: "ReCaptchaV2Task", Fields: []Field{pageURL, googleKey, dataS, invisible},
 			Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
 	},
 	KindRecaptchaV2Enterprise: {
-		callback.AntiCaptcha: {Type: "RecaptchaV2EnterpriseTaskProxyless", Fields: []Field{pageURL, googleKey},
-			Doc: "https://anti-captcha.com/apidoc"},
-		callback.CapSolver: {Type: "ReCaptchaV2EnterpriseTaskProxyLess", Fields: []Field{pageURL, googleKey, enterpriseS, invisible},
+		callback.AntiCaptcha: {Type: "RecaptchaV2EnterpriseTaskProxyless", Proxied: "RecaptchaV2EnterpriseTask",
+			Fields: []Field{pageURL, googleKey}, Doc: "https://anti-captcha.com/apidoc"},
+		callback.CapSolver: {Type: "ReCaptchaV2EnterpriseTaskProxyLess", Proxied: "ReCaptchaV2EnterpriseTask", Fields: []Field{pageURL, googleKey, enterpriseS, invisible},
 			Doc: "https://docs.capsolver.com/zh/guide/captcha/ReCaptchaV2"},
 	},
 	KindRecaptchaV3: {
@@ -90,24 +109,26 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 			Doc: "https://2captcha.com/api-docs/create-task"},
 	},
 	KindTurnstile: {
-		callback.AntiCaptcha: anti("TurnstileTaskProxyless", pageURL, siteKey, Field{Param: "action", Path: "action", Enc: encString},
+		callback.AntiCaptcha: antiProxied("TurnstileTaskProxyless", pageURL, siteKey, Field{Param: "action", Path: "action", Enc: encString},
 			Field{Param: "data", Path: "cData", Enc: encString}, Field{Param: "pagedata", Path: "chlPageData", Enc: encString}),
 		callback.CapSolver: {Type: "AntiTurnstileTaskProxyLess", Fields: []Field{pageURL, siteKey,
 			{Param: "action", Path: "metadata.action", Enc: encString}, {Param: "data", Path: "metadata.cdata", Enc: encString}},
 			Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
+		callback.CapMonster: {Type: "TurnstileTask", Proxied: "TurnstileTask", Fields: []Field{pageURL, siteKey},
+			Doc: "https://docs.capmonster.cloud/docs/captchas/tunrstile-task"},
 	},
 	KindFunCaptcha: {
-		callback.AntiCaptcha: anti("FunCaptchaTaskProxyless", pageURL, funPublicKey, funSubdomain, funBlob),
+		callback.AntiCaptcha: antiProxied("FunCaptchaTaskProxyless", pageURL, funPublicKey, funSubdomain, funBlob),
 		callback.CapSolver: {Type: "FunCaptchaTaskProxyLess", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
 			Doc: "https://docs.capsolver.com/guide/captcha/FunCaptcha"},
 	},
 	KindGeeTest3: {
-		callback.AntiCaptcha: anti("GeeTestTaskProxyless", pageURL, Field{Param: "gt", Path: "gt", Enc: encString, Required: true},
+		callback.AntiCaptcha: antiProxied("GeeTestTaskProxyless", pageURL, Field{Param: "gt", Path: "gt", Enc: encString, Required: true},
 			Field{Param: "challenge", Path: "challenge", Enc: encString, Required: true},
 			Field{Param: "api_server", Path: "geetestApiServerSubdomain", Enc: encHost}),
 	},
 	KindGeeTest4: {
-		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Fields: []Field{pageURL, {Param: "captcha_id", Path: "gt", Enc: encString, Required: true}},
+		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Proxied: "GeeTestTask", Fields: []Field{pageURL, {Param: "captcha_id", Path: "gt", Enc: encString, Required: true}},
 			Const: map[string]any{"version": 4}, Doc: antiDoc + "GeeTestTaskProxyless"},
 	},
 	KindImage: {
@@ -242,6 +263,9 @@ func buildTask(f Flavor, method string, params map[string]string) (map[string]an
 		return nil, TaskSpec{}, unsupported("%s has no task for method %s (%s)", f, method, kind)
 	}
 	task, err := spec.fill(method, params)
+	if err == nil && params["proxy"] != "" {
+		err = proxyFields(task, profiles[f], params)
+	}
 	if err != nil {
 		return nil, TaskSpec{}, fmt.Errorf("%s, method %s (%s): %w", f, method, kind, err)
 	}
@@ -250,16 +274,21 @@ func buildTask(f Flavor, method string, params map[string]string) (map[string]an
 
 // fill builds the task: constants, one field per param (sorted, so errors are stable), defaults, the required check.
 func (s TaskSpec) fill(method string, params map[string]string) (map[string]any, error) {
-	task := map[string]any{"type": s.Type}
+	task, proxied := map[string]any{"type": s.Type}, params["proxy"] != ""
+	if proxied && s.Proxied == "" { // never sent proxyless: the user's IP and browser are the point
+		return nil, unsupported("the provider has no proxied task of this kind")
+	} else if proxied {
+		task["type"] = s.Proxied
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.Const)) {
 		setPath(task, k, s.Const[k])
 	}
 	filledBy := map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(params)) {
-		if method == methodRecaptcha && (name == "version" || name == "enterprise") {
-			continue // they picked the kind (KindOf); none is sent
+		if method == methodRecaptcha && (name == "version" || name == "enterprise") || name == "proxy" || name == "proxytype" {
+			continue // they picked the kind (KindOf), or proxyFields sends them; none is sent as is
 		}
-		i := slices.IndexFunc(s.Fields, func(f Field) bool { return f.Param == name })
+		i := slices.IndexFunc(s.Fields, func(f Field) bool { return f.Param == name && (proxied || !f.Proxied) })
 		if i < 0 {
 			return nil, unsupported("param %s: the provider's task has no field for it", name)
 		}
@@ -288,6 +317,25 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 	return task, nil
 }
 
+// proxyFields sends params.proxy and params.proxytype (Input.Validate checked them) as the flavor documents them.
+func proxyFields(task map[string]any, p Profile, params map[string]string) error {
+	proxy, err := captchaflow.ParseProxy(params["proxy"])
+	if err != nil {
+		return fmt.Errorf("params.proxy: %w", err)
+	}
+	typ, ok := p.ProxyTypes[strings.ToUpper(strings.TrimSpace(params["proxytype"]))]
+	if _, ipErr := netip.ParseAddr(proxy.Host); !ok {
+		return unsupported("proxytype %.10q: the provider takes no proxy of that type", params["proxytype"])
+	} else if ipErr != nil && p.ProxyIPOnly { // no DNS here: the name might resolve elsewhere at the provider
+		return unsupported("the provider takes a proxy by its IP address only, not a host name")
+	}
+	task["proxyType"], task["proxyAddress"], task["proxyPort"] = typ, proxy.Host, proxy.Port
+	if proxy.Login != "" {
+		task["proxyLogin"], task["proxyPassword"] = proxy.Login, proxy.Password
+	}
+	return nil
+}
+
 // setPath sets a dotted path ("metadata.action"), creating the objects on the way.
 func setPath(obj map[string]any, path string, v any) {
 	keys := strings.Split(path, ".")
@@ -311,6 +359,7 @@ const (
 	encImage // re-encoded as createTask's "only clean base64!" (anti-captcha.com/apidoc/task-types/ImageToTextTask)
 	encHost  // in.php's URL (surl, api_server) as the bare host the task field wants
 	encBlob  // data[blob] as the stringified {"blob": …} object the task's data field wants
+	encCookies
 )
 
 func (e encoding) encode(v string) (any, error) {
@@ -349,6 +398,20 @@ func (e encoding) encode(v string) (any, error) {
 	case e == encBlob:
 		b, err := json.Marshal(map[string]string{"blob": v})
 		return string(b), err
+	case e == encCookies:
+		return cookieHeader(v), nil
 	}
 	return v, nil
+}
+
+// cookieHeader turns in.php's KEY1:Value1;KEY2:Value2 into createTask's "KEY1=Value1; KEY2=Value2" (pairs with "=" kept).
+func cookieHeader(v string) string {
+	pairs := strings.Split(v, ";")
+	for i, p := range pairs {
+		if p = strings.TrimSpace(p); !strings.Contains(p, "=") {
+			p = strings.Replace(p, ":", "=", 1)
+		}
+		pairs[i] = p
+	}
+	return strings.Join(slices.DeleteFunc(pairs, func(p string) bool { return p == "" }), "; ")
 }

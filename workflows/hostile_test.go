@@ -265,6 +265,7 @@ func TestPollRefusesAnswersThatCannotBeSolutions(t *testing.T) {
 		"ERROR_WRONG_CAPTCHA_ID":             {captchaflow.FailureProviderConfig, true},
 		"ERROR_NO_SLOT_AVAILABLE":            {activities.FailureProviderTransient, false},
 		"ERROR_SOMETHING_NEW":                {captchaflow.FailureProviderUnknown, true},
+		"ERROR_PROXY_CONNECTION_FAILED":      {captchaflow.FailureProxyRejected, true}, // the user's proxy: not resubmitted
 		strings.Repeat("y", 1+16<<10):        {captchaflow.FailureProviderUnknown, true},
 		"ERROR_" + strings.Repeat("Z", 1000): {captchaflow.FailureProviderUnknown, true},
 	}

@@ -158,6 +158,7 @@ func (s *schedule) created(p *fakeProvider, pingback string, image bool, action 
 	m.checkNoSubmitWhileLostMayAnswer()
 	m.checkNoSubmitWhileOpen()
 	m.checkNoSubmitAfterAnswer()
+	m.checkNoSubmitAfterProxyWord()
 	now := m.env.Now()
 	if word := s.refusal(p, activities.SubmitQueue); word != "" { // a burst: refused before anything else
 		m.answers[n] = append(m.answers[n], "rate")
@@ -252,6 +253,8 @@ func (s *schedule) lookup(p *fakeProvider, id string) *providerTask {
 		}
 		if now := s.providerNow(); !now.Before(task.solveAt) && !task.unsolvable {
 			s.arrive(task, now)
+		} else if !now.Before(task.solveAt) && task.word != "" && task.wordAt.IsZero() {
+			task.wordAt = now
 		}
 		return task
 	}
@@ -271,6 +274,10 @@ func (s *schedule) answerResult(w http.ResponseWriter, p *fakeProvider, task *pr
 		writeJSON(w, map[string]any{"status": 0, "request": "CAPCHA_NOT_READY"})
 	case !ready:
 		writeJSON(w, map[string]any{"errorId": 0, "status": "processing"})
+	case task.word != "" && p.flavor == "":
+		writeJSON(w, map[string]any{"status": 0, "request": task.word})
+	case task.word != "":
+		writeJSON(w, map[string]any{"errorId": 1, "errorCode": task.word})
 	case task.unsolvable && p.flavor == "":
 		writeJSON(w, map[string]any{"status": 0, "request": "ERROR_CAPTCHA_UNSOLVABLE"})
 	case task.unsolvable:

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -138,6 +139,8 @@ type providerTask struct {
 	unseen     bool // made by a Submit the task had cancelled: it never learned of it
 	unsolvable bool
 	gaveUp     bool      // its own pingback said it is unsolvable: nothing more will come
+	word       string    // the proxy word it ended with (unsolvable too, but final: model_proxy_test.go)
+	wordAt     time.Time // when the word first reached captchaflow
 	instant    bool      // solved within the submission's answer (CapSolver's image tasks): the code is in the Submit result
 	image      bool      // an image task (method base64): a createTask provider's code is its text
 	at         time.Time // when in.php took it
@@ -296,6 +299,7 @@ func (m *model) drawInput() {
 	}
 	m.drawProviders()
 	m.drawReset()
+	m.drawProxy()
 }
 
 // modelTasks runs several tasks at once, as children, so that they share one worker; the child-completed listener
@@ -501,12 +505,14 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 	if instant {
 		task.instant, task.unsolvable, task.solveAt = true, false, now
 		m.arrive(task, now)
+	} else if task.word = m.proxyWordOf(provider); task.word != "" {
+		task.unsolvable = true
 	}
 	m.tasks = append(m.tasks, task)
 	m.checkPaysOnce(task)
 	code := task.code
 	if task.unsolvable {
-		code = "ERROR_CAPTCHA_UNSOLVABLE"
+		code = cmp.Or(task.word, "ERROR_CAPTCHA_UNSOLVABLE")
 	}
 	cb := captchaflow.Callback{ProviderTaskID: id, Code: code, Authenticated: true, RunID: runID, Submission: n, Provider: provider}
 	if unnamed {
@@ -533,6 +539,8 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 			m.mu.Lock()
 			if task.gaveUp = task.unsolvable; !task.unsolvable {
 				m.arrive(task, m.env.Now()) // signal tells a task by the ID its callback names, and this one may name none
+			} else if task.word != "" && task.wordAt.IsZero() {
+				task.wordAt = m.env.Now()
 			}
 			m.mu.Unlock()
 			m.signal("pingback", cb)
@@ -913,6 +921,7 @@ func (m *model) checkEnd() (result string) {
 		m.logf("%s ended at %v: %v", m.wid, m.ended.Sub(m.epoch), m.err)
 		m.checkTypedFailure(m.err)
 		m.checkUnsupported(m.err)
+		m.checkProxyRejected(m.err)
 		return ""
 	}
 	var r captchaflow.Result
@@ -1024,7 +1033,8 @@ func (m *model) checkPaid(result string) {
 // solveFailures are the contract's failure types of SolveCaptcha: a task ends in one of them, a result, or the
 // cancellation it was sent; a panic or an untyped error is a bug.
 var solveFailures = []string{captchaflow.FailureInvalidInput, captchaflow.FailureUnsolvable, captchaflow.FailureDeadlineExceeded,
-	captchaflow.FailureDeliveryFailed, captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, captchaflow.FailureTokenExpired}
+	captchaflow.FailureDeliveryFailed, captchaflow.FailureProviderConfig, captchaflow.FailureProviderUnknown, captchaflow.FailureTokenExpired,
+	captchaflow.FailureProxyRejected}
 
 func (m *model) checkTypedFailure(err error) {
 	var app *temporal.ApplicationError

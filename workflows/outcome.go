@@ -48,6 +48,10 @@ func (s *solver) classify(err error) outcome {
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	case t == activities.FailureResubmit:
 		return outcome{kind: outResubmit, reason: appErr.Message()}
+	case t == captchaflow.FailureProxyRejected: // named from the input: a poll's knows no host
+		var code string
+		_ = appErr.Details(&code)
+		return failed(activities.ProxyRejected(code, s.in.Params))
 	}
 	return failed(err)
 }

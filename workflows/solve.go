@@ -35,6 +35,13 @@ func quirksFixed(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, changeQuirks, workflow.DefaultVersion, 1) == 1
 }
 
+// changeProxies gates issue 38's refusals: a bad params.proxy, a proxy word ending the task. Asked only where they act.
+const changeProxies = "proxy-rejected"
+
+func proxiesFixed(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeProxies, workflow.DefaultVersion, 1) == 1
+}
+
 // checkInput judges the workflow ID (a segment of the callback URL) and the input as this build does, or as 1.0 did
 // for a history it recorded: it took the IDs "." and ".." and refused params.action in any case. Validate sorts a
 // map's keys and parses URLs: pure.
@@ -43,6 +50,9 @@ func quirksFixed(ctx workflow.Context) bool {
 func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	valid := in.Validate()
+	if captchaflow.IsProxyRefusal(valid) && !proxiesFixed(ctx) {
+		valid = nil // a build before proxies refused none (the proxy check is Validate's last)
+	}
 	err, old := cmp.Or(captchaflow.ValidateWorkflowID(id), valid), valid
 	if id != "." && id != ".." {
 		old = err
@@ -230,7 +240,7 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	f := workflow.ExecuteActivity(s.onQueue(opts, pin.Queue, 0), acts.Submit, activities.SubmitRequest{
 		Method: s.in.Method, Params: s.in.Params, RunID: s.table.newURLRun(ctx), Submission: sub.N,
 		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin.Provider, Reason: pin.Reason})
-	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.answered() != nil }); err != nil {
+	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.settled() }); err != nil {
 		return failed(err)
 	}
 	if !f.IsReady() {
@@ -319,7 +329,7 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 // awaitCode waits for the answer: the callback until the callback timeout, then the callback or the poll.
 func (s *solver) awaitCode(ctx workflow.Context, sub *submission) outcome {
 	s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback)
-	arrived := func() bool { return sub.answer != nil || s.table.answered() != nil }
+	arrived := func() bool { return sub.answer != nil || s.table.settled() }
 	ok, err := s.awaitFor(ctx, min(s.in.CallbackTimeout(), s.remaining(ctx)), arrived)
 	if err != nil {
 		return failed(err)
@@ -367,7 +377,7 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 	s.logger.Warn("in.php's answer was lost; waiting for the submission's callback before submitting again",
 		"Submits", s.status.Submits, "Until", end, "Error", cause)
 	s.learnID(ctx, sub, "", subAnswerLost)
-	settled := func() bool { return s.table.answered() != nil || sub.State == subUnsolvable }
+	settled := func() bool { return s.table.settled() || sub.State == subUnsolvable }
 	for !settled() && workflow.Now(ctx).Before(end) {
 		d := end.Sub(workflow.Now(ctx))
 		if sub.giveUp > 0 { // a task that may go elsewhere asks this often whether its provider is down for good
@@ -381,6 +391,9 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 	}
 	// Unanswered, the submission stays open: a late answer still counts.
 	switch o, answered := s.takeLostAnswer(ctx); {
+	case answered && o.kind == outFailed: // a proxy word: the user's proxy, no second payment with it
+		count(ctx, MetricSubmitsLost, "outcome", "unsolvable")
+		return o
 	case answered:
 		s.setPhaseSearchable(ctx, captchaflow.PhaseAwaitingCallback) // CaptchaTaskId: the ID its callback named
 		return o
@@ -395,10 +408,12 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 	return outcome{kind: outResubmit, reason: "in.php's answer was lost and no callback came in time"}
 }
 
-// takeLostAnswer takes the answer of a lost submission, if one came, as the result.
+// takeLostAnswer takes the answer of a lost submission, if one came, as the result; its proxy word ends the task.
 func (s *solver) takeLostAnswer(ctx workflow.Context) (outcome, bool) {
 	sub := s.table.answered()
-	if sub == nil {
+	if rejected := s.table.rejected(); sub == nil && rejected != nil {
+		return failed(activities.ProxyRejected(rejected.rejected, s.in.Params)), true
+	} else if sub == nil {
 		return outcome{}, false
 	}
 	count(ctx, MetricSubmitsLost, "outcome", "callback") // solved, nothing paid twice

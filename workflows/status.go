@@ -30,7 +30,7 @@ const (
 var outcomes = map[string]string{string(captchaflow.ViaPoll): "poll", string(captchaflow.ViaSubmit): "submit",
 	captchaflow.FailureDeadlineExceeded: "deadline_exceeded", captchaflow.FailureUnsolvable: "unsolvable",
 	captchaflow.FailureDeliveryFailed: "delivery_failed", captchaflow.FailureTokenExpired: "token_expired",
-	captchaflow.FailureInvalidInput: "invalid_input"}
+	captchaflow.FailureInvalidInput: "invalid_input", captchaflow.FailureProxyRejected: "proxy_rejected"}
 
 // count adds one to metric, tagged with the tag/value pairs given.
 func count(ctx workflow.Context, metric string, tags ...string) {

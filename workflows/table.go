@@ -51,6 +51,7 @@ type submission struct {
 	route       *captchaflow.Route     // why it went to Provider
 	pin         string                 // the provider the workflow sent it to (paced tasks)
 	unpaced     bool                   // its results queue started no poll in queueWait: the next one runs on the task's own
+	rejected    string                 // the proxy word its lost answer's callback ended it with
 }
 
 // cost is what sub costs: its price, unless it ended unsolvable at a provider that refunds those.
@@ -154,6 +155,19 @@ func (t *table) answered() (first *submission) {
 	return first
 }
 
+// rejected is a submission of the solve whose lost answer's callback said the proxy failed (nil: none).
+func (t *table) rejected() *submission {
+	for _, sub := range t.subs {
+		if sub.Round == t.round && sub.rejected != "" {
+			return sub
+		}
+	}
+	return nil
+}
+
+// settled: a lost submission answered, with a code or a proxy word; what waits for either stops.
+func (t *table) settled() bool { return t.answered() != nil || t.rejected() != nil }
+
 // listen routes signals as they arrive; ReceiveAsync, as the SDK drops a corrupt payload and must not block it.
 func (s *solver) listen(ctx workflow.Context) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -195,7 +209,7 @@ func (s *solver) awaitFor(ctx workflow.Context, d time.Duration, cond func() boo
 
 // sleep waits d (cut to the deadline), ending early when a lost submission answers.
 func (s *solver) sleep(ctx workflow.Context, d time.Duration) error {
-	_, err := s.awaitFor(ctx, min(d, s.remaining(ctx)), func() bool { return s.table.answered() != nil })
+	_, err := s.awaitFor(ctx, min(d, s.remaining(ctx)), s.table.settled)
 	return err
 }
 
@@ -262,7 +276,10 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 	case cb.ProviderTaskID != sub.ProviderID && !(cb.ProviderTaskID == "" && quirksFixed(ctx)):
 		// Naming another task on a URL handed out for this one takes a leaked URL (resets have URLs of their own).
 		s.confirm(ctx, sub, "a callback naming another provider task")
-	case callback.IsStatusWord(cb.Code) && callback.ClassifyCode(word) == callback.ClassResubmit:
+	case proxyWord(ctx, word):
+		s.logger.Warn("the provider called back that it could not use the task's proxy", "ProviderTaskID", sub.ProviderID, "Code", word)
+		sub.file(failed(activities.ProxyRejected(word, s.in.Params)))
+	case callback.IsStatusWord(cb.Code) && resubmitWord(word):
 		s.logger.Info("the provider called back that it gave up", "ProviderTaskID", sub.ProviderID, "Code", cb.Code)
 		sub.file(outcome{kind: outResubmit, reason: "the callback said " + word})
 	case callback.IsStatusWord(cb.Code):
@@ -270,6 +287,17 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 	default:
 		sub.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
 	}
+}
+
+// proxyWord: the provider could not use the task's proxy (asks the gate only then: older histories resubmitted).
+func proxyWord(ctx workflow.Context, word string) bool {
+	return callback.IsStatusWord(word) && callback.ClassifyCode(word) == callback.ClassProxy && proxiesFixed(ctx)
+}
+
+// resubmitWord: the provider gave up on the task; ERROR_PROXY_CONNECTION_FAILED was one before proxy words had their
+// class, and stays one where a history recorded then, or a lost submission, meets it.
+func resubmitWord(word string) bool {
+	return callback.ClassifyCode(word) == callback.ClassResubmit || callback.Canonical(word) == "ERROR_PROXY_CONNECTION_FAILED"
 }
 
 // adopt takes the solution of a submission a reset discarded: it was paid for, so it answers the solve.
@@ -293,9 +321,10 @@ func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func
 
 // lostCallback takes cb as the answer of a submission with no ID to poll: hints and status words are dropped.
 func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captchaflow.Callback, stale func(string)) {
-	switch {
-	case cb.Authenticated && !otherCandidate(lost, cb) &&
-		callback.ClassifyCode(strings.TrimSpace(cb.Code)) == callback.ClassResubmit:
+	switch word := strings.TrimSpace(cb.Code); {
+	case cb.Authenticated && !otherCandidate(lost, cb) && proxyWord(ctx, word):
+		lost.ProviderID, lost.State, lost.rejected = cb.ProviderTaskID, subUnsolvable, word // the task ends: awaitLost
+	case cb.Authenticated && !otherCandidate(lost, cb) && resubmitWord(word):
 		lost.ProviderID, lost.State = cb.ProviderTaskID, subUnsolvable // nothing more will come
 	case !s.solution(ctx, cb):
 		stale("not an authenticated solution (a lost submission can only be answered by one)")
@@ -400,7 +429,7 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 			sub.solved(r.Code, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))
 		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
 			sub.file(outcome{kind: outGaveUp})
-		case via == captchaflow.ViaPoll || o.kind == outResubmit:
+		case via == captchaflow.ViaPoll || o.kind == outResubmit || failureType(err) == captchaflow.FailureProxyRejected:
 			sub.file(o)
 		default:
 			s.logger.Warn("callback not confirmed by res.php; still waiting", "ProviderTaskID", sub.ProviderID, "Error", err)

@@ -234,7 +234,7 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 	}
 	s.setPhaseSearchable(ctx, phase)
 	queuedAt := workflow.Now(ctx)
-	for !a.granted && s.table.answered() == nil {
+	for !a.granted && !s.table.settled() {
 		s.releaseKept(ctx, false)
 		ask := s.slotAsk(ctx, a.seq)
 		if t := a.ticket; t.Semaphore != "" {
@@ -258,7 +258,7 @@ func (s *solver) acquireSlot(ctx workflow.Context) error {
 		}
 		timerCtx, cancelTimer := workflow.WithCancel(ctx)
 		timer := workflow.NewTimer(timerCtx, d)
-		err = s.await(ctx, func() bool { return a.granted || s.table.answered() != nil || timer.IsReady() })
+		err = s.await(ctx, func() bool { return a.granted || s.table.settled() || timer.IsReady() })
 		if cancelTimer(); err != nil {
 			return err // the task was cancelled
 		}

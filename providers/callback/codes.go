@@ -18,6 +18,7 @@ const (
 	ClassResubmit    Class = "resubmit"    // this task failed; submit a new one
 	ClassNotReady    Class = "not_ready"   // CAPCHA_NOT_READY (keep polling)
 	ClassUnknown     Class = "unknown"     // unknown provider code: non-retryable, code in message
+	ClassProxy       Class = "proxy"       // the user's proxy (or user agent) failed: the task ends, nothing resubmitted
 )
 
 // codes: the in.php/res.php codes (2captcha, CaptchaAI) and the createTask providers' documented errors, one class each.
@@ -27,17 +28,21 @@ func init() {
 	for class, words := range map[Class]string{
 		ClassNotReady: "CAPCHA_NOT_READY CAPTCHA_NOT_READY", // CaptchaAI spells it CAPCHA (sic)
 		// ERROR_TASK_TIMEOUT: CapSolver did not solve it within 120 s; ERROR_CAPTCHA_SOLVE_FAILED: its failed task.
-		ClassResubmit: `ERROR_CAPTCHA_UNSOLVABLE ERROR_BAD_DUPLICATES ERROR_PROXY_CONNECTION_FAILED ERROR_RECAPTCHA_TIMEOUT
+		ClassResubmit: `ERROR_CAPTCHA_UNSOLVABLE ERROR_BAD_DUPLICATES ERROR_RECAPTCHA_TIMEOUT
 			ERROR_TASK_TIMEOUT ERROR_CAPTCHA_SOLVE_FAILED`,
 		ClassTransient: `TOO_MANY_BAD_IMAGES ERROR_SERVER_ERROR ERROR_INTERNAL_SERVER_ERROR ERROR_SERVICE_UNAVALIABLE ERROR_NO_SLOT_AVAILABLE
 			MAX_USER_TURN ERROR_TOO_MUCH_REQUESTS ERROR_RATE_LIMIT ERROR_ZERO_BALANCE IP_BANNED ERROR_IP_BLOCKED ERROR_IP_BANNED`,
+		// Each provider's proxy words (docs/providers.md#proxies); a wrong user agent is the user's as well.
+		ClassProxy: `ERROR_PROXY_CONNECT_REFUSED ERROR_PROXY_CONNECT_TIMEOUT ERROR_PROXY_READ_TIMEOUT ERROR_PROXY_BANNED
+			ERROR_PROXY_TRANSPARENT ERROR_PROXY_INCOMPATIBLE_HTTP_VERSION ERROR_PROXY_NOT_AUTHORISED ERROR_PROXY_CONNECTION_FAILED
+			ERROR_BAD_PROXY ERROR_WRONG_USERAGENT`,
 		// createTask's "type … not supported" (2captcha v2, Anti-Captcha); ERROR_NO_SUCH_METHOD: a method (CapMonster:
 		// a task type) the provider lacks (docs/providers.md#errors).
 		ClassUnsupported: "ERROR_TASK_NOT_SUPPORTED ERROR_NO_SUCH_METHOD",
 		// Key, account, task parameters, images, task ids and refused reports: retrying will not help.
 		ClassConfig: `ERROR_WRONG_USER_KEY ERROR_KEY_DOES_NOT_EXIST ERROR_IP_NOT_ALLOWED ERROR_IP_ADDRES ERROR_ACCOUNT_SUSPENDED ERROR_DOMAIN_NOT_ALLOWED
 			ERROR_PAGEURL ERROR_GOOGLEKEY ERROR_WRONG_GOOGLEKEY ERROR_SITEKEY ERROR_BAD_TOKEN_OR_PAGEURL ERROR_BAD_TOKEN ERROR_TOKEN_EXPIRED
-			ERROR_BAD_PARAMETERS ERROR_BAD_PROXY ERROR_PROXY_FORMAT ERROR_METHOD_CALL ERROR_EMPTY_ACTION
+			ERROR_BAD_PARAMETERS ERROR_PROXY_FORMAT ERROR_PROXY_MISSING ERROR_METHOD_CALL ERROR_EMPTY_ACTION
 			ERROR_RECAPTCHA_INVALID_SITEKEY ERROR_RECAPTCHA_INVALID_DOMAIN ERROR_INVALID_TASK_DATA ERROR_BAD_REQUEST ERROR_WRONG_FILE_EXTENSION
 			ERROR_TOO_BIG_CAPTCHA_FILESIZE ERROR_ZERO_CAPTCHA_FILESIZE ERROR_IMAGE_TYPE_NOT_SUPPORTED ERROR_UPLOAD ERROR_CAPTCHAIMAGE_BLOCKED
 			ERROR_WRONG_ID_FORMAT ERROR_WRONG_CAPTCHA_ID ERROR_NO_SUCH_CAPCHA_ID ERROR_TASK_ABSENT ERROR_TASKID_INVALID WRONG_CAPTCHA_ID
@@ -61,12 +66,14 @@ var rateLimits = strings.Fields("MAX_USER_TURN ERROR_TOO_MUCH_REQUESTS ERROR_RAT
 func IsRateLimit(code string) bool { return slices.Contains(rateLimits, Canonical(code)) }
 
 const (
-	CodeNotReady    = "CAPTCHA_NOT_READY"        // also a "processing" (CapSolver: "idle") getTaskResult
-	CodeUnsolvable  = "ERROR_CAPTCHA_UNSOLVABLE" // also a "failed" status without a code
-	CodeZeroBalance = "ERROR_ZERO_BALANCE"
-	CodeNoSlot      = "ERROR_NO_SLOT_AVAILABLE"
-	CodeDuplicate   = "ERROR_DUPLICATE_REPORT"
-	CodeNotRecorded = "ERROR_REPORT_NOT_RECORDED"
+	CodeNotReady     = "CAPTCHA_NOT_READY"        // also a "processing" (CapSolver: "idle") getTaskResult
+	CodeUnsolvable   = "ERROR_CAPTCHA_UNSOLVABLE" // also a "failed" status without a code
+	CodeZeroBalance  = "ERROR_ZERO_BALANCE"
+	CodeNoSlot       = "ERROR_NO_SLOT_AVAILABLE"
+	CodeDuplicate    = "ERROR_DUPLICATE_REPORT"
+	CodeNotRecorded  = "ERROR_REPORT_NOT_RECORDED"
+	CodeProxyMissing = "ERROR_PROXY_MISSING"   // a proxied type sent without a proxy: captchaflow's own bug
+	CodeWrongUA      = "ERROR_WRONG_USERAGENT" // names params.userAgent rather than the proxy
 )
 
 // Canonical is a code as the table spells it: trimmed, upper case.

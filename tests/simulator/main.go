@@ -148,12 +148,14 @@ func configFromEnvAndFlags(args []string) (sim.Config, error) {
 	fs.DurationVar(&cfg.HangFor, "hang-for", cfg.HangFor, "longest a hung pingback is held (SIM_HANG_FOR)")
 	refuse := strings.Join(cfg.Refuse, ",")
 	fs.StringVar(&refuse, "refuse", refuse, "task types refused: createTask types or in.php methods, comma list (SIM_REFUSE)")
+	badProxies := strings.Join(cfg.BadProxies, ",")
+	fs.StringVar(&badProxies, "bad-proxies", badProxies, "proxy hosts the provider cannot use, comma list (SIM_BAD_PROXIES)")
 	fs.StringVar(&cfg.FaultRules, "fault-rules", cfg.FaultRules, "REGEX=>FAULTS rules separated by ; (SIM_FAULT_RULES)")
 	fs.DurationVar(&cfg.CloseTimeout, "close-timeout", cfg.CloseTimeout, "bound on shutdown wait (SIM_CLOSE_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return sim.Config{}, err
 	}
-	cfg.APIKeys, cfg.Refuse = splitList(keys), splitList(refuse)
+	cfg.APIKeys, cfg.Refuse, cfg.BadProxies = splitList(keys), splitList(refuse), splitList(badProxies)
 	return cfg, cfg.Validate()
 }
 

@@ -100,6 +100,9 @@ type Config struct {
 	// Refuse lists the task types this provider does not take — createTask "type"s, or in.php methods: createTask
 	// answers them ERROR_TASK_NOT_SUPPORTED and in.php ERROR_NO_SUCH_METHOD, as a provider without that type does.
 	Refuse []string `env:"SIM_REFUSE" envSeparator:","`
+	// BadProxies lists proxy hosts the provider cannot connect through: a task with one is created, then ends with
+	// the protocol's proxy word (res.php, getTaskResult and the pingback alike).
+	BadProxies []string `env:"SIM_BAD_PROXIES" envSeparator:","`
 
 	// CloseTimeout bounds how long Close waits for in-flight goroutines.
 	CloseTimeout time.Duration `env:"SIM_CLOSE_TIMEOUT" envDefault:"5s"`

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -149,6 +150,10 @@ func (s *Simulator) ctSubmission(req ctRequest) (submission, reply, bool) {
 	if rp, ok := s.checkTaskFields(kind, spec, req.Task); !ok {
 		return submission{}, rp, false
 	}
+	proxy := ctProxy(req.Task)
+	if typ == spec.Proxied && typ != spec.Type && proxy == nil { // a type of its own needs its proxy, as providers say
+		return submission{}, errReplyf(ErrorProxyMissing, "task type "+strconv.Quote(typ)+" needs proxyAddress."), false
+	}
 	pingback, rp, ok := parsePingback(req.CallbackURL)
 	if !ok {
 		return submission{}, rp, false
@@ -157,7 +162,9 @@ func (s *Simulator) ctSubmission(req ctRequest) (submission, reply, bool) {
 	if err != nil {
 		return submission{}, errReplyf(ErrorBadParameters, "sim_fault: "+err.Error()), false
 	}
-	sub := submission{key: req.ClientKey, method: methodOf(kind), taskType: typ, kind: kind, pingback: pingback, faults: faults}
+	ua, _ := req.Task["userAgent"].(string)
+	sub := submission{key: req.ClientKey, method: methodOf(kind), taskType: typ, kind: kind, pingback: pingback, faults: faults,
+		proxy: proxy, userAgent: ua}
 	if req.SimSolveMS != nil {
 		if *req.SimSolveMS < 0 {
 			return sub, errReplyf(ErrorBadParameters, "sim_solve_ms must be a non-negative integer"), false
@@ -176,7 +183,7 @@ func (s *Simulator) matchTask(typ string, task map[string]any) (providers.Kind, 
 	bestScore := -1
 	for _, kind := range providers.Kinds {
 		spec, ok := providers.TaskFor(s.profile.Flavor, kind)
-		if !ok || spec.Type != typ || !constsMatch(spec.Const, task) || len(spec.Const) <= bestScore {
+		if !ok || spec.Type != typ && spec.Proxied != typ || !constsMatch(spec.Const, task) || len(spec.Const) <= bestScore {
 			continue
 		}
 		best, bestSpec, bestScore = kind, spec, len(spec.Const)
@@ -354,7 +361,7 @@ func (s *Simulator) taskResult(key, id string) (reply, map[string]any) {
 	case StatusSolved:
 		return okReply(""), map[string]any{"status": "ready", "solution": s.solutionFor(t)}
 	case StatusUnsolvable:
-		return errReply(ErrorCaptchaUnsolvable), nil
+		return errReply(ctCode(t.failWord(), s.profile.Flavor)), nil
 	}
 	return errReply(ErrorWrongCaptchaID), nil // expired
 }
@@ -411,7 +418,7 @@ func (s *Simulator) pingbackRequest(t *task) (*http.Request, error) {
 	if callback.FormBody(s.profile.Flavor) {
 		code := CodeFor(t.idStr)
 		if t.plan.unsolvable {
-			code = ErrorCaptchaUnsolvable
+			code = t.failWord()
 		}
 		body, contentType = []byte(url.Values{"id": {t.idStr}, "code": {code}}.Encode()), "application/x-www-form-urlencoded"
 	} else {
@@ -432,8 +439,8 @@ func (s *Simulator) callbackDoc(t *task) map[string]any {
 	defer s.mu.Unlock()
 	doc := map[string]any{"errorId": 0, "taskId": s.idJSON(t.idStr), "status": "ready", "solution": s.solutionFor(t)}
 	if t.plan.unsolvable {
-		code := ctCode(ErrorCaptchaUnsolvable, s.profile.Flavor)
-		doc = map[string]any{"errorId": 1, "errorCode": code, "errorDescription": errorTexts[ErrorCaptchaUnsolvable],
+		code := ctCode(t.failWord(), s.profile.Flavor)
+		doc = map[string]any{"errorId": 1, "errorCode": code, "errorDescription": cmp.Or(errorTexts[code], "The task failed."),
 			"taskId": s.idJSON(t.idStr), "status": "failed"}
 	}
 	if s.profile.Flavor == callback.CapMonster {

@@ -272,6 +272,7 @@ func matchRules(rules []compiledRule, subject string) FaultSpec {
 // pingbackPlan is what happens to one task's pingback once it is solved.
 type pingbackPlan struct {
 	unsolvable bool
+	failWord   string // the word an unsolvable task answers ("": ERROR_CAPTCHA_UNSOLVABLE; a bad proxy's word)
 	// unsolvablePingback calls an unsolvable task's pingback with
 	// code=ERROR_CAPTCHA_UNSOLVABLE instead of sending none.
 	unsolvablePingback bool

@@ -64,6 +64,10 @@ func (s *Simulator) submit(r *http.Request) reply {
 	if !ok {
 		return s.reject(rp)
 	}
+	proxy, ok := parseInPHPProxy(r.Form.Get("proxy"), r.Form.Get("proxytype"))
+	if !ok {
+		return s.reject(errReplyf(ErrorBadProxy, "proxy is not login:password@host:port or host:port."))
+	}
 	faults, err := ParseFaultSpec(r.Form.Get("sim_fault"))
 	if err != nil {
 		return s.reject(errReplyf(ErrorBadParameters, "sim_fault: "+err.Error()))
@@ -77,7 +81,8 @@ func (s *Simulator) submit(r *http.Request) reply {
 		d := time.Duration(ms) * time.Millisecond
 		solveOverride = &d
 	}
-	return s.accept(submission{key: r.Form.Get("key"), method: method, pingback: pingback, faults: faults, solveOverride: solveOverride})
+	return s.accept(submission{key: r.Form.Get("key"), method: method, pingback: pingback, faults: faults, solveOverride: solveOverride,
+		proxy: proxy, userAgent: r.Form.Get("userAgent")})
 }
 
 func parseForm(r *http.Request) error {
@@ -211,6 +216,8 @@ type submission struct {
 	pingback      *url.URL
 	faults        FaultSpec
 	solveOverride *time.Duration
+	proxy         *ProxyGot
+	userAgent     string
 }
 
 // accept applies submit-time faults and the thread limit, then creates and
@@ -238,6 +245,9 @@ func (s *Simulator) accept(sub submission) reply {
 	}
 
 	t := s.newTask(sub, id, idStr, solve, s.planLocked(faults, client, unsolvableDraw, pingbackDraw))
+	if s.badProxy(sub.proxy) { // created (and paid), then the provider's proxy check fails
+		t.plan = pingbackPlan{unsolvable: true, unsolvablePingback: true, failWord: s.proxyWord()}
+	}
 	fate := s.answerFateLocked(faults, client)
 	t.plan.submitLost, t.plan.submitStall, t.plan.submitGatewayStatus = fate.lost, fate.stall, fate.gatewayStatus
 	s.tasks[id] = t
@@ -316,6 +326,8 @@ func (s *Simulator) newTask(sub submission, id int64, idStr string, solve time.D
 		solveTime:   solve,
 		plan:        plan,
 		status:      StatusSolving,
+		proxy:       sub.proxy,
+		userAgent:   sub.userAgent,
 	}
 	if sub.pingback != nil {
 		t.pingbackURL = sub.pingback.String()

@@ -70,7 +70,7 @@ func pingbackTarget(t *task) string {
 	}
 	code := t.code()
 	if t.plan.unsolvable { // only with unsolvablePingback does an unsolvable task get here
-		code = ErrorCaptchaUnsolvable
+		code = t.failWord()
 	}
 	extra := url.Values{"id": {t.idStr}, "code": {code}}.Encode()
 	if u.RawQuery == "" {

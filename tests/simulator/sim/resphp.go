@@ -65,7 +65,7 @@ func (s *Simulator) get(key, id string) reply {
 	case StatusSolved:
 		return okReply(t.code())
 	case StatusUnsolvable:
-		return errReply(ErrorCaptchaUnsolvable)
+		return errReply(t.failWord())
 	default: // expired: the result is gone, as on the real service
 		return errReply(ErrorWrongCaptchaID)
 	}

@@ -5,6 +5,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -88,7 +89,12 @@ type task struct {
 	reportsBad   int64
 	reports      []ReportRecord
 	timers       []*time.Timer
+	proxy        *ProxyGot
+	userAgent    string
 }
+
+// failWord is what t answers once found unsolvable: ERROR_CAPTCHA_UNSOLVABLE, or its bad proxy's word.
+func (t *task) failWord() string { return cmp.Or(t.plan.failWord, ErrorCaptchaUnsolvable) }
 
 // New validates cfg and returns a running simulator. Call Close when done.
 func New(cfg Config) (*Simulator, error) {
@@ -272,6 +278,8 @@ func (s *Simulator) snapshot(t *task, now time.Time) Task {
 		ReportsGood:  t.reportsGood,
 		ReportsBad:   t.reportsBad,
 		Reports:      slices.Clone(t.reports),
+		Proxy:        t.proxy,
+		UserAgent:    t.userAgent,
 	}
 	if out.Pingbacks == nil {
 		out.Pingbacks = []PingbackAttempt{}

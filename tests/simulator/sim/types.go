@@ -91,6 +91,9 @@ type Task struct {
 	ReportsGood int64          `json:"reports_good"`
 	ReportsBad  int64          `json:"reports_bad"`
 	Reports     []ReportRecord `json:"reports,omitempty"`
+	// Proxy and UserAgent are what the task came with (in.php's proxy/proxytype/userAgent, or the task's fields).
+	Proxy     *ProxyGot `json:"proxy,omitempty"`
+	UserAgent string    `json:"user_agent,omitempty"`
 }
 
 // PingbackKind says why a delivery was made.
