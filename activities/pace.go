@@ -193,8 +193,8 @@ func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
 	switch {
 	case set && !strings.HasPrefix(reason, pacePrefix):
 		return temporal.NewNonRetryableApplicationError(ErrOperatorLimit.Error(), FailureSuperseded, ErrOperatorLimit)
-	case set && reason == w.Reason:
-		return nil // written already: the answer was lost
+	case set && reason == w.Reason, !set && w.Rate < 0:
+		return nil // written already (the answer was lost), or nothing to clear
 	case w.Over != "" && (!set || reason != w.Over):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s holds %q, not the keeper's %q: not raised", w.Queue,
 			reason, w.Over), FailureSuperseded, nil)
