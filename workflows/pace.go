@@ -196,20 +196,22 @@ func (k *keeper) await(ctx workflow.Context, d time.Duration) bool {
 	return refused
 }
 
-// take makes a refusal signalled the keeper's order (block: wait for a signal); false when none was, or it was
-// another worker's report of the orphan the keeper already holds.
-func (k *keeper) take(ctx workflow.Context, block bool) bool {
-	var r activities.PaceOrder
-	if block {
+// take makes the refusals signalled the keeper's order, the longest bar of those waiting (block: wait for one first);
+// false when none was, or each was another worker's report of the orphan the keeper already holds. It takes every
+// one waiting: one left in the channel would be lost when the keeper ends or continues as new.
+func (k *keeper) take(ctx workflow.Context, block bool) (took bool) {
+	next := func() (r activities.PaceOrder, ok bool) { return r, k.refused.ReceiveAsync(&r) }
+	r, ok := next()
+	if block && !ok {
 		k.refused.Receive(ctx, &r)
-	} else if !k.refused.ReceiveAsync(&r) {
-		return false
+		ok = true
 	}
-	if r.Orphan != "" {
-		return false
+	for ; ok; r, ok = next() {
+		if r.Orphan == "" && (!took || r.Wait > k.Wait) {
+			k.Wait, k.What, k.Orphan, took = r.Wait, r.What, "", true
+		}
 	}
-	k.Wait, k.What, k.Orphan = r.Wait, r.What, ""
-	return true
+	return took
 }
 
 // write has PaceQueue set the queue's rate (0: paused; < 0: its limit cleared) over the limit the keeper wrote last.
