@@ -67,7 +67,7 @@ type PaceOrder struct {
 }
 
 // PaceWrite is a keeper's decision: queue's limit Rate (0: paused; < 0: none, the pollers' rate again) over Over, the
-// limit the keeper wrote last ("": a pause, which only lowers).
+// limit the keeper wrote last; a pause only lowers, so it goes over any limit of captchaflow's.
 type PaceWrite struct {
 	Queue  string  `json:"queue"`
 	Rate   float64 `json:"rate"`
@@ -193,9 +193,9 @@ func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
 	switch {
 	case set && !strings.HasPrefix(reason, pacePrefix):
 		return temporal.NewNonRetryableApplicationError(ErrOperatorLimit.Error(), FailureSuperseded, ErrOperatorLimit)
-	case set && reason == w.Reason:
-		return nil // written already: the answer was lost
-	case w.Over != "" && (!set || reason != w.Over):
+	case set && reason == w.Reason, !set && w.Rate < 0:
+		return nil // written already (the answer was lost), or nothing to clear
+	case w.Rate != 0 && (!set || reason != w.Over):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s holds %q, not the keeper's %q: not raised", w.Queue,
 			reason, w.Over), FailureSuperseded, nil)
 	}

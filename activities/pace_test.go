@@ -260,6 +260,7 @@ func TestPaceQueueWritesOnlyWhatItMay(t *testing.T) {
 		{"a raise over a cleared limit", nil, nil, raise, false, FailureSuperseded},
 		{"a raise already made", limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 4}, raise.Reason, time.Now()), nil, raise, false, ""},
 		{"the clear over its own ramp", limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 4}, raise.Reason, time.Now()), nil, clear, true, ""},
+		{"a clear already made (its answer lost)", nil, nil, clear, false, ""},
 	} {
 		f := newFakeServer()
 		f.limits[queueA], f.readErr = c.held, c.readErr

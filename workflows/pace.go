@@ -147,7 +147,7 @@ func PaceKeeper(ctx workflow.Context, order activities.PaceOrder) error {
 			workflow.GetLogger(ctx).Warn("the queue's limit is not the pace keeper's: left in force", "Queue", k.Queue, "Error", err)
 			return nil
 		}
-		if err != nil || cleared && !k.take(ctx, false) { // a refusal after the clear pauses again
+		if err != nil || cleared && !k.take() { // a refusal after the clear pauses again
 			return err
 		}
 	}
@@ -183,41 +183,35 @@ func (k *keeper) ramp(ctx workflow.Context) (bool, error) {
 	return true, k.write(ctx, -1, "")
 }
 
-// await waits d on the server's clock; a refusal meanwhile ends it early (true), its bar the keeper's.
+// await waits d on the server's clock; a refusal meanwhile ends it early (true), its bar the keeper's (take drains
+// what the selector found ready).
 func (k *keeper) await(ctx workflow.Context, d time.Duration) bool {
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	fired, refused := false, false
 	s := workflow.NewSelector(ctx).AddFuture(workflow.NewTimer(tctx, d), func(workflow.Future) { fired = true }).
-		AddReceive(k.refused, func(workflow.ReceiveChannel, bool) { refused = k.take(ctx, true) })
+		AddReceive(k.refused, func(workflow.ReceiveChannel, bool) { refused = k.take() })
 	for !fired && !refused {
 		s.Select(ctx)
 	}
 	return refused
 }
 
-// take makes a refusal signalled the keeper's order (block: wait for a signal); false when none was, or it was
-// another worker's report of the orphan the keeper already holds.
-func (k *keeper) take(ctx workflow.Context, block bool) bool {
-	var r activities.PaceOrder
-	if block {
-		k.refused.Receive(ctx, &r)
-	} else if !k.refused.ReceiveAsync(&r) {
-		return false
+// take makes the refusals signalled the keeper's order, the longest bar of those waiting; false when none was, or each
+// was another worker's report of the orphan the keeper already holds. It drains the channel: a signal left in it would
+// be lost when the keeper ends or continues as new.
+func (k *keeper) take() (took bool) {
+	for r := (activities.PaceOrder{}); k.refused.ReceiveAsync(&r); r = (activities.PaceOrder{}) {
+		if r.Orphan == "" && (!took || r.Wait > k.Wait) {
+			k.Wait, k.What, k.Orphan, took = r.Wait, r.What, "", true
+		}
 	}
-	if r.Orphan != "" {
-		return false
-	}
-	k.Wait, k.What, k.Orphan = r.Wait, r.What, ""
-	return true
+	return took
 }
 
 // write has PaceQueue set the queue's rate (0: paused; < 0: its limit cleared) over the limit the keeper wrote last.
 func (k *keeper) write(ctx workflow.Context, rate float64, reason string) error {
-	over := k.last
-	if rate == 0 {
-		over = "" // a pause only lowers: it may go over any limit of captchaflow's
-	}
+	w := activities.PaceWrite{Queue: k.Queue, Rate: rate, Reason: reason, Over: k.last}
 	k.last = reason
-	return workflow.ExecuteActivity(ctx, acts.PaceQueue, activities.PaceWrite{Queue: k.Queue, Rate: rate, Reason: reason, Over: over}).Get(ctx, nil)
+	return workflow.ExecuteActivity(ctx, acts.PaceQueue, w).Get(ctx, nil)
 }

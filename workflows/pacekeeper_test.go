@@ -10,6 +10,7 @@ import (
 
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
@@ -187,4 +188,45 @@ func TestKeeperRampsAnOrphanBack(t *testing.T) {
 	equal(t, "orphan, then refused", runKeeper(t, order, 0, map[time.Duration]func(*keptServer){0: held, 7 * time.Second: refusal(10*time.Second, "MAX_USER_TURN")}),
 		[]string{"0s 2 captchaflow: ramping at 2/s", "5s 4 captchaflow: ramping at 4/s", "7s 0 captchaflow: paused for 10s after MAX_USER_TURN",
 			"17s 2 captchaflow: ramping at 2/s", "22s 4 captchaflow: ramping at 4/s", "27s -1 "})
+}
+
+// Every refusal waiting when the keeper looks is taken: an orphan's report ahead of a refusal does not hide it when
+// the keeper clears (the queue is paused for it, not left unpaced), and a continue-as-new carries the longest bar.
+func TestKeeperTakesEveryRefusalWaiting(t *testing.T) {
+	orphan := "captchaflow: configured"
+	order := activities.PaceOrder{Queue: keptQueue, Want: 8, What: "a limit no keeper held", Orphan: orphan}
+	both := func(f *keptServer) { // signalled while the clear's reads fail
+		f.env.SignalWorkflow(activities.PaceRefusedSignal, order)
+		refusal(10*time.Second, "MAX_USER_TURN")(f)
+	}
+	held := func(f *keptServer) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.setLocked(&taskqueuepb.RateLimit{RequestsPerSecond: 13}, orphan)
+	}
+	got := runKeeper(t, order, 0, map[time.Duration]func(*keptServer){0: held, 9 * time.Second: failing(true),
+		12 * time.Second: both, 20 * time.Second: failing(false)})
+	if len(got) < 4 || got[3] != "25s 0 captchaflow: paused for 10s after MAX_USER_TURN" {
+		t.Errorf("the refusal behind an orphan's report was lost: %q", got)
+	}
+
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	f := &keptServer{env: env, start: env.Now()}
+	env.RegisterWorkflowWithOptions(PaceKeeper, workflow.RegisterOptions{Name: activities.PaceWorkflowType})
+	env.RegisterActivity(&activities.Activities{Pace: &activities.Pacer{Service: f}})
+	env.RegisterDelayedCallback(func() { failing(true)(f) }, 14*time.Second)
+	env.RegisterDelayedCallback(func() { // signalled while the ramp's second step waits for a read
+		env.SetContinueAsNewSuggested(true)
+		refusal(10*time.Second, "MAX_USER_TURN")(f)
+		refusal(time.Minute, "ERROR: 1001")(f)
+	}, 16*time.Second)
+	env.RegisterDelayedCallback(func() { failing(false)(f) }, 18*time.Second)
+	env.ExecuteWorkflow(PaceKeeper, activities.PaceOrder{Queue: keptQueue, Want: 8, Wait: 10 * time.Second, What: "MAX_USER_TURN"})
+	var next activities.PaceOrder
+	if can, ok := errors.AsType[*workflow.ContinueAsNewError](env.GetWorkflowError()); !ok {
+		t.Fatalf("no continue-as-new: %v", env.GetWorkflowError())
+	} else if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil || next.Wait != time.Minute {
+		t.Errorf("the continue-as-new carries %+v (%v), not the minute's bar", next, err)
+	}
 }
