@@ -125,7 +125,7 @@ type SendReportResult struct {
 // SendReport makes one report request; ERROR_DUPLICATE_REPORT succeeds (a lost attempt's report holds).
 func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (SendReportResult, error) {
 	p, err := a.provider(req.Provider)
-	if err != nil { // removed from the file: no worker of this fleet may hold its key any more
+	if err != nil { // removed from this worker's file: as its polls do, the report gives up rather than wait out the window
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(err.Error()+": nothing sent", captchaflow.FailureReportRefused, nil)
 	}
 	if err := req.Verdict.Validate(); err != nil {
