@@ -991,7 +991,8 @@ func (m *model) checkHooks(result string) {
 
 // checkPaid: every paid provider code (a task created and not found unsolvable) reached the caller (accepted by
 // notify_url, or the result without one) or is one of the documented losses, each counted: offered but expired
-// and refreshed (or delivery given up), its provider given up, its answer too late (after the task moved on to
+// and refreshed (or delivery given up), a discarded submission's token dead before its parked callback could be
+// taken, its provider given up, its answer too late (after the task moved on to
 // another paid task or ended), or the task cancelled.
 func (m *model) checkPaid(result string) {
 	m.mu.Lock()
@@ -1016,6 +1017,8 @@ func (m *model) checkPaid(result string) {
 			m.losses["expired-or-undeliverable"]++
 		case m.deadWhenSeen(task):
 			m.losses["expired-in-backlog"]++
+		case task.discarded && m.expiredWhenSeen(task): // parked behind its number's Submit past its token's life
+			m.losses["expired-while-parked"]++
 		case beaten:
 			m.losses["superseded"]++
 		case m.abandoned(task, end):
