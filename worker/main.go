@@ -37,6 +37,7 @@ import (
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/providers"
@@ -127,6 +128,9 @@ func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.Metr
 		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
 	}
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	if _, err := codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), logger); err != nil {
+		return opts, nil, err
+	}
 	return opts, flush, nil
 }
 
@@ -157,6 +161,7 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 // holds their rates), and the routing exchange.
 func startPollers(ctx context.Context, c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options,
 	logger *slog.Logger) (stop func(), err error) {
+	acts.DataConverter = opts.DataConverter // the report's lookup reads raw history: through the codec
 	go newPacer(c, cfg, acts, opts).Keep(ctx, 2*time.Second, func(queue string, err error) {
 		logger.Warn("holding a provider queue's rate", "queue", queue, "error", err)
 	})
