@@ -33,14 +33,16 @@ const (
 
 // Codec is a converter.PayloadCodec: the current key encrypts, every key decrypts.
 type Codec struct {
-	current string
-	keys    map[string]cipher.AEAD
+	current   string
+	plaintext bool // the file starts with "-": decrypt only (switching encryption on or off across a fleet)
+	keys      map[string]cipher.AEAD
 }
 
-// CurrentKeyID is the ID new payloads carry (an ID, never key material: safe to log).
+// CurrentKeyID is the ID new payloads carry, "" when they stay plaintext (an ID, never key material: safe to log).
 func (c *Codec) CurrentKeyID() string { return c.current }
 
-// Load reads a keys file: one "id:base64(32 bytes)" a line, the first the current, "#" lines comments.
+// Load reads a keys file: one "id:base64(32 bytes)" a line, the first the current, "#" lines comments; a first
+// line "-" writes plaintext and only decrypts.
 func Load(path string) (*Codec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -53,11 +55,15 @@ func Load(path string) (*Codec, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if line == "-" && len(c.keys) == 0 {
+			c.plaintext = true
+			continue
+		}
 		if err := c.add(line); err != nil { // the line is never quoted: it holds a key
 			return nil, fmt.Errorf("%s %s line %d: %w", KeysFileEnv, path, n, err)
 		}
 	}
-	if c.current == "" {
+	if len(c.keys) == 0 {
 		return nil, fmt.Errorf("%s %s holds no key (one \"id:base64key\" a line, the first encrypts)", KeysFileEnv, path)
 	}
 	return c, nil
@@ -82,10 +88,10 @@ func (c *Codec) add(line string) error {
 	if err != nil {
 		return err
 	}
-	c.keys[id] = aead
-	if c.current == "" {
+	if len(c.keys) == 0 && !c.plaintext {
 		c.current = id
 	}
+	c.keys[id] = aead
 	return nil
 }
 
@@ -98,6 +104,9 @@ func NewKeyLine(id string) string {
 
 // Encode encrypts each whole payload (its metadata too) under the current key: nonce ‖ ciphertext ‖ tag.
 func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	if c.plaintext {
+		return payloads, nil
+	}
 	aead := c.keys[c.current]
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
@@ -165,10 +174,11 @@ func Configure(opts *client.Options, path string, logger *slog.Logger) (*Codec, 
 		return nil, err
 	}
 	opts.DataConverter = DataConverter(c)
+	// Decrypt-only leaves failures as they were, so a previous release reads them.
 	opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
-		DataConverter: opts.DataConverter, EncodeCommonAttributes: true})
+		DataConverter: opts.DataConverter, EncodeCommonAttributes: !c.plaintext})
 	if logger != nil {
-		logger.Info("payloads encrypted", "key_id", c.current, "keys", len(c.keys))
+		logger.Info("payload codec", "encrypting_with", c.current, "keys", len(c.keys))
 	}
 	return c, nil
 }

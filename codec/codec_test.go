@@ -97,3 +97,17 @@ func TestConfigureEncryptsFailureMessagesOnlyWithKeys(t *testing.T) {
 	assert.NotContains(t, f.String(), "03AG-secret")
 	assert.Contains(t, opts.FailureConverter.FailureToError(f).Error(), "03AG-secret")
 }
+
+func TestDecryptOnlyWritesPlaintextAndReadsCiphertext(t *testing.T) {
+	line := NewKeyLine("k1")
+	p, err := DataConverter(writeKeys(t, line)).ToPayload("encrypted earlier")
+	require.NoError(t, err)
+	only := writeKeys(t, "-\n", line) // the first step of switching on, or the way back off
+	assert.Empty(t, only.CurrentKeyID())
+	var s string
+	require.NoError(t, DataConverter(only).FromPayload(p, &s))
+	assert.Equal(t, "encrypted earlier", s)
+	q, err := DataConverter(only).ToPayload("plain")
+	require.NoError(t, err)
+	assert.Equal(t, "json/plain", string(q.Metadata[converter.MetadataEncoding]))
+}

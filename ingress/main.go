@@ -35,7 +35,7 @@ func main() {
 	check(err, "OTEL_* (tracing): ")
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
 	// The ingress only writes payloads (signals, updates): give it a keys file with the current key alone.
-	_, err = codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), logger)
+	_, err = codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), logger)
 	check(err, "")
 	// Lazy: /healthz answers while Temporal is still starting; /readyz and callbacks say 503 until it answers.
 	tc, err := client.NewLazyClient(opts)

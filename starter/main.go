@@ -137,7 +137,7 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 	}
 	defer func() { _ = flush(context.WithoutCancel(ctx)) }()
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
-	if _, err := codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), nil); err != nil { // quiet without: stderr is the CLI's
+	if _, err := codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), nil); err != nil { // quiet without: stderr is the CLI's
 		fmt.Fprintln(stderr, name+":", err)
 		return 2
 	}

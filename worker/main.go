@@ -118,7 +118,7 @@ func serveHTTP(m *metrics, cfg config.Worker, set *providers.Set, namespace stri
 	if _, err := m.serve(cfg, set, namespace, logger); err != nil || cfg.CodecAddr == "" {
 		return err
 	}
-	c, err := codec.Load(os.Getenv(codec.KeysFileEnv))
+	c, err := codec.Load(os.Getenv("CAPTCHAFLOW_KEYS_FILE"))
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.Metr
 		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
 	}
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
-	if _, err := codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), logger); err != nil {
+	if _, err := codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), logger); err != nil {
 		return opts, nil, err
 	}
 	return opts, flush, nil
@@ -409,7 +409,7 @@ func checkCodec(cfg config.Worker) error {
 	switch {
 	case cfg.CodecAddr == "":
 		return nil
-	case os.Getenv(codec.KeysFileEnv) == "":
+	case os.Getenv("CAPTCHAFLOW_KEYS_FILE") == "":
 		return fmt.Errorf("CODEC_ADDR: the codec server needs %s", codec.KeysFileEnv)
 	}
 	if err := codecOptions(cfg, "").Check(cfg.CodecAddr); err != nil {
