@@ -33,14 +33,23 @@ func TestE2E_EncryptedTaskHistory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	keys := filepath.Join(t.TempDir(), "keys")
-	require.NoError(t, os.WriteFile(keys, []byte(codec.NewKeyLine("rotation-old")), 0o600))
-	stack, err := devstack.Start(ctx, devstack.Options{RunDir: t.TempDir(), TemporalHeadless: true, KeysFile: keys,
+	old := codec.NewKeyLine("rotation-old")
+	require.NoError(t, os.WriteFile(keys, []byte(old), 0o600))
+	runDir := t.TempDir()
+	t.Cleanup(func() { // what went wrong, should anything
+		for _, name := range []string{"worker", "ingress"} {
+			if t.Failed() {
+				t.Logf("--- %s.log ---\n%s", name, devstack.TailFile(filepath.Join(runDir, name+".log"), 30))
+			}
+		}
+	})
+	stack, err := devstack.Start(ctx, devstack.Options{RunDir: runDir, TemporalHeadless: true, KeysFile: keys,
 		SimulatorEnv: map[string]string{"SIM_SOLVE_MIN": "200ms", "SIM_SOLVE_MAX": "400ms"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = stack.Stop() })
 	c, err := stack.Dial(ctx)
 	require.NoError(t, err)
-	defer c.Close()
+	defer func() { c.Close() }()
 
 	id := "codec-" + strconv.FormatInt(time.Now().UnixMilli()%1e7, 36)
 	in := captchaflow.Input{Method: "userrecaptcha", Params: captchaflow.Params{"googlekey": "6Le-codec-site-key",
@@ -49,14 +58,17 @@ func TestE2E_EncryptedTaskHistory(t *testing.T) {
 	run, err := captchaflow.Start(ctx, c, id, in)
 	require.NoError(t, err)
 	// Rotation while the task runs: the next key first, the old one kept; every process restarts onto it.
-	require.NoError(t, os.WriteFile(keys, []byte(codec.NewKeyLine("next")+codec.NewKeyLine("rotation-old")), 0o600))
+	require.NoError(t, os.WriteFile(keys, []byte(codec.NewKeyLine("rotation-next")+old), 0o600))
 	for _, p := range []*devstack.Process{stack.Ingress(), stack.Worker()} {
 		require.NoError(t, p.Stop())
 	}
 	require.NoError(t, stack.StartWorker(ctx))
 	require.NoError(t, stack.StartIngress(ctx))
+	c.Close() // the old key alone cannot read what the next one wrote
+	c, err = stack.Dial(ctx)
+	require.NoError(t, err)
 	var res captchaflow.Result
-	require.NoError(t, run.Get(ctx, &res), "the task started under the old key finishes under the next")
+	require.NoError(t, c.GetWorkflow(ctx, id, run.GetRunID()).Get(ctx, &res), "the task started under the old key finishes under the next")
 	require.NotEmpty(t, res.Code)
 
 	plain, err := stack.Temporal.Dial(ctx) // what the Web UI and the CLI without the codec read
