@@ -133,6 +133,7 @@ func serveHTTP(m *metrics, cfg config.Worker, set *providers.Set, namespace stri
 	return nil
 }
 
+// codecOptions trims the token: a file's trailing newline is not part of it.
 func codecOptions(cfg config.Worker, namespace string) codec.ServerOptions {
 	return codec.ServerOptions{Namespace: namespace, Origins: cfg.CodecUIOrigins,
 		Token: strings.TrimSpace(cfg.CodecToken.Reveal()), LoopbackWithoutToken: cfg.CodecLoopbackWithoutToken}
