@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,9 +86,11 @@ func TestLoadRefusesBadFilesWithoutQuotingKeys(t *testing.T) {
 
 func TestConfigureEncryptsFailureMessagesOnlyWithKeys(t *testing.T) {
 	var opts client.Options
-	c, err := Configure(&opts, "", nil)
+	var logged strings.Builder
+	c, err := Configure(&opts, "", slog.New(slog.NewTextHandler(&logged, nil)))
 	require.NoError(t, err)
 	assert.Nil(t, c)
+	assert.Contains(t, logged.String(), "plaintext", "a process without a key says so")
 	assert.Nil(t, opts.DataConverter, "no key: the SDK's defaults, as before")
 	path := filepath.Join(t.TempDir(), "keys")
 	require.NoError(t, os.WriteFile(path, []byte(NewKeyLine("k1")), 0o600))
