@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/captchaflow/captchaflow/providers"
 )
@@ -34,6 +35,8 @@ type Activities struct {
 	ProviderThreads int
 	// Pace pauses an account's queue across the fleet when the provider refuses for rate (nil: nothing paces).
 	Pace *Pacer
+	// DataConverter is the worker client's (codec.Configure), for what reads raw history (nil: the SDK's default).
+	DataConverter converter.DataConverter
 
 	httpOnce   sync.Once
 	httpClient *http.Client

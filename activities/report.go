@@ -40,7 +40,11 @@ type ReportTarget struct {
 
 // LookupReportTarget is the provider task the task's result came from, with its kind for a createTask provider.
 func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
-	target, in, err := lookupReportTarget(ctx, activity.GetClient(ctx), req.TaskID)
+	dc := a.DataConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	target, in, err := lookupReportTarget(ctx, activity.GetClient(ctx), dc, req.TaskID)
 	if p, ok := a.set().Get(target.Provider); err == nil && target.Provider != "" && ok && p.Flavor != "" {
 		kind, err := providers.KindOf(in.Method, in.Params)
 		if err != nil {
@@ -58,7 +62,7 @@ var ended = map[enums.EventType]string{enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPL
 	enums.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW: "continued as new"}
 
 // lookupReportTarget reads the task's history once: its input from the first event, its Result from the close event.
-func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (ReportTarget, captchaflow.Input, error) {
+func lookupReportTarget(ctx context.Context, c client.Client, dc converter.DataConverter, taskID string) (ReportTarget, captchaflow.Input, error) {
 	var first, last *historypb.HistoryEvent
 	for iter := c.GetWorkflowHistory(ctx, taskID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT); iter.HasNext(); {
 		ev, err := iter.Next()
@@ -75,7 +79,7 @@ func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (Re
 		return ReportTarget{}, captchaflow.Input{}, notSolved("workflow %s is a %.60s, not a %s task", taskID, typ, captchaflow.WorkflowType)
 	}
 	var in captchaflow.Input
-	if err := converter.GetDefaultDataConverter().FromPayloads(start.GetInput(), &in); err != nil {
+	if err := dc.FromPayloads(start.GetInput(), &in); err != nil {
 		return ReportTarget{}, in, notSolved("task %s: its input cannot be read: %v", taskID, err)
 	}
 	word, closed := ended[last.GetEventType()]
@@ -93,7 +97,7 @@ func lookupReportTarget(ctx context.Context, c client.Client, taskID string) (Re
 		word += " (" + cmp.Or(info.GetType(), "no failure type") + ")"
 	}
 	var res captchaflow.Result
-	if payloads == nil || converter.GetDefaultDataConverter().FromPayloads(payloads, &res) != nil {
+	if payloads == nil || dc.FromPayloads(payloads, &res) != nil {
 		return ReportTarget{}, in, notSolved("task %s ended %s without a result", taskID, word)
 	} else if res.ProviderTaskID == "" {
 		// A lost submission answered by a callback naming no task (CapMonster's): no ID exists that a report could name.

@@ -158,7 +158,7 @@ func TestLookupReportTarget(t *testing.T) {
 	t.Run("completed", func(t *testing.T) {
 		c := &mocks.Client{}
 		history(t, c, captchaflow.WorkflowType, completed(t, solved))
-		got, in, err := lookupReportTarget(ctx, c, "order-42")
+		got, in, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		require.NoError(t, err)
 		assert.Equal(t, want, got, "the code itself is not returned")
 		assert.Equal(t, reportedInput, in, "the input, for a createTask provider's kind")
@@ -167,7 +167,7 @@ func TestLookupReportTarget(t *testing.T) {
 		t.Run(typ+": the result is in the details", func(t *testing.T) {
 			c := &mocks.Client{}
 			history(t, c, captchaflow.WorkflowType, failed(temporal.NewNonRetryableApplicationError("delivering failed", typ, nil, solved)))
-			got, _, err := lookupReportTarget(ctx, c, "order-42")
+			got, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
 		})
@@ -179,14 +179,14 @@ func TestLookupReportTarget(t *testing.T) {
 		history(t, c, captchaflow.WorkflowType, &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
 			Attributes: &historypb.HistoryEvent_WorkflowExecutionCanceledEventAttributes{
 				WorkflowExecutionCanceledEventAttributes: &historypb.WorkflowExecutionCanceledEventAttributes{Details: p}}})
-		got, _, err := lookupReportTarget(ctx, c, "order-42")
+		got, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 	})
 	t.Run("unsolvable", func(t *testing.T) {
 		c := &mocks.Client{}
 		history(t, c, captchaflow.WorkflowType, failed(temporal.NewNonRetryableApplicationError("could not solve", captchaflow.FailureUnsolvable, nil)))
-		_, _, err := lookupReportTarget(ctx, c, "order-42")
+		_, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		typ, final := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
 		assert.True(t, final)
@@ -197,7 +197,7 @@ func TestLookupReportTarget(t *testing.T) {
 		unnamed := solved
 		unnamed.ProviderTaskID, unnamed.Provider = "", "capmonster"
 		history(t, c, captchaflow.WorkflowType, completed(t, unnamed))
-		_, _, err := lookupReportTarget(ctx, c, "order-42")
+		_, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		typ, final := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ, "no provider task ID exists to report: final")
 		assert.True(t, final)
@@ -206,7 +206,7 @@ func TestLookupReportTarget(t *testing.T) {
 	t.Run("running", func(t *testing.T) {
 		c := &mocks.Client{}
 		history(t, c, captchaflow.WorkflowType, &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED})
-		_, _, err := lookupReportTarget(ctx, c, "order-42")
+		_, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		typ, final := appErrorType(t, err)
 		assert.Equal(t, FailureTaskRunning, typ)
 		assert.False(t, final)
@@ -214,7 +214,7 @@ func TestLookupReportTarget(t *testing.T) {
 	t.Run("terminated", func(t *testing.T) {
 		c := &mocks.Client{}
 		history(t, c, captchaflow.WorkflowType, &historypb.HistoryEvent{EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED})
-		_, _, err := lookupReportTarget(ctx, c, "order-42")
+		_, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		typ, _ := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
 		assert.Contains(t, err.Error(), "terminated")
@@ -222,21 +222,21 @@ func TestLookupReportTarget(t *testing.T) {
 	t.Run("its history could not be read: retried", func(t *testing.T) {
 		c := &mocks.Client{}
 		c.On("GetWorkflowHistory", mock.Anything, "order-42", "", false, mock.Anything).Return(&events{err: serviceerror.NewUnavailable("down")})
-		_, _, err := lookupReportTarget(ctx, c, "order-42")
+		_, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		require.Error(t, err)
 		assert.Empty(t, captchaflow.FailureType(err), "not a typed, final failure")
 	})
 	t.Run("another workflow type", func(t *testing.T) {
 		c := &mocks.Client{}
 		history(t, c, captchaflow.ReportWorkflowType, completed(t, solved))
-		_, _, err := lookupReportTarget(ctx, c, "order-42")
+		_, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		typ, _ := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
 	})
 	t.Run("unknown", func(t *testing.T) {
 		c := &mocks.Client{}
 		c.On("GetWorkflowHistory", mock.Anything, "order-42", "", false, mock.Anything).Return(&events{err: serviceerror.NewNotFound("no such workflow")})
-		_, _, err := lookupReportTarget(ctx, c, "order-42")
+		_, _, err := lookupReportTarget(ctx, c, converter.GetDefaultDataConverter(), "order-42")
 		typ, _ := appErrorType(t, err)
 		assert.Equal(t, captchaflow.FailureTaskNotSolved, typ)
 	})

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/ingress/server"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/internal/telemetry"
@@ -33,6 +34,9 @@ func main() {
 	interceptors, flush, err := telemetry.Setup(context.Background(), "captchaflow-ingress")
 	check(err, "OTEL_* (tracing): ")
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	// The ingress only writes payloads (signals, updates): give it a keys file with the current key alone.
+	_, err = codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), logger)
+	check(err, "")
 	// Lazy: /healthz answers while Temporal is still starting; /readyz and callbacks say 503 until it answers.
 	tc, err := client.NewLazyClient(opts)
 	check(err, "temporal client: ")

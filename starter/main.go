@@ -24,6 +24,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/internal/telemetry"
 )
 
@@ -136,6 +137,10 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 	}
 	defer func() { _ = flush(context.WithoutCancel(ctx)) }()
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	if _, err := codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), nil); err != nil { // quiet without: stderr is the CLI's
+		fmt.Fprintln(stderr, name+":", err)
+		return 2
+	}
 	ctx, span := otel.Tracer("captchaflow").Start(ctx, name) // the task's trace starts here: its ID is printed
 	defer span.End()
 	if span.SpanContext().IsValid() {

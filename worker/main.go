@@ -37,6 +37,7 @@ import (
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/callbackauth"
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/providers"
@@ -102,7 +103,7 @@ func run(logger *slog.Logger) error {
 	}
 	defer stopWorkers() // waits up to SHUTDOWN_TIMEOUT for running activities
 	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
-	if _, err := m.serve(cfg, acts.Providers, opts.Namespace, logger); err != nil {
+	if err := serveHTTP(m, cfg, acts.Providers, opts.Namespace, logger); err != nil {
 		return err
 	}
 	logger.Info("worker ready", "temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile,
@@ -110,6 +111,32 @@ func run(logger *slog.Logger) error {
 	<-ctx.Done()
 	logger.Info("shutting down")
 	return nil
+}
+
+// serveHTTP serves /metrics and, with CODEC_ADDR, the codec server (the Web UI's and the CLI's decoding).
+func serveHTTP(m *metrics, cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) error {
+	if _, err := m.serve(cfg, set, namespace, logger); err != nil || cfg.CodecAddr == "" {
+		return err
+	}
+	c, err := codec.Load(os.Getenv("CAPTCHAFLOW_KEYS_FILE"))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.CodecAddr)
+	if err != nil {
+		return fmt.Errorf("CODEC_ADDR: %w", err)
+	}
+	h := codec.Handler(c, codecOptions(cfg, namespace))
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	go func() { logger.Error("codec server", "error", srv.Serve(ln)) }()
+	logger.Info("codec server listening", "addr", ln.Addr().String(), "token", cfg.CodecToken != "", "origins", cfg.CodecUIOrigins)
+	return nil
+}
+
+// codecOptions trims the token: a file's trailing newline is not part of it.
+func codecOptions(cfg config.Worker, namespace string) codec.ServerOptions {
+	return codec.ServerOptions{Namespace: namespace, Origins: cfg.CodecUIOrigins,
+		Token: strings.TrimSpace(cfg.CodecToken.Reveal()), LoopbackWithoutToken: cfg.CodecLoopbackWithoutToken}
 }
 
 // clientOptions are TEMPORAL_*'s (envconfig) with the worker's logger, metrics and, when OTEL_* turn it on, tracing.
@@ -127,6 +154,9 @@ func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.Metr
 		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
 	}
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	if _, err := codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), logger); err != nil {
+		return opts, nil, err
+	}
 	return opts, flush, nil
 }
 
@@ -157,6 +187,7 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 // learns their keepers' pauses), and the routing exchange.
 func startPollers(ctx context.Context, c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options,
 	logger *slog.Logger) (stop func(), err error) {
+	acts.DataConverter = opts.DataConverter // the report's lookup reads raw history: through the codec
 	go newPacer(c, cfg, acts, opts).Keep(ctx, 2*time.Second, func(queue string, err error) {
 		logger.Warn("reading a provider queue's limit", "queue", queue, "error", err)
 	})
@@ -360,6 +391,7 @@ func checkSettings(cfg config.Worker) error {
 		check(!(v >= 0 && v <= providers.MaxRate), "%s: %v is outside [0, %d] (0 or unset: the provider's documented budget; none but 2captcha's)",
 			[]string{"CAPTCHAAI_SUBMITS_PER_SECOND", "CAPTCHAAI_RESULTS_PER_SECOND"}[i], v, providers.MaxRate)
 	}
+	errs = append(errs, checkCodec(cfg))
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
 		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
 			"the plans; unset it and set threads in %s", cfg.ProvidersFile)
@@ -371,6 +403,20 @@ func checkSettings(cfg config.Worker) error {
 			"PROVIDER_NO_SLOT_BUDGET: %s is outside [%s, %s]", cfg.ProviderNoSlotBudget, minNoSlotBudget, maxGiveUp)
 	}
 	return errors.Join(errs...)
+}
+
+// checkCodec refuses a codec server without keys, or one that would answer anyone.
+func checkCodec(cfg config.Worker) error {
+	switch {
+	case cfg.CodecAddr == "":
+		return nil
+	case os.Getenv("CAPTCHAFLOW_KEYS_FILE") == "":
+		return fmt.Errorf("CODEC_ADDR: the codec server needs %s", codec.KeysFileEnv)
+	}
+	if err := codecOptions(cfg, "").Check(cfg.CodecAddr); err != nil {
+		return fmt.Errorf("CODEC_ADDR: %w", err)
+	}
+	return nil
 }
 
 // metrics exports the SDK's and the workflows' metrics (both through the client's handler) on /metrics.

@@ -156,3 +156,18 @@ func TestCheckSettingsJudgesTheSingleProvidersBudgets(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "not read with PROVIDERS_FILE; unset them and set submits_per_second")
 }
+
+func TestCheckSettingsCodecServerNeedsKeysAndACredential(t *testing.T) {
+	cfg := goodSettings()
+	cfg.CodecAddr = "127.0.0.1:8234"
+	t.Setenv("CAPTCHAFLOW_KEYS_FILE", "")
+	require.ErrorContains(t, checkSettings(cfg), "CAPTCHAFLOW_KEYS_FILE")
+	t.Setenv("CAPTCHAFLOW_KEYS_FILE", "/run/keys")
+	require.ErrorContains(t, checkSettings(cfg), "CODEC_TOKEN_FILE", "neither a token nor make run's exception")
+	cfg.CodecLoopbackWithoutToken = true
+	require.NoError(t, checkSettings(cfg))
+	cfg.CodecAddr = "0.0.0.0:8234"
+	require.ErrorContains(t, checkSettings(cfg), "loopback", "the exception is loopback only")
+	cfg.CodecToken = "tok"
+	require.NoError(t, checkSettings(cfg))
+}

@@ -48,6 +48,11 @@ type Worker struct {
 	ProvidersFile              string         `env:"PROVIDERS_FILE"`
 	ProviderGiveUp             time.Duration  `env:"PROVIDER_GIVE_UP" envDefault:"2m"`
 	ProviderNoSlotBudget       time.Duration  `env:"PROVIDER_NO_SLOT_BUDGET" envDefault:"60s"`
+	// The codec server for the Web UI and the CLI (docs/security.md): off unless CODEC_ADDR is set.
+	CodecAddr                 string   `env:"CODEC_ADDR"`
+	CodecToken                Secret   `env:"CODEC_TOKEN_FILE,file"` // the file's content, the bearer token
+	CodecUIOrigins            []string `env:"CODEC_UI_ORIGINS" envDefault:"http://localhost:8233,http://127.0.0.1:8233"`
+	CodecLoopbackWithoutToken bool     `env:"CODEC_LOOPBACK_WITHOUT_TOKEN"` // make run's: no sign-in, loopback only
 }
 
 type Ingress struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -104,4 +105,18 @@ func TestIngressUntokenedAllowCIDRs(t *testing.T) {
 	cfg, err = LoadIngress()
 	require.NoError(t, err)
 	assert.Equal(t, []string{"198.51.100.0/24", " 2001:db8::/32"}, cfg.UntokenedAllowCIDRs, "the ingress trims and checks them")
+}
+
+func TestWorkerReadsTheCodecTokenFromItsFile(t *testing.T) {
+	t.Setenv("CAPTCHAAI_API_KEY", "k")
+	t.Setenv("CALLBACK_BASE_URL", "http://127.0.0.1:8080")
+	t.Setenv("CALLBACK_SECRET", "s")
+	path := t.TempDir() + "/token"
+	require.NoError(t, os.WriteFile(path, []byte("the-codec-token\n"), 0o600))
+	t.Setenv("CODEC_TOKEN_FILE", path)
+	cfg, err := LoadWorker()
+	require.NoError(t, err)
+	assert.Equal(t, "the-codec-token\n", cfg.CodecToken.Reveal(), "the worker trims it")
+	assert.NotContains(t, fmt.Sprintf("%+v", cfg), "the-codec-token")
+	assert.Equal(t, []string{"http://localhost:8233", "http://127.0.0.1:8233"}, cfg.CodecUIOrigins)
 }

@@ -8,12 +8,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/internal/config"
 )
 
@@ -65,6 +67,12 @@ type Options struct {
 	SkipSimulator bool
 	SkipWorker    bool
 	SkipIngress   bool
+
+	// KeysFile is CAPTCHAFLOW_KEYS_FILE for every process and the stack's own clients; empty: plaintext payloads.
+	// With it and the Web UI, the worker serves the codec on CodecPort (make run's loopback exception, no token)
+	// and the UI decodes through it.
+	KeysFile  string
+	CodecPort int
 
 	// Env overrides per process, applied last (e.g. INGRESS_SIGNAL_TIMEOUT, SIM_SOLVE_MAX).
 	SimulatorEnv map[string]string
@@ -143,6 +151,7 @@ func (s *Stack) startTemporal(ctx context.Context) (err error) {
 		UIPort:        opts.TemporalUIPort,
 		Headless:      opts.TemporalHeadless,
 		DynamicConfig: opts.TemporalDynamicConfig,
+		CodecEndpoint: s.CodecURL(),
 		ReadyTimeout:  max(opts.ReadyTimeout, defaultTemporalReadyTimeout),
 		Logf:          s.logf,
 	})
@@ -202,7 +211,7 @@ func resolveOptions(opts Options) (Options, error) {
 			return opts, err
 		}
 	}
-	for _, port := range []*int{&opts.TemporalPort, &opts.TemporalUIPort, &opts.SimulatorPort, &opts.WorkerMetricsPort, &opts.IngressPort, &opts.IngressMetricsPort} {
+	for _, port := range []*int{&opts.TemporalPort, &opts.TemporalUIPort, &opts.SimulatorPort, &opts.WorkerMetricsPort, &opts.IngressPort, &opts.IngressMetricsPort, &opts.CodecPort} {
 		if *port, err = freePortIfZero(*port); err != nil {
 			return opts, err
 		}
@@ -244,6 +253,11 @@ func (s *Stack) StartSimulator(ctx context.Context) error {
 func (s *Stack) StartWorker(ctx context.Context) error {
 	env := s.workerEnv()
 	env["WORKER_METRICS_ADDR"] = loopback(s.opts.WorkerMetricsPort)
+	if s.CodecURL() != "" { // the loopback exception: the local Web UI has no sign-in to pass a token from
+		ui := strconv.Itoa(s.opts.TemporalUIPort)
+		maps.Copy(env, map[string]string{"CODEC_ADDR": loopback(s.opts.CodecPort), "CODEC_LOOPBACK_WITHOUT_TOKEN": "true",
+			"CODEC_UI_ORIGINS": "http://localhost:" + ui + ",http://127.0.0.1:" + ui})
+	}
 	if s.routed() {
 		file, err := s.writeProvidersFile()
 		if err != nil {
@@ -284,14 +298,15 @@ func (s *Stack) StartExtraWorker(ctx context.Context, name string, overrides map
 // workerEnv is the environment every worker of the stack gets (the main one also its metrics port).
 func (s *Stack) workerEnv() map[string]string {
 	env := map[string]string{
-		"CAPTCHAAI_API_KEY":  s.opts.ProviderAPIKey,
-		"CAPTCHAAI_BASE_URL": s.providerURL,
-		"CALLBACK_BASE_URL":  s.opts.CallbackBaseURL,
-		"CALLBACK_SECRET":    s.opts.CallbackSecret,
-		"NOTIFY_SECRET":      s.opts.NotifySecret,
-		"TASK_QUEUE":         captchaflow.DefaultTaskQueue,
-		"TEMPORAL_ADDRESS":   s.Temporal.Address(),
-		"TEMPORAL_NAMESPACE": DefaultNamespace,
+		"CAPTCHAAI_API_KEY":     s.opts.ProviderAPIKey,
+		"CAPTCHAAI_BASE_URL":    s.providerURL,
+		"CALLBACK_BASE_URL":     s.opts.CallbackBaseURL,
+		"CALLBACK_SECRET":       s.opts.CallbackSecret,
+		"NOTIFY_SECRET":         s.opts.NotifySecret,
+		"TASK_QUEUE":            captchaflow.DefaultTaskQueue,
+		"TEMPORAL_ADDRESS":      s.Temporal.Address(),
+		"TEMPORAL_NAMESPACE":    DefaultNamespace,
+		"CAPTCHAFLOW_KEYS_FILE": s.opts.KeysFile,
 	}
 	// The webhook receivers of the demo and the tests (devstack/downstream) listen on 127.0.0.1, an address the
 	// worker only delivers to when told so.
@@ -307,6 +322,8 @@ func (s *Stack) StartIngress(ctx context.Context) error {
 		"CALLBACK_SECRET":      s.opts.CallbackSecret,
 		"TEMPORAL_ADDRESS":     s.Temporal.Address(),
 		"TEMPORAL_NAMESPACE":   DefaultNamespace,
+		// The same file: make run has one key; a deployment gives the ingress the current key alone.
+		"CAPTCHAFLOW_KEYS_FILE": s.opts.KeysFile,
 	}
 	return s.startComponent(ctx, &s.ingress, "ingress", s.bins.Ingress, env, s.opts.IngressEnv, s.IngressURL()+"/readyz")
 }
@@ -412,14 +429,29 @@ func (s *Stack) RunDir() string { return s.opts.RunDir }
 // Binaries are the built executables (the starter among them).
 func (s *Stack) Binaries() Binaries { return s.bins }
 
-// Dial connects a client to the stack's Temporal, default namespace.
-func (s *Stack) Dial(ctx context.Context) (client.Client, error) { return s.Temporal.Dial(ctx) }
+// Dial connects a client to the stack's Temporal, default namespace, through the stack's codec when it has keys.
+func (s *Stack) Dial(ctx context.Context) (client.Client, error) {
+	opts := client.Options{HostPort: s.Temporal.Address(), Namespace: DefaultNamespace, Logger: QuietSDKLogger()}
+	if _, err := codec.Configure(&opts, s.opts.KeysFile, nil); err != nil {
+		return nil, err
+	}
+	return client.DialContext(ctx, opts)
+}
+
+// CodecURL is the codec server's base URL: empty without keys or without the Web UI.
+func (s *Stack) CodecURL() string {
+	if s.opts.KeysFile == "" || s.opts.TemporalHeadless {
+		return ""
+	}
+	return "http://" + loopback(s.opts.CodecPort)
+}
 
 // ClientEnv is the environment a captchaflow client (the starter, the temporal CLI) needs to reach this stack.
 func (s *Stack) ClientEnv() map[string]string {
 	return map[string]string{
-		"TEMPORAL_ADDRESS":   s.Temporal.Address(),
-		"TEMPORAL_NAMESPACE": DefaultNamespace,
+		"TEMPORAL_ADDRESS":      s.Temporal.Address(),
+		"TEMPORAL_NAMESPACE":    DefaultNamespace,
+		"CAPTCHAFLOW_KEYS_FILE": s.opts.KeysFile,
 	}
 }
 

@@ -47,6 +47,8 @@ type TemporalOptions struct {
 	MetricsPort int
 	// Headless skips the Web UI.
 	Headless bool
+	// CodecEndpoint is the Web UI's codec server (codec.endpoint; empty: none), known before the UI starts.
+	CodecEndpoint string
 	// DynamicConfig adds or overrides dynamic config values (JSON values, e.g. "1" or `"text"`).
 	DynamicConfig map[string]string
 	ReadyTimeout  time.Duration
@@ -178,7 +180,7 @@ func (t *Temporal) startUI(ctx context.Context) (err error) {
 		Name: "temporal-ui",
 		Path: sibling(t.opts.ServerPath, "temporal-ui"),
 		Args: []string{"-ip", "127.0.0.1", "-port", strconv.Itoa(t.opts.UIPort), "-temporal-address", t.Address()},
-		Env:  MergeEnv(),
+		Env:  MergeEnv(map[string]string{"TEMPORAL_CODEC_ENDPOINT": t.opts.CodecEndpoint}), // tools/ui reads it
 		// Beside the server's log.
 		LogPath: filepath.Join(filepath.Dir(t.opts.LogPath), "temporal-ui.log"),
 	})
@@ -240,7 +242,7 @@ func (t *Temporal) Restart(ctx context.Context) error {
 	return t.WaitReady(ctx)
 }
 
-// Dial connects a client to the default namespace.
+// Dial connects a client to the default namespace (plaintext: Stack.Dial goes through the stack's codec).
 func (t *Temporal) Dial(ctx context.Context) (client.Client, error) {
 	return client.DialContext(ctx, client.Options{
 		HostPort:  t.Address(),

@@ -28,6 +28,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/devstack/downstream"
@@ -58,6 +59,7 @@ type settings struct {
 	ingressPort   int
 	simulatorPort int
 	metricsPort   int
+	codecPort     int
 }
 
 func parseFlags(args []string, errOut io.Writer) (settings, error) {
@@ -76,6 +78,7 @@ func parseFlags(args []string, errOut io.Writer) (settings, error) {
 	fs.IntVar(&s.ingressPort, "ingress-port", 8080, "ingress port (0: any free port)")
 	fs.IntVar(&s.simulatorPort, "simulator-port", 8099, "provider simulator port (0: any free port)")
 	fs.IntVar(&s.metricsPort, "metrics-port", 9091, "worker metrics and health port (0: any free port)")
+	fs.IntVar(&s.codecPort, "codec-port", 8234, "the worker's codec server for the Web UI and the CLI (0: any free port)")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
@@ -124,6 +127,10 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 
 	fmt.Fprintf(out, "\nWeb UI:   %s/namespaces/%s/workflows\n", stack.Temporal.UIURL(), devstack.DefaultNamespace)
 	fmt.Fprintf(out, "Try:      %s workflow list --address %s --query 'WorkflowType=\"SolveCaptcha\"' --limit 5\n", cli, stack.Temporal.Address())
+	if url := stack.CodecURL(); url != "" {
+		fmt.Fprintf(out, "Payloads are encrypted (key in %s); decoded: %s workflow show --address %s --codec-endpoint %s --workflow-id <ID>\n",
+			keysFile(s.dataDir), cli, stack.Temporal.Address(), url)
+	}
 	if _, err := os.Stat(filepath.Join(root, cli)); err != nil && !filepath.IsAbs(cli) {
 		fmt.Fprintln(out, "          (the Temporal CLI is built on demand, once: make cli)")
 	}
@@ -152,7 +159,26 @@ func prepareDirs(s *settings) (root, logDir string, err error) {
 	if err := os.RemoveAll(logDir); err != nil {
 		return "", "", err
 	}
-	return root, logDir, nil
+	return root, logDir, ensureKeys(s.dataDir)
+}
+
+// keysFile is make run's CAPTCHAFLOW_KEYS_FILE, kept with Temporal's state: its tasks must decrypt next time too.
+func keysFile(dataDir string) string { return filepath.Join(dataDir, "keys") }
+
+// ensureKeys makes the first key on the first start (encryption is on by default); an existing file is kept.
+func ensureKeys(dataDir string) error {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(keysFile(dataDir), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	_, err = f.WriteString("# make run's payload keys (docs/security.md): the first encrypts, all decrypt\n" +
+		codec.NewKeyLine("local-"+time.Now().UTC().Format("20060102")))
+	return errors.Join(err, f.Close())
 }
 
 // startStack starts the local stack on the chosen ports with the demo's simulator settings, passing the provider
@@ -167,6 +193,8 @@ func startStack(ctx context.Context, s settings, logDir string, out io.Writer) (
 		IngressPort:       s.ingressPort,
 		SimulatorPort:     s.simulatorPort,
 		WorkerMetricsPort: s.metricsPort,
+		CodecPort:         s.codecPort,
+		KeysFile:          keysFile(s.dataDir),
 		ProviderAPIKey:    os.Getenv("CAPTCHAAI_API_KEY"),
 		ProviderBaseURL:   os.Getenv("CAPTCHAAI_BASE_URL"),
 		CallbackSecret:    os.Getenv("CALLBACK_SECRET"),
@@ -263,8 +291,12 @@ func dialTraced(ctx context.Context, stack *devstack.Stack) (client.Client, func
 	if err != nil {
 		return nil, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
 	}
-	c, err := client.DialContext(ctx, client.Options{HostPort: stack.Temporal.Address(), Namespace: devstack.DefaultNamespace,
-		Logger: devstack.QuietSDKLogger(), Interceptors: interceptors})
+	opts := client.Options{HostPort: stack.Temporal.Address(), Namespace: devstack.DefaultNamespace,
+		Logger: devstack.QuietSDKLogger(), Interceptors: interceptors}
+	if _, err := codec.Configure(&opts, stack.ClientEnv()[codec.KeysFileEnv], nil); err != nil {
+		return nil, nil, err
+	}
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to Temporal: %w", err)
 	}
@@ -422,6 +454,7 @@ func checkPortsFree(s settings) error {
 		{s.ingressPort, "the ingress", "-ingress-port"},
 		{s.simulatorPort, "the provider simulator", "-simulator-port"},
 		{s.metricsPort, "the worker's metrics", "-metrics-port"},
+		{s.codecPort, "the codec server", "-codec-port"},
 	} {
 		if p.port == 0 {
 			continue

@@ -65,6 +65,7 @@ func TestRunSmoke(t *testing.T) {
 	code := run(ctx, []string{
 		"-exit", "-tasks", "10", "-failover-tasks", "6", "-priced-tasks", "8", "-timeout", "3m", "-data", dataDir,
 		"-port", "0", "-ui-port", "0", "-ingress-port", "0", "-simulator-port", "0", "-metrics-port", "0",
+		"-codec-port", "0",
 	}, &out)
 	text := out.String()
 	t.Log("\n" + text)
@@ -112,6 +113,13 @@ func TestRunSmoke(t *testing.T) {
 	assert.Equal(t, 8, atA+atB)
 	assert.GreaterOrEqual(t, atB, 6, "most at the cheaper provider")
 
+	assert.Contains(t, text, "--codec-endpoint http://127.0.0.1:", "payloads are encrypted by default, and the CLI told how to read them")
+	keys, err := os.ReadFile(filepath.Join(dataDir, "keys"))
+	require.NoError(t, err, "the first start makes a key")
+	lines := strings.Split(strings.TrimSpace(string(keys)), "\n")
+	_, key, _ := strings.Cut(lines[len(lines)-1], ":")
+	require.NotEmpty(t, key)
+
 	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
 	require.NoError(t, err)
 	require.Len(t, logs, 7) // the priced batch's worker and the Web UI too
@@ -122,7 +130,7 @@ func TestRunSmoke(t *testing.T) {
 			require.NoError(t, err)
 			content = string(b)
 		}
-		for _, secret := range []string{callbackSecret, notifySecret} {
+		for _, secret := range []string{callbackSecret, notifySecret, key} {
 			assert.NotContains(t, content, secret, "a secret leaked into %s", cmp.Or(path, "the run's output"))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"log"
 	"net"
+	"os"
 	"strconv"
 
 	uiserver "github.com/temporalio/ui-server/v2/server"
@@ -18,8 +19,9 @@ func main() {
 	port := flag.Int("port", 8233, "HTTP port")
 	temporal := flag.String("temporal-address", "127.0.0.1:7233", "Temporal frontend gRPC host:port")
 	flag.Parse()
-	// Same settings as the CLI's `server start-dev` gave its embedded UI.
-	s := uiserver.NewServer(server_options.WithConfigProvider(&uiconfig.Config{
+	// Same settings as the CLI's `server start-dev` gave its embedded UI, plus the codec server, named by the
+	// ui-server's own variable (an older build ignores it: the pages then show ciphertext, nothing breaks).
+	cfg := &uiconfig.Config{
 		Host:                *ip,
 		Port:                *port,
 		TemporalGRPCAddress: *temporal,
@@ -27,7 +29,9 @@ func main() {
 		DefaultNamespace:    "default",
 		CORS:                uiconfig.CORS{CookieInsecure: true},
 		HideLogs:            true,
-	}))
+	}
+	cfg.Codec.Endpoint = os.Getenv("TEMPORAL_CODEC_ENDPOINT")
+	s := uiserver.NewServer(server_options.WithConfigProvider(cfg))
 	log.Printf("temporal-ui: serving http://%s for %s", net.JoinHostPort(*ip, strconv.Itoa(*port)), *temporal)
 	if err := s.Start(); err != nil {
 		log.Fatalf("temporal-ui: %v", err)
