@@ -392,7 +392,7 @@ func TestE2E_FleetPacesWhatRefuses(t *testing.T) {
 			assert.Equal(t, n, ff.solved, "every task solved: failures %v", ff.failures)
 			assert.Zero(t, ff.paidTwice, "paid twice")
 			require.Positive(t, ff.stats.Limits.SubmitRefused, "the account refused the fleet")
-			_, err := s.c.DescribeWorkflowExecution(ctx, activities.PaceKeeperID(queue), "")
+			_, err := s.c.DescribeWorkflow(ctx, activities.PaceKeeperID(queue), "")
 			require.NoError(t, err, "the refusals started the queue's keeper")
 			want := "none" // cleared: an unconfigured account is not paced once quiet
 			if operator {
