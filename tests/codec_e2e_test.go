@@ -52,8 +52,10 @@ func TestE2E_EncryptedTaskHistory(t *testing.T) {
 	defer func() { c.Close() }()
 
 	id := "codec-" + strconv.FormatInt(time.Now().UnixMilli()%1e7, 36)
+	const proxyPassword = "s3cret-codec-proxy"
 	in := captchaflow.Input{Method: "userrecaptcha", Params: captchaflow.Params{"googlekey": "6Le-codec-site-key",
-		"pageurl": "https://codec.example.test/login", "sim_solve_ms": "6000"},
+		"pageurl": "https://codec.example.test/login", "sim_solve_ms": "6000",
+		"proxy": "user:" + proxyPassword + "@203.0.113.7:3128", "proxytype": "HTTP"},
 		CallbackTimeoutSeconds: 10, PollIntervalSeconds: 1} // a pingback lost to the ingress's restart is polled for
 	run, err := captchaflow.Start(ctx, c, id, in)
 	require.NoError(t, err)
@@ -75,8 +77,16 @@ func TestE2E_EncryptedTaskHistory(t *testing.T) {
 	require.NoError(t, err)
 	defer plain.Close()
 	raw := storedHistory(ctx, t, plain, id)
-	for _, secret := range []string{res.Code, "6Le-codec-site-key", "codec.example.test"} {
+	for _, secret := range []string{res.Code, "6Le-codec-site-key", "codec.example.test", proxyPassword} {
 		assert.NotContains(t, raw, secret, "plaintext in the stored history")
+	}
+	for _, name := range []string{"worker", "ingress", "simulator"} { // nor in any process's log
+		log, err := os.ReadFile(filepath.Join(runDir, name+".log"))
+		require.NoError(t, err)
+		assert.NotContains(t, string(log), proxyPassword, "the proxy's password in %s.log", name)
+		if name != "simulator" { // the provider knows the code
+			assert.NotContains(t, string(log), res.Code, "the code in %s.log", name)
+		}
 	}
 	assert.Contains(t, raw, codec.EncodingEncrypted)
 	for _, keyID := range []string{"rotation-old", "rotation-next"} {
