@@ -1,0 +1,138 @@
+package tests
+
+// Issue 39 on the dev server: a caller team's workflow in namespace shop solves tasks through the captchaflow
+// Nexus endpoint, with no client of captchaflow's namespace.
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/tests/devstack"
+)
+
+const callerQueue = "shop-callers"
+
+// shopClient is a client of the caller namespace with a worker hosting SolveViaNexus, as the caller team runs it.
+func shopClient(t *testing.T, s *stack) client.Client {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, devstack.SetUpNexus(ctx, s.c, s.namespace, captchaflow.DefaultTaskQueue))
+	shop, err := client.DialContext(ctx, client.Options{HostPort: s.temporalAddr, Namespace: devstack.CallerNamespace,
+		Logger: devstack.QuietSDKLogger()})
+	require.NoError(t, err)
+	t.Cleanup(shop.Close)
+	w := worker.New(shop, callerQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(captchaflow.SolveViaNexus, workflow.RegisterOptions{Name: captchaflow.NexusCallerWorkflowType})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return shop
+}
+
+func callThroughNexus(ctx context.Context, shop client.Client, callerID, taskID string, in captchaflow.Input) (client.WorkflowRun, error) {
+	return shop.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: callerID, TaskQueue: callerQueue},
+		captchaflow.NexusCallerWorkflowType, captchaflow.NexusCall{SolveRequest: captchaflow.SolveRequest{TaskID: taskID, Input: in}})
+}
+
+// TestE2E_NexusSolve: six tasks through the endpoint, each called by two caller workflows at once and by a third
+// after it was solved; every caller's result is the task's own, and each task was submitted to the provider once.
+func TestE2E_NexusSolve(t *testing.T) {
+	s := requireStack(t)
+	shop := shopClient(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sc := newScenario(t, s, "nexus")
+	trs := sc.add(6, taskSpec{Kind: "through nexus", SolveMS: 1500})
+	started := time.Now()
+	results := make([][3]captchaflow.Result, len(trs))
+	var g errgroup.Group
+	for i, tr := range trs {
+		for k := range 2 { // two callers (a retry, a second team's workflow) with the same task ID
+			g.Go(func() error {
+				run, err := callThroughNexus(ctx, shop, tr.ID+"-caller-"+strconv.Itoa(k), tr.ID, s.input(tr.taskSpec))
+				return errors.Join(err, run.Get(ctx, &results[i][k]))
+			})
+		}
+	}
+	require.NoError(t, g.Wait())
+	took := time.Since(started)
+	for i, tr := range trs {
+		run, err := callThroughNexus(ctx, shop, tr.ID+"-caller-late", tr.ID, s.input(tr.taskSpec)) // the task has completed
+		require.NoError(t, err)
+		require.NoError(t, run.Get(ctx, &results[i][2]))
+		var own captchaflow.Result
+		require.NoError(t, s.c.GetWorkflow(ctx, tr.ID, "").Get(ctx, &own))
+		for k := range 3 {
+			assert.Equal(t, own, results[i][k], "%s: caller %d's result is the task's own", tr.ID, k)
+		}
+		tasks, err := s.simTasks(ctx, "/callback/"+tr.ID)
+		require.NoError(t, err)
+		assert.Len(t, tasks, 1, "%s: three callers, one submission (paid once)", tr.ID)
+	}
+	hist := shop.GetWorkflowHistory(ctx, trs[0].ID+"-caller-0", "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var nexusEvents []string
+	for hist.HasNext() {
+		ev, err := hist.Next()
+		require.NoError(t, err)
+		if name := ev.GetEventType().String(); len(name) > 14 && name[:14] == "NexusOperation" {
+			nexusEvents = append(nexusEvents, name)
+		}
+	}
+	assert.Equal(t, []string{"NexusOperationScheduled", "NexusOperationStarted", "NexusOperationCompleted"}, nexusEvents)
+	t.Logf("%d tasks × 2 concurrent callers solved through the endpoint in %s; a third caller each after completion", len(trs), took.Round(time.Millisecond))
+}
+
+// TestE2E_NexusFailuresAndCancel: a task's typed failure reaches the caller with its type, and a caller's
+// cancellation cancels the task.
+func TestE2E_NexusFailuresAndCancel(t *testing.T) {
+	s := requireStack(t)
+	shop := shopClient(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sc := newScenario(t, s, "nexusfail")
+	trs := sc.add(3, taskSpec{Kind: "nexus failure"})
+
+	bad := s.input(trs[0].taskSpec)
+	bad.Params["key"] = "not-allowed"
+	doomed := s.input(trs[1].taskSpec)
+	doomed.DeadlineSeconds, doomed.Params["sim_solve_ms"] = 3, "30000" // no answer within the deadline
+	for _, c := range []struct {
+		id, want string
+		in       captchaflow.Input
+	}{{trs[0].ID, captchaflow.FailureInvalidInput, bad}, {trs[1].ID, captchaflow.FailureDeadlineExceeded, doomed}} {
+		run, err := callThroughNexus(ctx, shop, c.id+"-caller", c.id, c.in)
+		require.NoError(t, err)
+		err = run.Get(ctx, nil)
+		var nexusErr *temporal.NexusOperationError
+		require.ErrorAs(t, err, &nexusErr, "%s", c.id)
+		assert.Equal(t, c.want, captchaflow.FailureType(err), "%s: %v", c.id, err)
+	}
+
+	slow := s.input(trs[2].taskSpec)
+	slow.CallbackTimeoutSeconds, slow.Params["sim_solve_ms"] = 60, "60000"
+	run, err := callThroughNexus(ctx, shop, trs[2].ID+"-caller", trs[2].ID, slow)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := s.c.DescribeWorkflow(ctx, trs[2].ID, "")
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "the task never started")
+	require.NoError(t, shop.CancelWorkflow(ctx, run.GetID(), ""))
+	err = run.Get(ctx, nil)
+	assert.True(t, temporal.IsCanceledError(err), "the caller ends cancelled: %v", err)
+	require.Eventually(t, func() bool {
+		d, err := s.c.DescribeWorkflow(ctx, trs[2].ID, "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CANCELED
+	}, 30*time.Second, 100*time.Millisecond, "the caller's cancellation cancels the task")
+}
