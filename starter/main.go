@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -178,6 +180,8 @@ func execute(name, namespace string, timeout time.Duration, stdout, stderr io.Wr
 	defer func() { _ = flush(context.WithoutCancel(ctx)) }()
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
 	opts.Namespace = cmp.Or(namespace, opts.Namespace)
+	// The SDK's default logger writes to stdout, where the result's JSON goes; warnings are enough on stderr.
+	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, span := otel.Tracer("captchaflow").Start(ctx, name) // the task's trace starts here: its ID is printed
 	defer span.End()
 	if span.SpanContext().IsValid() {

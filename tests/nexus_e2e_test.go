@@ -5,7 +5,10 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -135,4 +138,25 @@ func TestE2E_NexusFailuresAndCancel(t *testing.T) {
 		d, err := s.c.DescribeWorkflow(ctx, trs[2].ID, "")
 		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CANCELED
 	}, 30*time.Second, 100*time.Millisecond, "the caller's cancellation cancels the task")
+}
+
+// TestE2E_NexusStarter: `starter --via nexus --namespace shop` solves one task from a shell through the endpoint.
+func TestE2E_NexusStarter(t *testing.T) {
+	s := requireStack(t)
+	shopClient(t, s) // the endpoint and namespace, on an external server too
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tr := newScenario(t, s, "nexusstarter").add(1, taskSpec{Kind: "starter via nexus"})[0]
+	in := s.input(tr.taskSpec)
+	cmd := exec.CommandContext(ctx, s.bins.Starter, "--via", "nexus", "--namespace", devstack.CallerNamespace, "--id", tr.ID,
+		"--method", in.Method, "--param", "googlekey="+in.Params["googlekey"], "--param", "pageurl="+in.Params["pageurl"],
+		"--input", `{"callback_timeout_seconds":2,"poll_interval_seconds":1}`)
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+s.temporalAddr, "TEMPORAL_NAMESPACE="+s.namespace)
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s", out)
+	var got, own captchaflow.Result
+	require.NoError(t, json.Unmarshal(out, &got))
+	require.NoError(t, s.c.GetWorkflow(ctx, tr.ID, "").Get(ctx, &own))
+	assert.Equal(t, own.Code, got.Code)
+	assert.NotEmpty(t, got.Code)
 }
