@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,9 +40,18 @@ func shopClient(t *testing.T, s *stack) client.Client {
 	t.Cleanup(shop.Close)
 	w := worker.New(shop, callerQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(captchaflow.SolveViaNexus, workflow.RegisterOptions{Name: captchaflow.NexusCallerWorkflowType})
+	w.RegisterWorkflow(reportViaNexus)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	return shop
+}
+
+// reportViaNexus is a caller's workflow sending a verdict through the endpoint (the synchronous operation).
+func reportViaNexus(ctx workflow.Context, req captchaflow.ReportRequest) (captchaflow.ReportResult, error) {
+	c := workflow.NewNexusClient(captchaflow.NexusEndpoint, captchaflow.NexusServiceName)
+	var res captchaflow.ReportResult
+	err := c.ExecuteOperation(ctx, captchaflow.OperationReport, req, workflow.NexusOperationOptions{}).Get(ctx, &res)
+	return res, err
 }
 
 func callThroughNexus(ctx context.Context, shop client.Client, callerID, taskID string, in captchaflow.Input) (client.WorkflowRun, error) {
@@ -84,16 +94,9 @@ func TestE2E_NexusSolve(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, tasks, 1, "%s: three callers, one submission (paid once)", tr.ID)
 	}
-	hist := shop.GetWorkflowHistory(ctx, trs[0].ID+"-caller-0", "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var nexusEvents []string
-	for hist.HasNext() {
-		ev, err := hist.Next()
-		require.NoError(t, err)
-		if name := ev.GetEventType().String(); len(name) > 14 && name[:14] == "NexusOperation" {
-			nexusEvents = append(nexusEvents, name)
-		}
-	}
-	assert.Equal(t, []string{"NexusOperationScheduled", "NexusOperationStarted", "NexusOperationCompleted"}, nexusEvents)
+	reportThroughNexus(ctx, t, shop, trs[0].ID, results[0][0].ProviderTaskID)
+	assert.Equal(t, []string{"NexusOperationScheduled", "NexusOperationStarted", "NexusOperationCompleted"},
+		nexusEvents(ctx, t, shop, trs[0].ID+"-caller-0"))
 	t.Logf("%d tasks × 2 concurrent callers solved through the endpoint in %s; a third caller each after completion", len(trs), took.Round(time.Millisecond))
 }
 
@@ -159,4 +162,35 @@ func TestE2E_NexusStarter(t *testing.T) {
 	require.NoError(t, s.c.GetWorkflow(ctx, tr.ID, "").Get(ctx, &own))
 	assert.Equal(t, own.Code, got.Code)
 	assert.NotEmpty(t, got.Code)
+}
+
+// reportThroughNexus reports the task bad through the endpoint, then good, which fails VerdictConflict.
+func reportThroughNexus(ctx context.Context, t *testing.T, shop client.Client, taskID, providerTaskID string) {
+	for i, verdict := range []captchaflow.Verdict{captchaflow.VerdictBad, captchaflow.VerdictGood} { // the second conflicts
+		run, err := shop.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: taskID + "-report-" + strconv.Itoa(i), TaskQueue: callerQueue},
+			reportViaNexus, captchaflow.ReportRequest{TaskID: taskID, Verdict: verdict})
+		require.NoError(t, err)
+		var rep captchaflow.ReportResult
+		err = run.Get(ctx, &rep)
+		if i == 0 {
+			require.NoError(t, err)
+			assert.Equal(t, captchaflow.VerdictBad, rep.Verdict)
+			assert.Equal(t, providerTaskID, rep.ProviderTaskID)
+		} else {
+			assert.Equal(t, captchaflow.FailureVerdictConflict, captchaflow.FailureType(err), "%v", err)
+		}
+	}
+}
+
+// nexusEvents are the Nexus events of a caller workflow's history.
+func nexusEvents(ctx context.Context, t *testing.T, shop client.Client, callerID string) (names []string) {
+	hist := shop.GetWorkflowHistory(ctx, callerID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for hist.HasNext() {
+		ev, err := hist.Next()
+		require.NoError(t, err)
+		if name := ev.GetEventType().String(); strings.HasPrefix(name, "NexusOperation") {
+			names = append(names, name)
+		}
+	}
+	return names
 }
