@@ -108,7 +108,7 @@ func TestE2E_NexusFailuresAndCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sc := newScenario(t, s, "nexusfail")
-	trs := sc.add(3, taskSpec{Kind: "nexus failure"})
+	trs := sc.add(4, taskSpec{Kind: "nexus failure or cancel"})
 
 	bad := s.input(trs[0].taskSpec)
 	bad.Params["key"] = "not-allowed"
@@ -128,19 +128,32 @@ func TestE2E_NexusFailuresAndCancel(t *testing.T) {
 
 	slow := s.input(trs[2].taskSpec)
 	slow.CallbackTimeoutSeconds, slow.Params["sim_solve_ms"] = 60, "60000"
-	run, err := callThroughNexus(ctx, shop, trs[2].ID+"-caller", trs[2].ID, slow)
+	cancelThroughNexus(ctx, t, s, shop, trs[2].ID, slow, captchaflow.PhaseAwaitingCallback)
+	undeliverable := s.input(trs[3].taskSpec)
+	undeliverable.NotifyURL = "http://127.0.0.1:1/hooks/captcha" // refused: the task stays delivering its paid code
+	var paid captchaflow.Result
+	require.NoError(t, cancelThroughNexus(ctx, t, s, shop, trs[3].ID, undeliverable, captchaflow.PhaseDelivering).Details(&paid))
+	assert.NotEmpty(t, paid.Code, "the paid code reaches the caller in the cancellation's details")
+}
+
+// cancelThroughNexus cancels a caller once its task is in phase, and checks both end cancelled.
+func cancelThroughNexus(ctx context.Context, t *testing.T, s *stack, shop client.Client, taskID string, in captchaflow.Input,
+	phase captchaflow.Phase) *temporal.CanceledError {
+	run, err := callThroughNexus(ctx, shop, taskID+"-caller", taskID, in)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		_, err := s.c.DescribeWorkflow(ctx, trs[2].ID, "")
-		return err == nil
-	}, 30*time.Second, 100*time.Millisecond, "the task never started")
+		var st captchaflow.Status
+		v, err := s.c.QueryWorkflow(ctx, taskID, "", captchaflow.StatusQuery)
+		return err == nil && v.Get(&st) == nil && st.Phase == phase
+	}, 30*time.Second, 100*time.Millisecond, "the task never reached %s", phase)
 	require.NoError(t, shop.CancelWorkflow(ctx, run.GetID(), ""))
-	err = run.Get(ctx, nil)
-	assert.True(t, temporal.IsCanceledError(err), "the caller ends cancelled: %v", err)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, run.Get(ctx, nil), &canceled, "the caller ends cancelled")
 	require.Eventually(t, func() bool {
-		d, err := s.c.DescribeWorkflow(ctx, trs[2].ID, "")
+		d, err := s.c.DescribeWorkflow(ctx, taskID, "")
 		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CANCELED
 	}, 30*time.Second, 100*time.Millisecond, "the caller's cancellation cancels the task")
+	return canceled
 }
 
 // TestE2E_NexusStarter: `starter --via nexus --namespace shop` solves one task from a shell through the endpoint.
