@@ -56,6 +56,7 @@ type solveOperation struct {
 	nexus.Operation[SolveRequest, Result]
 }
 
+// Start is the SDK's, but under a solved task's ID, where that start is refused, it answers the task's Result.
 func (o solveOperation) Start(ctx context.Context, req SolveRequest, opts nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[Result], error) {
 	r, err := o.Operation.Start(ctx, req, opts)
 	if !errors.As(err, new(*serviceerror.WorkflowExecutionAlreadyStarted)) {
@@ -68,6 +69,7 @@ func (o solveOperation) Start(ctx context.Context, req SolveRequest, opts nexus.
 	return &nexus.HandlerStartOperationResultSync[Result]{Value: res}, nil
 }
 
+// report sends the verdict as SendReport does; its failures are final, typed for the caller.
 func report(ctx context.Context, req ReportRequest, _ nexus.StartOperationOptions) (ReportResult, error) {
 	if _, err := ReportWorkflowID(req.TaskID); cmp.Or(err, req.Verdict.Validate()) != nil {
 		return ReportResult{}, temporal.NewNonRetryableApplicationError(cmp.Or(err, req.Verdict.Validate()).Error(), FailureInvalidInput, nil)

@@ -52,3 +52,15 @@ func TestSolveViaNexusFailuresKeepTheirType(t *testing.T) {
 	require.ErrorAs(t, err, &appErr)
 	assert.Contains(t, appErr.Message(), "params.key", "the field the caller must fix")
 }
+
+func TestReportViaNexusRefusesABadVerdictTyped(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterNexusService(NexusService())
+	env.ExecuteWorkflow(func(ctx workflow.Context) error {
+		c := workflow.NewNexusClient(NexusEndpoint, NexusServiceName)
+		return c.ExecuteOperation(ctx, OperationReport, ReportRequest{TaskID: "order-42", Verdict: "meh"}, workflow.NexusOperationOptions{}).Get(ctx, nil)
+	})
+	require.True(t, env.IsWorkflowCompleted())
+	assert.Equal(t, FailureInvalidInput, FailureType(env.GetWorkflowError()), "%v", env.GetWorkflowError())
+}
