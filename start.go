@@ -19,11 +19,20 @@ type StartOptions struct {
 // With the SDK's tracing interceptor (go.temporal.io/sdk/contrib/opentelemetry) on c, the task's trace is ctx's.
 // Dial c with codec.Configure's options (CAPTCHAFLOW_KEYS_FILE), or the input is written to history in plaintext.
 func Start(ctx context.Context, c client.Client, taskID string, in Input, opts ...StartOptions) (client.WorkflowRun, error) {
-	if err := ValidateWorkflowID(taskID); err != nil {
+	o, err := taskStartOptions(taskID, in, opts)
+	if err != nil {
 		return nil, err
 	}
+	return c.ExecuteWorkflow(ctx, o, WorkflowType, in)
+}
+
+// taskStartOptions checks the task ID and input and returns the options every start of a task uses (Start, Nexus).
+func taskStartOptions(taskID string, in Input, opts []StartOptions) (client.StartWorkflowOptions, error) {
+	if err := ValidateWorkflowID(taskID); err != nil {
+		return client.StartWorkflowOptions{}, err
+	}
 	if err := in.WithDefaults().Validate(); err != nil {
-		return nil, fmt.Errorf("invalid input: %w", err)
+		return client.StartWorkflowOptions{}, fmt.Errorf("invalid input: %w", err)
 	}
 	summary := in.Method // the Web UI's line: the method and the page's host, nothing secret
 	if u, err := url.Parse(in.Params["pageurl"]); err == nil && u.Host != "" {
@@ -31,7 +40,7 @@ func Start(ctx context.Context, c client.Client, taskID string, in Input, opts .
 	}
 	o := startOptions(taskID, summary, opts)
 	o.TypedSearchAttributes = temporal.NewSearchAttributes(PhaseKey.ValueSet(string(PhaseSubmitting)))
-	return c.ExecuteWorkflow(ctx, o, WorkflowType, in)
+	return o, nil
 }
 
 // Solve starts (or joins) the task and waits for its result.

@@ -2,6 +2,7 @@
 // JSON; `starter report` tells the provider whether a solved task's token worked.
 //
 //	go run ./starter --id demo-1 --method userrecaptcha --param googlekey=6Le... --param pageurl=https://example.com --wait
+//	go run ./starter --via nexus --namespace shop --id demo-2 --method turnstile --param sitekey=0x4A... --param pageurl=https://example.com
 //	go run ./starter report --id demo-1 --verdict bad
 package main
 
@@ -13,15 +14,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/codec"
@@ -54,7 +61,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	queue := fs.String("task-queue", taskQueue, "task queue")
 	wait := fs.Bool("wait", false, "wait for the result and print it as JSON")
 	timeout := fs.Duration("timeout", 0, "with --wait, stop waiting after this long (0 = until the workflow ends)")
-	if !parse(fs, args, "id", "method") {
+	via := fs.String("via", "client", "client (of captchaflow's namespace) or nexus (a caller workflow in --namespace calls --endpoint; waits)")
+	ns := fs.String("namespace", "", "Temporal namespace (default TEMPORAL_NAMESPACE, else default); with --via nexus the caller's, e.g. shop")
+	endpoint := fs.String("endpoint", captchaflow.NexusEndpoint, "with --via nexus, the Nexus endpoint to call")
+	if !parse(fs, args, "id", "method") || !oneOf(fs, "via", "client", "nexus") {
 		return 2
 	}
 	var in captchaflow.Input
@@ -63,7 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	in.Method, in.Params = *method, p // a bad field of --input is Start's FieldError
-	return execute("starter", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
+	return execute("starter", *ns, *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
+		if *via == "nexus" {
+			return solveViaNexus(ctx, c, *endpoint, captchaflow.SolveRequest{TaskID: *id, Input: in})
+		}
 		run, err := captchaflow.Start(ctx, c, *id, in, captchaflow.StartOptions{TaskQueue: *queue})
 		switch {
 		case err != nil:
@@ -74,6 +87,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		var res captchaflow.Result
 		return res, run.Get(ctx, &res)
 	})
+}
+
+// callerQueue is where starter hosts the caller's workflow while it waits: a rerun picks up one left behind.
+const callerQueue = "captchaflow-starter-callers"
+
+// solveViaNexus is a caller team's side: SolveViaNexus in the client's namespace, on a worker of starter's own.
+func solveViaNexus(ctx context.Context, c client.Client, endpoint string, req captchaflow.SolveRequest) (captchaflow.Result, error) {
+	w := worker.New(c, callerQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(captchaflow.SolveViaNexus, workflow.RegisterOptions{Name: captchaflow.NexusCallerWorkflowType})
+	if err := w.Start(); err != nil {
+		return captchaflow.Result{}, err
+	}
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "via-nexus-" + req.TaskID, TaskQueue: callerQueue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, // a rerun joins its caller
+		captchaflow.NexusCallerWorkflowType, captchaflow.NexusCall{Endpoint: endpoint, SolveRequest: req})
+	var res captchaflow.Result
+	if err == nil {
+		err = run.Get(ctx, &res)
+	}
+	return res, err
 }
 
 // runReport is `starter report --id ID --verdict good|bad` (captchaflow.SendReport); the failure type comes first.
@@ -96,7 +130,7 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "starter report: --id:", err)
 		return 2
 	}
-	return execute("starter report", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
+	return execute("starter report", "", *timeout, stdout, stderr, func(ctx context.Context, c client.Client) (any, error) {
 		return captchaflow.SendReport(ctx, c, *id, v, captchaflow.StartOptions{TaskQueue: *queue})
 	})
 }
@@ -116,8 +150,30 @@ func parse(fs *flag.FlagSet, args []string, required ...string) bool {
 	return true
 }
 
+// oneOf checks that flag name is one of values, explaining otherwise.
+func oneOf(fs *flag.FlagSet, name string, values ...string) bool {
+	v := fs.Lookup(name).Value.String()
+	if !slices.Contains(values, v) {
+		fmt.Fprintf(fs.Output(), "%s: --%s must be %s, got %q\n", fs.Name(), name, strings.Join(values, " or "), v)
+	}
+	return slices.Contains(values, v)
+}
+
+// clientOptions are TEMPORAL_*'s (envconfig) in namespace, the SDK's messages on stderr, payloads through the codec.
+func clientOptions(namespace string, stderr io.Writer) (client.Options, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return opts, fmt.Errorf("temporal client configuration: %w", err)
+	}
+	opts.Namespace = cmp.Or(namespace, opts.Namespace)
+	// The SDK's default logger writes to stdout, where the result's JSON goes; warnings are enough on stderr.
+	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	_, err = codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), nil) // quiet without: stderr is the CLI's
+	return opts, err
+}
+
 // execute dials Temporal and runs fn, printing its result as JSON.
-func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn func(context.Context, client.Client) (any, error)) int {
+func execute(name, namespace string, timeout time.Duration, stdout, stderr io.Writer, fn func(context.Context, client.Client) (any, error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if timeout > 0 {
@@ -125,9 +181,9 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	opts, err := envconfig.LoadDefaultClientOptions()
+	opts, err := clientOptions(namespace, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, name+": temporal client configuration:", err)
+		fmt.Fprintln(stderr, name+":", err)
 		return 2
 	}
 	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-starter")
@@ -137,10 +193,6 @@ func execute(name string, timeout time.Duration, stdout, stderr io.Writer, fn fu
 	}
 	defer func() { _ = flush(context.WithoutCancel(ctx)) }()
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
-	if _, err := codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), nil); err != nil { // quiet without: stderr is the CLI's
-		fmt.Fprintln(stderr, name+":", err)
-		return 2
-	}
 	ctx, span := otel.Tracer("captchaflow").Start(ctx, name) // the task's trace starts here: its ID is printed
 	defer span.End()
 	if span.SpanContext().IsValid() {

@@ -14,6 +14,9 @@ func TestRequiredFlags(t *testing.T) {
 	errOut.Reset()
 	assert.Equal(t, 2, run([]string{"--id", "x", "--method", "m", "--param", "novalue"}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "want key=value")
+	errOut.Reset()
+	assert.Equal(t, 2, run([]string{"--id", "x", "--method", "m", "--via", "grpc"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), `--via must be client or nexus, got "grpc"`)
 }
 
 func TestInputFlagMustBeJSON(t *testing.T) {

@@ -180,6 +180,7 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 		}
 	}
 	workflows.Register(w, acts, settings)
+	w.RegisterNexusService(captchaflow.NexusService()) // other teams' workflows reach tasks through an endpoint only
 	return w
 }
 

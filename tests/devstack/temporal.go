@@ -163,8 +163,8 @@ func (t *Temporal) registerNamespace(ctx context.Context) error {
 			missing[key.GetName()] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 		}
 	}
-	if len(missing) == 0 {
-		return nil
+	if len(missing) == 0 { // last: the endpoint targets a namespace that is served
+		return SetUpNexus(ctx, c, DefaultNamespace, captchaflow.DefaultTaskQueue)
 	}
 	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
 		Namespace: DefaultNamespace, SearchAttributes: missing})

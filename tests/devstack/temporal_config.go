@@ -83,7 +83,9 @@ func writeServerConfig(opts TemporalOptions, freshPorts bool) (string, error) {
 	}
 	dir := filepath.Dir(opts.LogPath)
 	dynamicFile := filepath.Join(dir, "temporal-dynamicconfig.yaml")
-	if err := os.WriteFile(dynamicFile, []byte(dynamicConfigYAML(opts.DynamicConfig)), 0o644); err != nil {
+	overrides := nexusDynamicConfig(opts.HTTPPort)
+	maps.Copy(overrides, opts.DynamicConfig)
+	if err := os.WriteFile(dynamicFile, []byte(dynamicConfigYAML(overrides)), 0o644); err != nil {
 		return "", err
 	}
 	var out strings.Builder

@@ -11,6 +11,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/stretchr/testify/assert"
@@ -64,6 +65,14 @@ func TestTemporalServerStartsRegistersSearchAttributesAndSurvivesRestart(t *test
 	for _, key := range captchaflow.SearchAttributeKeys {
 		assert.Equal(t, enumspb.INDEXED_VALUE_TYPE_KEYWORD, attrs.GetCustomAttributes()[key.GetName()], "search attribute %s", key.GetName())
 	}
+
+	eps, err := c.OperatorService().ListNexusEndpoints(ctx, &operatorservice.ListNexusEndpointsRequest{Name: captchaflow.NexusEndpoint})
+	require.NoError(t, err)
+	require.Len(t, eps.GetEndpoints(), 1, "the captchaflow endpoint")
+	target := eps.GetEndpoints()[0].GetSpec().GetTarget().GetWorker()
+	assert.Equal(t, []string{DefaultNamespace, captchaflow.DefaultTaskQueue}, []string{target.GetNamespace(), target.GetTaskQueue()})
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: CallerNamespace})
+	require.NoError(t, err, "the caller namespace")
 
 	// A started workflow (no worker needed) must still be there after a restart on the same SQLite file.
 	const id = "devstack-restart-probe"

@@ -86,6 +86,7 @@ type demoTask struct {
 	ID       string
 	Scenario scenario
 	Input    captchaflow.Input
+	ViaNexus bool // started by a caller workflow in shop, through the captchaflow endpoint
 }
 
 // planBatch builds n tasks with IDs unique to this run (Temporal keeps earlier runs' workflows in .data).
@@ -104,7 +105,7 @@ func planBatch(n int, runID, notifyURL string) []demoTask {
 		}
 		in := demoInput(notifyURL)
 		in.Params = params
-		tasks[i] = demoTask{ID: fmt.Sprintf("demo-%s-%03d", runID, i+1), Scenario: sc, Input: in}
+		tasks[i] = demoTask{ID: fmt.Sprintf("demo-%s-%03d", runID, i+1), Scenario: sc, Input: in, ViaNexus: i%nexusEvery == nexusEvery-1}
 	}
 	return tasks
 }

@@ -28,6 +28,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/internal/telemetry"
 	"github.com/captchaflow/captchaflow/tests/devstack"
@@ -91,6 +92,21 @@ func parseFlags(args []string, errOut io.Writer) (settings, error) {
 	return s, nil
 }
 
+// printWhereToLook tells where the stack's tasks are seen: the Web UI, the caller team's namespace, the CLI.
+func printWhereToLook(stack *devstack.Stack, s settings, root, cli string, out io.Writer) {
+	fmt.Fprintf(out, "\nWeb UI:   %s/namespaces/%s/workflows\n", stack.Temporal.UIURL(), devstack.DefaultNamespace)
+	fmt.Fprintf(out, "Nexus:    %s/namespaces/%s/workflows (the caller team's workflows, through the %s endpoint)\n",
+		stack.Temporal.UIURL(), devstack.CallerNamespace, captchaflow.NexusEndpoint)
+	fmt.Fprintf(out, "Try:      %s workflow list --address %s --query 'WorkflowType=\"SolveCaptcha\"' --limit 5\n", cli, stack.Temporal.Address())
+	if url := stack.CodecURL(); url != "" {
+		fmt.Fprintf(out, "Payloads are encrypted (key in %s); decoded: %s workflow show --address %s --codec-endpoint %s --workflow-id <ID>\n",
+			keysFile(s.dataDir), cli, stack.Temporal.Address(), url)
+	}
+	if _, err := os.Stat(filepath.Join(root, cli)); err != nil && !filepath.IsAbs(cli) {
+		fmt.Fprintln(out, "          (the Temporal CLI is built on demand, once: make cli)")
+	}
+}
+
 // run returns the process exit code: 0 only if the stack came up and, with a demo, nothing was lost.
 func run(ctx context.Context, args []string, out io.Writer) int {
 	s, err := parseFlags(args, out)
@@ -125,15 +141,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 		code = runDemo(ctx, stack, s, cli, out)
 	}
 
-	fmt.Fprintf(out, "\nWeb UI:   %s/namespaces/%s/workflows\n", stack.Temporal.UIURL(), devstack.DefaultNamespace)
-	fmt.Fprintf(out, "Try:      %s workflow list --address %s --query 'WorkflowType=\"SolveCaptcha\"' --limit 5\n", cli, stack.Temporal.Address())
-	if url := stack.CodecURL(); url != "" {
-		fmt.Fprintf(out, "Payloads are encrypted (key in %s); decoded: %s workflow show --address %s --codec-endpoint %s --workflow-id <ID>\n",
-			keysFile(s.dataDir), cli, stack.Temporal.Address(), url)
-	}
-	if _, err := os.Stat(filepath.Join(root, cli)); err != nil && !filepath.IsAbs(cli) {
-		fmt.Fprintln(out, "          (the Temporal CLI is built on demand, once: make cli)")
-	}
+	printWhereToLook(stack, s, root, cli, out)
 	if s.exit || ctx.Err() != nil {
 		return code
 	}
@@ -241,12 +249,12 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 	}
 	defer receiver.Close()
 
-	c, closeClient, err := dialTraced(ctx, stack)
+	c, launch, closeClients, err := connect(ctx, stack)
 	if err != nil {
 		fmt.Fprintln(out, "run:", err)
 		return 1
 	}
-	defer closeClient()
+	defer closeClients()
 
 	runID := time.Now().Format("20060102-150405")
 	notify := receiver.URL() + "/hooks/captcha"
@@ -256,7 +264,7 @@ func runDemo(ctx context.Context, stack *devstack.Stack, s settings, cli string,
 		failover = planFailover(s.failoverTasks, len(tasks), runID, notify)
 	}
 	introduce(out, runID, tasks, failover, receiver.URL())
-	track, elapsed := runBatch(ctx, c, waves(stack, tasks, failover, runID), s, out)
+	track, elapsed := runBatch(ctx, launch, waves(stack, tasks, failover, runID), s, out)
 	if len(failover) > 0 {
 		if err := setBalance(ctx, stack.ProviderSimulatorURL(demoProviders[0].Name), demoBalance); err != nil {
 			fmt.Fprintln(out, "run: giving provider a its balance back:", err)
@@ -319,7 +327,8 @@ func printTrace(ctx context.Context, c client.Client, id string, out io.Writer) 
 func introduce(out io.Writer, runID string, tasks, failover []demoTask, receiverURL string) {
 	fmt.Fprintf(out, "\nstarting %d demo tasks (workflow IDs demo-%s-NNN) with dropped, duplicate, late and hanging pingbacks,\n"+
 		"unsolvable first attempts (some with an error-code pingback), and an in.php that is busy or refuses a task as\n"+
-		"unsolvable", len(tasks), runID)
+		"unsolvable; every %dth is a caller team's, solved from namespace %s through the Nexus endpoint %s", len(tasks), runID,
+		nexusEvery, devstack.CallerNamespace, captchaflow.NexusEndpoint)
 	if len(failover) > 0 {
 		fmt.Fprintf(out, ";\nthen %d plain tasks: provider a (in.php) runs out of money once the first %d are accepted, and the rest\n"+
 			"must go to provider b (createTask, CapSolver's flavor) at once", len(failover), failoverSplit(len(failover)))
@@ -335,7 +344,7 @@ type wave struct {
 
 // runBatch starts the waves in turn and watches every task until all have finished, the timeout passes or
 // Ctrl-C; it returns the tracker and how long the batch took.
-func runBatch(ctx context.Context, c client.Client, waves []wave, s settings, out io.Writer) (*tracker, time.Duration) {
+func runBatch(ctx context.Context, launch startFunc, waves []wave, s settings, out io.Writer) (*tracker, time.Duration) {
 	watchCtx, stopWatching := context.WithTimeout(ctx, s.timeout)
 	defer stopWatching()
 	start := time.Now()
@@ -354,7 +363,7 @@ func runBatch(ctx context.Context, c client.Client, waves []wave, s settings, ou
 					continue
 				}
 			}
-			startWave(watchCtx, c, track, w.tasks)
+			startWave(watchCtx, launch, track, w.tasks)
 		}
 	}()
 	showProgress(watchCtx, track, start, s.progressEvery, out)
@@ -364,12 +373,15 @@ func runBatch(ctx context.Context, c client.Client, waves []wave, s settings, ou
 }
 
 // startWave starts tasks in parallel, as a busy caller would; each start is one round trip to Temporal's SQLite.
-func startWave(ctx context.Context, c client.Client, track *tracker, tasks []demoTask) {
+// startFunc starts one demo task: directly, or through a caller workflow in shop (demoTask.ViaNexus).
+type startFunc func(context.Context, demoTask) (client.WorkflowRun, error)
+
+func startWave(ctx context.Context, launch startFunc, track *tracker, tasks []demoTask) {
 	starts := errgroup.Group{}
 	starts.SetLimit(startConcurrency)
 	for _, task := range tasks {
 		starts.Go(func() error {
-			run, err := startTask(ctx, c, task)
+			run, err := launch(ctx, task)
 			if err != nil {
 				track.startFailed([]demoTask{task}, err)
 				return nil
@@ -390,7 +402,7 @@ func summarize(ctx context.Context, c client.Client, stack *devstack.Stack, runI
 	reports := sendReports(ctx, c, reportPlan(track.results()))
 	sum := summary{
 		Elapsed: elapsed, Total: total, ByScenario: byScenario,
-		Failures: track.failures(), Receiver: receiver.Stats(),
+		Failures: track.failures(), Receiver: receiver.Stats(), Nexus: auditNexus(ctx, c, track),
 	}
 	if ctx.Err() != nil {
 		sum.AuditError = "interrupted"

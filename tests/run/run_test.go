@@ -103,6 +103,7 @@ func TestRunSmoke(t *testing.T) {
 	assert.Regexp(t, regexp.MustCompile(fmt.Sprintf(`verdicts reported\s+%[1]d good, %[2]d bad; the provider recorded %[1]d good, %[2]d bad`,
 		demoReportsGood, demoReportsBad)), text)
 	assert.NotContains(t, text, "REPORT FAILED")
+	assert.Regexp(t, regexp.MustCompile(`through Nexus\s+2 from namespace shop; of the 2 solved, 2 callers' results equal the task's own`), text)
 	assert.Contains(t, text, "stopped; nothing is left running")
 
 	// The priced batch: most of its tasks at the cheaper b, and what that saved against the file's order.

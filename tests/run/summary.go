@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/devstack/downstream"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
@@ -21,13 +22,14 @@ type summary struct {
 	// Audit is nil when it could not be made (no simulator, or its task list was unreachable).
 	Audit      *audit
 	AuditError string
+	Nexus      nexusAudit
 }
 
 // ok is true when nothing was lost — the number the demo exists to show — and every task finished. An audit
 // that could not be made means "lost: unknown", which is not zero.
 func (s summary) ok() bool {
 	return s.Audit != nil && len(s.Audit.Lost) == 0 && s.Total.Running == 0 && s.Total.NotStarted == 0 &&
-		(s.Audit.Routing == nil || len(s.Audit.Routing.PaidTwice) == 0)
+		(s.Audit.Routing == nil || len(s.Audit.Routing.PaidTwice) == 0) && s.Nexus.Equal == s.Nexus.Solved
 }
 
 func writeSummary(w io.Writer, s summary) {
@@ -50,6 +52,10 @@ func writeSummary(w io.Writer, s summary) {
 		writeResubmits(w, s.Audit.Resubmits)
 		writeReports(w, s.Audit.Reports)
 		writeRouting(w, s.Audit.Routing)
+	}
+	if s.Nexus.Called > 0 {
+		fmt.Fprintf(w, "  through Nexus        %d from namespace %s; of the %d solved, %d callers' results equal the task's own\n",
+			s.Nexus.Called, devstack.CallerNamespace, s.Nexus.Solved, s.Nexus.Equal)
 	}
 	if s.Total.Running > 0 {
 		fmt.Fprintf(w, "  still running        %d (the demo's time ran out)\n", s.Total.Running)

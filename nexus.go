@@ -1,0 +1,98 @@
+package captchaflow
+
+import (
+	"cmp"
+	"context"
+	"errors"
+
+	"github.com/nexus-rpc/sdk-go/nexus"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/temporalnexus"
+	"go.temporal.io/sdk/workflow"
+)
+
+// The Nexus service other teams' workflows call through an endpoint, with no access to captchaflow's namespace.
+const (
+	NexusServiceName        = "captchaflow"
+	NexusEndpoint           = "captchaflow"   // the endpoint's name where captchaflow's stacks create it
+	OperationSolve          = "solve"         // asynchronous: SolveRequest → Result, backed by SolveCaptcha
+	OperationReport         = "report"        // synchronous: ReportRequest → ReportResult, backed by SendReport
+	NexusCallerWorkflowType = "SolveViaNexus" // SolveViaNexus: the caller's side, as make run and starter --via nexus host it
+)
+
+// SolveRequest is the solve operation's input: the caller's task ID (the workflow ID) and the task's Input.
+type SolveRequest struct {
+	TaskID string `json:"task_id"`
+	Input  Input  `json:"input"`
+}
+
+// ReportRequest is the report operation's input.
+type ReportRequest struct {
+	TaskID  string  `json:"task_id"`
+	Verdict Verdict `json:"verdict"`
+}
+
+// NexusService is the handler a worker registers (worker.RegisterNexusService); tasks start on that worker's queue.
+func NexusService() *nexus.Service {
+	svc := nexus.NewService(NexusServiceName)
+	svc.MustRegister(solveOperation{temporalnexus.MustNewWorkflowRunOperationWithOptions(
+		temporalnexus.WorkflowRunOperationOptions[SolveRequest, Result]{Name: OperationSolve, Handler: startSolve})},
+		nexus.NewSyncOperation(OperationReport, report))
+	return svc
+}
+
+// startSolve starts or joins the task as Start does; the SDK attaches this caller's callback to a running task.
+func startSolve(ctx context.Context, req SolveRequest, opts nexus.StartOperationOptions) (temporalnexus.WorkflowHandle[Result], error) {
+	o, err := taskStartOptions(req.TaskID, req.Input, []StartOptions{{TaskQueue: temporalnexus.GetOperationInfo(ctx).TaskQueue}})
+	if err != nil { // non-retryable: the caller's operation fails at once, typed
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), FailureInvalidInput, nil)
+	}
+	return temporalnexus.ExecuteUntypedWorkflow[Result](ctx, opts, o, WorkflowType, req.Input)
+}
+
+// solveOperation answers a solved task's Result at once: a completed run cannot be joined, nor solved (paid) again.
+type solveOperation struct {
+	nexus.Operation[SolveRequest, Result]
+}
+
+// Start is the SDK's, but under a solved task's ID, where that start is refused, it answers the task's Result.
+func (o solveOperation) Start(ctx context.Context, req SolveRequest, opts nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[Result], error) {
+	r, err := o.Operation.Start(ctx, req, opts)
+	if !errors.As(err, new(*serviceerror.WorkflowExecutionAlreadyStarted)) {
+		return r, err
+	}
+	var res Result
+	if err := temporalnexus.GetClient(ctx).GetWorkflow(ctx, req.TaskID, "").Get(ctx, &res); err != nil {
+		return nil, err
+	}
+	return &nexus.HandlerStartOperationResultSync[Result]{Value: res}, nil
+}
+
+// report sends the verdict as SendReport does; its failures are final, typed for the caller.
+func report(ctx context.Context, req ReportRequest, _ nexus.StartOperationOptions) (ReportResult, error) {
+	if _, err := ReportWorkflowID(req.TaskID); cmp.Or(err, req.Verdict.Validate()) != nil {
+		return ReportResult{}, temporal.NewNonRetryableApplicationError(cmp.Or(err, req.Verdict.Validate()).Error(), FailureInvalidInput, nil)
+	}
+	res, err := SendReport(ctx, temporalnexus.GetClient(ctx), req.TaskID, req.Verdict,
+		StartOptions{TaskQueue: temporalnexus.GetOperationInfo(ctx).TaskQueue})
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) { // the report's typed failure is final: a retried request would fail the same way
+		return res, temporal.NewNonRetryableApplicationError(appErr.Message(), appErr.Type(), appErr)
+	}
+	return res, err // the server's errors the SDK maps (retryable or not)
+}
+
+// NexusCall is SolveViaNexus's input: the endpoint (default NexusEndpoint) and the task.
+type NexusCall struct {
+	Endpoint string `json:"endpoint,omitempty"`
+	SolveRequest
+}
+
+// SolveViaNexus is a caller's workflow: it solves one task through the endpoint; cancelling it cancels the task.
+func SolveViaNexus(ctx workflow.Context, call NexusCall) (Result, error) {
+	c := workflow.NewNexusClient(cmp.Or(call.Endpoint, NexusEndpoint), NexusServiceName)
+	var res Result
+	err := c.ExecuteOperation(ctx, OperationSolve, call.SolveRequest, workflow.NexusOperationOptions{}).Get(ctx, &res)
+	return res, err
+}
