@@ -430,8 +430,11 @@ func (s *Stack) RunDir() string { return s.opts.RunDir }
 func (s *Stack) Binaries() Binaries { return s.bins }
 
 // Dial connects a client to the stack's Temporal, default namespace, through the stack's codec when it has keys.
-func (s *Stack) Dial(ctx context.Context) (client.Client, error) {
-	opts := client.Options{HostPort: s.Temporal.Address(), Namespace: DefaultNamespace, Logger: QuietSDKLogger()}
+func (s *Stack) Dial(ctx context.Context) (client.Client, error) { return s.DialNamespace(ctx, DefaultNamespace) }
+
+// DialNamespace is Dial in namespace: a caller team's client reads the encrypted results its operations return.
+func (s *Stack) DialNamespace(ctx context.Context, namespace string) (client.Client, error) {
+	opts := client.Options{HostPort: s.Temporal.Address(), Namespace: namespace, Logger: QuietSDKLogger()}
 	if _, err := codec.Configure(&opts, s.opts.KeysFile, nil); err != nil {
 		return nil, err
 	}

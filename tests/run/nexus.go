@@ -41,8 +41,7 @@ func connect(ctx context.Context, stack *devstack.Stack) (c client.Client, launc
 
 // startShop connects to the caller namespace and runs the caller team's worker, as that team would.
 func startShop(ctx context.Context, stack *devstack.Stack) (client.Client, func(), error) {
-	shop, err := client.DialContext(ctx, client.Options{HostPort: stack.Temporal.Address(), Namespace: devstack.CallerNamespace,
-		Logger: devstack.QuietSDKLogger()})
+	shop, err := stack.DialNamespace(ctx, devstack.CallerNamespace) // with the keys: the operation's result is encrypted
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to namespace %s: %w", devstack.CallerNamespace, err)
 	}
