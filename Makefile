@@ -75,12 +75,12 @@ test-fuzz: ## every fuzz target for a short bounded time (TEST_FUZZTIME each); i
 test-e2e: tools cli ## end-to-end, chaos and replay tests against the real stack, and the Web UI in headless Chromium
 	$(TOOLING) test -count=1 -timeout $(E2E_TIMEOUT) .
 
-test-e2e-cluster: tools cli ## the core e2e scenarios (happy path, worker killed, server restarted) on the PostgreSQL-backed cluster
+test-e2e-cluster: tools cli ## the core e2e scenarios (happy path, worker killed, server restarted) and the Nexus ones on the PostgreSQL-backed cluster
 	cluster/up.sh --detach
 	trap 'cluster/down.sh' EXIT; \
 	E2E_TEMPORAL_ADDRESS=127.0.0.1:$${CLUSTER_FRONTEND_PORT:-7333} \
 	E2E_TEMPORAL_RESTART_CMD='cluster/down.sh && cluster/up.sh --detach' \
-	$(TOOLING) test -count=1 -timeout $(E2E_TIMEOUT) . -run Core
+	$(TOOLING) test -count=1 -timeout $(E2E_TIMEOUT) . -run 'Core|Nexus'
 
 test-deploy: ## checks of the deployment files (deploy/check.sh)
 	deploy/check.sh

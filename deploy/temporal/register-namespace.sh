@@ -6,7 +6,8 @@
 # Used by docker-compose.yml's temporal-namespace job (temporalio/admin-tools) and by cluster/up.sh. POSIX sh:
 # the admin-tools image is not guaranteed to have bash. Needs the `temporal` CLI on PATH.
 # Settings: TEMPORAL_ADDRESS (read by the CLI), NAMESPACE (default), NAMESPACE_RETENTION (72h),
-# WAIT_SECONDS (60).
+# WAIT_SECONDS (60); the Nexus endpoint other teams call captchaflow through: CALLER_NAMESPACE (shop),
+# NEXUS_ENDPOINT (captchaflow), TASK_QUEUE (captcha-solve).
 set -eu
 
 : "${TEMPORAL_ADDRESS:?set TEMPORAL_ADDRESS}"
@@ -51,3 +52,16 @@ for name in $search_attributes; do
 	temporal operator search-attribute create --namespace "$namespace" --name "$name" --type Keyword >/dev/null
 done
 log "namespace $namespace is ready with $search_attributes"
+
+# Other teams reach captchaflow from their own namespace through the endpoint (docs/contract.md#nexus).
+caller_namespace=${CALLER_NAMESPACE:-shop}
+endpoint=${NEXUS_ENDPOINT:-captchaflow}
+task_queue=${TASK_QUEUE:-captcha-solve}
+if ! temporal operator namespace describe --namespace "$caller_namespace" >/dev/null 2>&1; then
+	log "creating the caller namespace $caller_namespace (retention $retention)"
+	temporal operator namespace create --namespace "$caller_namespace" --retention "$retention" >/dev/null
+fi
+if ! temporal operator nexus endpoint get --name "$endpoint" >/dev/null 2>&1; then
+	log "creating the Nexus endpoint $endpoint (target $namespace / $task_queue)"
+	temporal operator nexus endpoint create --name "$endpoint" --target-namespace "$namespace" --target-task-queue "$task_queue" >/dev/null
+fi
