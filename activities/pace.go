@@ -83,7 +83,7 @@ type Pacer struct {
 	Identity  string
 	TaskQueue string
 	Rates     map[string]providers.Rates // by provider name (SingleProvider without PROVIDERS_FILE)
-	refused   sync.Map                   // queue → the time.Time this worker last signalled its keeper
+	refused   sync.Map                   // queue → the time.Time of this worker's latest refusal there
 	limited   sync.Map                   // queue → whether a limit was in force as this worker last saw it
 }
 
@@ -106,10 +106,9 @@ func (p *Pacer) Queue(provider, kind string) string {
 func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) error {
 	queue := ProviderQueue(p.TaskQueue, provider, kind)
 	p.limited.Store(queue, true) // this worker's next requests go to the paced queue at once
-	if last, ok := p.refused.Load(queue); ok && time.Since(last.(time.Time)) < time.Second {
+	if last, ok := p.refused.Swap(queue, time.Now()); ok && time.Since(last.(time.Time)) < time.Second {
 		return nil // this worker told the keeper just now: the refusals of one burst make one signal
 	}
-	p.refused.Store(queue, time.Now())
 	return p.tell(ctx, PaceOrder{Queue: queue, What: what, Want: QueueRates(p.Rates[cmp.Or(provider, SingleProvider)])[kind],
 		Wait: min(max(wait, RampEvery), MaxPause)})
 }
@@ -152,11 +151,14 @@ func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue s
 // look notes whether queue has a limit in force (a keeper's or an operator's), for Queue, and hands a limit of
 // captchaflow's that no keeper holds (its keeper terminated, or one an earlier release wrote) to a keeper to ramp back.
 func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
+	asked := time.Now()
 	limit, err := p.describe(ctx, queue)
 	if err != nil {
 		return err
 	}
-	p.limited.Store(queue, limit.GetRateLimit() != nil)
+	if last, ok := p.refused.Load(queue); limit.GetRateLimit() != nil || !ok || last.(time.Time).Before(asked) {
+		p.limited.Store(queue, limit.GetRateLimit() != nil) // a refusal since the read began outranks its answer
+	}
 	reason := limit.GetMetadata().GetReason()
 	if limit.GetRateLimit() == nil || !strings.HasPrefix(reason, pacePrefix) {
 		return nil

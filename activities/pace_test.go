@@ -278,3 +278,18 @@ func TestPaceQueueWritesOnlyWhatItMay(t *testing.T) {
 		}
 	}
 }
+
+// A refusal that comes while a read of the queue is in flight is not undone by that read's answer (no limit yet: the
+// keeper has not paused it): this worker's next requests stay on the paced queue.
+func TestARefusalDuringAReadStaysPaced(t *testing.T) {
+	f := newFakeServer()
+	p := &Pacer{Service: f, TaskQueue: "q", Rates: map[string]providers.Rates{"a": {}}}
+	f.afterRead = func(queue string) {
+		if queue == queueA {
+			_ = p.Refused(context.Background(), "a", SubmitQueue, "MAX_USER_TURN", time.Second)
+		}
+	}
+	if keepOnce(p); p.Queue("a", SubmitQueue) != queueA {
+		t.Fatal("the read that began before the refusal unpaced the queue")
+	}
+}
