@@ -59,7 +59,7 @@ func TestLatePingbackArrivesAfterResPHPHasTheCode(t *testing.T) {
 
 	h.waitResult(id, "OK|"+sim.CodeFor(id))
 	assert.Zero(t, rc.count(), "the pingback is held back while res.php already answers")
-	require.Eventually(t, func() bool { return rc.count() == 1 }, waitFor, pollEvery)
+	require.Eventually(t, func() bool { return h.stats().Pingbacks.Sent == 1 }, waitFor, pollEvery)
 	assert.Equal(t, sim.CodeFor(id), rc.received()[0].Get("code"))
 
 	task := h.task(id)
