@@ -22,6 +22,9 @@ import (
 const docsExampleTaskID = "order-42-login"
 
 // docsCLIExamples are the marked CLI blocks that run here, in order: the README's start, then the contract's report.
+// docsCodecEndpoint is make run's codec server in the examples; here the e2e worker's.
+const docsCodecEndpoint = "http://127.0.0.1:8234"
+
 var docsCLIExamples = []struct{ file, marker string }{
 	{"../README.md", "cli-start"},
 	{"../docs/contract.md", "cli-report"},
@@ -48,7 +51,8 @@ func TestDocsCLIExamples(t *testing.T) {
 		block, err := docscheck.CodeBlock(string(text), ex.marker)
 		require.NoError(t, err, ex.file)
 		require.Contains(t, block, docsExampleTaskID, "%s's example no longer uses the task ID this test renames", ex.file)
-		script.WriteString(strings.ReplaceAll(block, docsExampleTaskID, taskID))
+		block = strings.ReplaceAll(block, docsExampleTaskID, taskID)
+		script.WriteString(strings.ReplaceAll(block, docsCodecEndpoint, s.codecURL()))
 	}
 	// `temporal` in the examples is the pinned CLI, pointed at the stack by its environment variables.
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c",

@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/captchaflow/captchaflow"
@@ -27,7 +29,19 @@ func (s *stack) runHistory(ctx context.Context, id, runID string) (*historypb.Hi
 		}
 		h.Events = append(h.Events, ev)
 	}
-	return h, nil
+	return h, s.decoded(ctx, h)
+}
+
+// decoded decrypts h's payloads in place with the suite's key, so tests read histories as the Web UI with the
+// codec shows them.
+func (s *stack) decoded(ctx context.Context, h *historypb.History) error {
+	if s.codec == nil {
+		return nil
+	}
+	return proxy.VisitPayloads(ctx, h, proxy.VisitPayloadsOptions{SkipSearchAttributes: true,
+		Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
+			return s.codec.Decode(p)
+		}})
 }
 
 // lostAttempts counts, per activity type, the attempts a worker crash lost: for each activity whose recorded

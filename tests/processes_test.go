@@ -61,11 +61,14 @@ func (s *stack) workerEnv() map[string]string {
 		"WORKER_METRICS_ADDR":    loopback(s.workerMetricsPort),
 		"TEMPORAL_ADDRESS":       s.temporalAddr,
 		"TEMPORAL_NAMESPACE":     s.namespace,
+		"CAPTCHAFLOW_KEYS_FILE":  s.keysFile,
 	}
 }
 
 func (s *stack) startWorker(ctx context.Context) error {
-	p, err := s.startProcess(ctx, "worker", s.bins.Worker, s.workerEnv(), s.workerMetricsURL()+"/healthz")
+	env := s.workerEnv()
+	env["CODEC_ADDR"], env["CODEC_LOOPBACK_WITHOUT_TOKEN"] = loopback(s.codecPort), "true" // make run's codec server
+	p, err := s.startProcess(ctx, "worker", s.bins.Worker, env, s.workerMetricsURL()+"/healthz")
 	s.mu.Lock()
 	s.worker = p
 	s.mu.Unlock()
@@ -74,13 +77,14 @@ func (s *stack) startWorker(ctx context.Context) error {
 
 // ingressEnv serves both the real ingress and the 503 one (startIngressB): they differ in ports, Temporal address
 // and signal timeout.
-func ingressEnv(port, metricsPort int, temporalAddr, namespace string, signalTimeout time.Duration) map[string]string {
+func (s *stack) ingressEnv(port, metricsPort int, temporalAddr string, signalTimeout time.Duration) map[string]string {
 	return map[string]string{
+		"CAPTCHAFLOW_KEYS_FILE":  s.keysFile,
 		"INGRESS_ADDR":           loopback(port),
 		"INGRESS_METRICS_ADDR":   loopback(metricsPort),
 		"CALLBACK_SECRET":        callbackSecret,
 		"TEMPORAL_ADDRESS":       temporalAddr,
-		"TEMPORAL_NAMESPACE":     namespace,
+		"TEMPORAL_NAMESPACE":     s.namespace,
 		"INGRESS_SIGNAL_TIMEOUT": signalTimeout.String(),
 		// Longer than the simulator's pingback timeout, so a stalled callback is the provider's timeout to see.
 		"INGRESS_READ_HEADER_TIMEOUT": "5s",
@@ -92,7 +96,7 @@ func ingressEnv(port, metricsPort int, temporalAddr, namespace string, signalTim
 // startIngress starts the real ingress; it reaches Temporal through the temporal-leg proxy.
 func (s *stack) startIngress(ctx context.Context) error {
 	p, err := s.startProcess(ctx, "ingress", s.bins.Ingress,
-		ingressEnv(s.ingressPort, s.ingressMetricsPort, s.tlegAddr, s.namespace, ingressSignalTimeout), s.ingressURL()+"/readyz")
+		s.ingressEnv(s.ingressPort, s.ingressMetricsPort, s.tlegAddr, ingressSignalTimeout), s.ingressURL()+"/readyz")
 	s.mu.Lock()
 	s.ingress = p
 	s.mu.Unlock()
@@ -113,7 +117,7 @@ func (s *stack) startIngressB(ctx context.Context) error {
 		return err
 	}
 	p, err := s.startProcess(ctx, "ingress-503", s.bins.Ingress,
-		ingressEnv(s.ingressBPort, s.ingressBMetricsPort, loopback(closed), s.namespace, 500*time.Millisecond),
+		s.ingressEnv(s.ingressBPort, s.ingressBMetricsPort, loopback(closed), 500*time.Millisecond),
 		"http://"+loopback(s.ingressBPort)+"/healthz")
 	s.mu.Lock()
 	s.ingressB = p

@@ -37,7 +37,7 @@ func TestE2E_ScaleOut(t *testing.T) {
 	frontB, err := s.addProxy("callbacks-b-"+sc.prefix, loopback(ingress2Port))
 	require.NoError(t, err)
 	ingress2, err := s.startProcess(ctx, "ingress-2", s.bins.Ingress,
-		ingressEnv(ingress2Port, ingress2Metrics, s.temporalAddr, s.namespace, ingressSignalTimeout),
+		s.ingressEnv(ingress2Port, ingress2Metrics, s.temporalAddr, ingressSignalTimeout),
 		"http://"+loopback(ingress2Port)+"/readyz")
 	t.Cleanup(func() {
 		if ingress2 != nil {

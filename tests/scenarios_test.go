@@ -18,6 +18,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 	"github.com/captchaflow/captchaflow/workflows"
 )
@@ -51,6 +52,9 @@ func TestE2E_Core_HappyPath(t *testing.T) {
 		}
 		return ""
 	})
+	raw := storedHistory(ctx, t, s.c, tr.ID) // as stored: the suites run encrypted, on both servers
+	assert.Contains(t, raw, codec.EncodingEncrypted)
+	assert.NotContains(t, raw, tr.Result.Code, "the code in plaintext")
 	replayLive(t, s, sc.ids()[:3]...)
 }
 
@@ -305,7 +309,7 @@ func TestE2E_DownstreamOutage(t *testing.T) {
 	for id, st := range states {
 		for _, pa := range st.Pending {
 			if pa.GetActivityType().GetName() == "Deliver" {
-				assert.Contains(t, pa.GetLastFailure().GetMessage(), "connection refused", id)
+				assert.Contains(t, s.failureMessage(pa.GetLastFailure()), "connection refused", id)
 			}
 		}
 	}

@@ -13,8 +13,11 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/devstack/downstream"
 )
@@ -77,7 +80,7 @@ type stack struct {
 	restartCmd   string
 
 	simPort, ingressPort, ingressBPort, workerMetricsPort int
-	ingressMetricsPort, ingressBMetricsPort               int
+	ingressMetricsPort, ingressBMetricsPort, codecPort    int
 	frontAddr, tlegAddr                                   string
 
 	mu       sync.Mutex
@@ -90,8 +93,12 @@ type stack struct {
 	front *toxiproxy.Proxy
 	tleg  *toxiproxy.Proxy
 	down  *downstream.Receiver
-	c     client.Client
+	c     client.Client // through the codec: the suite runs encrypted, as make run does
 	runID string
+
+	keysFile string                     // CAPTCHAFLOW_KEYS_FILE of every process the harness starts
+	codec    *codec.Codec               // decodes what the harness reads from history
+	failures converter.FailureConverter // reads failures' encrypted messages
 }
 
 func (s *stack) external() bool { return s.temporal == nil }
@@ -146,10 +153,14 @@ func startStack(ctx context.Context) (s *stack, err error) {
 		s.temporalAddr = s.temporal.Address()
 	}
 
+	s.keysFile = filepath.Join(s.runDir, "keys")
+	if err = os.WriteFile(s.keysFile, []byte(codec.NewKeyLine("e2e-"+s.runID)), 0o600); err != nil {
+		return s, err
+	}
 	if s.bins, err = devstack.BuildBinaries(ctx, filepath.Join(s.runDir, "bin")); err != nil {
 		return s, err
 	}
-	for _, p := range []*int{&s.simPort, &s.ingressPort, &s.ingressBPort, &s.workerMetricsPort, &s.ingressMetricsPort, &s.ingressBMetricsPort} {
+	for _, p := range []*int{&s.simPort, &s.ingressPort, &s.ingressBPort, &s.workerMetricsPort, &s.ingressMetricsPort, &s.ingressBMetricsPort, &s.codecPort} {
 		if *p, err = devstack.FreePort(); err != nil {
 			return s, err
 		}
@@ -178,8 +189,27 @@ func startStack(ctx context.Context) (s *stack, err error) {
 	if err = s.startIngress(ctx); err != nil {
 		return s, err
 	}
-	s.c, err = client.DialContext(ctx, client.Options{HostPort: s.temporalAddr, Namespace: s.namespace, Logger: devstack.QuietSDKLogger()})
+	s.c, err = s.dial(ctx, s.namespace)
 	return s, err
+}
+
+// dial is a client of namespace with the suite's codec, as a captchaflow process or a caller team's worker has.
+func (s *stack) dial(ctx context.Context, namespace string) (client.Client, error) {
+	opts := client.Options{HostPort: s.temporalAddr, Namespace: namespace, Logger: devstack.QuietSDKLogger()}
+	var err error
+	if s.codec, err = codec.Configure(&opts, s.keysFile, nil); err != nil {
+		return nil, err
+	}
+	s.failures = opts.FailureConverter
+	return client.DialContext(ctx, opts)
+}
+
+// failureMessage is f's message as its worker wrote it, decrypted.
+func (s *stack) failureMessage(f *failurepb.Failure) string {
+	if f == nil {
+		return ""
+	}
+	return s.failures.FailureToError(f).Error()
 }
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
@@ -201,6 +231,7 @@ func (s *stack) simURL() string            { return "http://" + loopback(s.simPo
 func (s *stack) ingressURL() string        { return "http://" + loopback(s.ingressPort) }
 func (s *stack) callbackBaseURL() string   { return "http://" + s.frontAddr }
 func (s *stack) workerMetricsURL() string  { return "http://" + loopback(s.workerMetricsPort) }
+func (s *stack) codecURL() string          { return "http://" + loopback(s.codecPort) }
 func (s *stack) ingressMetricsURL() string { return "http://" + loopback(s.ingressMetricsPort) } // not on ingressURL
 func (s *stack) notifyURL() string         { return s.down.URL() + "/hooks/captcha" }
 

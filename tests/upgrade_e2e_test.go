@@ -32,6 +32,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/captchaflow/captchaflow"
@@ -206,6 +207,8 @@ type upgradeLane struct {
 	workerMetricsPort int
 	oldWorker         string
 	oldIngress        string
+	plain             client.Client // the previous release cannot decrypt: tasks start in plaintext
+	decryptOnly       string        // the current build's keys file until every process runs it
 }
 
 // newUpgradeLane prepares a lane (its scenario resets the simulator, so every lane is made before any starts).
@@ -221,7 +224,13 @@ func newUpgradeLane(t *testing.T, s *stack, name string, ingressFirst bool, oldW
 	var err error
 	l.workerMetricsPort, err = devstack.FreePort()
 	require.NoError(t, err)
-	t.Cleanup(func() { l.cleanup(t) })
+	key, err := os.ReadFile(s.keysFile)
+	require.NoError(t, err)
+	l.decryptOnly = filepath.Join(t.TempDir(), "keys-decrypt-only")
+	require.NoError(t, os.WriteFile(l.decryptOnly, append([]byte("-\n"), key...), 0o600))
+	l.plain, err = client.Dial(client.Options{HostPort: s.temporalAddr, Namespace: s.namespace, Logger: devstack.QuietSDKLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.cleanup(t); l.plain.Close() })
 	return l
 }
 
@@ -290,7 +299,7 @@ func (l *upgradeLane) deploy(ctx context.Context, ingress bool) time.Time {
 }
 
 func (l *upgradeLane) startWorker(ctx context.Context, bin, build string) {
-	env := l.s.workerEnvOn(l.taskQueue)
+	env := l.env(l.s.workerEnvOn(l.taskQueue), build)
 	env["PROVIDER_THREADS"] = strconv.Itoa(upgradeThreads)
 	env["CALLBACK_BASE_URL"] = l.lb.srv.URL
 	env["WORKER_METRICS_ADDR"] = loopback(l.workerMetricsPort)
@@ -301,6 +310,16 @@ func (l *upgradeLane) startWorker(ctx context.Context, bin, build string) {
 	require.NoError(l.sc.t, err, "starting the %s worker", build)
 }
 
+// env is the documented order of switching encryption on: the current build first decrypts only, so everything it
+// writes the previous release still reads.
+func (l *upgradeLane) env(env map[string]string, build string) map[string]string {
+	env["CAPTCHAFLOW_KEYS_FILE"] = l.decryptOnly
+	if build == "previous" {
+		delete(env, "CAPTCHAFLOW_KEYS_FILE") // a setting it predates
+	}
+	return env
+}
+
 // startIngress starts an ingress on fresh ports and points the load balancer at it once it is ready.
 func (l *upgradeLane) startIngress(ctx context.Context, bin, build string) {
 	port, err := devstack.FreePort()
@@ -308,7 +327,7 @@ func (l *upgradeLane) startIngress(ctx context.Context, bin, build string) {
 	metricsPort, err := devstack.FreePort()
 	require.NoError(l.sc.t, err)
 	p, err := l.s.startProcess(ctx, "upgrade-"+l.name+"-ingress-"+build, bin,
-		ingressEnv(port, metricsPort, l.s.temporalAddr, l.s.namespace, ingressSignalTimeout), "http://"+loopback(port)+"/readyz")
+		l.env(l.s.ingressEnv(port, metricsPort, l.s.temporalAddr, ingressSignalTimeout), build), "http://"+loopback(port)+"/readyz")
 	l.ingress = p
 	l.procs = append(l.procs, p)
 	require.NoError(l.sc.t, err, "starting the %s ingress", build)
@@ -323,7 +342,7 @@ func (l *upgradeLane) start(ctx context.Context, trs []*taskRun) {
 		if l.kindOf(tr).failHook {
 			in.NotifyURL = l.hook.srv.URL + "/hooks/captcha"
 		}
-		_, err := captchaflow.Start(ctx, l.s.c, tr.ID, in, captchaflow.StartOptions{TaskQueue: l.taskQueue})
+		_, err := captchaflow.Start(ctx, l.plain, tr.ID, in, captchaflow.StartOptions{TaskQueue: l.taskQueue})
 		require.NoError(l.sc.t, err, tr.ID)
 	}
 }
