@@ -446,6 +446,7 @@ func (s *schedule) cover(covered map[string]int) {
 		m.coverParked(covered)
 	}
 	s.coverPace(covered)
+	s.coverKeys(covered)
 }
 
 func (m *model) cover(covered map[string]int) {

@@ -173,6 +173,7 @@ type schedule struct {
 	losses      map[string]int          // paid codes left undelivered, by documented case
 	pace        paceModel               // refusal bursts, unserved queues, the Pacer's pauses (model_pace_test.go)
 	spans       *tracetest.SpanRecorder // with tracing on (odd seeds): every span the tasks ended
+	keys        *keyRing                // payloads encrypted, the key rotated mid-run (model_codec_test.go); nil: plaintext
 	// cancelled are the activities (workflow ID/activity ID) the workflow cancelled: the test environment does not
 	// cancel a running activity's context, which a real one learns at its next heartbeat, before it writes.
 	cancelled map[string]bool
@@ -268,6 +269,7 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 	s.settings.Pacing = s.acts.Pace
 	Register(s.env, s.acts, s.settings)
 	s.env.RegisterWorkflow(modelTasks)
+	s.drawKeys(seed)
 	return s
 }
 
