@@ -196,7 +196,8 @@ func TestE2E_OTelOneTracePerTask(t *testing.T) {
 
 	in := func(callbackTimeout int) captchaflow.Input {
 		return captchaflow.Input{Method: "userrecaptcha", CallbackTimeoutSeconds: callbackTimeout, PollIntervalSeconds: 1,
-			Params:    captchaflow.Params{"googlekey": "6Le-e2e-site-key", "pageurl": "https://shop.example.test/login?key=shop"},
+			Params: captchaflow.Params{"googlekey": "6Le-e2e-site-key", "pageurl": "https://shop.example.test/login?key=shop",
+				"proxy": "user:span-proxy-secret@203.0.113.7:3128", "proxytype": "HTTP"},
 			NotifyURL: hooks.srv.URL + "/hooks?secret=hook-query-secret", DeadlineSeconds: deadlineSeconds}
 	}
 	callerTrace := map[string]string{}
@@ -281,7 +282,8 @@ func TestE2E_OTelOneTracePerTask(t *testing.T) {
 
 	// Nothing secret in any span: the API key, the callback secret, a token, a code, a query's values.
 	secrets := map[string]string{"the API key": stack.ProviderAPIKey(), "the callback secret": stack.CallbackSecret(),
-		"the notify secret": stack.NotifySecret(), "notify_url's query": "hook-query-secret", "the input's pageurl query": "key=shop"}
+		"the notify secret": stack.NotifySecret(), "notify_url's query": "hook-query-secret", "the input's pageurl query": "key=shop",
+		"the proxy's password": "span-proxy-secret"}
 	for i, code := range codes {
 		secrets[fmt.Sprintf("code %d", i)] = code
 	}

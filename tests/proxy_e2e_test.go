@@ -2,13 +2,17 @@ package tests
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
@@ -55,6 +59,34 @@ func TestE2E_ProxiedTasks(t *testing.T) {
 			assert.Len(t, atA[trs[1].ID], 1, "paid once at a: no resubmission with the same proxy")
 			assert.Empty(t, atB[trs[1].ID], "no failover with the same proxy")
 			sc.note("proxy %s: solved through %q, bad proxy: %v", c.name, got.TaskType, trs[1].Err)
+			assertProxyPasswordNowhere(ctx, t, s, r, password, trs)
 		})
 	}
+}
+
+// assertProxyPasswordNowhere: only the provider and the decrypted input hold the proxy's password — not the stored
+// histories, the worker's and the ingress's logs, the worker's metrics, or the webhook bodies.
+func assertProxyPasswordNowhere(ctx context.Context, t *testing.T, s *stack, r *routed, password string, trs []*taskRun) {
+	metrics, err := scrape(ctx, r.metrics)
+	require.NoError(t, err)
+	texts := map[string]string{"the worker's metrics": metrics}
+	for _, p := range []*devstack.Process{r.worker, s.ingress} {
+		log, err := os.ReadFile(p.LogPath())
+		require.NoError(t, err)
+		texts[p.Name()+"'s log"] = string(log)
+	}
+	for _, tr := range trs {
+		texts[tr.ID+"'s stored history"] = storedHistory(ctx, t, s.c, tr.ID)
+		if d, ok := s.down.Delivery(tr.ID); ok {
+			texts[tr.ID+"'s webhook"] = fmt.Sprintf("%+v", d.Payload)
+		}
+	}
+	for what, text := range texts {
+		assert.NotContains(t, text, password, "the proxy's password in %s", what)
+	}
+	h, err := s.history(ctx, trs[0].ID) // the control: decrypted, the input holds it
+	require.NoError(t, err)
+	b, err := protojson.Marshal(h)
+	require.NoError(t, err)
+	assert.Contains(t, historyText(b), password, "the scan would not see the password")
 }
