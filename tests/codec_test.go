@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,6 +23,9 @@ import (
 
 // testKeysFile is a committed test key: encrypted histories replay with it (never a deployment's key).
 const testKeysFile = "testdata/codec/test-keys"
+
+// encryptedTestdataDir holds histories recorded encrypted under testKeysFile (make record-histories).
+const encryptedTestdataDir = "testdata/encrypted"
 
 // codecOptions are what codec.Configure gives every process with testKeysFile.
 func codecOptions(t *testing.T) (client.Options, *codec.Codec) {
@@ -80,5 +85,27 @@ func TestReplayRecordedHistoriesEncrypted(t *testing.T) {
 				assert.Error(t, replay(plain, enc, ""), "a worker without the key cannot run it")
 			}
 		})
+	}
+}
+
+// TestReplayRecordedHistoriesWrittenEncrypted: histories an encrypting worker wrote, as the server stored them, replay with
+// the key, hold no input or code in plaintext, and cannot run on a worker without the key.
+func TestReplayRecordedHistoriesWrittenEncrypted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(encryptedTestdataDir, "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "record them with `make record-histories`")
+	withCodec, plain := newCodecReplayer(t), newReplayer()
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		h, err := client.HistoryFromJSON(bytes.NewReader(b), client.HistoryJSONOptions{})
+		require.NoError(t, err)
+		assert.NoError(t, replay(withCodec, h, ""), file)
+		assert.NoError(t, replay(withCodec, h, "00000000-0000-4000-8000-00000000reset"), "%s as a reset run", file)
+		assert.Error(t, replay(plain, h, ""), "%s runs without the key", file)
+		text := historyText(b)
+		assert.NotContains(t, text, `"pageurl"`, file)
+		assert.Contains(t, text, codec.EncodingEncrypted, file)
+		assert.Empty(t, secretsIn(text), file)
 	}
 }

@@ -18,8 +18,17 @@ func (s *stack) history(ctx context.Context, id string) (*historypb.History, err
 	return s.runHistory(ctx, id, "")
 }
 
-// runHistory is the history of run runID of id ("": the current run).
+// runHistory is the history of run runID of id ("": the current run), decrypted.
 func (s *stack) runHistory(ctx context.Context, id, runID string) (*historypb.History, error) {
+	h, err := s.storedRunHistory(ctx, id, runID)
+	if err != nil {
+		return nil, err
+	}
+	return h, s.decoded(ctx, h)
+}
+
+// storedRunHistory is the history as the server stores it: payloads encrypted.
+func (s *stack) storedRunHistory(ctx context.Context, id, runID string) (*historypb.History, error) {
 	iter := s.c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}
 	for iter.HasNext() {
@@ -29,7 +38,7 @@ func (s *stack) runHistory(ctx context.Context, id, runID string) (*historypb.Hi
 		}
 		h.Events = append(h.Events, ev)
 	}
-	return h, s.decoded(ctx, h)
+	return h, nil
 }
 
 // decoded decrypts h's payloads in place with the suite's key, so tests read histories as the Web UI with the

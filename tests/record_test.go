@@ -83,6 +83,30 @@ func TestRecordHistories(t *testing.T) {
 		recordings[tr.Kind] = tr.ID
 	}
 	recordNew(t, s, recordings)
+	recordEncrypted(t, s, map[string]string{"callback-path": callback.ID, "poll-path": poll.ID,
+		"resubmit-after-unsolvable": resubmit.ID})
+}
+
+// recordEncrypted writes the histories as stored, encrypted under the committed test key (the suite's key when
+// recording), to testdata/encrypted/ for TestReplayRecordedHistoriesWrittenEncrypted; existing files are kept.
+func recordEncrypted(t *testing.T, s *stack, recordings map[string]string) {
+	if os.Getenv(envRecord) == "" || s.external() {
+		return
+	}
+	require.NoError(t, os.MkdirAll(encryptedTestdataDir, 0o755))
+	for name, id := range recordings {
+		path := filepath.Join(encryptedTestdataDir, name+".json")
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		h, err := s.storedRunHistory(context.Background(), id, "")
+		require.NoError(t, err)
+		js, err := protojson.MarshalOptions{Multiline: true, Indent: " "}.Marshal(h)
+		require.NoError(t, err)
+		require.NotContains(t, historyText(js), `"pageurl"`, "%s holds its input in plaintext", path)
+		require.NoError(t, os.WriteFile(path, append(js, '\n'), 0o644))
+		t.Logf("recorded %s (%d events, encrypted)", path, len(h.GetEvents()))
+	}
 }
 
 // staleProviderID is a well-formed provider task ID that is not current (another, older submission's).

@@ -153,8 +153,7 @@ func startStack(ctx context.Context) (s *stack, err error) {
 		s.temporalAddr = s.temporal.Address()
 	}
 
-	s.keysFile = filepath.Join(s.runDir, "keys")
-	if err = os.WriteFile(s.keysFile, []byte(codec.NewKeyLine("e2e-"+s.runID)), 0o600); err != nil {
+	if err = s.writeKeys(); err != nil {
 		return s, err
 	}
 	if s.bins, err = devstack.BuildBinaries(ctx, filepath.Join(s.runDir, "bin")); err != nil {
@@ -191,6 +190,19 @@ func startStack(ctx context.Context) (s *stack, err error) {
 	}
 	s.c, err = s.dial(ctx, s.namespace)
 	return s, err
+}
+
+// writeKeys makes the suite's key: a fresh one each run, the committed test key when recording histories.
+func (s *stack) writeKeys() error {
+	key := []byte(codec.NewKeyLine("e2e-" + s.runID))
+	if os.Getenv(envRecord) != "" {
+		var err error
+		if key, err = os.ReadFile(testKeysFile); err != nil {
+			return err
+		}
+	}
+	s.keysFile = filepath.Join(s.runDir, "keys")
+	return os.WriteFile(s.keysFile, key, 0o600)
 }
 
 // dial is a client of namespace with the suite's codec, as a captchaflow process or a caller team's worker has.
