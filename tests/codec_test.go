@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/captchaflow/captchaflow/codec"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // testKeysFile is a committed test key: encrypted histories replay with it (never a deployment's key).
@@ -36,7 +35,7 @@ func newCodecReplayer(t *testing.T) worker.WorkflowReplayer {
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: opts.DataConverter,
 		FailureConverter: opts.FailureConverter})
 	require.NoError(t, err)
-	workflows.RegisterWorkflow(r)
+	registerReplayed(r)
 	return r
 }
 
