@@ -44,7 +44,9 @@ func TestE2E_RecordNexusCallerHistories(t *testing.T) {
 		"nexus-caller-invalid-input":       invalid.ID + "-caller", "nexus-caller-cancelled": cancelled.ID + "-caller"}
 	ends := map[string]string{"nexus-caller-solved": "NexusOperationCompleted", "nexus-caller-task-already-solved": "NexusOperationCompleted",
 		"nexus-caller-invalid-input": "NexusOperationFailed", "nexus-caller-cancelled": "NexusOperationCanceled"}
-	fetch := func(ctx context.Context, id string) (*historypb.History, error) { return clientHistory(ctx, t, shop, id, ""), nil }
+	fetch := func(ctx context.Context, id string) (*historypb.History, error) {
+		return clientHistory(ctx, t, shop, id, ""), nil
+	}
 	for name, id := range recordings {
 		events := nexusEvents(ctx, t, shop, id)
 		if assert.NotEmpty(t, events, name) {
