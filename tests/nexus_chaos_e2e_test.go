@@ -66,16 +66,17 @@ func TestE2E_NexusChaos(t *testing.T) {
 
 // killAtSubmissions SIGKILLs the worker once the provider has n of the scenario's submissions, and restarts it.
 func killAtSubmissions(ctx context.Context, t *testing.T, sc *scenario, n int) {
+	got := 0
 	eventually(t, fmt.Sprintf("%d submissions", n), 2*time.Minute, 50*time.Millisecond, func() string {
 		tasks, err := sc.s.simTasks(ctx, callbackPathPrefix+sc.prefix)
-		if err != nil || len(tasks) < n {
-			return fmt.Sprintf("%d submissions so far (%v)", len(tasks), err)
+		if got = len(tasks); err != nil || got < n {
+			return fmt.Sprintf("%d submissions so far (%v)", got, err)
 		}
 		return ""
 	})
 	sc.s.worker.Kill()
 	require.NoError(t, sc.s.restartWorker(ctx))
-	sc.note("worker (and Nexus handler) SIGKILLed at submission %d of %d and restarted", n, len(sc.tasks))
+	sc.note("worker (and Nexus handler) SIGKILLed with %d of %d tasks submitted, and restarted", got, len(sc.tasks))
 }
 
 // waitPingbacksAnswered waits until the late pingbacks and both of each duplicate have been sent and answered 200.
