@@ -15,10 +15,14 @@ import (
 // The Nexus service other teams' workflows call through an endpoint, with no access to captchaflow's namespace.
 const (
 	NexusServiceName        = "captchaflow"
-	NexusEndpoint           = "captchaflow"   // the endpoint's name where captchaflow's stacks create it
-	OperationSolve          = "solve"         // asynchronous: SolveRequest → Result, backed by SolveCaptcha
-	OperationReport         = "report"        // synchronous: ReportRequest → ReportResult, backed by SendReport
-	NexusCallerWorkflowType = "SolveViaNexus" // SolveViaNexus: the caller's side, as make run and starter --via nexus host it
+	NexusEndpoint           = "captchaflow"     // the endpoint's name where captchaflow's stacks create it
+	OperationSolve          = "solve"           // asynchronous: SolveRequest → Result, backed by SolveCaptcha
+	OperationReport         = "report"          // synchronous: ReportRequest → ReportResult, backed by SendReport
+	NexusCallerWorkflowType = "SolveViaNexus"   // SolveViaNexus: the caller's side, as make run and starter --via nexus host it
+	NexusMemo               = "nexus_operation" // in the memo of a task a solve operation started, so it counts its end
+	// Metrics by outcome: started, completed (at once, or the task's end), cancelled, or captchaflow's failure type.
+	MetricNexusOperations     = "captchaflow_nexus_operations_total"      // handled: by nexus_operation
+	MetricNexusSolvesFinished = "captchaflow_nexus_solves_finished_total" // the ends of the tasks solve operations started
 )
 
 // SolveRequest is the solve operation's input: the caller's task ID (the workflow ID) and the task's Input.
@@ -48,6 +52,7 @@ func startSolve(ctx context.Context, req SolveRequest, opts nexus.StartOperation
 	if err != nil { // non-retryable: the caller's operation fails at once, typed
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), FailureInvalidInput, nil)
 	}
+	o.Memo = map[string]any{NexusMemo: OperationSolve}
 	return temporalnexus.ExecuteUntypedWorkflow[Result](ctx, opts, o, WorkflowType, req.Input)
 }
 
@@ -60,17 +65,30 @@ type solveOperation struct {
 func (o solveOperation) Start(ctx context.Context, req SolveRequest, opts nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[Result], error) {
 	r, err := o.Operation.Start(ctx, req, opts)
 	if !errors.As(err, new(*serviceerror.WorkflowExecutionAlreadyStarted)) {
+		countOperation(ctx, err, "started")
 		return r, err
 	}
 	var res Result
 	if err := temporalnexus.GetClient(ctx).GetWorkflow(ctx, req.TaskID, "").Get(ctx, &res); err != nil {
 		return nil, err
 	}
+	countOperation(ctx, nil, "completed")
 	return &nexus.HandlerStartOperationResultSync[Result]{Value: res}, nil
 }
 
+// countOperation counts an operation by outcome, a typed failure by its type; other errors the server retries.
+func countOperation(ctx context.Context, err error, outcome string) {
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		outcome = appErr.Type()
+	} else if err != nil {
+		return // retried: the SDK's temporal_nexus_task_execution_failed counts it
+	}
+	temporalnexus.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter(MetricNexusOperations).Inc(1)
+}
+
 // report sends the verdict as SendReport does; its failures are final, typed for the caller.
-func report(ctx context.Context, req ReportRequest, _ nexus.StartOperationOptions) (ReportResult, error) {
+func report(ctx context.Context, req ReportRequest, _ nexus.StartOperationOptions) (_ ReportResult, err error) {
+	defer func() { countOperation(ctx, err, "completed") }()
 	if _, err := ReportWorkflowID(req.TaskID); cmp.Or(err, req.Verdict.Validate()) != nil {
 		return ReportResult{}, temporal.NewNonRetryableApplicationError(cmp.Or(err, req.Verdict.Validate()).Error(), FailureInvalidInput, nil)
 	}

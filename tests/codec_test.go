@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/captchaflow/captchaflow/codec"
-	"github.com/captchaflow/captchaflow/workflows"
 )
 
 // testKeysFile is a committed test key: encrypted histories replay with it (never a deployment's key).
@@ -41,7 +40,7 @@ func newCodecReplayer(t *testing.T) worker.WorkflowReplayer {
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: opts.DataConverter,
 		FailureConverter: opts.FailureConverter})
 	require.NoError(t, err)
-	workflows.RegisterWorkflow(r)
+	registerReplayed(r)
 	return r
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -67,6 +68,10 @@ func TestE2E_NexusSolve(t *testing.T) {
 	defer cancel()
 	sc := newScenario(t, s, "nexus")
 	trs := sc.add(6, taskSpec{Kind: "through nexus", SolveMS: 1500})
+	wants := nexusMetrics(s, map[string]float64{"solve started": 12, "solve completed": 6, "report completed": 1,
+		"report " + captchaflow.FailureVerdictConflict: 1, "finished completed": 6})
+	before, err := metricsSnapshot(ctx, wants)
+	require.NoError(t, err)
 	started := time.Now()
 	results := make([][3]captchaflow.Result, len(trs))
 	var g errgroup.Group
@@ -96,6 +101,7 @@ func TestE2E_NexusSolve(t *testing.T) {
 	reportThroughNexus(ctx, t, shop, trs[0].ID, results[0][0].ProviderTaskID)
 	assert.Equal(t, []string{"NexusOperationScheduled", "NexusOperationStarted", "NexusOperationCompleted"},
 		nexusEvents(ctx, t, shop, trs[0].ID+"-caller-0"))
+	metricsMoved(ctx, t, wants, before)
 	t.Logf("%d tasks × 2 concurrent callers solved through the endpoint in %s (%d started directly, same solve time: %s); "+
 		"a third caller each after completion", len(trs), took.Round(time.Millisecond), len(trs), solveDirectly(ctx, t, s, sc, len(trs)))
 }
@@ -109,6 +115,10 @@ func TestE2E_NexusFailuresAndCancel(t *testing.T) {
 	defer cancel()
 	sc := newScenario(t, s, "nexusfail")
 	trs := sc.add(4, taskSpec{Kind: "nexus failure or cancel"})
+	wants := nexusMetrics(s, map[string]float64{"solve started": 3, "solve " + captchaflow.FailureInvalidInput: 1,
+		"finished " + captchaflow.FailureDeadlineExceeded: 1, "finished cancelled": 2})
+	before, err := metricsSnapshot(ctx, wants)
+	require.NoError(t, err)
 
 	bad := s.input(trs[0].taskSpec)
 	bad.Params["key"] = "not-allowed"
@@ -134,6 +144,40 @@ func TestE2E_NexusFailuresAndCancel(t *testing.T) {
 	var paid captchaflow.Result
 	require.NoError(t, cancelThroughNexus(ctx, t, s, shop, trs[3].ID, undeliverable, captchaflow.PhaseDelivering).Details(&paid))
 	assert.NotEmpty(t, paid.Code, "the paid code reaches the caller in the cancellation's details")
+	metricsMoved(ctx, t, wants, before)
+}
+
+// nexusMetrics are the worker's Nexus series ("solve started": operations; "finished cancelled": the ends of tasks
+// solve operations started) and how far each must move.
+func nexusMetrics(s *stack, atLeast map[string]float64) []metricWant {
+	var wants []metricWant
+	for key, n := range atLeast {
+		what, outcome, _ := strings.Cut(key, " ")
+		w := metricWant{url: s.workerMetricsURL() + "/metrics", name: captchaflow.MetricNexusOperations,
+			labels: map[string]string{"nexus_operation": what, "outcome": outcome}, atLeast: n}
+		if what == "finished" {
+			w.name, w.labels = captchaflow.MetricNexusSolvesFinished, map[string]string{"outcome": outcome}
+		}
+		wants = append(wants, w)
+	}
+	return wants
+}
+
+// metricsMoved waits until every wanted series has moved from before by at least its atLeast.
+func metricsMoved(ctx context.Context, t *testing.T, wants []metricWant, before map[string]float64) {
+	t.Helper()
+	eventually(t, "metrics", 15*time.Second, 250*time.Millisecond, func() string {
+		after, err := metricsSnapshot(ctx, wants)
+		if err != nil {
+			return err.Error()
+		}
+		for _, w := range wants {
+			if key := w.url + " " + w.String(); after[key]-before[key] < w.atLeast {
+				return fmt.Sprintf("%s moved by %g, want at least %g", key, after[key]-before[key], w.atLeast)
+			}
+		}
+		return ""
+	})
 }
 
 // cancelThroughNexus cancels a caller once its task is in phase, and checks both end cancelled.

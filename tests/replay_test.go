@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/callbackauth"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 	"github.com/captchaflow/captchaflow/workflows"
@@ -34,8 +35,14 @@ const minRecordedHistories = 6
 
 func newReplayer() worker.WorkflowReplayer {
 	r := worker.NewWorkflowReplayer()
-	workflows.RegisterWorkflow(r)
+	registerReplayed(r)
 	return r
+}
+
+// registerReplayed registers captchaflow's workflows and a caller team's SolveViaNexus, whose recordings replay too.
+func registerReplayed(r worker.WorkflowRegistry) {
+	workflows.RegisterWorkflow(r)
+	r.RegisterWorkflowWithOptions(captchaflow.SolveViaNexus, workflow.RegisterOptions{Name: captchaflow.NexusCallerWorkflowType})
 }
 
 // newTracedReplayer replays as a worker with tracing on runs: the SDK's OpenTelemetry interceptor, which must only
@@ -45,7 +52,7 @@ func newTracedReplayer(t *testing.T) worker.WorkflowReplayer {
 	require.NoError(t, err)
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{Interceptors: []interceptor.WorkerInterceptor{i}})
 	require.NoError(t, err)
-	workflows.RegisterWorkflow(r)
+	registerReplayed(r)
 	return r
 }
 

@@ -150,7 +150,7 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 		return captchaflow.Result{}, s.fail(ctx, err)
 	}
 	s.setPhase(ctx, captchaflow.PhaseDone)
-	count(ctx, MetricTasksFinished, "outcome", cmp.Or(outcomes[string(res.Via)], "callback"))
+	s.finished(ctx, cmp.Or(outcomes[string(res.Via)], "callback"), "completed")
 	return res, nil
 }
 
@@ -549,9 +549,17 @@ func (s *solver) fail(ctx workflow.Context, err error) error {
 		outcome = "cancelled"
 	}
 	s.setPhase(ctx, captchaflow.PhaseFailed)
-	count(ctx, MetricTasksFinished, "outcome", outcome)
+	s.finished(ctx, outcome, cmp.Or(failureType(err), outcome)) // by type, as the handler counts failures
 	s.logger.Warn("task failed", "Outcome", outcome, "Error", err)
 	return err
+}
+
+// finished counts the task's outcome and, for a task a solve operation started, the operation's end.
+func (s *solver) finished(ctx workflow.Context, outcome, nexusOutcome string) {
+	count(ctx, MetricTasksFinished, "outcome", outcome)
+	if _, ok := workflow.GetInfo(ctx).Memo.GetFields()[captchaflow.NexusMemo]; ok {
+		count(ctx, captchaflow.MetricNexusSolvesFinished, "outcome", nexusOutcome)
+	}
 }
 
 // resubmitBackoff is the wait before the in.php request that follows the n-th refused one (n >= 1).

@@ -55,7 +55,7 @@ var benchDynamicConfig = map[string]string{
 	"system.forceSearchAttributesCacheRefreshOnRead": "false",
 }
 
-var allPhases = []string{"throughput", "parked", "poll", "recovery", "threads", "billing", "admission", "fleet", "waiting"}
+var allPhases = []string{"throughput", "parked", "poll", "recovery", "nexus", "threads", "billing", "admission", "fleet", "waiting"}
 
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)

@@ -21,6 +21,7 @@ func renderMarkdown(r *Results) string {
 	m.threadsRows(r)
 	m.admissionRows(r)
 	m.fleetRows(r)
+	m.nexusRows(r)
 	m.billingRows(r)
 	m.waitingRows(r)
 	m.targets(r)

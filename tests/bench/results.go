@@ -30,6 +30,7 @@ type Results struct {
 	Billing    *BillingResult     `json:"billing,omitempty"`
 	Admission  *AdmissionResult   `json:"admission,omitempty"`
 	Fleet      *FleetResult       `json:"fleet,omitempty"`
+	Nexus      *NexusResult       `json:"nexus,omitempty"`
 	Targets    []Target           `json:"targets"`
 	Notes      []string           `json:"notes,omitempty"`
 }

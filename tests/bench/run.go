@@ -96,6 +96,11 @@ func (b *bench) runPhases(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.cfg.phases["nexus"] {
+		if b.res.Nexus, err = b.nexus(ctx); err != nil {
+			return err
+		}
+	}
 	if pollDone != nil {
 		log.Print("waiting for the poll-path tasks")
 		select {

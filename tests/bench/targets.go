@@ -31,6 +31,7 @@ var targetRules = []func(r *Results) []Target{
 	threadsTargets,
 	admissionTargets,
 	fleetTargets,
+	nexusTargets,
 }
 
 func evaluateTargets(r *Results) []Target {

@@ -78,9 +78,10 @@ func metricNames(t *testing.T, dirs ...string) []string {
 }
 
 // Every query of the Grafana dashboard names metrics the worker exports (a histogram's series by its timer's
-// name), and it shows each of the routing model's: price, spend, solve time, unsolvable and bad shares, the split.
+// name), and it shows each of the routing model's: price, spend, solve time, unsolvable and bad shares, the split;
+// and the Nexus operations' (issue 39).
 func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
-	exported := metricNames(t, "workflows", "activities", "worker")
+	exported := metricNames(t, ".", "workflows", "activities", "worker")
 	check := func(dashboard string) error {
 		var d struct {
 			Panels []struct {
@@ -102,7 +103,8 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 			}
 		}
 		for _, want := range []string{"captchaflow_provider_price_usd", "captchaflow_provider_spend_microusd_total", "captchaflow_route_solve_p90_seconds",
-			"captchaflow_route_unsolvable_share", "captchaflow_route_bad_share", "captchaflow_route_expected_cost_usd", "captchaflow_provider_submissions_total"} {
+			"captchaflow_route_unsolvable_share", "captchaflow_route_bad_share", "captchaflow_route_expected_cost_usd", "captchaflow_provider_submissions_total",
+			"captchaflow_nexus_operations_total", "captchaflow_nexus_solves_finished_total"} {
 			if !slices.Contains(queried, want) {
 				return fmt.Errorf("no panel queries %s", want)
 			}
