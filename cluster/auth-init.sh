@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Creates the cluster's credentials, once, in $CLUSTER_AUTH_DIR (default .data/cluster/auth; cluster/lib.sh):
+#
+#   server-ca.pem          the CA of the server's certificate, which clients trust (TEMPORAL_TLS_SERVER_CA_CERT_PATH)
+#   server.pem/.key        the frontend's and the internal services' certificate (127.0.0.1, localhost); the
+#                          services present it to each other too, and the internal ones take no other
+#   client-ca.pem          the CA of the client certificates, the only ones the public frontend takes
+#   client-NAME.pem/.key   one client certificate per party: captchaflow, shop, operator, admin
+#   jwt-signing.key        the RSA key cluster/mint-token.sh signs tokens with (never leaves this directory)
+#   jwks.json              its public half, which the server reads (global.authorization.jwtKeyProvider)
+#
+# Generated at the first `up`, never committed; delete the directory (cluster down first) to start over, or see
+# docs/operations.md for rotating the token key without a restart. Needs openssl and xxd.
+set -euo pipefail
+
+# shellcheck source=cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+dir=$CLUSTER_AUTH_DIR
+days=${CLUSTER_CERT_DAYS:-30}
+
+# ca NAME SUBJECT: a self-signed CA.
+ca() {
+	openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$dir/$1.key" \
+		-subj "$2" -days "$days" -out "$dir/$1.pem" 2>/dev/null
+}
+
+# cert CA NAME SUBJECT USAGE: an EC key and a certificate signed by CA, valid for 127.0.0.1 and localhost.
+cert() {
+	local ca=$1 name=$2 subject=$3 usage=$4
+	openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$dir/$name.key" \
+		-subj "$subject" -out "$dir/$name.csr" 2>/dev/null
+	openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$ca.pem" -CAkey "$dir/$ca.key" -CAcreateserial -days "$days" \
+		-out "$dir/$name.pem" -extfile <(printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+			"extendedKeyUsage=$usage") 2>/dev/null
+	rm -f "$dir/$name.csr"
+}
+
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+
+# jwks writes the public half of the signing key as a JSON Web Key Set; kid names the key in each token.
+jwks() {
+	local kid=$1 n
+	n=$(openssl rsa -in "$dir/jwt-signing.key" -noout -modulus | cut -d= -f2 | xxd -r -p | b64url)
+	printf '{"keys":[{"kty":"RSA","use":"sig","alg":"RS256","kid":"%s","n":"%s","e":"AQAB"}]}\n' "$kid" "$n" >"$dir/jwks.json"
+	printf '%s\n' "$kid" >"$dir/jwt-signing.kid"
+}
+
+main() {
+	if [[ -s $dir/jwks.json && -s $dir/server.pem ]]; then
+		return
+	fi
+	log "creating the cluster's CA, certificates and token signing key in $dir"
+	mkdir -p "$dir"
+	chmod 700 "$dir"
+	(
+		umask 077
+		# Two CAs: a client certificate must open the public frontend and nothing else (the internal frontend
+		# grants whoever reaches it everything).
+		ca server-ca "/CN=captchaflow local cluster server CA"
+		ca client-ca "/CN=captchaflow local cluster client CA"
+		cert server-ca server "/CN=temporal" "serverAuth,clientAuth" # internode: each service is the others' client
+		local party
+		for party in captchaflow shop operator admin; do
+			cert client-ca "client-$party" "/O=$party/CN=$party" clientAuth
+		done
+		rm -f "$dir"/*.srl
+		openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$dir/jwt-signing.key" 2>/dev/null
+		jwks "key-$(date -u +%Y%m%d%H%M%S)"
+	)
+}
+
+main
