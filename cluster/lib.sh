@@ -107,14 +107,15 @@ pg_log_file() { echo "$(dirname "$1")/postgres.log"; }
 
 pg_ctl_status() { as_postgres "$PG_BIN/pg_ctl" status -D "$1"; }
 
-# client_env PARTY ROLE prints the TEMPORAL_* settings (read by the CLI and the SDK's envconfig) of a client with
-# PARTY's certificate and a fresh token of ROLE (cluster/mint-token.sh), one NAME=VALUE a line.
+# client_env PARTY ROLE [TTL] prints the TEMPORAL_* settings (read by the CLI and the SDK's envconfig) of a client
+# with PARTY's certificate and a fresh token of ROLE (cluster/mint-token.sh), one NAME=VALUE a line.
 client_env() {
-	local party=$1 role=$2
+	local party=$1 role=$2 ttl=${3:-600}
+	[[ -s $CLUSTER_AUTH_DIR/client-$party.pem ]] || die "no certificate for $party in $CLUSTER_AUTH_DIR"
 	printf '%s\n' "TEMPORAL_TLS_SERVER_CA_CERT_PATH=$CLUSTER_AUTH_DIR/server-ca.pem" \
 		"TEMPORAL_TLS_CLIENT_CERT_PATH=$CLUSTER_AUTH_DIR/client-$party.pem" \
 		"TEMPORAL_TLS_CLIENT_KEY_PATH=$CLUSTER_AUTH_DIR/client-$party.key" \
-		"TEMPORAL_API_KEY=$("$CLUSTER_DIR/mint-token.sh" "$role" 600)"
+		"TEMPORAL_API_KEY=$("$CLUSTER_DIR/mint-token.sh" "$role" "$ttl")"
 }
 
 # temporal_cli runs the Temporal CLI against the cluster as its administrator.

@@ -33,9 +33,11 @@ const callerQueue = "shop-callers"
 func shopClient(t *testing.T, s *stack) client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, devstack.SetUpNexus(ctx, s.c, s.namespace, captchaflow.DefaultTaskQueue))
-	shop, err := client.DialContext(ctx, client.Options{HostPort: s.temporalAddr, Namespace: devstack.CallerNamespace,
-		Logger: devstack.QuietSDKLogger()})
+	admin, err := s.dialAs(ctx, roleAdmin, s.namespace) // on a server that authorizes, only its admin sets up
+	require.NoError(t, err)
+	defer admin.Close()
+	require.NoError(t, devstack.SetUpNexus(ctx, admin, s.namespace, captchaflow.DefaultTaskQueue))
+	shop, err := s.dialAs(ctx, roleShop, devstack.CallerNamespace)
 	require.NoError(t, err)
 	t.Cleanup(shop.Close)
 	w := worker.New(shop, callerQueue, worker.Options{})
@@ -168,7 +170,8 @@ func TestE2E_NexusStarter(t *testing.T) {
 	cmd := exec.CommandContext(ctx, s.bins.Starter, "--via", "nexus", "--namespace", devstack.CallerNamespace, "--id", tr.ID,
 		"--method", in.Method, "--param", "googlekey="+in.Params["googlekey"], "--param", "pageurl="+in.Params["pageurl"],
 		"--input", `{"callback_timeout_seconds":2,"poll_interval_seconds":1}`)
-	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+s.temporalAddr, "TEMPORAL_NAMESPACE="+s.namespace)
+	cmd.Env = append(append(os.Environ(), "TEMPORAL_ADDRESS="+s.temporalAddr, "TEMPORAL_NAMESPACE="+s.namespace),
+		envLines(s.clientEnv(roleShop))...) // the caller team's credential
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s", out)
 	var got, own captchaflow.Result

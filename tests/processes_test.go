@@ -47,7 +47,7 @@ func (s *stack) workerEnvOn(taskQueue string) map[string]string {
 }
 
 func (s *stack) workerEnv() map[string]string {
-	return map[string]string{
+	return s.withCredentials(map[string]string{
 		"CAPTCHAAI_API_KEY":      providerKey,
 		"CAPTCHAAI_BASE_URL":     s.simURL(),
 		"CAPTCHAAI_TIMEOUT":      "5s",
@@ -61,7 +61,7 @@ func (s *stack) workerEnv() map[string]string {
 		"WORKER_METRICS_ADDR":    loopback(s.workerMetricsPort),
 		"TEMPORAL_ADDRESS":       s.temporalAddr,
 		"TEMPORAL_NAMESPACE":     s.namespace,
-	}
+	}, roleCaptchaflow)
 }
 
 func (s *stack) startWorker(ctx context.Context) error {
@@ -91,8 +91,8 @@ func ingressEnv(port, metricsPort int, temporalAddr, namespace string, signalTim
 
 // startIngress starts the real ingress; it reaches Temporal through the temporal-leg proxy.
 func (s *stack) startIngress(ctx context.Context) error {
-	p, err := s.startProcess(ctx, "ingress", s.bins.Ingress,
-		ingressEnv(s.ingressPort, s.ingressMetricsPort, s.tlegAddr, s.namespace, ingressSignalTimeout), s.ingressURL()+"/readyz")
+	p, err := s.startProcess(ctx, "ingress", s.bins.Ingress, s.withCredentials(
+		ingressEnv(s.ingressPort, s.ingressMetricsPort, s.tlegAddr, s.namespace, ingressSignalTimeout), roleCaptchaflow), s.ingressURL()+"/readyz")
 	s.mu.Lock()
 	s.ingress = p
 	s.mu.Unlock()
@@ -175,7 +175,7 @@ func (s *stack) restartTemporal(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s failed: %w\n%s", envExternalRestart, err, out)
 	}
-	check, closeCheck, err := devstack.TemporalReady(s.temporalAddr, s.namespace)
+	check, closeCheck, err := s.temporalReady()
 	if err != nil {
 		return err
 	}

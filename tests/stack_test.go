@@ -92,6 +92,7 @@ type stack struct {
 	down  *downstream.Receiver
 	c     client.Client
 	runID string
+	creds map[string]map[string]string // role → TEMPORAL_* settings, on a server that authorizes (credentials_test.go)
 }
 
 func (s *stack) external() bool { return s.temporal == nil }
@@ -116,7 +117,10 @@ func startStack(ctx context.Context) (s *stack, err error) {
 			s.namespace = ns
 		}
 		s.restartCmd = os.Getenv(envExternalRestart)
-		check, closeCheck, err := devstack.TemporalReady(addr, s.namespace)
+		if s.creds, err = loadCredentials(ctx); err != nil {
+			return s, err
+		}
+		check, closeCheck, err := s.temporalReady()
 		if err != nil {
 			return s, err
 		}
@@ -178,8 +182,17 @@ func startStack(ctx context.Context) (s *stack, err error) {
 	if err = s.startIngress(ctx); err != nil {
 		return s, err
 	}
-	s.c, err = client.DialContext(ctx, client.Options{HostPort: s.temporalAddr, Namespace: s.namespace, Logger: devstack.QuietSDKLogger()})
+	s.c, err = s.dialAs(ctx, roleCaptchaflow, s.namespace)
 	return s, err
+}
+
+// temporalReady checks the server as captchaflow's own client.
+func (s *stack) temporalReady() (devstack.Check, func(), error) {
+	opts, err := s.clientOptions(roleCaptchaflow, s.namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return devstack.TemporalReadyWith(opts)
 }
 
 func loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
