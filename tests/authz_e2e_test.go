@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/tests/devstack"
@@ -131,4 +134,28 @@ func checkNoCredential(ctx context.Context, t *testing.T, s *stack, taskID strin
 	}
 	require.Error(t, err, "a client without a certificate is refused at the handshake")
 	assert.False(t, errors.As(err, new(*serviceerror.PermissionDenied)), "refused by TLS, before any authorization: %v", err)
+}
+
+// TestE2E_NexusCallerNotListed: the server lets a workflow of any namespace call the endpoint; the worker, told
+// NEXUS_CALLER_NAMESPACES=shop, refuses one of captchaflow's own namespace Unauthorized, and starts nothing.
+func TestE2E_NexusCallerNotListed(t *testing.T) {
+	s := requireStack(t)
+	shopClient(t, s) // the endpoint, on an external server too
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const queue = "unlisted-callers"
+	w := worker.New(s.c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(captchaflow.SolveViaNexus, workflow.RegisterOptions{Name: captchaflow.NexusCallerWorkflowType})
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	tr := newScenario(t, s, "unlisted").add(1, taskSpec{Kind: "called from an unlisted namespace"})[0]
+	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tr.ID + "-caller", TaskQueue: queue},
+		captchaflow.NexusCallerWorkflowType, captchaflow.NexusCall{SolveRequest: captchaflow.SolveRequest{TaskID: tr.ID, Input: s.input(tr.taskSpec)}})
+	require.NoError(t, err)
+	err = run.Get(ctx, nil)
+	var handlerErr *nexus.HandlerError
+	require.ErrorAs(t, err, &handlerErr, "%v", err)
+	assert.Equal(t, nexus.HandlerErrorTypeUnauthorized, handlerErr.Type)
+	_, err = s.c.DescribeWorkflowExecution(ctx, tr.ID, "")
+	assert.True(t, errors.As(err, new(*serviceerror.NotFound)), "no task started: %v", err)
 }

@@ -59,8 +59,10 @@ func (s *stack) workerEnv() map[string]string {
 		"SHUTDOWN_TIMEOUT":       "3s",
 		"TASK_QUEUE":             captchaflow.DefaultTaskQueue,
 		"WORKER_METRICS_ADDR":    loopback(s.workerMetricsPort),
-		"TEMPORAL_ADDRESS":       s.temporalAddr,
-		"TEMPORAL_NAMESPACE":     s.namespace,
+		// The endpoint serves the caller team alone (TestE2E_NexusCallerNotListed).
+		"NEXUS_CALLER_NAMESPACES": devstack.CallerNamespace,
+		"TEMPORAL_ADDRESS":        s.temporalAddr,
+		"TEMPORAL_NAMESPACE":      s.namespace,
 	}, roleCaptchaflow)
 }
 
