@@ -66,7 +66,7 @@ func directAccess(ctx context.Context, c client.Client, namespace, id string) ma
 	_, start := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id + "-forged", TaskQueue: captchaflow.DefaultTaskQueue},
 		captchaflow.WorkflowType, captchaflow.Input{})
 	_, query := c.QueryWorkflow(ctx, id, "", captchaflow.StatusQuery)
-	_, describe := c.DescribeWorkflowExecution(ctx, id, "")
+	_, describe := c.DescribeWorkflow(ctx, id, "")
 	_, reset := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{Namespace: namespace,
 		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id}, Reason: "forged", WorkflowTaskFinishEventId: 3, RequestId: id + "-reset"})
 	history := c.GetWorkflowHistory(ctx, id, "", false, 0)
@@ -93,7 +93,7 @@ func checkOperator(ctx context.Context, t *testing.T, s *stack, taskID, callerID
 	for _, ns := range []struct{ namespace, id string }{{s.namespace, taskID}, {devstack.CallerNamespace, callerID}} {
 		op, err := s.dialAs(ctx, roleOperator, ns.namespace)
 		require.NoError(t, err)
-		_, err = op.DescribeWorkflowExecution(ctx, ns.id, "")
+		_, err = op.DescribeWorkflow(ctx, ns.id, "")
 		assert.NoError(t, err, "operator: describe in %s", ns.namespace)
 		history := op.GetWorkflowHistory(ctx, ns.id, "", false, 0)
 		require.True(t, history.HasNext())
@@ -156,6 +156,6 @@ func TestE2E_NexusCallerNotListed(t *testing.T) {
 	var handlerErr *nexus.HandlerError
 	require.ErrorAs(t, err, &handlerErr, "%v", err)
 	assert.Equal(t, nexus.HandlerErrorTypeUnauthorized, handlerErr.Type)
-	_, err = s.c.DescribeWorkflowExecution(ctx, tr.ID, "")
+	_, err = s.c.DescribeWorkflow(ctx, tr.ID, "")
 	assert.True(t, errors.As(err, new(*serviceerror.NotFound)), "no task started: %v", err)
 }
