@@ -10,7 +10,7 @@
 #   jwks.json              its public half, which the server reads (global.authorization.jwtKeyProvider)
 #
 # Generated at the first `up`, never committed; delete the directory (cluster down first) to start over, or see
-# docs/operations.md for rotating the token key without a restart. Needs openssl and xxd.
+# cluster/rotate-token-key.sh to rotate the token key without a restart. Needs openssl and xxd.
 set -euo pipefail
 
 # shellcheck source=cluster/lib.sh
@@ -36,16 +36,6 @@ cert() {
 	rm -f "$dir/$name.csr"
 }
 
-b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
-
-# jwks writes the public half of the signing key as a JSON Web Key Set; kid names the key in each token.
-jwks() {
-	local kid=$1 n
-	n=$(openssl rsa -in "$dir/jwt-signing.key" -noout -modulus | cut -d= -f2 | xxd -r -p | b64url)
-	printf '{"keys":[{"kty":"RSA","use":"sig","alg":"RS256","kid":"%s","n":"%s","e":"AQAB"}]}\n' "$kid" "$n" >"$dir/jwks.json"
-	printf '%s\n' "$kid" >"$dir/jwt-signing.kid"
-}
-
 main() {
 	if [[ -s $dir/jwks.json && -s $dir/server.pem ]]; then
 		return
@@ -65,8 +55,8 @@ main() {
 			cert client-ca "client-$party" "/O=$party/CN=$party" clientAuth
 		done
 		rm -f "$dir"/*.srl
-		openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$dir/jwt-signing.key" 2>/dev/null
-		jwks "key-$(date -u +%Y%m%d%H%M%S)"
+		new_signing_key
+		write_jwks
 	)
 }
 

@@ -118,6 +118,29 @@ client_env() {
 		"TEMPORAL_API_KEY=$("$CLUSTER_DIR/mint-token.sh" "$role" "$ttl")"
 }
 
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+
+# new_signing_key makes the RSA key tokens are signed with (jwt-signing.key) and names it (jwt-signing.kid, the
+# kid in each token's header).
+new_signing_key() {
+	(umask 077 && openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$CLUSTER_AUTH_DIR/jwt-signing.key" 2>/dev/null)
+	printf 'key-%s-%s\n' "$(date -u +%Y%m%d%H%M%S)" "$RANDOM" >"$CLUSTER_AUTH_DIR/jwt-signing.kid"
+}
+
+# write_jwks writes jwks.json, the JSON Web Key Set the server checks tokens against: the public half of the signing
+# key, and of the previous one while a rotation lasts (cluster/rotate-token-key.sh).
+write_jwks() {
+	local name n keys=()
+	for name in jwt-signing jwt-signing.previous; do
+		[[ -s $CLUSTER_AUTH_DIR/$name.key ]] || continue
+		n=$(openssl rsa -in "$CLUSTER_AUTH_DIR/$name.key" -noout -modulus | cut -d= -f2 | xxd -r -p | b64url)
+		keys+=("$(printf '{"kty":"RSA","use":"sig","alg":"RS256","kid":"%s","n":"%s","e":"AQAB"}' "$(<"$CLUSTER_AUTH_DIR/$name.kid")" "$n")")
+	done
+	local IFS=,
+	printf '{"keys":[%s]}\n' "${keys[*]}" >"$CLUSTER_AUTH_DIR/jwks.json.new"
+	mv "$CLUSTER_AUTH_DIR/jwks.json.new" "$CLUSTER_AUTH_DIR/jwks.json" # whole, never half-written, when the server reads it
+}
+
 # temporal_cli runs the Temporal CLI against the cluster as its administrator.
 temporal_cli() {
 	local -a env

@@ -29,7 +29,6 @@ esac
 [[ $ttl =~ ^[0-9]+$ ]] || die "TTL must be whole seconds: $ttl"
 [[ -s $CLUSTER_AUTH_DIR/jwt-signing.key ]] || die "no signing key in $CLUSTER_AUTH_DIR: start the cluster (cluster/up.sh) first"
 
-b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
 now=$(date +%s)
 header=$(printf '{"alg":"RS256","typ":"JWT","kid":"%s"}' "$(<"$CLUSTER_AUTH_DIR/jwt-signing.kid")" | b64url)
 claims=$(printf '{"sub":"%s","iat":%d,"exp":%d,"permissions":[%s]}' "$role" "$now" $((now + ttl)) "$permissions" | b64url)
