@@ -3,8 +3,9 @@
 #
 #   server-ca.pem          the CA of the server's certificate, which clients trust (TEMPORAL_TLS_SERVER_CA_CERT_PATH)
 #   server.pem/.key        the frontend's and the internal services' certificate (127.0.0.1, localhost); the
-#                          services present it to each other too, and the internal ones take no other
-#   client-ca.pem          the CA of the client certificates, the only ones the public frontend takes
+#                          services present it to each other too, and their gRPC ports take no other
+#   client-ca.pem          the CA of the client certificates, which the public frontend takes (and server-ca's:
+#                          see cluster/config/development-postgres12.yaml)
 #   client-NAME.pem/.key   one client certificate per party: captchaflow, shop, operator, admin
 #   jwt-signing.key        the RSA key cluster/mint-token.sh signs tokens with (never leaves this directory)
 #   jwks.json              its public half, which the server reads (global.authorization.jwtKeyProvider)
