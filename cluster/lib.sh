@@ -34,6 +34,8 @@ export CLUSTER_INTERNAL_FRONTEND_HTTP_PORT=${CLUSTER_INTERNAL_FRONTEND_HTTP_PORT
 export CLUSTER_INTERNAL_FRONTEND_MEMBERSHIP_PORT=${CLUSTER_INTERNAL_FRONTEND_MEMBERSHIP_PORT:-6336}
 # Certificates and the token signing key (cluster/auth-init.sh); the server config reads them from here.
 export CLUSTER_AUTH_DIR=${CLUSTER_AUTH_DIR:-$STATE_DIR/auth}
+# off: no TLS and no authorization, anyone on this host is inside (the benchmark's instance, tests/bench/cluster.sh).
+export CLUSTER_AUTH=${CLUSTER_AUTH:-on}
 export CLUSTER_DYNAMIC_CONFIG=${CLUSTER_DYNAMIC_CONFIG:-$REPO_ROOT/deploy/temporal/dynamicconfig.yaml}
 
 FRONTEND_ADDRESS=127.0.0.1:$CLUSTER_FRONTEND_PORT
@@ -111,6 +113,7 @@ pg_ctl_status() { as_postgres "$PG_BIN/pg_ctl" status -D "$1"; }
 # with PARTY's certificate and a fresh token of ROLE (cluster/mint-token.sh), one NAME=VALUE a line.
 client_env() {
 	local party=$1 role=$2 ttl=${3:-600}
+	[[ $CLUSTER_AUTH != off ]] || return 0
 	[[ -s $CLUSTER_AUTH_DIR/client-$party.pem ]] || die "no certificate for $party in $CLUSTER_AUTH_DIR"
 	printf '%s\n' "TEMPORAL_TLS_SERVER_CA_CERT_PATH=$CLUSTER_AUTH_DIR/server-ca.pem" \
 		"TEMPORAL_TLS_CLIENT_CERT_PATH=$CLUSTER_AUTH_DIR/client-$party.pem" \

@@ -156,6 +156,7 @@ main() {
 	start_postgres "$data"
 	migrate_databases
 	"$CLUSTER_DIR/auth-init.sh" || die "creating the cluster's certificates and token key failed"
+	[[ $CLUSTER_AUTH != off ]] || log "CLUSTER_AUTH=off: no TLS and no authorization, anyone on this host is inside"
 	start_server
 	wait_for_server
 	register_namespace
