@@ -9,7 +9,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -28,8 +31,8 @@ import (
 )
 
 // TestE2E_Nexus_AuthorizationMatrix: shop's credential solves through the endpoint but cannot start, signal,
-// query, reset, terminate or read a captchaflow task; the operator reads both namespaces and writes neither; no
-// token, or no client certificate, gets nothing. Skipped on a server that does not authorize (the dev server).
+// query, reset, terminate or read a captchaflow task, nor call the endpoint's HTTP route itself; the operator
+// reads both namespaces and writes neither; no token, or no client certificate, gets nothing. Skipped on a server that does not authorize (the dev server).
 func TestE2E_Nexus_AuthorizationMatrix(t *testing.T) {
 	s := requireStack(t)
 	if s.creds == nil {
@@ -59,6 +62,10 @@ func TestE2E_Nexus_AuthorizationMatrix(t *testing.T) {
 
 	checkOperator(ctx, t, s, tr.ID, run.GetID())
 	checkNoCredential(ctx, t, s, tr.ID)
+	admin, err := s.dialAs(ctx, roleAdmin, s.namespace)
+	require.NoError(t, err)
+	defer admin.Close()
+	checkEndpointHTTP(ctx, t, s, admin)
 }
 
 // directAccess tries, as c, each thing a client of captchaflow's namespace could do to task id.
@@ -158,4 +165,39 @@ func TestE2E_NexusCallerNotListed(t *testing.T) {
 	assert.Equal(t, nexus.HandlerErrorTypeUnauthorized, handlerErr.Type)
 	_, err = s.c.DescribeWorkflow(ctx, tr.ID, "")
 	assert.True(t, errors.As(err, new(*serviceerror.NotFound)), "no task started: %v", err)
+}
+
+// envExternalHTTPAddress is the external frontend's HTTP API (host:port), where Nexus endpoints also take requests.
+const envExternalHTTPAddress = "E2E_TEMPORAL_HTTP_ADDRESS"
+
+// checkEndpointHTTP: shop's credential, sent to the endpoint's HTTP route on the frontend, is refused 403 (the
+// authorizer checks write in the endpoint's target namespace); only the server's own dispatch gets through.
+func checkEndpointHTTP(ctx context.Context, t *testing.T, s *stack, admin client.Client) {
+	addr := os.Getenv(envExternalHTTPAddress)
+	if addr == "" {
+		t.Log(envExternalHTTPAddress + " is not set: the endpoint's HTTP route is not tried")
+		return
+	}
+	resp, err := admin.OperatorService().ListNexusEndpoints(ctx, &operatorservice.ListNexusEndpointsRequest{Name: captchaflow.NexusEndpoint})
+	require.NoError(t, err)
+	require.Len(t, resp.GetEndpoints(), 1)
+	env := s.clientEnv(roleShop)
+	cert, err := tls.LoadX509KeyPair(env["TEMPORAL_TLS_CLIENT_CERT_PATH"], env["TEMPORAL_TLS_CLIENT_KEY_PATH"])
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(env["TEMPORAL_TLS_SERVER_CA_CERT_PATH"])
+	require.NoError(t, err)
+	require.True(t, pool.AppendCertsFromPEM(pem))
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	url := "https://" + addr + "/nexus/endpoints/" + resp.GetEndpoints()[0].GetId() + "/services/" +
+		captchaflow.NexusServiceName + "/" + captchaflow.OperationReport
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"task_id":"forged","verdict":"bad"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+env["TEMPORAL_API_KEY"])
+	req.Header.Set("Content-Type", "application/json")
+	res, err := hc.Do(req)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	assert.Equal(t, http.StatusForbidden, res.StatusCode, "shop: the endpoint's HTTP route, directly")
 }
