@@ -80,6 +80,8 @@ test-e2e-cluster: tools cli ## the core e2e scenarios (happy path, worker killed
 	trap 'cluster/down.sh' EXIT; \
 	E2E_TEMPORAL_ADDRESS=127.0.0.1:$${CLUSTER_FRONTEND_PORT:-7333} \
 	E2E_TEMPORAL_RESTART_CMD='cluster/down.sh && cluster/up.sh --detach' \
+	E2E_TEMPORAL_CREDENTIALS=cluster/client-env.sh \
+	E2E_TEMPORAL_HTTP_ADDRESS=127.0.0.1:$${CLUSTER_FRONTEND_HTTP_PORT:-7343} \
 	$(TOOLING) test -count=1 -timeout $(E2E_TIMEOUT) . -run 'Core|Nexus'
 
 test-deploy: ## checks of the deployment files (deploy/check.sh)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/api/serviceerror"
@@ -38,12 +39,35 @@ type ReportRequest struct {
 }
 
 // NexusService is the handler a worker registers (worker.RegisterNexusService); tasks start on that worker's queue.
-func NexusService() *nexus.Service {
+// Given callers, it serves only workflows of those namespaces: the server lets any namespace call an endpoint.
+func NexusService(callers ...string) *nexus.Service {
 	svc := nexus.NewService(NexusServiceName)
 	svc.MustRegister(solveOperation{temporalnexus.MustNewWorkflowRunOperationWithOptions(
-		temporalnexus.WorkflowRunOperationOptions[SolveRequest, Result]{Name: OperationSolve, Handler: startSolve})},
-		nexus.NewSyncOperation(OperationReport, report))
+		temporalnexus.WorkflowRunOperationOptions[SolveRequest, Result]{Name: OperationSolve, Handler: startSolve}), callers},
+		nexus.NewSyncOperation(OperationReport, func(ctx context.Context, req ReportRequest, opts nexus.StartOperationOptions) (ReportResult, error) {
+			if err := callerRefused(callers, opts.Links); err != nil {
+				return ReportResult{}, err
+			}
+			return report(ctx, req, opts)
+		}))
 	return svc
+}
+
+// callerRefused fails an operation whose caller is in no namespace of callers (none given: every caller is served).
+// The caller's namespace is in the link to its workflow that the server, dispatching for it, adds.
+func callerRefused(callers []string, links []nexus.Link) error {
+	if len(callers) == 0 {
+		return nil
+	}
+	for _, l := range links {
+		if we, err := temporalnexus.ConvertNexusLinkToLinkWorkflowEvent(l); err == nil {
+			if slices.Contains(callers, we.GetNamespace()) {
+				return nil
+			}
+			break // the first workflow link is the caller's
+		}
+	}
+	return nexus.NewHandlerErrorf(nexus.HandlerErrorTypeUnauthorized, "this namespace may not call %s", NexusServiceName)
 }
 
 // startSolve starts or joins the task as Start does; the SDK attaches this caller's callback to a running task.
@@ -59,10 +83,14 @@ func startSolve(ctx context.Context, req SolveRequest, opts nexus.StartOperation
 // solveOperation answers a solved task's Result at once: a completed run cannot be joined, nor solved (paid) again.
 type solveOperation struct {
 	nexus.Operation[SolveRequest, Result]
+	callers []string
 }
 
 // Start is the SDK's, but under a solved task's ID, where that start is refused, it answers the task's Result.
 func (o solveOperation) Start(ctx context.Context, req SolveRequest, opts nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[Result], error) {
+	if err := callerRefused(o.callers, opts.Links); err != nil {
+		return nil, err
+	}
 	r, err := o.Operation.Start(ctx, req, opts)
 	if !errors.As(err, new(*serviceerror.WorkflowExecutionAlreadyStarted)) {
 		countOperation(ctx, err, "started")

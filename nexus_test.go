@@ -3,9 +3,12 @@ package captchaflow
 import (
 	"testing"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/temporalnexus"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 )
@@ -63,4 +66,22 @@ func TestReportViaNexusRefusesABadVerdictTyped(t *testing.T) {
 	})
 	require.True(t, env.IsWorkflowCompleted())
 	assert.Equal(t, FailureInvalidInput, FailureType(env.GetWorkflowError()), "%v", env.GetWorkflowError())
+}
+
+// TestNexusServesOnlyListedCallers: given callers, an operation is served when the server's link names a listed
+// namespace, and refused Unauthorized (not retried) when it names another or there is none.
+func TestNexusServesOnlyListedCallers(t *testing.T) {
+	link := func(ns string) []nexus.Link {
+		return []nexus.Link{temporalnexus.ConvertLinkWorkflowEventToNexusLink(&commonpb.Link_WorkflowEvent{
+			Namespace: ns, WorkflowId: "caller", RunId: "run",
+			Reference: &commonpb.Link_WorkflowEvent_EventRef{EventRef: &commonpb.Link_WorkflowEvent_EventReference{EventId: 5}}})}
+	}
+	assert.NoError(t, callerRefused(nil, nil), "no list: every caller")
+	assert.NoError(t, callerRefused([]string{"shop", "qa"}, link("qa")))
+	for _, links := range [][]nexus.Link{link("intruder"), nil, {{Type: "other"}}} {
+		var handlerErr *nexus.HandlerError
+		require.ErrorAs(t, callerRefused([]string{"shop"}, links), &handlerErr)
+		assert.Equal(t, nexus.HandlerErrorTypeUnauthorized, handlerErr.Type)
+		assert.False(t, handlerErr.Retryable())
+	}
 }

@@ -27,6 +27,15 @@ export CLUSTER_HISTORY_MEMBERSHIP_PORT=${CLUSTER_HISTORY_MEMBERSHIP_PORT:-6334}
 export CLUSTER_MATCHING_MEMBERSHIP_PORT=${CLUSTER_MATCHING_MEMBERSHIP_PORT:-6335}
 export CLUSTER_WORKER_MEMBERSHIP_PORT=${CLUSTER_WORKER_MEMBERSHIP_PORT:-6339}
 export CLUSTER_METRICS_PORT=${CLUSTER_METRICS_PORT:-9333}
+# The internal frontend: the server's own services (history's Nexus dispatch and callbacks, the system worker)
+# reach the frontend API here, over internode mTLS, past the token check the public frontend makes.
+export CLUSTER_INTERNAL_FRONTEND_PORT=${CLUSTER_INTERNAL_FRONTEND_PORT:-7336}
+export CLUSTER_INTERNAL_FRONTEND_HTTP_PORT=${CLUSTER_INTERNAL_FRONTEND_HTTP_PORT:-7346}
+export CLUSTER_INTERNAL_FRONTEND_MEMBERSHIP_PORT=${CLUSTER_INTERNAL_FRONTEND_MEMBERSHIP_PORT:-6336}
+# Certificates and the token signing key (cluster/auth-init.sh); the server config reads them from here.
+export CLUSTER_AUTH_DIR=${CLUSTER_AUTH_DIR:-$STATE_DIR/auth}
+# off: no TLS and no authorization, anyone on this host is inside (the benchmark's instance, tests/bench/cluster.sh).
+export CLUSTER_AUTH=${CLUSTER_AUTH:-on}
 export CLUSTER_DYNAMIC_CONFIG=${CLUSTER_DYNAMIC_CONFIG:-$REPO_ROOT/deploy/temporal/dynamicconfig.yaml}
 
 FRONTEND_ADDRESS=127.0.0.1:$CLUSTER_FRONTEND_PORT
@@ -100,4 +109,44 @@ pg_log_file() { echo "$(dirname "$1")/postgres.log"; }
 
 pg_ctl_status() { as_postgres "$PG_BIN/pg_ctl" status -D "$1"; }
 
-temporal_cli() { "$BIN_DIR/temporal" "$@" --address "$FRONTEND_ADDRESS"; }
+# client_env PARTY ROLE [TTL] prints the TEMPORAL_* settings (read by the CLI and the SDK's envconfig) of a client
+# with PARTY's certificate and a fresh token of ROLE (cluster/mint-token.sh), one NAME=VALUE a line.
+client_env() {
+	local party=$1 role=$2 ttl=${3:-600}
+	[[ $CLUSTER_AUTH != off ]] || return 0
+	[[ -s $CLUSTER_AUTH_DIR/client-$party.pem ]] || die "no certificate for $party in $CLUSTER_AUTH_DIR"
+	printf '%s\n' "TEMPORAL_TLS_SERVER_CA_CERT_PATH=$CLUSTER_AUTH_DIR/server-ca.pem" \
+		"TEMPORAL_TLS_CLIENT_CERT_PATH=$CLUSTER_AUTH_DIR/client-$party.pem" \
+		"TEMPORAL_TLS_CLIENT_KEY_PATH=$CLUSTER_AUTH_DIR/client-$party.key" \
+		"TEMPORAL_API_KEY=$("$CLUSTER_DIR/mint-token.sh" "$role" "$ttl")"
+}
+
+b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+
+# new_signing_key makes the RSA key tokens are signed with (jwt-signing.key) and names it (jwt-signing.kid, the
+# kid in each token's header).
+new_signing_key() {
+	(umask 077 && openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$CLUSTER_AUTH_DIR/jwt-signing.key" 2>/dev/null)
+	printf 'key-%s-%s\n' "$(date -u +%Y%m%d%H%M%S)" "$RANDOM" >"$CLUSTER_AUTH_DIR/jwt-signing.kid"
+}
+
+# write_jwks writes jwks.json, the JSON Web Key Set the server checks tokens against: the public half of the signing
+# key, and of the previous one while a rotation lasts (cluster/rotate-token-key.sh).
+write_jwks() {
+	local name n keys=()
+	for name in jwt-signing jwt-signing.previous; do
+		[[ -s $CLUSTER_AUTH_DIR/$name.key ]] || continue
+		n=$(openssl rsa -in "$CLUSTER_AUTH_DIR/$name.key" -noout -modulus | cut -d= -f2 | xxd -r -p | b64url)
+		keys+=("$(printf '{"kty":"RSA","use":"sig","alg":"RS256","kid":"%s","n":"%s","e":"AQAB"}' "$(<"$CLUSTER_AUTH_DIR/$name.kid")" "$n")")
+	done
+	local IFS=,
+	printf '{"keys":[%s]}\n' "${keys[*]}" >"$CLUSTER_AUTH_DIR/jwks.json.new"
+	mv "$CLUSTER_AUTH_DIR/jwks.json.new" "$CLUSTER_AUTH_DIR/jwks.json" # whole, never half-written, when the server reads it
+}
+
+# temporal_cli runs the Temporal CLI against the cluster as its administrator.
+temporal_cli() {
+	local -a env
+	mapfile -t env < <(client_env admin admin)
+	env "${env[@]}" "$BIN_DIR/temporal" "$@" --address "$FRONTEND_ADDRESS"
+}

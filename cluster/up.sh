@@ -83,8 +83,11 @@ migrate_databases() {
 		die "migrating the databases failed; see $STATE_DIR/schema.log"
 }
 
+# register_namespace runs as the cluster's administrator: the only party allowed to create namespaces and endpoints.
 register_namespace() {
-	TEMPORAL_ADDRESS=$FRONTEND_ADDRESS NAMESPACE=$NAMESPACE WAIT_SECONDS=30 PATH="$BIN_DIR:$PATH" \
+	local -a env
+	mapfile -t env < <(client_env admin admin)
+	env "${env[@]}" TEMPORAL_ADDRESS="$FRONTEND_ADDRESS" NAMESPACE="$NAMESPACE" WAIT_SECONDS=30 PATH="$BIN_DIR:$PATH" \
 		"$REPO_ROOT/deploy/temporal/register-namespace.sh" || die "registering namespace $NAMESPACE failed"
 }
 
@@ -96,21 +99,26 @@ start_server() {
 	local port
 	for port in "$CLUSTER_FRONTEND_PORT" "$CLUSTER_FRONTEND_HTTP_PORT" "$CLUSTER_HISTORY_PORT" "$CLUSTER_MATCHING_PORT" \
 		"$CLUSTER_WORKER_PORT" "$CLUSTER_FRONTEND_MEMBERSHIP_PORT" "$CLUSTER_HISTORY_MEMBERSHIP_PORT" \
-		"$CLUSTER_MATCHING_MEMBERSHIP_PORT" "$CLUSTER_WORKER_MEMBERSHIP_PORT" "$CLUSTER_METRICS_PORT"; do
+		"$CLUSTER_MATCHING_MEMBERSHIP_PORT" "$CLUSTER_WORKER_MEMBERSHIP_PORT" "$CLUSTER_METRICS_PORT" \
+		"$CLUSTER_INTERNAL_FRONTEND_PORT" "$CLUSTER_INTERNAL_FRONTEND_HTTP_PORT" "$CLUSTER_INTERNAL_FRONTEND_MEMBERSHIP_PORT"; do
 		port_in_use "$port" && die "127.0.0.1:$port is taken by another process; see the CLUSTER_*_PORT settings in cluster/lib.sh"
 	done
 	log "starting Temporal server (log: $SERVER_LOG)"
 	# setsid: the server gets its own process group, so a Ctrl-C meant for this script does not reach it before
 	# the trap stops it in order (server first, then PostgreSQL).
+	# The internal frontend is not among the default services; the server's own calls need it (lib.sh).
 	setsid "$BIN_DIR/temporal-server" --config-file "$CLUSTER_DIR/config/development-postgres12.yaml" \
-		--allow-no-auth start >"$SERVER_LOG" 2>&1 </dev/null &
+		start --service frontend --service internal-frontend --service history --service matching --service worker \
+		>"$SERVER_LOG" 2>&1 </dev/null &
 	echo $! >"$SERVER_PID_FILE"
 }
 
 # wait_for_server polls the frontend's health, failing at once (with the log's tail) if the server dies.
 wait_for_server() {
 	local deadline=$((SECONDS + 90))
-	until timeout 5 "$BIN_DIR/temporal" operator cluster health --address "$FRONTEND_ADDRESS" >/dev/null 2>&1; do
+	local -a env # the health check needs no token, but the frontend takes no client without a certificate
+	mapfile -t env < <(client_env operator operator)
+	until timeout 5 env "${env[@]}" "$BIN_DIR/temporal" operator cluster health --address "$FRONTEND_ADDRESS" >/dev/null 2>&1; do
 		if ! pid_alive "$SERVER_PID_FILE" temporal-server; then
 			log "Temporal server exited; last lines of $SERVER_LOG:"
 			tail -n 20 "$SERVER_LOG" >&2
@@ -147,6 +155,8 @@ main() {
 	data=$(pg_data_dir)
 	start_postgres "$data"
 	migrate_databases
+	"$CLUSTER_DIR/auth-init.sh" || die "creating the cluster's certificates and token key failed"
+	[[ $CLUSTER_AUTH != off ]] || log "CLUSTER_AUTH=off: no TLS and no authorization, anyone on this host is inside"
 	start_server
 	wait_for_server
 	register_namespace
@@ -158,7 +168,8 @@ main() {
 		PostgreSQL:        127.0.0.1:$CLUSTER_PG_PORT (user temporal, data $data)
 		Server metrics:    http://127.0.0.1:$CLUSTER_METRICS_PORT/metrics
 		Logs:              $STATE_DIR
-		Use it:            TEMPORAL_ADDRESS=$FRONTEND_ADDRESS go test ./...
+		Credentials:       $CLUSTER_AUTH_DIR (mTLS: server-ca.pem, client-*.pem; tokens: cluster/mint-token.sh ROLE)
+		Use it:            TEMPORAL_ADDRESS=$FRONTEND_ADDRESS and the TEMPORAL_TLS_*/TEMPORAL_API_KEY of docs/operations.md
 	EOF
 	if $detach; then
 		echo "Stop it with:      cluster/down.sh"

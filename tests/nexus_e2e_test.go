@@ -34,8 +34,11 @@ const callerQueue = "shop-callers"
 func shopClient(t *testing.T, s *stack) client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, devstack.SetUpNexus(ctx, s.c, s.namespace, captchaflow.DefaultTaskQueue))
-	shop, err := s.dial(ctx, devstack.CallerNamespace) // the results its operations return are encrypted
+	admin, err := s.dialAs(ctx, roleAdmin, s.namespace) // on a server that authorizes, only its admin sets up
+	require.NoError(t, err)
+	defer admin.Close()
+	require.NoError(t, devstack.SetUpNexus(ctx, admin, s.namespace, captchaflow.DefaultTaskQueue))
+	shop, err := s.dialAs(ctx, roleShop, devstack.CallerNamespace) // with the codec: its results are encrypted
 	require.NoError(t, err)
 	t.Cleanup(shop.Close)
 	w := worker.New(shop, callerQueue, worker.Options{})
@@ -211,8 +214,8 @@ func TestE2E_NexusStarter(t *testing.T) {
 	cmd := exec.CommandContext(ctx, s.bins.Starter, "--via", "nexus", "--namespace", devstack.CallerNamespace, "--id", tr.ID,
 		"--method", in.Method, "--param", "googlekey="+in.Params["googlekey"], "--param", "pageurl="+in.Params["pageurl"],
 		"--input", `{"callback_timeout_seconds":2,"poll_interval_seconds":1}`)
-	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+s.temporalAddr, "TEMPORAL_NAMESPACE="+s.namespace,
-		"CAPTCHAFLOW_KEYS_FILE="+s.keysFile)
+	cmd.Env = append(append(os.Environ(), "TEMPORAL_ADDRESS="+s.temporalAddr, "TEMPORAL_NAMESPACE="+s.namespace,
+		"CAPTCHAFLOW_KEYS_FILE="+s.keysFile), envLines(s.clientEnv(roleShop))...) // the caller team's credential
 	out, err := cmd.Output()
 	require.NoError(t, err, "%s", out)
 	var got, own captchaflow.Result

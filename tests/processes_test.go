@@ -47,7 +47,7 @@ func (s *stack) workerEnvOn(taskQueue string) map[string]string {
 }
 
 func (s *stack) workerEnv() map[string]string {
-	return map[string]string{
+	return s.withCredentials(map[string]string{
 		"CAPTCHAAI_API_KEY":      providerKey,
 		"CAPTCHAAI_BASE_URL":     s.simURL(),
 		"CAPTCHAAI_TIMEOUT":      "5s",
@@ -59,10 +59,12 @@ func (s *stack) workerEnv() map[string]string {
 		"SHUTDOWN_TIMEOUT":       "3s",
 		"TASK_QUEUE":             captchaflow.DefaultTaskQueue,
 		"WORKER_METRICS_ADDR":    loopback(s.workerMetricsPort),
-		"TEMPORAL_ADDRESS":       s.temporalAddr,
-		"TEMPORAL_NAMESPACE":     s.namespace,
-		"CAPTCHAFLOW_KEYS_FILE":  s.keysFile,
-	}
+		// The endpoint serves the caller team alone (TestE2E_NexusCallerNotListed).
+		"NEXUS_CALLER_NAMESPACES": devstack.CallerNamespace,
+		"TEMPORAL_ADDRESS":        s.temporalAddr,
+		"TEMPORAL_NAMESPACE":      s.namespace,
+		"CAPTCHAFLOW_KEYS_FILE":   s.keysFile,
+	}, roleCaptchaflow)
 }
 
 func (s *stack) startWorker(ctx context.Context) error {
@@ -78,7 +80,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 // ingressEnv serves both the real ingress and the 503 one (startIngressB): they differ in ports, Temporal address
 // and signal timeout.
 func (s *stack) ingressEnv(port, metricsPort int, temporalAddr string, signalTimeout time.Duration) map[string]string {
-	return map[string]string{
+	return s.withCredentials(map[string]string{
 		"CAPTCHAFLOW_KEYS_FILE":  s.keysFile,
 		"INGRESS_ADDR":           loopback(port),
 		"INGRESS_METRICS_ADDR":   loopback(metricsPort),
@@ -90,7 +92,7 @@ func (s *stack) ingressEnv(port, metricsPort int, temporalAddr string, signalTim
 		"INGRESS_READ_HEADER_TIMEOUT": "5s",
 		"INGRESS_LOOKUP_TIMEOUT":      "3s",
 		"SHUTDOWN_TIMEOUT":            "3s",
-	}
+	}, roleCaptchaflow)
 }
 
 // startIngress starts the real ingress; it reaches Temporal through the temporal-leg proxy.
@@ -179,7 +181,7 @@ func (s *stack) restartTemporal(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s failed: %w\n%s", envExternalRestart, err, out)
 	}
-	check, closeCheck, err := devstack.TemporalReady(s.temporalAddr, s.namespace)
+	check, closeCheck, err := s.temporalReady()
 	if err != nil {
 		return err
 	}

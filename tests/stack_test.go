@@ -99,6 +99,8 @@ type stack struct {
 	keysFile string                     // CAPTCHAFLOW_KEYS_FILE of every process the harness starts
 	codec    *codec.Codec               // decodes what the harness reads from history
 	failures converter.FailureConverter // reads failures' encrypted messages
+
+	creds map[string]map[string]string // role → TEMPORAL_* settings, on a server that authorizes (credentials_test.go)
 }
 
 func (s *stack) external() bool { return s.temporal == nil }
@@ -123,7 +125,10 @@ func startStack(ctx context.Context) (s *stack, err error) {
 			s.namespace = ns
 		}
 		s.restartCmd = os.Getenv(envExternalRestart)
-		check, closeCheck, err := devstack.TemporalReady(addr, s.namespace)
+		if s.creds, err = loadCredentials(ctx); err != nil {
+			return s, err
+		}
+		check, closeCheck, err := s.temporalReady()
 		if err != nil {
 			return s, err
 		}
@@ -188,8 +193,17 @@ func startStack(ctx context.Context) (s *stack, err error) {
 	if err = s.startIngress(ctx); err != nil {
 		return s, err
 	}
-	s.c, err = s.dial(ctx, s.namespace)
+	s.c, err = s.dialAs(ctx, roleCaptchaflow, s.namespace)
 	return s, err
+}
+
+// temporalReady checks the server as captchaflow's own client.
+func (s *stack) temporalReady() (devstack.Check, func(), error) {
+	opts, err := s.clientOptions(roleCaptchaflow, s.namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return devstack.TemporalReadyWith(opts)
 }
 
 // writeKeys makes the suite's key: a fresh one each run, the committed test key when recording histories.
@@ -202,18 +216,14 @@ func (s *stack) writeKeys() error {
 		}
 	}
 	s.keysFile = filepath.Join(s.runDir, "keys")
-	return os.WriteFile(s.keysFile, key, 0o600)
-}
-
-// dial is a client of namespace with the suite's codec, as a captchaflow process or a caller team's worker has.
-func (s *stack) dial(ctx context.Context, namespace string) (client.Client, error) {
-	opts := client.Options{HostPort: s.temporalAddr, Namespace: namespace, Logger: devstack.QuietSDKLogger()}
-	var err error
-	if s.codec, err = codec.Configure(&opts, s.keysFile, nil); err != nil {
-		return nil, err
+	if err := os.WriteFile(s.keysFile, key, 0o600); err != nil {
+		return err
 	}
+	var opts client.Options
+	var err error
+	s.codec, err = codec.Configure(&opts, s.keysFile, nil)
 	s.failures = opts.FailureConverter
-	return client.DialContext(ctx, opts)
+	return err
 }
 
 // failureMessage is f's message as its worker wrote it, decrypted.

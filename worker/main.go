@@ -180,7 +180,7 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 		}
 	}
 	workflows.Register(w, acts, settings)
-	w.RegisterNexusService(captchaflow.NexusService()) // other teams' workflows reach tasks through an endpoint only
+	w.RegisterNexusService(captchaflow.NexusService(cfg.NexusCallers...)) // other teams' workflows reach tasks through an endpoint only
 	return w
 }
 

@@ -48,6 +48,7 @@ type Worker struct {
 	ProvidersFile              string         `env:"PROVIDERS_FILE"`
 	ProviderGiveUp             time.Duration  `env:"PROVIDER_GIVE_UP" envDefault:"2m"`
 	ProviderNoSlotBudget       time.Duration  `env:"PROVIDER_NO_SLOT_BUDGET" envDefault:"60s"`
+	NexusCallers               []string       `env:"NEXUS_CALLER_NAMESPACES"` // empty: the endpoint serves every namespace
 	// The codec server for the Web UI and the CLI (docs/security.md): off unless CODEC_ADDR is set.
 	CodecAddr                 string   `env:"CODEC_ADDR"`
 	CodecToken                Secret   `env:"CODEC_TOKEN_FILE,file"` // the file's content, the bearer token

@@ -27,6 +27,11 @@ export CLUSTER_MATCHING_MEMBERSHIP_PORT=$((base + 22))
 export CLUSTER_WORKER_MEMBERSHIP_PORT=$((base + 26))
 export CLUSTER_METRICS_PORT=$((base + 30))
 export CLUSTER_PG_PORT=$((base + 40))
+export CLUSTER_INTERNAL_FRONTEND_PORT=$((base + 3))
+export CLUSTER_INTERNAL_FRONTEND_HTTP_PORT=$((base + 13))
+export CLUSTER_INTERNAL_FRONTEND_MEMBERSHIP_PORT=$((base + 23))
+# The benchmark's clients hold no certificate or token: it measures captchaflow on the cluster without them.
+export CLUSTER_AUTH=${CLUSTER_AUTH:-off}
 # /var/tmp: the postgres system user must be able to reach the data directory.
 state=${BENCH_CLUSTER_DIR:-/var/tmp/captchaflow-bench-cluster}
 export CLUSTER_STATE_DIR=$state/state

@@ -92,11 +92,13 @@ func HTTPOK(url string) Check {
 // TemporalReady returns a Check that passes when the frontend at address is healthy and serves namespace, and
 // a function that releases the check's client.
 func TemporalReady(address, namespace string) (Check, func(), error) {
-	c, err := client.NewLazyClient(client.Options{
-		HostPort:  address,
-		Namespace: namespace,
-		Logger:    QuietSDKLogger(),
-	})
+	return TemporalReadyWith(client.Options{HostPort: address, Namespace: namespace, Logger: QuietSDKLogger()})
+}
+
+// TemporalReadyWith is TemporalReady for a client with opts (a server that wants TLS and a token).
+func TemporalReadyWith(opts client.Options) (Check, func(), error) {
+	address, namespace := opts.HostPort, opts.Namespace
+	c, err := client.NewLazyClient(opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("temporal client for %s: %w", address, err)
 	}
