@@ -45,6 +45,15 @@ ensure_postgres_installed() {
 	id "$PG_OS_USER" >/dev/null 2>&1 || die "the package did not create the '$PG_OS_USER' user"
 }
 
+# ensure_auth_tools installs what cluster/auth-init.sh and mint-token.sh use, if missing.
+ensure_auth_tools() {
+	command -v openssl >/dev/null && command -v xxd >/dev/null && return
+	log "installing openssl and xxd (apt-get)"
+	export DEBIAN_FRONTEND=noninteractive
+	{ apt-get install -y --no-install-recommends openssl xxd || { apt-get update && apt-get install -y --no-install-recommends openssl xxd; }; } \
+		>>"$STATE_DIR/apt.log" 2>&1 || die "installing openssl and xxd failed; see $STATE_DIR/apt.log"
+}
+
 start_postgres() {
 	local data=$1
 	if pg_ctl_status "$data" >/dev/null 2>&1; then
@@ -146,6 +155,7 @@ main() {
 	mkdir -p "$STATE_DIR"
 	local started=$SECONDS
 	ensure_postgres_installed
+	ensure_auth_tools
 	"$TOOLS_DIR/build.sh" --cluster >&2 || die "building the Temporal binaries failed"
 
 	# From here on, a failure or a signal tears down what was started.
