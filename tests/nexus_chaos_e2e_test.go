@@ -61,7 +61,7 @@ func TestE2E_NexusChaos(t *testing.T) {
 		}
 	}
 	replayLive(t, s, sc.ids()[:3]...)
-	replayCallers(t, shop, runs[0].GetID(), runs[len(runs)-1].GetID()) // written across the SIGKILL too
+	replayCallers(t, s, shop, runs[0].GetID(), runs[len(runs)-1].GetID()) // written across the SIGKILL too
 }
 
 // killAtSubmissions SIGKILLs the worker once the provider has n of the scenario's submissions, and restarts it.
@@ -154,7 +154,7 @@ func TestE2E_NexusCallerReset(t *testing.T) {
 	sc.verify(ctx) // one submission each: the reset run's operation joined the task
 	for _, c := range cases {
 		c.check(ctx, t, shop)
-		replayCallers(t, shop, c.tr.ID+"-caller") // the reset run
+		replayCallers(t, s, shop, c.tr.ID+"-caller") // the reset run
 	}
 }
 

@@ -45,7 +45,8 @@ func TestE2E_RecordNexusCallerHistories(t *testing.T) {
 	ends := map[string]string{"nexus-caller-solved": "NexusOperationCompleted", "nexus-caller-task-already-solved": "NexusOperationCompleted",
 		"nexus-caller-invalid-input": "NexusOperationFailed", "nexus-caller-cancelled": "NexusOperationCanceled"}
 	fetch := func(ctx context.Context, id string) (*historypb.History, error) {
-		return clientHistory(ctx, t, shop, id, ""), nil
+		h := clientHistory(ctx, t, shop, id, "")
+		return h, s.decoded(ctx, h)
 	}
 	for name, id := range recordings {
 		events := nexusEvents(ctx, t, shop, id)
@@ -53,18 +54,19 @@ func TestE2E_RecordNexusCallerHistories(t *testing.T) {
 			assert.Equal(t, ends[name], events[len(events)-1], "%s: %v", name, events)
 		}
 	}
-	replayCallers(t, shop, mapsValues(recordings)...)
+	replayCallers(t, s, shop, mapsValues(recordings)...)
 	recordNewFrom(t, s, fetch, recordings)
 }
 
 // replayCallers replays caller workflows' histories from shop's namespace, also as reset runs.
-func replayCallers(t *testing.T, shop client.Client, ids ...string) {
+func replayCallers(t *testing.T, s *stack, shop client.Client, ids ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	replayer := newReplayer()
 	for _, id := range ids {
 		h := clientHistory(ctx, t, shop, id, "")
+		require.NoError(t, s.decoded(ctx, h), id) // the suite runs encrypted
 		require.NoError(t, replay(replayer, h, ""), "replaying %s", id)
 		require.NoError(t, replay(replayer, h, "00000000-0000-4000-8000-00000000reset"), "replaying %s as a reset run", id)
 	}
