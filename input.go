@@ -120,7 +120,13 @@ var RequiredParams = map[string][]string{
 	"geetest_v4":    {"captcha_id", "pageurl"},
 	"base64":        {"body"},
 	"post":          {"file"},
+	"datadome":      {"captcha_url", "pageurl", "userAgent"},
+	"cf_clearance":  {"pageurl"},
+	"amazon_waf":    {"sitekey", "iv", "context", "pageurl"},
 }
+
+// ProxiedMethods go through the user's proxy only: every provider that sells them requires params.proxy.
+var ProxiedMethods = []string{"datadome", "cf_clearance"}
 
 var (
 	// ReservedParams are the in.php client's own fields (and res.php's id), refused in params by both; "key" passed in
