@@ -204,11 +204,14 @@ var bareCodes = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptcha
 // AnswersMore is the kind of the method with params when its answer holds more than its code (a user agent,
 // cookies): the workflow takes it from a result request of its own, never a callback or a batch. Else "".
 func AnswersMore(method string, params map[string]string) Kind {
-	if kind, err := KindOf(method, params); err == nil && solutions[kind].More {
+	if kind, err := KindOf(method, params); err == nil && kind.AnswersMore() {
 		return kind
 	}
 	return ""
 }
+
+// AnswersMore tells whether the kind's answer holds more than its code.
+func (k Kind) AnswersMore() bool { return solutions[k].More }
 
 // TaskFor is the flavor's task for kind, or false when the flavor does not serve it.
 func TaskFor(f Flavor, kind Kind) (TaskSpec, bool) {

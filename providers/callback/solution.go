@@ -116,9 +116,9 @@ var errNoCode = errors.New("the solution has no code")
 
 // InferCode extracts the code from a solution of unknown kind: the shapes' fields are disjoint enough for the first match.
 func InferCode(raw json.RawMessage) (string, error) {
-	for _, s := range []Solution{AnyToken, GeeTest3, GeeTest4, ImageText} {
-		if code, err := s.Code(raw); err == nil {
-			return code, nil
+	for _, s := range []Solution{AnyToken, GeeTest3, GeeTest4, ImageText, DataDome, CFClearance, AWSWAF} {
+		if a, err := s.Answer(raw); err == nil {
+			return a.Code, nil
 		}
 	}
 	return "", fmt.Errorf("%w of any declared shape", errNoCode)
