@@ -43,7 +43,7 @@ var kindInputs = map[providers.Kind]struct {
 	providers.KindGeeTest3:              {"geetest", map[string]string{"gt": "gt-key", "challenge": "ch", "pageurl": "https://example.com/"}},
 	providers.KindGeeTest4:              {"geetest_v4", map[string]string{"captcha_id": "cid", "pageurl": "https://example.com/"}},
 	providers.KindImage:                 {"base64", map[string]string{"body": ctImage}},
-	providers.KindTurnstileChallenge: {"turnstile", map[string]string{"sitekey": "0x4AAAA", "pageurl": "https://example.com/", "pagedata": "PD"}},
+	providers.KindTurnstileChallenge:    {"turnstile", map[string]string{"sitekey": "0x4AAAA", "pageurl": "https://example.com/", "pagedata": "PD"}},
 	providers.KindCFClearance: {"cf_clearance", map[string]string{"pageurl": "https://example.com/", "userAgent": "Mozilla/5.0 C",
 		"proxy": "203.0.113.7:3128", "proxytype": "HTTP"}},
 	providers.KindDataDome: {"datadome", map[string]string{"pageurl": "https://example.com/", "captcha_url": "https://geo.captcha-delivery.com/captcha/?t=fe",
