@@ -323,11 +323,7 @@ func (c *conn) checkCode(op, code string) (string, error) {
 
 // checkAnswer bounds a's code, and its user agent and cookies together by the same bound.
 func (c *conn) checkAnswer(op string, a Answer) (Answer, error) {
-	n := len(a.UserAgent)
-	for name, value := range a.Cookies {
-		n += len(name) + len(value)
-	}
-	if n > c.maxCode {
+	if n := len(a.UserAgent) + len(callback.JoinCookies(a.Cookies)); n > c.maxCode {
 		return Answer{}, c.invalid(op, "the user agent and cookies are %d bytes, over the %d-byte bound", n, c.maxCode)
 	}
 	var err error

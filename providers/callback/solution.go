@@ -42,8 +42,8 @@ var (
 )
 
 // Answer reads a solution: the code (a cookie kind's: its cookie's value), userAgent, and the cookies from cookies
-// (an object or a Cookie header), cookie (a Set-Cookie line), CapMonster's domains.<host>.cookies or a field named
-// like the cookie (CapMonster's cf_clearance).
+// (an object or a Cookie header), cookie (a Set-Cookie line, or CapSolver's aws-waf-token value alone), CapMonster's
+// domains.<host>.cookies or a field named like the cookie (CapMonster's cf_clearance).
 func (s Solution) Answer(raw json.RawMessage) (Answer, error) {
 	var sol struct {
 		UserAgent       string `json:"userAgent"`
@@ -52,48 +52,39 @@ func (s Solution) Answer(raw json.RawMessage) (Answer, error) {
 	}
 	_ = json.Unmarshal(raw, &sol) // Code reports a solution that is no object
 	a := Answer{UserAgent: sol.UserAgent, Cookies: map[string]string{}}
-	var obj map[string]string
-	var line string
+	var obj map[string]string // "null" would make a.Cookies nil
+	var line, cookie string
 	if json.Unmarshal(sol.Cookies, &obj) == nil {
 		maps.Copy(a.Cookies, obj)
 	} else if json.Unmarshal(sol.Cookies, &line) == nil {
-		maps.Copy(a.Cookies, CookieHeader(line))
+		cookies, _ := http.ParseCookie(line)
+		for _, c := range cookies {
+			a.Cookies[c.Name] = c.Value
+		}
 	}
 	for _, d := range sol.Domains {
 		maps.Copy(a.Cookies, d.Cookies)
 	}
-	if line = ""; json.Unmarshal(sol.Cookie, &line) == nil && SetCookie(line) != nil {
-		maps.Copy(a.Cookies, SetCookie(line))
-	} else if line != "" && s.Cookie != "" {
-		a.Cookies[s.Cookie] = line // CapSolver's aws-waf-token: the value alone
+	if _ = json.Unmarshal(sol.Cookie, &cookie); SetCookie(cookie) != nil {
+		maps.Copy(a.Cookies, SetCookie(cookie))
+	} else if cookie != "" && s.Cookie != "" {
+		a.Cookies[s.Cookie] = cookie
 	}
 	if v, _ := (Solution{Fields: []string{s.Cookie}}).Code(raw); s.Cookie != "" && v != "" {
-		a.Cookies[s.Cookie] = v // CapMonster's cf_clearance: the cookie's own field
+		a.Cookies[s.Cookie] = v
 	}
-	if len(a.Cookies) == 0 {
-		a.Cookies = nil
+	var err error
+	switch {
+	case s.Cookie != "" && a.Cookies[s.Cookie] == "":
+		err = fmt.Errorf("%w: no %s cookie", errNoCode, s.Cookie)
+	case s.Cookie != "":
+		a.Code = a.Cookies[s.Cookie]
+	case len(s.Fields) == 0: // a kind not known: the shapes' fields tell
+		a.Code, err = InferCode(raw)
+	default:
+		a.Code, err = s.Code(raw)
 	}
-	if decode := s.Code; s.Cookie == "" {
-		if len(s.Fields) == 0 { // a kind not known: the shapes' fields tell
-			decode = InferCode
-		}
-		var err error
-		a.Code, err = decode(raw)
-		return a, err
-	} else if a.Code = a.Cookies[s.Cookie]; a.Code == "" {
-		return a, fmt.Errorf("%w: no %s cookie", errNoCode, s.Cookie)
-	}
-	return a, nil
-}
-
-// CookieHeader reads a Cookie header's "a=1; b=2"; SetCookie a Set-Cookie line's one cookie, without its attributes.
-func CookieHeader(line string) map[string]string {
-	out := map[string]string{}
-	cookies, _ := http.ParseCookie(line)
-	for _, c := range cookies {
-		out[c.Name] = c.Value
-	}
-	return out
+	return a, err
 }
 
 // JoinCookies is a Cookie header of cookies, sorted by name: the form a Result holds them in.
@@ -105,6 +96,7 @@ func JoinCookies(cookies map[string]string) string {
 	return strings.Join(pairs, "; ")
 }
 
+// SetCookie is a Set-Cookie line's one cookie, without its attributes (nil: no cookie).
 func SetCookie(line string) map[string]string {
 	if c, err := http.ParseSetCookie(line); err == nil {
 		return map[string]string{c.Name: c.Value}
