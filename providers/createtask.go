@@ -264,7 +264,7 @@ var profiles = map[Flavor]Profile{
 		TaskRateCode: "ERROR_TOO_MUCH_REQUESTS", // per task: docs.capmonster.cloud/docs/api/api-errors
 		ProxyTypes:   map[string]string{"HTTP": "http", "HTTPS": "https", "SOCKS4": "socks4", "SOCKS5": "socks5"},
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
-			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}}},
+			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile, KindTurnstileChallenge)}}},
 	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second, // "socks5 | http | https": docs.capsolver.com/guide/api-use-params
 		ProxyTypes: map[string]string{"HTTP": "http", "HTTPS": "https", "SOCKS5": "socks5"},
 		Reports:    []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
