@@ -112,17 +112,19 @@ func ValidateWorkflowID(id string) error {
 
 // RequiredParams are the in.php fields each known method cannot do without; the simulator refuses the same.
 var RequiredParams = map[string][]string{
-	"userrecaptcha": {"googlekey", "pageurl"},
-	"hcaptcha":      {"sitekey", "pageurl"},
-	"turnstile":     {"sitekey", "pageurl"},
-	"funcaptcha":    {"publickey", "pageurl"},
-	"geetest":       {"gt", "challenge", "pageurl"},
-	"geetest_v4":    {"captcha_id", "pageurl"},
-	"base64":        {"body"},
-	"post":          {"file"},
-	"datadome":      {"captcha_url", "pageurl", "userAgent"},
-	"cf_clearance":  {"pageurl"},
-	"amazon_waf":    {"sitekey", "iv", "context", "pageurl"},
+	"userrecaptcha":    {"googlekey", "pageurl"},
+	"hcaptcha":         {"sitekey", "pageurl"},
+	"turnstile":        {"sitekey", "pageurl"},
+	"funcaptcha":       {"publickey", "pageurl"},
+	"geetest":          {"gt", "challenge", "pageurl"},
+	"geetest_v4":       {"captcha_id", "pageurl"},
+	"base64":           {"body"},
+	"post":             {"file"},
+	"datadome":         {"captcha_url", "pageurl", "userAgent"},
+	"cf_clearance":     {"pageurl"},
+	"amazon_waf":       {"sitekey", "iv", "context", "pageurl"},
+	"mt_captcha":       {"sitekey", "pageurl"},
+	"friendly_captcha": {"sitekey", "pageurl"},
 }
 
 // ProxiedMethods go through the user's proxy only: every provider that sells them requires params.proxy.

@@ -64,6 +64,9 @@ var goldens = []golden{
 	{callback.AntiCaptcha, KindImage, "https://anti-captcha.com/apidoc/task-types/ImageToTextTask", "post",
 		map[string]string{"file": "data:image/png;base64," + pngB64},
 		`{"type":"ImageToTextTask","body":"` + pngB64 + `"}`},
+	{callback.AntiCaptcha, KindFriendlyCaptcha, "https://anti-captcha.com/apidoc/task-types/FriendlyCaptchaTaskProxyless", "friendly_captcha",
+		map[string]string{"sitekey": "FCMDESUD3M34857N", "pageurl": "https://website.com"},
+		`{"type":"FriendlyCaptchaTaskProxyless","websiteURL":"https://website.com","websiteKey":"FCMDESUD3M34857N"}`},
 	// Proxied: the type without "Proxyless" and the proxy fields; HTTPS is Anti-Captcha's "usual http/https proxy".
 	{callback.AntiCaptcha, KindRecaptchaV2, "https://anti-captcha.com/apidoc/task-types/RecaptchaV2Task", "userrecaptcha",
 		map[string]string{"googlekey": "KEY", "pageurl": "https://site.example/", "proxy": "login:pass@203.0.113.7:3128",
@@ -136,6 +139,10 @@ var goldens = []golden{
 		`{"type":"AmazonTask","websiteURL":"https://site.example/","websiteKey":"AQIDAHjcYu","iv":"CgAHbCe2GgAAAAAj","context":"9BUgmlm48F92WUoqv97a49ZuEJJ50TCk9MVr3C7WMtQ0X6flVbufM4n8mjFLmbLVAPgaQ1Jydeaja94iAS49ljb",
 		"challengeScript":"https://41bcdd4fb3cb.610cd090.us-east-1.token.awswaf.com/41bcdd4fb3cb/0d21de737ccb/cd77baa6c832/challenge.js","cookieSolution":true}`},
 	// callback.CapSolver.
+	{callback.CapSolver, KindMTCaptcha, "https://docs.capsolver.com/guide/captcha/MtCaptcha", "mt_captcha",
+		map[string]string{"sitekey": "MTPublic-xxxxxxxxx", "pageurl": "http://www.mywebsite.com/demo", "proxy": "user:pass@198.199.100.10:3949", "proxytype": "HTTP"},
+		`{"type":"MtCaptchaTask","websiteURL":"http://www.mywebsite.com/demo","websiteKey":"MTPublic-xxxxxxxxx","proxyType":"http",
+		"proxyAddress":"198.199.100.10","proxyPort":3949,"proxyLogin":"user","proxyPassword":"pass"}`},
 	{callback.CapSolver, KindCFClearance, "https://docs.capsolver.com/guide/captcha/cloudflare_challenge", "cf_clearance",
 		map[string]string{"pageurl": "https://www.yourwebsite.com", "userAgent": "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/141.0.0.0",
 			"html": "<!DOCTYPE html><title>Just a moment...</title>", "proxy": "user:pass@198.199.100.10:3949", "proxytype": "HTTP"},

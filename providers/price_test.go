@@ -26,13 +26,13 @@ func TestScoredFilePricesEveryServedMethod(t *testing.T) {
 	bare := "  - {name: c, protocol: createtask, flavor: 2captcha, api_key_env: C}\n"
 	require.NoError(t, parse("order", fmt.Sprintf(inphp, "{userrecaptcha: 1}")+bare), "routing: order needs no price")
 	require.NoError(t, parse("scored", fmt.Sprintf(inphp, "2.99")+fmt.Sprintf(anti, "{default: 1, userrecaptcha: 2}")))
-	every := "{userrecaptcha: 1, base64: 1, post: 1, turnstile: 1, funcaptcha: 1, geetest: 1, geetest_v4: 1}"
+	every := "{userrecaptcha: 1, base64: 1, post: 1, turnstile: 1, funcaptcha: 1, geetest: 1, geetest_v4: 1, friendly_captcha: 1}"
 	require.NoError(t, parse("scored", fmt.Sprintf(anti, every)), "every method Anti-Captcha serves is priced")
 
 	err := parse("scored", fmt.Sprintf(inphp, "{userrecaptcha: 1}")+fmt.Sprintf(anti, "{userrecaptcha: 1, base64: 1}")+bare)
 	require.Error(t, err, "unpriced methods are free under routing: scored")
 	assert.Contains(t, err.Error(), "providers[0].price_per_1000.default: required under routing: scored")
-	assert.Contains(t, err.Error(), "providers[1].price_per_1000: no price for funcaptcha, geetest, geetest_v4, post, turnstile")
+	assert.Contains(t, err.Error(), "providers[1].price_per_1000: no price for friendly_captcha, funcaptcha, geetest, geetest_v4, post, turnstile")
 	assert.Contains(t, err.Error(), "providers[2].price_per_1000: no price for datadome, hcaptcha, turnstile, userrecaptcha")
 }
 

@@ -50,7 +50,7 @@ var kindParams = map[Kind][]string{KindRecaptchaV2: {"googlekey"}, KindRecaptcha
 	KindRecaptchaV3Enterprise: {"googlekey"}, KindHCaptcha: {"sitekey"}, KindTurnstile: {"sitekey"}, KindFunCaptcha: {"publickey"},
 	KindGeeTest3: {"gt", "challenge"}, KindGeeTest4: {"captcha_id"}, KindImage: {"body"},
 	KindTurnstileChallenge: {"sitekey", "pagedata"}, KindCFClearance: {"userAgent"},
-	KindDataDome: {"captcha_url", "userAgent"}, KindAmazonWAF: {"sitekey", "iv", "context"}}
+	KindDataDome: {"captcha_url", "userAgent"}, KindAmazonWAF: {"sitekey", "iv", "context"}, KindMTCaptcha: {"sitekey"}, KindFriendlyCaptcha: {"sitekey"}}
 
 // A task with a proxy is never sent proxyless: a flavor without a proxied variant of the kind does not take it, and
 // one with a variant sends that type with the documented proxy fields.

@@ -159,6 +159,9 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 			{Param: "context", Path: "awsContext", Enc: encString, Required: true}, strField("challenge_script", "awsChallengeJS")},
 			Doc: "https://docs.capsolver.com/guide/captcha/awsWaf"},
 	},
+	KindMTCaptcha: {callback.CapSolver: {Type: "MtCaptchaTaskProxyLess", Proxied: "MtCaptchaTask", Fields: []Field{pageURL, siteKey},
+		Doc: "https://docs.capsolver.com/guide/captcha/MtCaptcha"}},
+	KindFriendlyCaptcha: {callback.AntiCaptcha: antiProxied("FriendlyCaptchaTaskProxyless", pageURL, siteKey)},
 	KindFunCaptcha: {
 		callback.AntiCaptcha: antiProxied("FunCaptchaTaskProxyless", pageURL, funPublicKey, funSubdomain, funBlob),
 		callback.CapSolver: {Type: "FunCaptchaTaskProxyLess", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
@@ -193,6 +196,7 @@ var solutions = map[Kind]callback.Solution{
 	KindHCaptcha:  callback.AnyToken,
 	KindTurnstile: callback.PlainToken, KindFunCaptcha: callback.PlainToken, KindTurnstileChallenge: callback.TokenAndAgent,
 	KindCFClearance: callback.CFClearance, KindDataDome: callback.DataDome, KindAmazonWAF: callback.AWSWAF,
+	KindMTCaptcha: callback.PlainToken, KindFriendlyCaptcha: callback.TokenAndAgent, // Anti-Captcha: "Use it when you submit"
 	KindGeeTest3: callback.GeeTest3, KindGeeTest4: callback.GeeTest4, KindImage: callback.ImageText,
 }
 
@@ -245,6 +249,8 @@ const (
 	KindCFClearance           Kind = "cf_clearance"
 	KindDataDome              Kind = "datadome"
 	KindAmazonWAF             Kind = "amazon_waf"
+	KindMTCaptcha             Kind = "mt_captcha"
+	KindFriendlyCaptcha       Kind = "friendly_captcha"
 	enterpriseSuffix               = "_enterprise"
 	methodRecaptcha                = "userrecaptcha" // the in.php method whose params version and enterprise pick the kind
 )
@@ -259,7 +265,8 @@ func KindOf(method string, params map[string]string) (Kind, error) {
 		return KindImage, nil
 	case KindTurnstile:
 		return map[bool]Kind{false: KindTurnstile, true: KindTurnstileChallenge}[strings.TrimSpace(params["pagedata"]) != ""], nil
-	case KindHCaptcha, KindFunCaptcha, KindGeeTest3, KindGeeTest4, KindCFClearance, KindDataDome, KindAmazonWAF:
+	case KindHCaptcha, KindFunCaptcha, KindGeeTest3, KindGeeTest4, KindCFClearance, KindDataDome, KindAmazonWAF,
+		KindMTCaptcha, KindFriendlyCaptcha:
 		return Kind(method), nil
 	case methodRecaptcha:
 	default:

@@ -48,7 +48,9 @@ var kindInputs = map[providers.Kind]struct {
 		"proxy": "203.0.113.7:3128", "proxytype": "HTTP"}},
 	providers.KindDataDome: {"datadome", map[string]string{"pageurl": "https://example.com/", "captcha_url": "https://geo.captcha-delivery.com/captcha/?t=fe",
 		"userAgent": "Mozilla/5.0 D", "proxy": "203.0.113.7:3128", "proxytype": "HTTP"}},
-	providers.KindAmazonWAF: {"amazon_waf", map[string]string{"pageurl": "https://example.com/", "sitekey": "AQID", "iv": "IV", "context": "CTX"}},
+	providers.KindMTCaptcha:       {"mt_captcha", map[string]string{"sitekey": "MTPublic-x", "pageurl": "https://example.com/"}},
+	providers.KindFriendlyCaptcha: {"friendly_captcha", map[string]string{"sitekey": "FCMD", "pageurl": "https://example.com/"}},
+	providers.KindAmazonWAF:       {"amazon_waf", map[string]string{"pageurl": "https://example.com/", "sitekey": "AQID", "iv": "IV", "context": "CTX"}},
 }
 
 func ctConfig(flavor providers.Flavor) sim.Config {
