@@ -95,16 +95,20 @@ type UntokenedHint struct {
 
 // Result is what the workflow returns once the code is in (and delivered, if notify_url was set).
 type Result struct {
-	ProviderTaskID string    `json:"provider_task_id"`
-	Provider       string    `json:"provider,omitempty"` // its PROVIDERS_FILE name
-	Code           string    `json:"code"`
-	Via            Via       `json:"via"`
-	SubmittedAt    time.Time `json:"submitted_at"`
-	ReceivedAt     time.Time `json:"received_at"`
-	Submits        int       `json:"submits"`
-	ExpiresAt      time.Time `json:"expires_at,omitzero"` // zero: the code does not expire
-	Refreshes      int       `json:"refreshes,omitempty"` // solves made again after a token expired undelivered
-	CostUSD        float64   `json:"cost_usd,omitempty"`  // the sum over its submissions, at PROVIDERS_FILE prices
+	ProviderTaskID string `json:"provider_task_id"`
+	Provider       string `json:"provider,omitempty"` // its PROVIDERS_FILE name
+	Code           string `json:"code"`               // a cookie kind's (datadome, cf_clearance, amazon_waf): the cookie's value
+	// UserAgent and Cookies (a Cookie header, "a=1; b=2") answer with the code where the provider's answer holds
+	// them: use the code with them.
+	UserAgent   string    `json:"user_agent,omitempty"`
+	Cookies     string    `json:"cookies,omitempty"`
+	Via         Via       `json:"via"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	ReceivedAt  time.Time `json:"received_at"`
+	Submits     int       `json:"submits"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"` // zero: the code does not expire
+	Refreshes   int       `json:"refreshes,omitempty"` // solves made again after a token expired undelivered
+	CostUSD     float64   `json:"cost_usd,omitempty"`  // the sum over its submissions, at PROVIDERS_FILE prices
 }
 
 type Status struct { // the answer to StatusQuery

@@ -112,15 +112,23 @@ func ValidateWorkflowID(id string) error {
 
 // RequiredParams are the in.php fields each known method cannot do without; the simulator refuses the same.
 var RequiredParams = map[string][]string{
-	"userrecaptcha": {"googlekey", "pageurl"},
-	"hcaptcha":      {"sitekey", "pageurl"},
-	"turnstile":     {"sitekey", "pageurl"},
-	"funcaptcha":    {"publickey", "pageurl"},
-	"geetest":       {"gt", "challenge", "pageurl"},
-	"geetest_v4":    {"captcha_id", "pageurl"},
-	"base64":        {"body"},
-	"post":          {"file"},
+	"userrecaptcha":    {"googlekey", "pageurl"},
+	"hcaptcha":         {"sitekey", "pageurl"},
+	"turnstile":        {"sitekey", "pageurl"},
+	"funcaptcha":       {"publickey", "pageurl"},
+	"geetest":          {"gt", "challenge", "pageurl"},
+	"geetest_v4":       {"captcha_id", "pageurl"},
+	"base64":           {"body"},
+	"post":             {"file"},
+	"datadome":         {"captcha_url", "pageurl", "userAgent"},
+	"cf_clearance":     {"pageurl"},
+	"amazon_waf":       {"sitekey", "iv", "context", "pageurl"},
+	"mt_captcha":       {"sitekey", "pageurl"},
+	"friendly_captcha": {"sitekey", "pageurl"},
 }
+
+// ProxiedMethods go through the user's proxy only: every provider that sells them requires params.proxy.
+var ProxiedMethods = []string{"datadome", "cf_clearance"}
 
 var (
 	// ReservedParams are the in.php client's own fields (and res.php's id), refused in params by both; "key" passed in

@@ -60,6 +60,8 @@ func (in Input) checkProxy() error {
 	if !hasProxy {
 		if hasType {
 			return fieldError("params.proxytype", "only with params.proxy")
+		} else if slices.Contains(ProxiedMethods, in.Method) {
+			return fieldError("params.proxy", "required for method %s: its providers solve it through the user's proxy only", in.Method)
 		}
 		return nil
 	}

@@ -268,6 +268,7 @@ type PollRequest struct {
 	// Method and SubmittedAt time a fallback poll from the provider's solve times (unset: a confirmation, asked at once).
 	Method      string    `json:"method,omitempty"`
 	SubmittedAt time.Time `json:"submitted_at,omitzero"`
+	Kind        string    `json:"kind,omitempty"` // set for a kind that answers more than its code (providers.AnswersMore)
 }
 
 // PollResult is the solved code.
@@ -275,6 +276,8 @@ type PollResult struct {
 	Code       string    `json:"code"`
 	CostUSD    float64   `json:"cost_usd,omitempty"`   // what the provider's answer says the solve cost (0: not said)
 	ReceivedAt time.Time `json:"received_at,omitzero"` // gotAt: a workflow task that runs late moves no token's life
+	UserAgent  string    `json:"user_agent,omitempty"`
+	Cookies    string    `json:"cookies,omitempty"` // a Cookie header
 }
 
 // Poll makes exactly one result request; not ready is a retryable NotReady error the retry policy spaces.
@@ -291,14 +294,17 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 			FailureNotReady, temporal.ApplicationErrorOptions{NextRetryDelay: wait})
 	}
 	breaker := a.set().Breaker
-	ctx = telemetry.Annotate(providers.ForMethod(ctx, req.Method), activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)
-	var code string
-	var cost float64
-	if c, ok := p.Client.(providers.CostReporter); ok {
-		code, cost, err = c.GetCost(ctx, req.ProviderTaskID)
-	} else {
-		code, err = p.Client.Get(ctx, req.ProviderTaskID)
+	if req.Kind == "" { // a kind that answers more is asked alone: a batch's answer drops all but the codes
+		ctx = providers.ForMethod(ctx, req.Method)
 	}
+	ctx = telemetry.Annotate(ctx, activity.GetInfo(ctx).WorkflowExecution.ID, p.Name, req.ProviderTaskID)
+	var ans providers.Answer
+	if c, ok := p.Client.(providers.Answerer); ok {
+		ans, err = c.Answer(ctx, req.ProviderTaskID, providers.Kind(req.Kind))
+	} else {
+		ans.Code, err = p.Client.Get(ctx, req.ProviderTaskID)
+	}
+	code := ans.Code
 	a.record(ctx, p.Name, err, breaker.RecordPoll)
 	a.paceOn(ctx, p.Name, ResultsQueue, err)
 	switch { // the clients bound a code; a Client that does not is held to the same bound here
@@ -312,7 +318,8 @@ func (a *Activities) Poll(ctx context.Context, req PollRequest) (PollResult, err
 	a.countAnswer(ctx, p, "get", err)
 	switch {
 	case err == nil:
-		return PollResult{Code: code, CostUSD: cost, ReceivedAt: gotAt(code)}, nil
+		return PollResult{Code: code, CostUSD: ans.CostUSD, ReceivedAt: gotAt(code), UserAgent: ans.UserAgent,
+			Cookies: callback.JoinCookies(ans.Cookies)}, nil
 	case req.GiveUp && breaker.GivenUp(p.Name): // always asked first: the provider holds the paid code
 		a.countSubmission(ctx, p.Name, "abandoned")
 		return PollResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("provider %s unreachable for %v (PROVIDER_GIVE_UP): submission given up",

@@ -59,65 +59,71 @@ func (c *CreateTask) Submit(ctx context.Context, method string, params map[strin
 	if err != nil {
 		return "", "", withoutProxyPassword(err, params)
 	}
-	if id, err = c.taskID(env.TaskID); err != nil || env.Status != "ready" || len(env.Solution) == 0 {
+	// A solution that answers more than its code is read from getTaskResult (Answer), as the task's kind asks.
+	if id, err = c.taskID(env.TaskID); err != nil || env.Status != "ready" || len(env.Solution) == 0 || spec.Solution.More {
 		return id, "", err
 	}
-	if code, err = c.code("createTask", spec.Solution.Code, env.Solution); err != nil {
+	a, err := c.answer("createTask", spec.Solution, env.Solution)
+	if err != nil {
 		return "", "", err
 	}
-	return id, code, nil
+	return id, a.Code, nil
 }
 
 // Get calls getTaskResult: "processing" (CapSolver: "idle") is ClassNotReady, "failed" ClassResubmit.
 func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
-	code, _, err := c.GetCost(ctx, taskID)
-	return code, err
+	a, err := c.Answer(ctx, taskID, "")
+	return a.Code, err
 }
 
-// CostReporter is a Client whose result answer may say what the solve cost.
-type CostReporter interface {
-	GetCost(ctx context.Context, taskID string) (code string, costUSD float64, err error)
+// Answer is a solved task: what its result request answers.
+type Answer = callback.Answer
+
+// Answerer is a Client whose result request may answer a user agent, cookies or the solve's cost; kind ("": not
+// known) says where the code is, and asks for a request of the task's own (never batched).
+type Answerer interface {
+	Answer(ctx context.Context, taskID string, kind Kind) (Answer, error)
 }
 
 // maxTaskCostUSD bounds getTaskResult's cost, one task's in USD (docs/providers.md): no CAPTCHA task costs $100 per
 // 1 000, so a figure over it is not one task's (a per-1 000 price would inflate cost_usd 1 000×).
 const maxTaskCostUSD = 0.1
 
-// GetCost is Get with the answer's cost (0: not stated, not a number, or not one task's).
-func (c *CreateTask) GetCost(ctx context.Context, taskID string) (string, float64, error) {
+// Answer is Get with the answer's user agent, cookies and cost (0: not stated, not a number, or not one task's).
+func (c *CreateTask) Answer(ctx context.Context, taskID string, kind Kind) (Answer, error) {
 	const op = "getTaskResult"
 	id, err := c.idValue(taskID)
 	if err != nil {
-		return "", 0, c.fail(op, callback.ClassConfig, err)
+		return Answer{}, c.fail(op, callback.ClassConfig, err)
 	}
 	env, err := c.call(ctx, op, map[string]any{"taskId": id})
 	if err != nil {
-		return "", 0, err
+		return Answer{}, err
 	}
 	switch env.Status {
 	case "processing", "idle":
-		return "", 0, c.codeError(op, callback.CodeNotReady, "status "+env.Status, 0)
+		return Answer{}, c.codeError(op, callback.CodeNotReady, "status "+env.Status, 0)
 	case "ready":
 		cost, _ := strconv.ParseFloat(strings.Trim(string(env.Cost), `"`), 64)
-		if !(cost > 0 && cost <= maxTaskCostUSD) { // NaN included
-			cost = 0
+		a, err := c.answer(op, solutions[kind], env.Solution)
+		if a.CostUSD = cost; !(cost > 0 && cost <= maxTaskCostUSD) { // NaN included
+			a.CostUSD = 0
 		}
-		code, err := c.code(op, callback.InferCode, env.Solution)
-		return code, cost, err
+		return a, err
 	case "failed":
-		return "", 0, c.codeError(op, callback.CodeUnsolvable, "status failed", 0)
+		return Answer{}, c.codeError(op, callback.CodeUnsolvable, "status failed", 0)
 	}
-	return "", 0, c.fail(op, callback.ClassTransient,
+	return Answer{}, c.fail(op, callback.ClassTransient,
 		fmt.Errorf("%w: status %s", callback.ErrMalformed, callback.Snippet([]byte(env.Status))))
 }
 
-// code extracts and bounds a solution's code; a solution that cannot be one is an ErrInvalidAnswer.
-func (c *CreateTask) code(op string, decode func(json.RawMessage) (string, error), raw json.RawMessage) (string, error) {
-	code, err := decode(raw)
+// answer reads and bounds a solution; one that cannot be one is an ErrInvalidAnswer.
+func (c *CreateTask) answer(op string, s callback.Solution, raw json.RawMessage) (Answer, error) {
+	a, err := s.Answer(raw)
 	if err != nil {
-		return "", c.invalid(op, "%w", err)
+		return Answer{}, c.invalid(op, "%w", err)
 	}
-	return c.checkCode(op, code)
+	return c.checkAnswer(op, a)
 }
 
 // taskID reads createTask's taskId (a JSON number's exact digits, or a string) and checks its shape.
@@ -258,7 +264,7 @@ var profiles = map[Flavor]Profile{
 		TaskRateCode: "ERROR_TOO_MUCH_REQUESTS", // per task: docs.capmonster.cloud/docs/api/api-errors
 		ProxyTypes:   map[string]string{"HTTP": "http", "HTTPS": "https", "SOCKS4": "socks4", "SOCKS5": "socks5"},
 		Reports: []ReportRule{{Endpoint: "reportIncorrectTokenCaptcha", Kinds: append(slices.Clone(recaptchaKinds),
-			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile)}}},
+			KindHCaptcha, KindGeeTest3, KindGeeTest4, KindFunCaptcha, KindTurnstile, KindTurnstileChallenge)}}},
 	callback.CapSolver: {BaseURL: "https://api.capsolver.com", MinPollInterval: 3 * time.Second, // "socks5 | http | https": docs.capsolver.com/guide/api-use-params
 		ProxyTypes: map[string]string{"HTTP": "http", "HTTPS": "https", "SOCKS5": "socks5"},
 		Reports:    []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},

@@ -292,10 +292,10 @@ func TestResultCost(t *testing.T) {
 	ctx := context.Background()
 	for cost, want := range map[string]float64{`"0.00150"`: 0.0015, `0.002`: 0.002, `"NaN"`: 0, `-1`: 0, `"free"`: 0, `null`: 0} {
 		p := newFake(t, ctAlways(200, `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03AG"},"cost":`+cost+`}`))
-		code, got, err := p.client(t, callback.AntiCaptcha).GetCost(ctx, "7654321")
+		a, err := p.client(t, callback.AntiCaptcha).Answer(ctx, "7654321", "")
 		require.NoError(t, err)
-		assert.Equal(t, "03AG", code)
-		assert.InDelta(t, want, got, 1e-12, cost)
+		assert.Equal(t, "03AG", a.Code)
+		assert.InDelta(t, want, a.CostUSD, 1e-12, cost)
 	}
 }
 
@@ -310,4 +310,20 @@ func TestOneTasksPollLimitIsNotTheAccounts(t *testing.T) {
 	_, err = newFake(t, ctAlways(200, body)).client(t, callback.AntiCaptcha).Get(context.Background(), "12345")
 	_, rate = RateLimited(err)
 	assert.True(t, rate, "Anti-Captcha's: the account's")
+}
+
+// A kind that answers more than a token: getTaskResult's user agent and cookies come back with the code, a cookie
+// kind's code is the cookie's value, and createTask's own answer never stands in for them (the workflow polls).
+func TestAnswerCarriesUserAgentAndCookies(t *testing.T) {
+	sol := `{"errorId":0,"status":"ready","taskId":7654321,"solution":{"domains":{"www.site.example":{"cookies":{"datadome":"P1w0"}}},"userAgent":"Mozilla/5.0 D"}}`
+	p := newFake(t, ctAlways(200, sol))
+	a, err := p.client(t, callback.CapMonster).Answer(context.Background(), "7654321", KindDataDome)
+	require.NoError(t, err)
+	assert.Equal(t, Answer{Code: "P1w0", UserAgent: "Mozilla/5.0 D", Cookies: map[string]string{"datadome": "P1w0"}}, a)
+	params := map[string]string{"pageurl": "https://site.example/", "captcha_url": "https://geo.captcha-delivery.com/captcha/?t=fe",
+		"userAgent": "Mozilla/5.0 D", "proxy": "203.0.113.7:3128", "proxytype": "HTTP"}
+	id, code, err := p.client(t, callback.CapMonster).Submit(context.Background(), "datadome", params, "")
+	require.NoError(t, err)
+	assert.Equal(t, "7654321", id)
+	assert.Empty(t, code, "a ready createTask answer is read again with getTaskResult, user agent and cookies included")
 }

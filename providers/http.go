@@ -321,6 +321,16 @@ func (c *conn) checkCode(op, code string) (string, error) {
 	return code, nil
 }
 
+// checkAnswer bounds a's code, and its user agent and cookies together by the same bound.
+func (c *conn) checkAnswer(op string, a Answer) (Answer, error) {
+	if n := len(a.UserAgent) + len(callback.JoinCookies(a.Cookies)); n > c.maxCode {
+		return Answer{}, c.invalid(op, "the user agent and cookies are %d bytes, over the %d-byte bound", n, c.maxCode)
+	}
+	var err error
+	a.Code, err = c.checkCode(op, a.Code)
+	return a, err
+}
+
 // balance reads a balance answer; one that is not a finite number is malformed.
 func (c *conn) balance(op, v string) (float64, error) {
 	b, err := strconv.ParseFloat(v, 64)

@@ -82,6 +82,26 @@ func (c *InPHP) getOne(ctx context.Context, taskID string) (string, error) {
 	return c.checkCode("get", ans.Value)
 }
 
+// Answer is Get with res.php's useragent and cookies; a kind ("": any) that names one is asked alone, never in an ids=
+// batch, which drops them. Where res.php answers a Set-Cookie line (2captcha's DataDome), the code is the cookie's value.
+func (c *InPHP) Answer(ctx context.Context, taskID string, kind Kind) (Answer, error) {
+	if kind == "" {
+		code, err := c.Get(ctx, taskID)
+		return Answer{Code: code}, err
+	}
+	ans, err := c.res(ctx, "get", taskID)
+	if err != nil {
+		return Answer{}, err
+	}
+	a := Answer{Code: ans.Value, UserAgent: ans.UserAgent, Cookies: ans.Cookies}
+	if name := solutions[kind].Cookie; callback.SetCookie(a.Code)[name] != "" {
+		a.Cookies = maps.Collect(maps.All(a.Cookies)) // a copy even of nil: the cookie joins it
+		maps.Copy(a.Cookies, callback.SetCookie(a.Code))
+		a.Code = a.Cookies[name]
+	}
+	return c.checkAnswer("get", a)
+}
+
 // Balance calls res.php action=getbalance.
 func (c *InPHP) Balance(ctx context.Context) (float64, error) {
 	ans, err := c.res(ctx, "getbalance", "")
@@ -128,6 +148,8 @@ type answer struct {
 	Value     string // payload when OK: task id, token, balance, OK_REPORT_RECORDED
 	Code      string // provider code when !OK, e.g. CAPCHA_NOT_READY
 	ErrorText string // optional human-readable detail (JSON error_text)
+	UserAgent string // JSON useragent: what the code must be used with (a Cloudflare challenge page's)
+	Cookies   map[string]string
 }
 
 // parseAnswer decodes JSON ({"status":1,"request":…}) or the plain text (OK|…, ERROR_CODE, a balance) some send.
@@ -157,6 +179,8 @@ func parseJSONAnswer(body []byte) (answer, error) {
 	var raw struct {
 		Status, Request json.RawMessage
 		ErrorText       string `json:"error_text"`
+		UserAgent       string `json:"useragent"`
+		Cookies         json.RawMessage
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return answer{}, fmt.Errorf("%w: invalid JSON: %s", callback.ErrMalformed, callback.Snippet(body))
@@ -168,7 +192,9 @@ func parseJSONAnswer(body []byte) (answer, error) {
 	}
 	switch string(raw.Status) {
 	case "1", `"1"`:
-		return answer{OK: true, Value: request}, nil
+		var cookies map[string]string
+		_ = json.Unmarshal(raw.Cookies, &cookies) // an object of them, or none
+		return answer{OK: true, Value: request, UserAgent: raw.UserAgent, Cookies: cookies}, nil
 	case "0", `"0"`:
 		if request == "" {
 			return answer{}, fmt.Errorf("%w: status 0 without an error code", callback.ErrMalformed)

@@ -3,6 +3,8 @@ package providers
 import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 
+	"context"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -104,4 +106,25 @@ func BenchmarkParseAnswerPlainToken(b *testing.B) {
 
 func BenchmarkParseAnswerPlainNotReady(b *testing.B) {
 	benchmarkParse(b, []byte("CAPCHA_NOT_READY"))
+}
+
+// res.php's JSON carries a challenge page's useragent, and 2captcha's DataDome answer is a Set-Cookie line whose
+// cookie's value is the code; such a kind is asked with id=, never in an ids= batch.
+func TestInPHPAnswerCarriesUserAgentAndCookie(t *testing.T) {
+	p := newFakeProvider(t, func(r *http.Request) reply {
+		if r.FormValue("id") == "1" {
+			return reply{body: `{"status":1,"request":"0.zrSnRHO7","useragent":"Mozilla/5.0 T"}`}
+		}
+		return reply{body: `{"status":1,"request":"datadome=4ZXwCBly; Max-Age=31536000; Domain=.site.example; Path=/; Secure","useragent":"Mozilla/5.0 D"}`}
+	})
+	c := p.client(t)
+	a, err := c.Answer(ForMethod(context.Background(), "turnstile"), "1", KindTurnstileChallenge)
+	require.NoError(t, err)
+	assert.Equal(t, Answer{Code: "0.zrSnRHO7", UserAgent: "Mozilla/5.0 T"}, a)
+	a, err = c.Answer(context.Background(), "2", KindDataDome)
+	require.NoError(t, err)
+	assert.Equal(t, Answer{Code: "4ZXwCBly", UserAgent: "Mozilla/5.0 D", Cookies: map[string]string{"datadome": "4ZXwCBly"}}, a)
+	for _, r := range p.requests {
+		assert.Empty(t, r.FormValue("ids"), "never batched")
+	}
 }

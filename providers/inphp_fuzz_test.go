@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -34,7 +35,7 @@ func checkAnswer(t *testing.T, body []byte, ans answer, err error) {
 		if n := len(err.Error()); n > maxParseErrorLen {
 			t.Fatalf("parse error of %d bytes for a %d-byte body", n, len(body))
 		}
-		if ans != (answer{}) {
+		if !reflect.DeepEqual(ans, answer{}) {
 			t.Fatalf("error with a non-zero answer %+v", ans)
 		}
 		return

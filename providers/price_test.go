@@ -26,14 +26,14 @@ func TestScoredFilePricesEveryServedMethod(t *testing.T) {
 	bare := "  - {name: c, protocol: createtask, flavor: 2captcha, api_key_env: C}\n"
 	require.NoError(t, parse("order", fmt.Sprintf(inphp, "{userrecaptcha: 1}")+bare), "routing: order needs no price")
 	require.NoError(t, parse("scored", fmt.Sprintf(inphp, "2.99")+fmt.Sprintf(anti, "{default: 1, userrecaptcha: 2}")))
-	every := "{userrecaptcha: 1, base64: 1, post: 1, turnstile: 1, funcaptcha: 1, geetest: 1, geetest_v4: 1}"
+	every := "{userrecaptcha: 1, base64: 1, post: 1, turnstile: 1, funcaptcha: 1, geetest: 1, geetest_v4: 1, friendly_captcha: 1}"
 	require.NoError(t, parse("scored", fmt.Sprintf(anti, every)), "every method Anti-Captcha serves is priced")
 
 	err := parse("scored", fmt.Sprintf(inphp, "{userrecaptcha: 1}")+fmt.Sprintf(anti, "{userrecaptcha: 1, base64: 1}")+bare)
 	require.Error(t, err, "unpriced methods are free under routing: scored")
 	assert.Contains(t, err.Error(), "providers[0].price_per_1000.default: required under routing: scored")
-	assert.Contains(t, err.Error(), "providers[1].price_per_1000: no price for funcaptcha, geetest, geetest_v4, post, turnstile")
-	assert.Contains(t, err.Error(), "providers[2].price_per_1000: no price for hcaptcha, userrecaptcha")
+	assert.Contains(t, err.Error(), "providers[1].price_per_1000: no price for friendly_captcha, funcaptcha, geetest, geetest_v4, post, turnstile")
+	assert.Contains(t, err.Error(), "providers[2].price_per_1000: no price for datadome, hcaptcha, turnstile, userrecaptcha")
 }
 
 // #29 suspicion: getTaskResult's cost is one task's, in USD (Anti-Captcha: "Cost of the task in USD", 0.000700;
@@ -42,9 +42,9 @@ func TestScoredFilePricesEveryServedMethod(t *testing.T) {
 func TestResultCostIsOneTasks(t *testing.T) {
 	for cost, want := range map[string]float64{`"0.000700"`: 0.0007, `"0.00299"`: 0.00299, `"2.99"`: 0, `999999`: 0} {
 		p := newFake(t, ctAlways(200, `{"errorId":0,"status":"ready","solution":{"gRecaptchaResponse":"03AG"},"cost":`+cost+`}`))
-		_, got, err := p.client(t, callback.AntiCaptcha).GetCost(context.Background(), "7654321")
+		a, err := p.client(t, callback.AntiCaptcha).Answer(context.Background(), "7654321", "")
 		require.NoError(t, err)
-		assert.InDelta(t, want, got, 1e-12, cost)
+		assert.InDelta(t, want, a.CostUSD, 1e-12, cost)
 	}
 }
 
@@ -68,7 +68,7 @@ func TestMethodsAreTheTables(t *testing.T) {
 	for _, f := range Flavors {
 		reached := map[Kind]bool{}
 		for _, m := range Methods(f) {
-			for _, params := range []map[string]string{{}, {"version": "v3"}, {"enterprise": "1"}, {"version": "v3", "enterprise": "1"}} {
+			for _, params := range []map[string]string{{}, {"version": "v3"}, {"enterprise": "1"}, {"version": "v3", "enterprise": "1"}, {"pagedata": "P"}} {
 				if kind, err := KindOf(m, params); err == nil {
 					_, ok := TaskFor(f, kind)
 					reached[kind] = reached[kind] || ok

@@ -20,7 +20,9 @@ import (
 // proxiedParams are a valid task of kind with a proxy; the password is "hunter2".
 func proxiedParams(kind Kind, proxy, typ string) (string, map[string]string) {
 	method, params := methodRecaptcha, map[string]string{"googlekey": "K", "sitekey": "K", "pageurl": "https://site.example/",
-		"publickey": "P", "gt": "G", "challenge": "C", "captcha_id": "I", "body": pngB64, "proxy": proxy, "proxytype": typ}
+		"publickey": "P", "gt": "G", "challenge": "C", "captcha_id": "I", "body": pngB64, "proxy": proxy, "proxytype": typ,
+		"iv": "IV", "context": "CTX", "captcha_url": "https://geo.captcha-delivery.com/captcha/?t=fe", "userAgent": "Mozilla/5.0",
+		"pagedata": "PD"}
 	switch kind {
 	case KindRecaptchaV2:
 	case KindRecaptchaV2Enterprise:
@@ -32,7 +34,11 @@ func proxiedParams(kind Kind, proxy, typ string) (string, map[string]string) {
 	default:
 		method = string(kind)
 	}
-	for _, k := range []string{"googlekey", "sitekey", "publickey", "gt", "challenge", "captcha_id", "body"} {
+	if kind == KindTurnstileChallenge {
+		method = string(KindTurnstile)
+	}
+	for _, k := range []string{"googlekey", "sitekey", "publickey", "gt", "challenge", "captcha_id", "body", "iv", "context", "captcha_url",
+		"userAgent", "pagedata"} {
 		if !slices.Contains(kindParams[kind], k) {
 			delete(params, k)
 		}
@@ -42,7 +48,9 @@ func proxiedParams(kind Kind, proxy, typ string) (string, map[string]string) {
 
 var kindParams = map[Kind][]string{KindRecaptchaV2: {"googlekey"}, KindRecaptchaV2Enterprise: {"googlekey"}, KindRecaptchaV3: {"googlekey"},
 	KindRecaptchaV3Enterprise: {"googlekey"}, KindHCaptcha: {"sitekey"}, KindTurnstile: {"sitekey"}, KindFunCaptcha: {"publickey"},
-	KindGeeTest3: {"gt", "challenge"}, KindGeeTest4: {"captcha_id"}, KindImage: {"body"}}
+	KindGeeTest3: {"gt", "challenge"}, KindGeeTest4: {"captcha_id"}, KindImage: {"body"},
+	KindTurnstileChallenge: {"sitekey", "pagedata"}, KindCFClearance: {"userAgent"},
+	KindDataDome: {"captcha_url", "userAgent"}, KindAmazonWAF: {"sitekey", "iv", "context"}, KindMTCaptcha: {"sitekey"}, KindFriendlyCaptcha: {"sitekey"}}
 
 // A task with a proxy is never sent proxyless: a flavor without a proxied variant of the kind does not take it, and
 // one with a variant sends that type with the documented proxy fields.
@@ -68,6 +76,10 @@ func TestAProxiedTaskIsNeverSentProxyless(t *testing.T) {
 			delete(params, "proxy")
 			delete(params, "proxytype")
 			plain, _, err := buildTask(f, method, params)
+			if spec.Type == "" { // a proxied type without a proxy is refused, as the provider would (ERROR_PROXY_MISSING)
+				assert.ErrorContains(t, err, "params.proxy: required", "%s/%s", f, kind)
+				continue
+			}
 			require.NoError(t, err, "%s/%s", f, kind)
 			assert.Equal(t, spec.Type, plain["type"], "%s/%s", f, kind)
 			assert.NotContains(t, plain, "proxyAddress")

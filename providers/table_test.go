@@ -27,7 +27,7 @@ func TestEveryEntryCitesItsProvidersDocs(t *testing.T) {
 		for flavor, spec := range byFlavor {
 			ok := slices.ContainsFunc(docHosts[flavor], func(h string) bool { return strings.HasPrefix(spec.Doc, h) })
 			assert.True(t, ok, "%s/%s cites %q", flavor, kind, spec.Doc)
-			assert.NotEmpty(t, spec.Type)
+			assert.NotEmpty(t, spec.Type+spec.Proxied)
 		}
 	}
 }

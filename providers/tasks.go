@@ -58,10 +58,18 @@ var (
 	imageFields = []Field{imageBody, imageFile}
 	userAgent   = Field{Param: "userAgent", Path: "userAgent", Enc: encString}
 	cookies     = Field{Param: "cookies", Path: "cookies", Enc: encCookies} // in.php's KEY:Value;… as KEY=Value; …
+	requiredUA  = Field{Param: "userAgent", Path: "userAgent", Enc: encString, Required: true}
+	captchaURL  = Field{Param: "captcha_url", Path: "captchaUrl", Enc: encString, Required: true}
+	awsFields   = []Field{pageURL, siteKey, {Param: "iv", Path: "iv", Enc: encString, Required: true},
+		{Param: "context", Path: "context", Enc: encString, Required: true}}
+	antiTurnstile = antiProxied("TurnstileTaskProxyless", pageURL, siteKey, strField("action", "action"), strField("data", "cData"),
+		strField("pagedata", "chlPageData"))
 	// The same, where only the flavor's proxied type documents them.
 	proxiedUA, proxiedCookies = Field{Param: "userAgent", Path: "userAgent", Enc: encString, Proxied: true},
 		Field{Param: "cookies", Path: "cookies", Enc: encCookies, Proxied: true}
 )
+
+func strField(param, path string) Field { return Field{Param: param, Path: path, Enc: encString} }
 
 // anti is an Anti-Captcha task, documented on the page named after its type; proxied, its type without "Proxyless".
 func anti(typ string, f ...Field) TaskSpec { return TaskSpec{Type: typ, Fields: f, Doc: antiDoc + typ} }
@@ -109,14 +117,51 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 			Doc: "https://2captcha.com/api-docs/create-task"},
 	},
 	KindTurnstile: {
-		callback.AntiCaptcha: antiProxied("TurnstileTaskProxyless", pageURL, siteKey, Field{Param: "action", Path: "action", Enc: encString},
-			Field{Param: "data", Path: "cData", Enc: encString}, Field{Param: "pagedata", Path: "chlPageData", Enc: encString}),
+		callback.AntiCaptcha: antiTurnstile,
 		callback.CapSolver: {Type: "AntiTurnstileTaskProxyLess", Fields: []Field{pageURL, siteKey,
 			{Param: "action", Path: "metadata.action", Enc: encString}, {Param: "data", Path: "metadata.cdata", Enc: encString}},
 			Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
 		callback.CapMonster: {Type: "TurnstileTask", Proxied: "TurnstileTask", Fields: []Field{pageURL, siteKey},
 			Doc: "https://docs.capmonster.cloud/docs/captchas/tunrstile-task"},
 	},
+	KindTurnstileChallenge: {
+		callback.AntiCaptcha: antiTurnstile, // the solution's userAgent goes with the token
+		callback.TwoCaptcha: {Type: "TurnstileTaskProxyless", Proxied: "TurnstileTask", Doc: "https://2captcha.com/api-docs/cloudflare-turnstile",
+			Fields: []Field{pageURL, siteKey, strField("action", "action"), strField("data", "data"), strField("pagedata", "pagedata"), userAgent}},
+		callback.CapMonster: {Type: "TurnstileTask", Proxied: "TurnstileTask", Const: map[string]any{"cloudflareTaskType": "token"},
+			Fields: []Field{pageURL, siteKey, strField("action", "pageAction"), strField("data", "data"), strField("pagedata", "pageData"), userAgent},
+			Doc:    "https://docs.capmonster.cloud/docs/captchas/tunrstile-task"},
+	},
+	// The cf_clearance cookie of a challenge page, through the user's proxy only (no in.php method: "cf_clearance").
+	KindCFClearance: {
+		// CapMonster requires websiteKey, htmlPageBase64 and userAgent, the other flavor none: it refuses a task without them.
+		callback.CapMonster: {Proxied: "TurnstileTask", Const: map[string]any{"cloudflareTaskType": "cf_clearance"}, Fields: []Field{pageURL,
+			strField("sitekey", "websiteKey"), {Param: "html", Path: "htmlPageBase64", Enc: encBase64}, userAgent},
+			Doc: "https://docs.capmonster.cloud/docs/captchas/tunrstile-task"},
+		callback.CapSolver: {Proxied: "AntiCloudflareTask", Fields: []Field{pageURL, userAgent, strField("html", "html")},
+			Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_challenge"},
+	},
+	KindDataDome: { // Anti-Captcha sells none
+		callback.TwoCaptcha: {Proxied: "DataDomeSliderTask", Fields: []Field{pageURL, captchaURL, requiredUA},
+			Doc: "https://2captcha.com/api-docs/datadome-slider-captcha"},
+		callback.CapMonster: {Proxied: "CustomTask", Const: map[string]any{"class": "DataDome"}, Fields: []Field{pageURL, requiredUA,
+			{Param: "captcha_url", Path: "metadata.captchaUrl", Enc: encString, Required: true},
+			{Param: "cookies", Path: "metadata.datadomeCookie", Enc: encCookies}}, Doc: "https://docs.capmonster.cloud/docs/captchas/datadome"},
+		callback.CapSolver: {Proxied: "DatadomeSliderTask", Fields: []Field{pageURL, captchaURL, requiredUA},
+			Doc: "https://docs.capsolver.com/guide/captcha/datadome"},
+	},
+	// 2captcha's AmazonTask answers a captcha_voucher, not the aws-waf-token cookie the others answer: not taken.
+	KindAmazonWAF: {
+		callback.CapMonster: {Type: "AmazonTask", Proxied: "AmazonTask", Const: map[string]any{"cookieSolution": true}, Fields: append(awsFields,
+			strField("captcha_script", "captchaScript"), strField("challenge_script", "challengeScript")), Doc: "https://docs.capmonster.cloud/docs/captchas/amazon-task"},
+		callback.CapSolver: {Type: "AntiAwsWafTaskProxyLess", Proxied: "AntiAwsWafTask", Fields: []Field{pageURL, {Param: "sitekey", Path: "awsKey",
+			Enc: encString, Required: true}, {Param: "iv", Path: "awsIv", Enc: encString, Required: true},
+			{Param: "context", Path: "awsContext", Enc: encString, Required: true}, strField("challenge_script", "awsChallengeJS")},
+			Doc: "https://docs.capsolver.com/guide/captcha/awsWaf"},
+	},
+	KindMTCaptcha: {callback.CapSolver: {Type: "MtCaptchaTaskProxyLess", Proxied: "MtCaptchaTask", Fields: []Field{pageURL, siteKey},
+		Doc: "https://docs.capsolver.com/guide/captcha/MtCaptcha"}},
+	KindFriendlyCaptcha: {callback.AntiCaptcha: antiProxied("FriendlyCaptchaTaskProxyless", pageURL, siteKey)},
 	KindFunCaptcha: {
 		callback.AntiCaptcha: antiProxied("FunCaptchaTaskProxyless", pageURL, funPublicKey, funSubdomain, funBlob),
 		callback.CapSolver: {Type: "FunCaptchaTaskProxyLess", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
@@ -149,7 +194,9 @@ var solutions = map[Kind]callback.Solution{
 	KindRecaptchaV3: callback.RecaptchaToken, KindRecaptchaV3Enterprise: callback.RecaptchaToken,
 	// The solution field is not on the page read; 2captcha's token answers carry gRecaptchaResponse or token.
 	KindHCaptcha:  callback.AnyToken,
-	KindTurnstile: callback.PlainToken, KindFunCaptcha: callback.PlainToken,
+	KindTurnstile: callback.PlainToken, KindFunCaptcha: callback.PlainToken, KindTurnstileChallenge: callback.TokenAndAgent,
+	KindCFClearance: callback.CFClearance, KindDataDome: callback.DataDome, KindAmazonWAF: callback.AWSWAF,
+	KindMTCaptcha: callback.PlainToken, KindFriendlyCaptcha: callback.TokenAndAgent, // Anti-Captcha: "Use it when you submit"
 	KindGeeTest3: callback.GeeTest3, KindGeeTest4: callback.GeeTest4, KindImage: callback.ImageText,
 }
 
@@ -157,6 +204,18 @@ var solutions = map[Kind]callback.Solution{
 // (a FunCaptcha token holds several "|"; an image's text, GeeTest's object, an unlisted method's answer may hold any).
 var bareCodes = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise,
 	KindHCaptcha, KindTurnstile}
+
+// AnswersMore is the kind of the method with params when its answer holds more than its code (a user agent,
+// cookies): the workflow takes it from a result request of its own, never a callback or a batch. Else "".
+func AnswersMore(method string, params map[string]string) Kind {
+	if kind, err := KindOf(method, params); err == nil && kind.AnswersMore() {
+		return kind
+	}
+	return ""
+}
+
+// AnswersMore tells whether the kind's answer holds more than its code.
+func (k Kind) AnswersMore() bool { return solutions[k].More }
 
 // TaskFor is the flavor's task for kind, or false when the flavor does not serve it.
 func TaskFor(f Flavor, kind Kind) (TaskSpec, bool) {
@@ -186,6 +245,12 @@ const (
 	KindGeeTest3              Kind = "geetest"
 	KindGeeTest4              Kind = "geetest_v4"
 	KindImage                 Kind = "image"
+	KindTurnstileChallenge    Kind = "turnstile_challenge" // method turnstile with params.pagedata: a Cloudflare challenge page
+	KindCFClearance           Kind = "cf_clearance"
+	KindDataDome              Kind = "datadome"
+	KindAmazonWAF             Kind = "amazon_waf"
+	KindMTCaptcha             Kind = "mt_captcha"
+	KindFriendlyCaptcha       Kind = "friendly_captcha"
 	enterpriseSuffix               = "_enterprise"
 	methodRecaptcha                = "userrecaptcha" // the in.php method whose params version and enterprise pick the kind
 )
@@ -198,7 +263,10 @@ func KindOf(method string, params map[string]string) (Kind, error) {
 	switch Kind(method) {
 	case "base64", "post":
 		return KindImage, nil
-	case KindHCaptcha, KindTurnstile, KindFunCaptcha, KindGeeTest3, KindGeeTest4:
+	case KindTurnstile:
+		return map[bool]Kind{false: KindTurnstile, true: KindTurnstileChallenge}[strings.TrimSpace(params["pagedata"]) != ""], nil
+	case KindHCaptcha, KindFunCaptcha, KindGeeTest3, KindGeeTest4, KindCFClearance, KindDataDome, KindAmazonWAF,
+		KindMTCaptcha, KindFriendlyCaptcha:
 		return Kind(method), nil
 	case methodRecaptcha:
 	default:
@@ -227,6 +295,8 @@ func Methods(f Flavor) (out []string) {
 			out = append(out, "base64", "post")
 		case strings.HasPrefix(string(kind), "recaptcha"):
 			out = append(out, methodRecaptcha)
+		case kind == KindTurnstileChallenge:
+			out = append(out, string(KindTurnstile))
 		default:
 			out = append(out, string(kind))
 		}
@@ -277,6 +347,8 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 	task, proxied := map[string]any{"type": s.Type}, params["proxy"] != ""
 	if proxied && s.Proxied == "" { // never sent proxyless: the user's IP and browser are the point
 		return nil, unsupported("the provider has no proxied task of this kind")
+	} else if !proxied && s.Type == "" { // as the provider would: ERROR_PROXY_MISSING is captchaflow's bug
+		return nil, fmt.Errorf("params.proxy: required: the provider's task of this kind goes through the user's proxy only")
 	} else if proxied {
 		task["type"] = s.Proxied
 	}
@@ -360,6 +432,7 @@ const (
 	encHost  // in.php's URL (surl, api_server) as the bare host the task field wants
 	encBlob  // data[blob] as the stringified {"blob": …} object the task's data field wants
 	encCookies
+	encBase64 // the raw param as standard base64 (CapMonster's htmlPageBase64)
 )
 
 func (e encoding) encode(v string) (any, error) {
@@ -400,6 +473,8 @@ func (e encoding) encode(v string) (any, error) {
 		return string(b), err
 	case e == encCookies:
 		return cookieHeader(v), nil
+	case e == encBase64:
+		return base64.StdEncoding.EncodeToString([]byte(v)), nil
 	}
 	return v, nil
 }

@@ -381,3 +381,28 @@ func TestUntokenedHintsAreBoundedAndConfirmed(t *testing.T) {
 	assert.LessOrEqual(t, polls, maxConfirmsPerSubmission*confirmAttempts, "res.php confirmations")
 	assert.Positive(t, polls, "an accepted hint asks res.php")
 }
+
+// TestCallbackOfAKindThatAnswersMoreIsConfirmed: a challenge page's token is good only with its user agent, which
+// the pingback does not carry: an authenticated callback's code is confirmed by a result request of the task's own
+// (PollRequest.Kind set: never batched), whose user agent and cookies reach the Result.
+func TestCallbackOfAKindThatAnswersMoreIsConfirmed(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	Register(env, &activities.Activities{}, Settings{})
+	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
+	env.OnActivity(acts.Poll, mock.Anything, mock.MatchedBy(func(r activities.PollRequest) bool {
+		return r.ProviderTaskID == "111" && r.Kind == string(providers.KindTurnstileChallenge)
+	})).Return(activities.PollResult{Code: "TOKEN", UserAgent: "Mozilla/5.0 T", Cookies: "a=1"}, nil).Once()
+	cb := captchaflow.Callback{ProviderTaskID: "111", Code: "TOKEN", Authenticated: true, RunID: testRunID, Submission: 1}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(captchaflow.CallbackSignal, cb) }, 10*time.Second)
+	env.ExecuteWorkflow(SolveCaptcha, captchaflow.Input{Method: "turnstile", Params: captchaflow.Params{"sitekey": "0x4", "pageurl": "https://e.com",
+		"pagedata": "PD"}}.WithDefaults())
+
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var r captchaflow.Result
+	require.NoError(t, env.GetWorkflowResult(&r))
+	assert.Equal(t, captchaflow.Result{Code: "TOKEN", UserAgent: "Mozilla/5.0 T", Cookies: "a=1"},
+		captchaflow.Result{Code: r.Code, UserAgent: r.UserAgent, Cookies: r.Cookies})
+	env.AssertExpectations(t)
+}

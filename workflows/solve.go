@@ -42,6 +42,14 @@ func proxiesFixed(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, changeProxies, workflow.DefaultVersion, 1) == 1
 }
 
+// changeKinds: a callback's code of a kind that answers more than it (a user agent, cookies) is confirmed by a result
+// request that carries them. Asked only for such a callback.
+const changeKinds = "kinds-answer-more"
+
+func kindsFixed(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeKinds, workflow.DefaultVersion, 1) == 1
+}
+
 // checkInput judges the workflow ID (a segment of the callback URL) and the input as this build does, or as 1.0 did
 // for a history it recorded: it took the IDs "." and ".." and refused params.action in any case. Validate sorts a
 // map's keys and parses URLs: pure.

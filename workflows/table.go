@@ -15,6 +15,7 @@ import (
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/providers"
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
@@ -82,10 +83,10 @@ func (sub *submission) file(o outcome) {
 	}
 }
 
-// solved files code, received at captchaflow at receivedAt, as sub's answer.
-func (sub *submission) solved(code string, via captchaflow.Via, receivedAt time.Time) {
-	sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider,
-		Code: code, Via: via, ReceivedAt: receivedAt}})
+// solved files the answer (its code, user agent and cookies), received at captchaflow at receivedAt, as sub's.
+func (sub *submission) solved(ans captchaflow.Result, via captchaflow.Via, receivedAt time.Time) {
+	ans.ProviderTaskID, ans.Provider, ans.Via, ans.ReceivedAt = sub.ProviderID, sub.Provider, via, receivedAt
+	sub.file(outcome{kind: outSolved, res: ans})
 }
 
 // table is the run's submissions, oldest first, and the answers it adopted from submissions a reset discarded.
@@ -284,8 +285,10 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 		sub.file(outcome{kind: outResubmit, reason: "the callback said " + word})
 	case callback.IsStatusWord(cb.Code):
 		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", word))
+	case providers.AnswersMore(s.in.Method, s.in.Params) != "" && kindsFixed(ctx):
+		s.confirm(ctx, sub, "a callback of a kind whose answer holds more than its code")
 	default:
-		sub.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
+		sub.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
 	}
 }
 
@@ -333,7 +336,7 @@ func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captcha
 		if cb.Provider != "" {
 			lost.Provider = cb.Provider
 		}
-		lost.solved(cb.Code, captchaflow.ViaCallback, cb.ReceivedAt)
+		lost.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
 		lost.State = subSolved
 	}
 }
@@ -401,7 +404,8 @@ func (s *solver) pollRetry() *temporal.RetryPolicy {
 func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflow.Via, giveUp bool, retry *temporal.RetryPolicy) {
 	sub.asking++
 	once := sub.unpaced // the one request on the task's own queue after the results queue started none in queueWait
-	req := activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp, Method: s.in.Method}
+	req := activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp, Method: s.in.Method,
+		Kind: string(providers.AnswersMore(s.in.Method, s.in.Params))}
 	if via == captchaflow.ViaPoll && !giveUp { // a confirmation and a give-up check ask at once
 		req.SubmittedAt = sub.SubmittedAt
 	}
@@ -426,7 +430,7 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 			s.ask(ctx, actx, sub, via, giveUp, s.pollRetry())
 		case err == nil:
 			sub.price = cmp.Or(r.CostUSD, sub.price) // the provider's own figure wins
-			sub.solved(r.Code, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))
+			sub.solved(captchaflow.Result{Code: r.Code, UserAgent: r.UserAgent, Cookies: r.Cookies}, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))
 		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
 			sub.file(outcome{kind: outGaveUp})
 		case via == captchaflow.ViaPoll || o.kind == outResubmit || failureType(err) == captchaflow.FailureProxyRejected:

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 )
@@ -21,6 +22,8 @@ func CodeFor(taskID string) string {
 func AnswerFor(taskID, method string) string {
 	if method == "funcaptcha" {
 		return CodeFor(taskID) + funCaptchaTail
+	} else if method == "datadome" { // 2captcha answers the cookie as a Set-Cookie line
+		return "datadome=" + CodeFor(taskID) + "; Max-Age=31536000; Domain=.site.example; Path=/; Secure; SameSite=Lax"
 	}
 	return CodeFor(taskID)
 }
@@ -31,4 +34,15 @@ func (t *task) code() string {
 		return CodeFor(t.idStr)
 	}
 	return AnswerFor(t.idStr, t.method)
+}
+
+// SimUserAgent is the user agent a task of a kind that answers one is solved with, when it named none.
+const SimUserAgent = "Mozilla/5.0 (X11; Linux x86_64) captchaflow-sim"
+
+// answerAgent is the user agent t answers with ("": its kind answers none): the one it named, as providers echo it.
+func (t *task) answerAgent() string {
+	if !t.kind.AnswersMore() {
+		return ""
+	}
+	return cmp.Or(t.userAgent, SimUserAgent)
 }

@@ -270,6 +270,12 @@ func (s *Simulator) solutionFor(t *task) map[string]any {
 	for _, f := range spec.Solution.Fields {
 		out[f] = code
 	}
+	if spec.Solution.Cookie != "" {
+		out["cookies"] = map[string]string{spec.Solution.Cookie: code, "sim_session": "1"}
+	}
+	if ua := t.answerAgent(); ua != "" {
+		out["userAgent"] = ua
+	}
 	return out
 }
 
@@ -300,13 +306,15 @@ func (s *Simulator) writeCT(w http.ResponseWriter, rp reply, doc map[string]any)
 
 // methodOf is the in.php method a kind is asked with.
 func methodOf(k providers.Kind) string {
-	switch k {
-	case providers.KindImage:
+	switch {
+	case k == providers.KindImage:
 		return "base64"
-	case providers.KindHCaptcha, providers.KindTurnstile, providers.KindFunCaptcha, providers.KindGeeTest3, providers.KindGeeTest4:
-		return string(k)
+	case k == providers.KindTurnstileChallenge:
+		return string(providers.KindTurnstile)
+	case strings.HasPrefix(string(k), "recaptcha"):
+		return "userrecaptcha"
 	}
-	return "userrecaptcha"
+	return string(k)
 }
 
 // ctCode spells an in.php answer as the createTask protocol does.

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -42,6 +43,14 @@ var kindInputs = map[providers.Kind]struct {
 	providers.KindGeeTest3:              {"geetest", map[string]string{"gt": "gt-key", "challenge": "ch", "pageurl": "https://example.com/"}},
 	providers.KindGeeTest4:              {"geetest_v4", map[string]string{"captcha_id": "cid", "pageurl": "https://example.com/"}},
 	providers.KindImage:                 {"base64", map[string]string{"body": ctImage}},
+	providers.KindTurnstileChallenge:    {"turnstile", map[string]string{"sitekey": "0x4AAAA", "pageurl": "https://example.com/", "pagedata": "PD"}},
+	providers.KindCFClearance: {"cf_clearance", map[string]string{"pageurl": "https://example.com/", "userAgent": "Mozilla/5.0 C",
+		"proxy": "203.0.113.7:3128", "proxytype": "HTTP"}},
+	providers.KindDataDome: {"datadome", map[string]string{"pageurl": "https://example.com/", "captcha_url": "https://geo.captcha-delivery.com/captcha/?t=fe",
+		"userAgent": "Mozilla/5.0 D", "proxy": "203.0.113.7:3128", "proxytype": "HTTP"}},
+	providers.KindMTCaptcha:       {"mt_captcha", map[string]string{"sitekey": "MTPublic-x", "pageurl": "https://example.com/"}},
+	providers.KindFriendlyCaptcha: {"friendly_captcha", map[string]string{"sitekey": "FCMD", "pageurl": "https://example.com/"}},
+	providers.KindAmazonWAF:       {"amazon_waf", map[string]string{"pageurl": "https://example.com/", "sitekey": "AQID", "iv": "IV", "context": "CTX"}},
 }
 
 func ctConfig(flavor providers.Flavor) sim.Config {
@@ -100,13 +109,13 @@ func (cb *callbacks) wait(t *testing.T, n int) []callback.Result {
 }
 
 // result polls getTaskResult until the task is no longer being solved (bounded by waitFor).
-func result(t *testing.T, c *providers.CreateTask, _ providers.Kind, id string) (string, error) {
+func result(t *testing.T, c *providers.CreateTask, kind providers.Kind, id string) (providers.Answer, error) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
-		code, err := c.Get(context.Background(), id)
+		a, err := c.Answer(context.Background(), id, kind)
 		if providers.ClassOf(err) != callback.ClassNotReady || time.Now().After(deadline) {
-			return code, err
+			return a, err
 		}
 		time.Sleep(pollEvery)
 	}
@@ -129,13 +138,19 @@ func TestCreateTaskEveryFlavorEveryKind(t *testing.T) {
 				id, _, err := c.Submit(context.Background(), in.method, in.params, cb.srv.URL+"/callback/wf-"+string(kind)+"?t=tok")
 				require.NoError(t, err, "%s", kind)
 				n++
-				code, err := result(t, c, kind, id)
+				a, err := result(t, c, kind, id)
 				require.NoError(t, err, "%s", kind)
-				assertCode(t, kind, id, code)
+				assertCode(t, kind, id, a.Code)
 				task := h.task(id)
 				assert.Equal(t, in.method, task.Method)
 				spec, _ := providers.TaskFor(flavor, kind)
-				assert.Equal(t, spec.Type, task.TaskType)
+				assert.Equal(t, cmp.Or(spec.Type, spec.Proxied), task.TaskType)
+				if kind.AnswersMore() && flavor != callback.AntiCaptcha { // its challenge task is its Turnstile task
+					assert.Equal(t, cmp.Or(in.params["userAgent"], sim.SimUserAgent), a.UserAgent, "%s: the user agent it was solved with", kind)
+				}
+				if spec.Solution.Cookie != "" {
+					assert.Equal(t, map[string]string{spec.Solution.Cookie: a.Code, "sim_session": "1"}, a.Cookies, "%s", kind)
+				}
 			}
 			for _, got := range cb.wait(t, n) {
 				assert.NotEmpty(t, got.Code)

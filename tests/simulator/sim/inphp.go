@@ -81,8 +81,11 @@ func (s *Simulator) submit(r *http.Request) reply {
 		d := time.Duration(ms) * time.Millisecond
 		solveOverride = &d
 	}
+	if proxy == nil && slices.Contains(captchaflow.ProxiedMethods, method) { // as 2captcha: the method goes through a proxy only
+		return s.reject(errReplyf(ErrorBadParameters, "method="+method+" needs proxy."))
+	}
 	return s.accept(submission{key: r.Form.Get("key"), method: method, pingback: pingback, faults: faults, solveOverride: solveOverride,
-		proxy: proxy, userAgent: r.Form.Get("userAgent")})
+		proxy: proxy, userAgent: r.Form.Get("userAgent"), kind: providers.AnswersMore(method, map[string]string{"pagedata": r.Form.Get("pagedata")})})
 }
 
 func parseForm(r *http.Request) error {

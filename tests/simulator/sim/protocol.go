@@ -65,7 +65,8 @@ type reply struct {
 	// (getbalance, report*).
 	bare bool
 	// detail extends error_text for parameter errors (e.g. which parameter).
-	detail string
+	detail    string
+	userAgent string // res.php's JSON useragent of a solved task whose kind answers one
 	// fate holds, drops or replaces an in.php answer (the task exists): see holdAnswer and writeGatewayError.
 	fate answerFate
 }
@@ -82,6 +83,7 @@ type protocolJSON struct {
 	Status    int    `json:"status"`
 	Request   string `json:"request"`
 	ErrorText string `json:"error_text,omitempty"`
+	UserAgent string `json:"useragent,omitempty"`
 }
 
 // wantsJSON reports whether the caller asked for json=1. It reads the parsed
@@ -97,7 +99,7 @@ func wantsJSON(r *http.Request) bool {
 func (rp reply) write(w http.ResponseWriter, asJSON bool) {
 	w.Header().Set("Cache-Control", "no-store")
 	if asJSON {
-		doc := protocolJSON{Request: rp.value}
+		doc := protocolJSON{Request: rp.value, UserAgent: rp.userAgent}
 		if rp.ok {
 			doc.Status = 1
 		} else if strings.HasPrefix(rp.value, "ERROR_") {

@@ -63,7 +63,9 @@ func (s *Simulator) get(key, id string) reply {
 	case StatusSolving:
 		return errReply(CaptchaNotReady)
 	case StatusSolved:
-		return okReply(t.code())
+		rp := okReply(t.code())
+		rp.userAgent = t.answerAgent() // res.php's JSON answer carries it; an ids= answer drops it (getMany)
+		return rp
 	case StatusUnsolvable:
 		return errReply(t.failWord())
 	default: // expired: the result is gone, as on the real service
