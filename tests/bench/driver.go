@@ -100,10 +100,25 @@ func (b *bench) runOurs(in captchaflow.Input, results *sync.Map) func(ctx contex
 
 // runOursOn starts SolveCaptcha for id on queue and waits for its result.
 func (b *bench) runOursOn(queue string, in captchaflow.Input, results *sync.Map) func(ctx context.Context, id string) error {
+	return runOursWith(b.c, queue, in, results)
+}
+
+// oursFor starts sc's tasks on its queue, through the codec's client in the encrypted scenarios (their inputs
+// encrypted, their results decrypted, as a caller with the key does).
+func (b *bench) oursFor(sc scenario, results *sync.Map) func(ctx context.Context, id string) error {
+	c := b.c
+	if sc.Name == scenarioEncrypted {
+		c = b.enc
+	}
+	return runOursWith(c, sc.Queue, sc.OursInput, results)
+}
+
+// runOursWith starts SolveCaptcha for id on queue through c and waits for its result.
+func runOursWith(c client.Client, queue string, in captchaflow.Input, results *sync.Map) func(ctx context.Context, id string) error {
 	return func(ctx context.Context, id string) error {
 		ctx, cancel := context.WithTimeout(ctx, taskTimeout)
 		defer cancel()
-		res, err := captchaflow.Solve(ctx, b.c, id, in, captchaflow.StartOptions{TaskQueue: queue})
+		res, err := captchaflow.Solve(ctx, c, id, in, captchaflow.StartOptions{TaskQueue: queue})
 		if err == nil && results != nil {
 			results.Store(id, res)
 		}

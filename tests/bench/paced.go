@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log"
 	"strconv"
+
+	"github.com/captchaflow/captchaflow/codec"
 )
 
 // The throughput phase's paced scenarios (issue 36): the same tasks as the default ones, on a worker of their own
@@ -32,51 +34,86 @@ func defaultPace(workerEnv map[string]string) float64 {
 
 func rateText(r float64) string { return strconv.FormatFloat(r, 'g', -1, 64) }
 
-// servePaced starts the paced worker for a paced scenario and stops it for any other. The paced scenarios run
-// after the default ones, so it is started once and never runs during a default scenario: even idle, its pollers'
-// long polls would cost the server CPU the default scenario's measurement would count.
-func (b *bench) servePaced(ctx context.Context, paced bool) error {
-	if !paced {
-		b.stopPaced()
-		return nil
-	}
-	if b.paced != nil {
-		return nil
-	}
-	env := map[string]string{"TASK_QUEUE": b.pacedQueue()}
-	for _, k := range pacedEnv {
-		env[k] = rateText(b.cfg.pacedRate)
-	}
-	log.Printf("starting the paced worker on %s: %v", b.pacedQueue(), env)
-	w, err := b.st.StartExtraWorker(ctx, "worker-paced", env)
-	if err != nil {
-		return fmt.Errorf("starting the paced worker: %w", err)
-	}
-	b.paced = w
-	// The first Submit on fresh paced queues waited ~20 s in a smoke run (cause not investigated): one task served
-	// first, as the stack's prewarm does for its queue, keeps that out of any measurement whatever -warmup is.
-	if err := b.runOursOn(b.pacedQueue(), solveInput(nil), nil)(ctx, "bench-"+b.runID+"-paced-first"); err != nil {
-		return fmt.Errorf("the paced worker's first task: %w", err)
+// ownWorkerEnv is the environment of the worker of its own that serves sc (nil: the stack's worker serves it).
+func (b *bench) ownWorkerEnv(sc scenario) map[string]string {
+	switch sc.Name {
+	case scenarioPaced:
+		env := map[string]string{"TASK_QUEUE": sc.Queue}
+		for _, k := range pacedEnv {
+			env[k] = rateText(b.cfg.pacedRate)
+		}
+		return env
+	case scenarioEncrypted:
+		return map[string]string{"TASK_QUEUE": sc.Queue, codec.KeysFileEnv: b.keysFile}
 	}
 	return nil
 }
 
-// stopPaced stops the paced worker if it runs.
-func (b *bench) stopPaced() {
-	if b.paced == nil {
-		return
+// serveOwn starts the worker of its own sc needs (the paced one, the encrypted one) and stops any other. The
+// scenarios of one kind run one after another, so each is started once and never runs during another scenario:
+// even idle, its pollers' long polls would cost the server CPU another scenario's measurement would count.
+func (b *bench) serveOwn(ctx context.Context, sc scenario) error {
+	if b.own != nil && b.ownFor == sc.Name {
+		return nil
 	}
-	if err := b.paced.Stop(); err != nil {
-		log.Printf("stopping the paced worker: %v", err)
+	if err := b.stopOwn(ctx); err != nil {
+		return err
 	}
-	b.paced = nil
+	if sc.Name == scenarioEncrypted { // first: the worker's environment names the keys file this writes
+		if err := b.encrypt(ctx); err != nil {
+			return err
+		}
+	}
+	env := b.ownWorkerEnv(sc)
+	if env == nil {
+		return nil
+	}
+	log.Printf("starting the %s worker on %s: %v", sc.Name, sc.Queue, env)
+	w, err := b.st.StartExtraWorker(ctx, "worker-"+sc.Name, env)
+	if err != nil {
+		return fmt.Errorf("starting the %s worker: %w", sc.Name, err)
+	}
+	b.own, b.ownFor = w, sc.Name
+	// The first Submit on fresh paced queues waited ~20 s in a smoke run (cause not investigated): one task served
+	// first, as the stack's prewarm does for its queue, keeps that out of any measurement whatever -warmup is.
+	first := "bench-" + b.runID + "-" + sc.Name + "-first"
+	if err := b.oursFor(sc, nil)(ctx, first); err != nil {
+		return fmt.Errorf("the %s worker's first task: %w", sc.Name, err)
+	}
+	if sc.Name == scenarioEncrypted {
+		return b.checkEncrypted(ctx, first)
+	}
+	return nil
 }
 
-// pidsFor counts as "worker" the worker that serves sc's tasks: the paced one in a paced scenario (the stack's,
-// idle meanwhile, is then not counted, as a paced deployment would not run it).
+// stopOwn stops the worker of its own if one runs, and after the encrypted scenarios gives the ingress back its
+// plaintext signals and closes the codec's client (the stack's worker has no key to read them).
+func (b *bench) stopOwn(ctx context.Context) error {
+	if b.own == nil {
+		return nil
+	}
+	if err := b.own.Stop(); err != nil {
+		log.Printf("stopping the %s worker: %v", b.ownFor, err)
+	}
+	was := b.ownFor
+	b.own, b.ownFor = nil, ""
+	if was != scenarioEncrypted {
+		return nil
+	}
+	b.enc.Close()
+	b.enc = nil
+	log.Print("restarting the ingress without the keys file")
+	if err := b.st.RestartIngress(ctx, nil); err != nil {
+		return fmt.Errorf("restarting the ingress without the keys file: %w", err)
+	}
+	return nil
+}
+
+// pidsFor counts as "worker" the worker that serves sc's tasks: the paced or encrypted one in those scenarios (the
+// stack's, idle meanwhile, is then not counted, as such a deployment would not run it).
 func (b *bench) pidsFor(sc scenario) func() map[string]int {
-	w := b.paced
-	if sc.Name != scenarioPaced || w == nil {
+	w := b.own
+	if w == nil || b.ownFor != sc.Name {
 		return b.pids
 	}
 	return func() map[string]int {
@@ -86,12 +123,16 @@ func (b *bench) pidsFor(sc scenario) func() map[string]int {
 	}
 }
 
-// runScenarios runs the throughput and parked phases' comparisons; the paced worker runs for the paced ones
-// alone and is stopped after the last (before the parked scenario, which the stack's worker serves).
+// runScenarios runs the throughput and parked phases' comparisons; a worker of its own runs for the paced and
+// the encrypted ones alone and is stopped after the last of its kind (the parked scenario's is the stack's).
 func (b *bench) runScenarios(ctx context.Context) error {
-	defer b.stopPaced()
+	defer func() {
+		if err := b.stopOwn(context.WithoutCancel(ctx)); err != nil {
+			log.Print(err)
+		}
+	}()
 	for _, sc := range b.scenarios() {
-		if err := b.servePaced(ctx, sc.Name == scenarioPaced); err != nil {
+		if err := b.serveOwn(ctx, sc); err != nil {
 			return err
 		}
 		tr, err := b.compare(ctx, sc)
@@ -100,5 +141,5 @@ func (b *bench) runScenarios(ctx context.Context) error {
 		}
 		b.res.Throughput = append(b.res.Throughput, tr)
 	}
-	return nil
+	return b.stopOwn(ctx)
 }

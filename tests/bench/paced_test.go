@@ -5,7 +5,7 @@ import (
 )
 
 // TestPacedScenariosFollowTheDefaultOnes: each concurrency once on the stack's worker, not paced, then once on the
-// paced worker's queue at -paced-rate; none with -paced-rate 0.
+// paced worker's queue at -paced-rate (none with -paced-rate 0), then once encrypted on its own (none with -codec=false).
 func TestPacedScenariosFollowTheDefaultOnes(t *testing.T) {
 	cfg, err := parseFlags([]string{"-phases", "throughput,parked", "-c", "20,100"})
 	if err != nil {
@@ -19,6 +19,7 @@ func TestPacedScenariosFollowTheDefaultOnes(t *testing.T) {
 	want := []row{
 		{scenarioInstant, "q", "C = 20", 0}, {scenarioInstant, "q", "C = 100", 0},
 		{scenarioPaced, "q-paced", "C = 20 paced at 1000/s", 1000}, {scenarioPaced, "q-paced", "C = 100 paced at 1000/s", 1000},
+		{scenarioEncrypted, "q-encrypted", "C = 20 encrypted", 0}, {scenarioEncrypted, "q-encrypted", "C = 100 encrypted", 0},
 		{scenarioParked, "q", "C = 20 parked", 0},
 	}
 	got := b.scenarios()
@@ -34,8 +35,12 @@ func TestPacedScenariosFollowTheDefaultOnes(t *testing.T) {
 		}
 	}
 	b.cfg.pacedRate = 0
+	if n := len(b.scenarios()); n != 5 {
+		t.Errorf("-paced-rate 0: %d scenarios, want the 5 unpaced", n)
+	}
+	b.cfg.codec = false
 	if n := len(b.scenarios()); n != 3 {
-		t.Errorf("-paced-rate 0: %d scenarios, want the 3 unpaced", n)
+		t.Errorf("-paced-rate 0 -codec=false: %d scenarios, want the 3 unpaced and plaintext", n)
 	}
 }
 
@@ -59,6 +64,33 @@ func TestPacedRateFlag(t *testing.T) {
 	for _, bad := range []string{"-1", "10001"} {
 		if _, err := parseFlags([]string{"-paced-rate", bad}); err == nil {
 			t.Errorf("-paced-rate %s accepted", bad)
+		}
+	}
+}
+
+// TestCodecTargetsCompareWithTheDefaultScenario: issue 38's "at most 5 %" is encrypted captchaflow against default
+// captchaflow at the same C, not against the twin.
+func TestCodecTargetsCompareWithTheDefaultScenario(t *testing.T) {
+	def := throughputRow(scenarioInstant, 0, 19.2, 1.05, 13)
+	def.Ours.CallbackToResult.P99 = 100
+	enc := throughputRow(scenarioEncrypted, 0, 18.0, 1.2, 13)
+	enc.Ours.CallbackToResult.P99 = 104
+	other := throughputRow(scenarioInstant, 0, 30, 1, 13)
+	other.Concurrency = 100
+	got := map[string]bool{}
+	for _, tg := range codecTargets(&Results{Throughput: []ThroughputResult{other, def, enc}}) {
+		got[tg.Name] = tg.Met
+	}
+	want := map[string]bool{ // 18.0 / 19.2 = 0.9375 < 0.95; 104 / 100 = 1.04 ≤ 1.05
+		"codec cost: throughput at C = 20 encrypted":        false,
+		"codec cost: callback→result p99, C = 20 encrypted": true,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("targets %v, want %v", got, want)
+	}
+	for name, met := range want {
+		if m, ok := got[name]; !ok || m != met {
+			t.Errorf("%s: met %v (present %v), want %v", name, m, ok, met)
 		}
 	}
 }

@@ -29,7 +29,11 @@ type bench struct {
 	samples   []latencySamples
 	pids      func() map[string]int
 	pidTrees  map[string]bool
-	paced     *devstack.Process // the paced scenarios' worker, while they run
+	own       *devstack.Process // the worker of its own of the paced or encrypted scenarios, while they run
+	ownFor    string            // the scenario own serves
+	enc       client.Client     // the codec's driver connection, while the encrypted scenarios run
+	runDir    string
+	keysFile  string // the encrypted scenarios' keys file, once written
 }
 
 // run sets the stack up, runs the phases -phases selects and writes the results.
@@ -168,7 +172,8 @@ func (b *bench) scenarios() []scenario {
 }
 
 // throughputScenarios are the throughput phase's: each concurrency on the stack's worker (the default
-// configuration), then, with -paced-rate, each on the paced worker; the same tasks, the same twin.
+// configuration), then, with -paced-rate, each on the paced worker, then, with -codec, each encrypted; the same
+// tasks, the same twin.
 func (b *bench) throughputScenarios() []scenario {
 	cfg := b.cfg
 	var scenarios []scenario
@@ -181,14 +186,15 @@ func (b *bench) throughputScenarios() []scenario {
 			Description: "solved at once: the pingback usually arrives before the workflow has processed in.php's answer",
 		})
 	}
-	if cfg.pacedRate <= 0 {
-		return scenarios
-	}
-	for _, sc := range scenarios[:len(cfg.concurrencies)] {
+	defaults := scenarios[:len(cfg.concurrencies)]
+	for _, sc := range defaults {
+		if cfg.pacedRate <= 0 {
+			break
+		}
 		sc.Name, sc.Queue, sc.Pace = scenarioPaced, b.pacedQueue(), cfg.pacedRate
 		sc.Description = fmt.Sprintf("solved at once, on a worker whose account is paced at %s submits and %s polls a second "+
 			"(above the offered load): Submit and polls run on its paced task queues", rateText(sc.Pace), rateText(sc.Pace))
 		scenarios = append(scenarios, sc)
 	}
-	return scenarios
+	return append(scenarios, b.encryptedScenarios(defaults)...)
 }

@@ -36,6 +36,7 @@ func (b *bench) setUp(ctx context.Context, td *teardown) error {
 	if err != nil {
 		return err
 	}
+	b.runDir = runDir
 	dataDir, err := b.dataDir(runDir, td)
 	if err != nil {
 		return err

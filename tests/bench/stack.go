@@ -35,6 +35,9 @@ type stack interface {
 	// StartExtraWorker starts another worker process with the stack's worker environment and overrides (its own
 	// TASK_QUEUE, PROVIDER_THREADS); the caller stops it.
 	StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*devstack.Process, error)
+	// RestartIngress stops the ingress and starts it again with the stack's ingress environment and overrides on
+	// top (nil: as it was started), e.g. the keys file of the encrypted scenarios.
+	RestartIngress(ctx context.Context, overrides map[string]string) error
 }
 
 // stackConfig is what both kinds of stack need.
@@ -100,6 +103,10 @@ func (d devStack) StartExtraWorker(ctx context.Context, name string, overrides m
 	return d.s.StartExtraWorker(ctx, name, overrides)
 }
 
+func (d devStack) RestartIngress(ctx context.Context, overrides map[string]string) error {
+	return d.s.RestartIngressWith(ctx, overrides)
+}
+
 func (d devStack) RestartWorker(ctx context.Context) error {
 	if err := d.s.Worker().Stop(); err != nil {
 		return fmt.Errorf("stopping the worker: %w", err)
@@ -113,8 +120,8 @@ type externalStack struct {
 	cfg                                stackConfig
 	simPort, metricsPort, ingressPort  int
 	simulator, worker, ingress         *devstack.Process
-	workerBin                          string
-	workerEnv                          map[string]string
+	workerBin, ingressBin              string
+	workerEnv, ingressEnv              map[string]string
 	providerKey, callbackSecret, notif string
 }
 
@@ -209,7 +216,24 @@ func (e *externalStack) startProcesses(ctx context.Context, bins devstack.Binari
 		"TEMPORAL_ADDRESS":     cfg.TemporalAddress,
 		"TEMPORAL_NAMESPACE":   cfg.Namespace,
 	}
-	e.ingress, err = e.start(ctx, "ingress", bins.Ingress, ingressEnv, cfg.IngressEnv, "http://"+loopback(e.ingressPort)+"/readyz")
+	e.ingressBin, e.ingressEnv = bins.Ingress, ingressEnv
+	return e.RestartIngress(ctx, nil)
+}
+
+// RestartIngress starts the ingress (stopping the running one first) with -ingress-env and overrides on top.
+func (e *externalStack) RestartIngress(ctx context.Context, overrides map[string]string) error {
+	if e.ingress != nil {
+		if err := e.ingress.Stop(); err != nil {
+			return fmt.Errorf("stopping the ingress: %w", err)
+		}
+	}
+	own := maps.Clone(e.cfg.IngressEnv)
+	if own == nil {
+		own = map[string]string{}
+	}
+	maps.Copy(own, overrides)
+	var err error
+	e.ingress, err = e.start(ctx, "ingress", e.ingressBin, e.ingressEnv, own, "http://"+loopback(e.ingressPort)+"/readyz")
 	return err
 }
 

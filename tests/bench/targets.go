@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -13,6 +14,9 @@ const (
 	minPacedThroughputRatio = 0.9
 	maxCallbackP99Ratio     = 1.1
 	maxCallbackPathEvents   = 14 // the mean of the sampled histories
+	// Issue 38: the codec may cost at most 5 %, encrypted against the default scenario (captchaflow to captchaflow).
+	minCodecThroughputRatio  = 0.95
+	maxCodecCallbackP99Ratio = 1.05
 	maxWaitingRSSMiB        = 300
 	waitingTargetTasks      = 10000
 )
@@ -22,6 +26,7 @@ const (
 var targetRules = []func(r *Results) []Target{
 	throughputTargets,
 	callbackP99Targets,
+	codecTargets,
 	callbackPathEventsTargets,
 	pollPathEventsTarget,
 	inPHPTarget,
@@ -80,6 +85,37 @@ func callbackP99Targets(r *Results) []Target {
 			Got:      fmt.Sprintf("%.2f × (%s vs %s ms)", tr.CallbackP99Ratio, num(tr.Ours.CallbackToResult.P99), num(tr.Twin.CallbackToResult.P99)),
 			Met:      tr.CallbackP99Ratio <= maxCallbackP99Ratio,
 			Measured: true,
+		})
+	}
+	return ts
+}
+
+// codecTargets: per encrypted scenario, its throughput and callback→result p99 against the default scenario's at
+// the same C in the same run (the twin ratios of both for context).
+func codecTargets(r *Results) []Target {
+	var ts []Target
+	for _, enc := range r.Throughput {
+		i := slices.IndexFunc(r.Throughput, func(tr ThroughputResult) bool {
+			return tr.Scenario == scenarioInstant && tr.Concurrency == enc.Concurrency && tr.Pace == enc.Pace
+		})
+		if enc.Scenario != scenarioEncrypted || i < 0 {
+			continue
+		}
+		def := r.Throughput[i]
+		tput := ratio(enc.Ours.TasksPerSec, def.Ours.TasksPerSec)
+		p99 := ratio(enc.Ours.CallbackToResult.P99, def.Ours.CallbackToResult.P99)
+		ts = append(ts, Target{
+			Name: "codec cost: throughput at " + label(enc),
+			Want: fmt.Sprintf("≥ %.2f × %s's", minCodecThroughputRatio, label(def)),
+			Got: fmt.Sprintf("%.2f × (%.1f vs %.1f tasks/s; twin ratios %.2f vs %.2f)", tput, enc.Ours.TasksPerSec,
+				def.Ours.TasksPerSec, enc.ThroughputRatio, def.ThroughputRatio),
+			Met: tput >= minCodecThroughputRatio && enc.Ours.Failed == 0, Measured: true,
+		}, Target{
+			Name: "codec cost: callback→result p99, " + label(enc),
+			Want: fmt.Sprintf("≤ %.2f × %s's", maxCodecCallbackP99Ratio, label(def)),
+			Got: fmt.Sprintf("%.2f × (%s vs %s ms; twin ratios %.2f vs %.2f)", p99, num(enc.Ours.CallbackToResult.P99),
+				num(def.Ours.CallbackToResult.P99), enc.CallbackP99Ratio, def.CallbackP99Ratio),
+			Met: p99 <= maxCodecCallbackP99Ratio, Measured: true,
 		})
 	}
 	return ts

@@ -24,14 +24,14 @@ type latencySamples struct {
 
 // scenario is one comparison: N tasks of each side at concurrency C.
 type scenario struct {
-	Name        string // "instant", "paced" or "parked"
+	Name        string // "instant", "paced", "encrypted" or "parked"
 	N, C        int
 	Warmup      int
 	Rounds      int
 	OursInput   captchaflow.Input
 	TwinInput   twin.Input
 	Description string
-	// Queue is captchaflow's task queue: the stack's worker's, or the paced worker's in a paced scenario.
+	// Queue is captchaflow's task queue: the stack's worker's, or the paced or encrypted worker's in those scenarios.
 	Queue string
 	// Pace is the rate (per second) the serving worker paces the account at; 0: not paced.
 	Pace float64
@@ -43,14 +43,16 @@ const (
 	scenarioInstant = "instant"
 	scenarioPaced   = "paced" // instant solves, served by a worker with a rate above the offered load
 	scenarioParked  = "parked"
+	// scenarioEncrypted: instant solves, every payload encrypted by the product's codec (issue 38)
+	scenarioEncrypted = "encrypted"
 )
 
 // scenarioLabel names a scenario in the log, the tables and the plot: its concurrency, whether its callbacks come
-// to a parked workflow, and the rate it was paced at (none: the default configuration).
+// to a parked workflow or its payloads are encrypted, and the rate it was paced at (none: the default configuration).
 func scenarioLabel(name string, c int, pace float64) string {
 	l := fmt.Sprintf("C = %d", c)
-	if name == scenarioParked {
-		l += " parked"
+	if name == scenarioParked || name == scenarioEncrypted {
+		l += " " + name
 	}
 	if pace > 0 {
 		l += " paced at " + rateText(pace) + "/s"
@@ -64,7 +66,7 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 	if w := sc.Warmup; w > 0 {
 		log.Printf("%s: warming up with %d tasks per side", sc.label(), w)
 		drive(ctx, ids(prefix+"warm-twin-", 0, w), sc.C, b.runTwin(sc.TwinInput, nil))
-		drive(ctx, ids(prefix+"warm-ours-", 0, w), sc.C, b.runOursOn(sc.Queue, sc.OursInput, nil))
+		drive(ctx, ids(prefix+"warm-ours-", 0, w), sc.C, b.oursFor(sc, nil))
 	}
 	s, err := b.alternate(ctx, sc, prefix)
 	if err != nil {
@@ -123,7 +125,7 @@ func (b *bench) alternate(ctx context.Context, sc scenario, prefix string) (*sid
 	pids := b.pidsFor(sc)
 	s := &sides{oursCPU: newCPUMeter(pids, b.pidTrees), twinCPU: newCPUMeter(pids, b.pidTrees)}
 	per := sc.N / sc.Rounds
-	startOurs, startTwin := b.runOursOn(sc.Queue, sc.OursInput, &s.oursRes), b.runTwin(sc.TwinInput, nil)
+	startOurs, startTwin := b.oursFor(sc, &s.oursRes), b.runTwin(sc.TwinInput, nil)
 	for r := range sc.Rounds {
 		from, to := r*per, (r+1)*per
 		if r == sc.Rounds-1 {

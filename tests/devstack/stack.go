@@ -315,7 +315,24 @@ func (s *Stack) workerEnv() map[string]string {
 }
 
 // StartIngress starts the ingress, or restarts it after Kill or Stop, and waits for /readyz (Temporal reachable).
-func (s *Stack) StartIngress(ctx context.Context) error {
+func (s *Stack) StartIngress(ctx context.Context) error { return s.startIngress(ctx, nil) }
+
+// RestartIngressWith stops the ingress and starts a fresh process with extra on top of its environment (nil: as
+// configured), e.g. the bench's keys file for its encrypted scenarios; a later StartIngress restarts it so.
+func (s *Stack) RestartIngressWith(ctx context.Context, extra map[string]string) error {
+	s.mu.Lock()
+	p := s.ingress
+	s.ingress = nil // a Process keeps its environment: a new one gets the new
+	s.mu.Unlock()
+	if p != nil {
+		if err := p.Stop(); err != nil {
+			return err
+		}
+	}
+	return s.startIngress(ctx, extra)
+}
+
+func (s *Stack) startIngress(ctx context.Context, extra map[string]string) error {
 	env := map[string]string{
 		"INGRESS_ADDR":         loopback(s.opts.IngressPort),
 		"INGRESS_METRICS_ADDR": loopback(s.opts.IngressMetricsPort),
@@ -325,7 +342,12 @@ func (s *Stack) StartIngress(ctx context.Context) error {
 		// The same file: make run has one key; a deployment gives the ingress the current key alone.
 		"CAPTCHAFLOW_KEYS_FILE": s.opts.KeysFile,
 	}
-	return s.startComponent(ctx, &s.ingress, "ingress", s.bins.Ingress, env, s.opts.IngressEnv, s.IngressURL()+"/readyz")
+	overrides := maps.Clone(s.opts.IngressEnv)
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	maps.Copy(overrides, extra)
+	return s.startComponent(ctx, &s.ingress, "ingress", s.bins.Ingress, env, overrides, s.IngressURL()+"/readyz")
 }
 
 func (s *Stack) startComponent(ctx context.Context, slot **Process, name, binary string, env, overrides map[string]string, readyURL string) error {
