@@ -135,3 +135,18 @@ func TestPacedRowsAreLabelledAndTargeted(t *testing.T) {
 		t.Errorf("\"default configuration (not paced)\" %d times, want 2 (the paced rows are not the default):\n%s", n, md)
 	}
 }
+
+// The requests row names only the operations where the sides differ: a heartbeat per task shows as one.
+func TestRequestsCell(t *testing.T) {
+	ours := map[string]float64{"RecordActivityTaskHeartbeat": 1, "RespondWorkflowTaskCompleted": 2.02}
+	twin := map[string]float64{"RespondWorkflowTaskCompleted": 2}
+	if got, want := requestsCell(ours, twin), "3.0 (RecordActivityTaskHeartbeat 1.00)"; got != want {
+		t.Errorf("ours: got %q, want %q", got, want)
+	}
+	if got, want := requestsCell(twin, ours), "2.0 (RecordActivityTaskHeartbeat 0.00)"; got != want {
+		t.Errorf("twin: got %q, want %q", got, want)
+	}
+	if got := requestsCell(nil, twin); got != "—" {
+		t.Errorf("unread: got %q", got)
+	}
+}

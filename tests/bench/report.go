@@ -62,6 +62,9 @@ func (m *markdown) throughputRows(r *Results) {
 		m.p("| %s callback → result p50 / p95 / p99, ms (twin: signal → result) | %s | %s | **%.2f** (p99) |\n", c, dist3(o.CallbackToResult), dist3(t.CallbackToResult), tr.CallbackP99Ratio)
 		m.p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend(r.Throughput), cpuRow(o.CPUms, o.CPUms), cpuRow(t.CPUms, o.CPUms), ratio(cpuTotal(o.CPUms), cpuTotal(t.CPUms)))
 		m.p("| %s history events per task (min–max, mean; sampled) | %s | %s | |\n", c, histRange(o.HistoryEvents), histRange(t.HistoryEvents))
+		if o.HistoryRequests != nil {
+			m.p("| %s Temporal history-service requests per task (where the sides differ) | %s | %s | |\n", c, requestsCell(o.HistoryRequests, t.HistoryRequests), requestsCell(t.HistoryRequests, o.HistoryRequests))
+		}
 		m.p("| %s share of tasks that started the callback timer | %s | %s | |\n", c, timerShare(o.HistoryEvents), timerShare(t.HistoryEvents))
 		if o.Failed+t.Failed+o.Missing+t.Missing > 0 {
 			m.p("| %s failed / without callback time | %d / %d | %d / %d | |\n", c, o.Failed, o.Missing, t.Failed, t.Missing)

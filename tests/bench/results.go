@@ -76,6 +76,8 @@ type SideResult struct {
 	// CPUms is the CPU time per task of each process while this side ran (ms): temporal (dev server only),
 	// worker, ingress, simulator, and bench (the driver; for the twin also its worker and signaller).
 	CPUms map[string]float64 `json:"cpu_ms_per_task"`
+	// HistoryRequests is the history service's requests per task by operation while this side ran (dev server).
+	HistoryRequests map[string]float64 `json:"history_requests_per_task,omitempty"`
 	// Provider requests (captchaflow only).
 	InPHPPerTask  float64 `json:"in_php_per_task,omitempty"`
 	ResPHPPerTask float64 `json:"res_php_per_task,omitempty"`

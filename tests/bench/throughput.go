@@ -72,7 +72,6 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 	if err != nil {
 		return ThroughputResult{}, err
 	}
-
 	tr := ThroughputResult{Scenario: sc.Name, Description: sc.Description, Concurrency: sc.C, Pace: sc.Pace}
 	samples := latencySamples{Label: sc.label()}
 
@@ -99,6 +98,7 @@ func (b *bench) compare(ctx context.Context, sc scenario) (ThroughputResult, err
 		return oursCallbackAt(r.ID)
 	})
 	tr.Ours.CPUms, tr.Twin.CPUms = s.oursCPU.perTask(len(s.ours)), s.twinCPU.perTask(len(s.twin))
+	tr.Ours.HistoryRequests, tr.Twin.HistoryRequests = s.oursReq.perTask(len(s.ours)), s.twinReq.perTask(len(s.twin))
 	countRequests(&tr.Ours, s.ours, &s.oursRes, tasks)
 	b.explainTails(ctx, &tr, s, oursCallbackAt)
 
@@ -118,12 +118,14 @@ type sides struct {
 	oursSecs, twinSecs float64
 	oursRes            sync.Map // captchaflow.Result by workflow ID
 	oursCPU, twinCPU   *cpuMeter
+	oursReq, twinReq   *requestMeter
 }
 
 // alternate runs the scenario's N tasks per side in sc.Rounds rounds, twin then ours in each.
 func (b *bench) alternate(ctx context.Context, sc scenario, prefix string) (*sides, error) {
 	pids := b.pidsFor(sc)
-	s := &sides{oursCPU: newCPUMeter(pids, b.pidTrees), twinCPU: newCPUMeter(pids, b.pidTrees)}
+	s := &sides{oursCPU: newCPUMeter(pids, b.pidTrees), twinCPU: newCPUMeter(pids, b.pidTrees),
+		oursReq: newRequestMeter(b.st.TemporalMetricsURL()), twinReq: newRequestMeter(b.st.TemporalMetricsURL())}
 	per := sc.N / sc.Rounds
 	startOurs, startTwin := b.oursFor(sc, &s.oursRes), b.runTwin(sc.TwinInput, nil)
 	for r := range sc.Rounds {
@@ -132,10 +134,10 @@ func (b *bench) alternate(ctx context.Context, sc scenario, prefix string) (*sid
 			to = sc.N
 		}
 		var tr, or []taskRun
-		s.twinCPU.measure(func() { tr = drive(ctx, ids(prefix+"twin-", from, to), sc.C, startTwin) })
+		s.twinReq.measure(ctx, func() { s.twinCPU.measure(func() { tr = drive(ctx, ids(prefix+"twin-", from, to), sc.C, startTwin) }) })
 		s.twinSecs += span(tr).Seconds()
 		s.twin = append(s.twin, tr...)
-		s.oursCPU.measure(func() { or = drive(ctx, ids(prefix+"ours-", from, to), sc.C, startOurs) })
+		s.oursReq.measure(ctx, func() { s.oursCPU.measure(func() { or = drive(ctx, ids(prefix+"ours-", from, to), sc.C, startOurs) }) })
 		s.oursSecs += span(or).Seconds()
 		s.ours = append(s.ours, or...)
 		log.Printf("%s round %d/%d: twin %.1f tasks/s, ours %.1f tasks/s", sc.label(), r+1, sc.Rounds,
