@@ -36,6 +36,7 @@ type config struct {
 	parkedN          int
 	parkedC          int
 	parkedDelay      time.Duration
+	nexusSolve       time.Duration
 	timeout          time.Duration
 	waitBudget       time.Duration
 	fleetN           int
@@ -95,6 +96,7 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.IntVar(&cfg.parkedN, "parked-n", 200, "tasks per side whose callback comes -parked-delay after the submit, to a workflow waiting on its timer")
 	fs.IntVar(&cfg.parkedC, "parked-c", 20, "concurrency of the parked runs")
 	fs.DurationVar(&cfg.parkedDelay, "parked-delay", 2*time.Second, "solve time (twin: signal delay) of the parked runs")
+	fs.DurationVar(&cfg.nexusSolve, "nexus-solve", 0, "solve time of the nexus phase's tasks, both sides (0: at once)")
 	fs.BoolVar(&cfg.codec, "codec", true, "also run each throughput concurrency encrypted: every payload through the product's codec (issue 38), on a worker of its own and with the ingress restarted with the key; -codec=false runs none")
 	fs.Float64Var(&cfg.pacedRate, "paced-rate", 1000, "CAPTCHAAI_SUBMITS_PER_SECOND and CAPTCHAAI_RESULTS_PER_SECOND of the throughput phase's paced scenarios (a worker of their own), a rate above the offered load; 0 runs none")
 	fs.IntVar(&cfg.fleetN, "fleet-n", 600, "tasks the fleet phase starts at once on its two workers")

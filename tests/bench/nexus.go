@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strconv"
 	"time"
 
 	nexuspb "go.temporal.io/api/nexus/v1"
@@ -32,6 +33,7 @@ type NexusResult struct {
 	Concurrency int       `json:"concurrency"`
 	Rounds      int       `json:"rounds"`
 	Endpoint    string    `json:"endpoint"`
+	SolveMS     int       `json:"solve_ms"` // each task's solve time (-nexus-solve), both sides
 	Direct      NexusSide `json:"direct"`
 	Nexus       NexusSide `json:"nexus"`
 	// P50Ratio and P99Ratio are the endpoint's start → result percentiles over the direct start's.
@@ -65,12 +67,16 @@ func (b *bench) nexus(ctx context.Context) (*NexusResult, error) {
 	}
 	defer cleanup()
 	c := b.cfg.concurrencies[0]
-	res := &NexusResult{Tasks: b.cfg.n, Concurrency: c, Rounds: b.cfg.rounds, Endpoint: caller.endpoint}
+	res := &NexusResult{Tasks: b.cfg.n, Concurrency: c, Rounds: b.cfg.rounds, Endpoint: caller.endpoint, SolveMS: int(b.cfg.nexusSolve.Milliseconds())}
 	log.Printf("nexus: %d solves through endpoint %s against %d direct starts, C = %d, %d rounds", b.cfg.n, caller.endpoint, b.cfg.n, c, b.cfg.rounds)
 	if err := b.nexusWarmUp(ctx, caller); err != nil {
 		return nil, fmt.Errorf("nexus: warming up: %w", err)
 	}
-	direct, via := b.runOurs(solveInput(nil), nil), caller.run(solveInput(nil))
+	in := solveInput(nil)
+	if b.cfg.nexusSolve > 0 {
+		in = solveInput(map[string]string{"sim_solve_ms": strconv.Itoa(int(b.cfg.nexusSolve.Milliseconds()))})
+	}
+	direct, via := b.runOurs(in, nil), caller.run(in)
 	for round := range b.cfg.rounds {
 		from, to := round*b.cfg.n/b.cfg.rounds, (round+1)*b.cfg.n/b.cfg.rounds
 		sides := []func(){ // alternated, so that drift hits both
@@ -204,7 +210,7 @@ func (m *markdown) nexusRows(r *Results) {
 	if x == nil {
 		return
 	}
-	c := fmt.Sprintf("nexus (C = %d, %d per side, %d rounds)", x.Concurrency, x.Tasks, x.Rounds)
+	c := fmt.Sprintf("nexus (C = %d, %d per side, %d rounds, solved after %d ms)", x.Concurrency, x.Tasks, x.Rounds, x.SolveMS)
 	m.p("| %s: start → result p50 / p95 / p99, ms, through the endpoint from a caller workflow (captchaflow column) and started directly (twin column) | %s | %s | **%.2f** (p99), %.2f (p50) |\n",
 		c, dist3(x.Nexus.StartToResult), dist3(x.Direct.StartToResult), x.P99Ratio, x.P50Ratio)
 	m.p("| %s: tasks/s, through the endpoint / direct | %s | %s | |\n", c, num(x.Nexus.TasksPerSec), num(x.Direct.TasksPerSec))
