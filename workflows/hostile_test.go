@@ -406,3 +406,28 @@ func TestCallbackOfAKindThatAnswersMoreIsConfirmed(t *testing.T) {
 		captchaflow.Result{Code: r.Code, UserAgent: r.UserAgent, Cookies: r.Cookies})
 	env.AssertExpectations(t)
 }
+
+// TestLostAnswerOfAKindThatAnswersMoreIsCompleted: a submission whose in.php answer was lost is answered by its
+// pingback, which carries the code alone; one result request of the task's own fetches the user agent and cookies.
+func TestLostAnswerOfAKindThatAnswersMoreIsCompleted(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	Register(env, &activities.Activities{}, Settings{})
+	env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{}, lostAnswer()).Once()
+	env.OnActivity(acts.Poll, mock.Anything, mock.MatchedBy(func(r activities.PollRequest) bool {
+		return r.ProviderTaskID == "111" && r.Kind == string(providers.KindTurnstileChallenge)
+	})).Return(activities.PollResult{Code: "TOKEN", UserAgent: "Mozilla/5.0 T", Cookies: "a=1"}, nil).Once()
+	cb := captchaflow.Callback{ProviderTaskID: "111", Code: "TOKEN", Authenticated: true, RunID: testRunID, Submission: 1}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(captchaflow.CallbackSignal, cb) }, 10*time.Second)
+	in := captchaflow.Input{Method: "turnstile", Params: captchaflow.Params{"sitekey": "0x4", "pageurl": "https://e.com",
+		"pagedata": "PD"}, LostAnswerWaitSeconds: 60}.WithDefaults()
+	env.ExecuteWorkflow(SolveCaptcha, in)
+
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var r captchaflow.Result
+	require.NoError(t, env.GetWorkflowResult(&r))
+	assert.Equal(t, captchaflow.Result{ProviderTaskID: "111", Code: "TOKEN", UserAgent: "Mozilla/5.0 T", Cookies: "a=1"},
+		captchaflow.Result{ProviderTaskID: r.ProviderTaskID, Code: r.Code, UserAgent: r.UserAgent, Cookies: r.Cookies})
+	env.AssertExpectations(t)
+}

@@ -176,7 +176,7 @@ func (s *solver) solve(ctx workflow.Context) (_ captchaflow.Result, err error) {
 		}
 		switch o.kind {
 		case outSolved: // stamped with its expiry, it is the status's token
-			res := o.res
+			res := s.completeAnswer(ctx, o.res)
 			res.ReceivedAt = heldAt(ctx, res.SubmittedAt, res.ReceivedAt)
 			res.ExpiresAt, res.Refreshes, res.CostUSD = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes, s.table.cost()
 			s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt

@@ -386,6 +386,28 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 		NonRetryableErrorTypes: append([]string{activities.FailureNotReady}, activities.NonRetryableProviderErrors...)})
 }
 
+// completeAnswer fetches what a code of a kind that answers more came without — a lost submission's or another
+// candidate's pingback carries the code alone — by one result request of the task's own; failing, the paid code goes
+// alone, logged.
+func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {
+	kind := providers.AnswersMore(s.in.Method, s.in.Params)
+	left := min(s.remaining(ctx), time.Minute)
+	if kind == "" || res.UserAgent != "" || res.Cookies != "" || res.ProviderTaskID == "" || left <= 0 || !kindsFixed(ctx) {
+		return res
+	}
+	req := activities.PollRequest{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, Method: s.in.Method, Kind: string(kind)}
+	actx := s.onQueue(withRetry(ctx, ProviderStartToClose, left, &temporal.RetryPolicy{InitialInterval: time.Second,
+		BackoffCoefficient: 2, MaximumAttempts: confirmAttempts, NonRetryableErrorTypes: activities.NonRetryableProviderErrors}),
+		s.queueOf(res.Provider, activities.ResultsQueue), pollPriority(left))
+	var r activities.PollResult
+	if err := workflow.ExecuteActivity(actx, acts.Poll, req).Get(ctx, &r); err != nil || r.Code != res.Code {
+		s.logger.Warn("the answer's user agent and cookies could not be fetched: the code goes alone", "ProviderTaskID", res.ProviderTaskID, "Error", err)
+		return res
+	}
+	res.UserAgent, res.Cookies = r.UserAgent, r.Cookies
+	return res
+}
+
 // poll asks res.php every poll interval until the deadline (the retry policy is the loop); stop cancels it.
 func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
 	pollCtx, stop := workflow.WithCancel(ctx)
