@@ -408,7 +408,8 @@ func TestCallbackOfAKindThatAnswersMoreIsConfirmed(t *testing.T) {
 }
 
 // TestLostAnswerOfAKindThatAnswersMoreIsCompleted: a submission whose in.php answer was lost is answered by its
-// pingback, which carries the code alone; one result request of the task's own fetches the user agent and cookies.
+// pingback, which carries the code alone (in.php's DataDome pingback, its Set-Cookie line); one result request of
+// the task's own fetches the whole answer.
 func TestLostAnswerOfAKindThatAnswersMoreIsCompleted(t *testing.T) {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
@@ -417,7 +418,7 @@ func TestLostAnswerOfAKindThatAnswersMoreIsCompleted(t *testing.T) {
 	env.OnActivity(acts.Poll, mock.Anything, mock.MatchedBy(func(r activities.PollRequest) bool {
 		return r.ProviderTaskID == "111" && r.Kind == string(providers.KindTurnstileChallenge)
 	})).Return(activities.PollResult{Code: "TOKEN", UserAgent: "Mozilla/5.0 T", Cookies: "a=1"}, nil).Once()
-	cb := captchaflow.Callback{ProviderTaskID: "111", Code: "TOKEN", Authenticated: true, RunID: testRunID, Submission: 1}
+	cb := captchaflow.Callback{ProviderTaskID: "111", Code: "datadome=TOKEN; Path=/", Authenticated: true, RunID: testRunID, Submission: 1}
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(captchaflow.CallbackSignal, cb) }, 10*time.Second)
 	in := captchaflow.Input{Method: "turnstile", Params: captchaflow.Params{"sitekey": "0x4", "pageurl": "https://e.com",
 		"pagedata": "PD"}, LostAnswerWaitSeconds: 60}.WithDefaults()

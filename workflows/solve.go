@@ -50,6 +50,14 @@ func kindsFixed(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, changeKinds, workflow.DefaultVersion, 1) == 1
 }
 
+// changeAnswersCompleted: such a code taken from a lost submission's or another candidate's callback is followed by
+// one result request for what the callback lacks. Asked only for such a code.
+const changeAnswersCompleted = "answers-completed"
+
+func answersCompleted(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeAnswersCompleted, workflow.DefaultVersion, 1) == 1
+}
+
 // checkInput judges the workflow ID (a segment of the callback URL) and the input as this build does, or as 1.0 did
 // for a history it recorded: it took the IDs "." and ".." and refused params.action in any case. Validate sorts a
 // map's keys and parses URLs: pure.

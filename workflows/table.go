@@ -392,7 +392,7 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {
 	kind := providers.AnswersMore(s.in.Method, s.in.Params)
 	left := min(s.remaining(ctx), time.Minute)
-	if kind == "" || res.UserAgent != "" || res.Cookies != "" || res.ProviderTaskID == "" || left <= 0 || !kindsFixed(ctx) {
+	if kind == "" || res.UserAgent != "" || res.Cookies != "" || res.ProviderTaskID == "" || left <= 0 || !answersCompleted(ctx) {
 		return res
 	}
 	req := activities.PollRequest{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, Method: s.in.Method, Kind: string(kind)}
@@ -400,11 +400,12 @@ func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) ca
 		BackoffCoefficient: 2, MaximumAttempts: confirmAttempts, NonRetryableErrorTypes: activities.NonRetryableProviderErrors}),
 		s.queueOf(res.Provider, activities.ResultsQueue), pollPriority(left))
 	var r activities.PollResult
-	if err := workflow.ExecuteActivity(actx, acts.Poll, req).Get(ctx, &r); err != nil || r.Code != res.Code {
+	if err := workflow.ExecuteActivity(actx, acts.Poll, req).Get(ctx, &r); err != nil || r.Code == "" {
 		s.logger.Warn("the answer's user agent and cookies could not be fetched: the code goes alone", "ProviderTaskID", res.ProviderTaskID, "Error", err)
 		return res
 	}
-	res.UserAgent, res.Cookies = r.UserAgent, r.Cookies
+	// The provider's answer for the task, whole: an in.php DataDome pingback's code is its Set-Cookie line.
+	res.Code, res.UserAgent, res.Cookies = r.Code, r.UserAgent, r.Cookies
 	return res
 }
 
