@@ -110,21 +110,35 @@ func ValidateWorkflowID(id string) error {
 	return nil
 }
 
-// RequiredParams are the in.php fields each known method cannot do without; the simulator refuses the same.
-var RequiredParams = map[string][]string{
-	"userrecaptcha":    {"googlekey", "pageurl"},
-	"hcaptcha":         {"sitekey", "pageurl"},
-	"turnstile":        {"sitekey", "pageurl"},
-	"funcaptcha":       {"publickey", "pageurl"},
-	"geetest":          {"gt", "challenge", "pageurl"},
-	"geetest_v4":       {"captcha_id", "pageurl"},
-	"base64":           {"body"},
-	"post":             {"file"},
-	"datadome":         {"captcha_url", "pageurl", "userAgent"},
-	"cf_clearance":     {"pageurl"},
-	"amazon_waf":       {"sitekey", "iv", "context", "pageurl"},
-	"mt_captcha":       {"sitekey", "pageurl"},
-	"friendly_captcha": {"sitekey", "pageurl"},
+// RequiredParams are the in.php fields each method 1.0 knew cannot do without, KindParams those of the kinds added
+// with proxies (checked last, as the proxy: a build before judged neither); the simulator refuses the same (Required).
+var (
+	RequiredParams = map[string][]string{
+		"userrecaptcha": {"googlekey", "pageurl"},
+		"hcaptcha":      {"sitekey", "pageurl"},
+		"turnstile":     {"sitekey", "pageurl"},
+		"funcaptcha":    {"publickey", "pageurl"},
+		"geetest":       {"gt", "challenge", "pageurl"},
+		"geetest_v4":    {"captcha_id", "pageurl"},
+		"base64":        {"body"},
+		"post":          {"file"},
+	}
+	KindParams = map[string][]string{
+		"datadome":         {"captcha_url", "pageurl", "userAgent"},
+		"cf_clearance":     {"pageurl"},
+		"amazon_waf":       {"sitekey", "iv", "context", "pageurl"},
+		"mt_captcha":       {"sitekey", "pageurl"},
+		"friendly_captcha": {"sitekey", "pageurl"},
+	}
+)
+
+// Required are the fields method cannot do without, and whether captchaflow knows the method.
+func Required(method string) ([]string, bool) {
+	if r, ok := RequiredParams[method]; ok {
+		return r, true
+	}
+	r, ok := KindParams[method]
+	return r, ok
 }
 
 // ProxiedMethods go through the user's proxy only: every provider that sells them requires params.proxy.
@@ -154,8 +168,8 @@ func (in Input) WithDefaults() Input {
 	return in
 }
 
-// Validate checks in (after WithDefaults) and returns a *FieldError naming the first field that is wrong.
-func (in Input) Validate() error {
+// ValidBeforeProxies is Validate as builds before proxies, and the kinds added with them, judged in: its checks first.
+func (in Input) ValidBeforeProxies() error {
 	if in.decodeErr != nil {
 		return in.decodeErr
 	}
@@ -190,7 +204,12 @@ func (in Input) Validate() error {
 	if err := checkProviders(in.Providers); err != nil {
 		return err
 	}
-	return in.checkProxy() // last: a build before proxies found nothing else wrong (IsProxyRefusal)
+	return nil
+}
+
+// Validate checks in (after WithDefaults) and returns a *FieldError naming the first field that is wrong.
+func (in Input) Validate() error {
+	return cmp.Or(in.ValidBeforeProxies(), in.checkProxy(), in.checkRequired(KindParams))
 }
 
 // validateMethodParams: a method name, none of the reserved params, every required one, a page URL a provider can open.
@@ -208,13 +227,21 @@ func (in Input) validateMethodParams() error {
 			return fieldError("params."+k, "set by captchaflow, must not be passed")
 		}
 	}
-	for _, k := range RequiredParams[in.Method] {
-		if strings.TrimSpace(in.Params[k]) == "" {
-			return fieldError("params."+k, "required for method %s", in.Method)
-		}
+	if err := in.checkRequired(RequiredParams); err != nil {
+		return err
 	}
 	if u, ok := in.Params["pageurl"]; ok && !isHTTPURL(u) {
 		return fieldError("params.pageurl", "%.80q is not an absolute http(s) URL", u)
+	}
+	return nil
+}
+
+// checkRequired: every field the table requires of in's method.
+func (in Input) checkRequired(table map[string][]string) error {
+	for _, k := range table[in.Method] {
+		if strings.TrimSpace(in.Params[k]) == "" {
+			return fieldError("params."+k, "required for method %s", in.Method)
+		}
 	}
 	return nil
 }

@@ -99,3 +99,14 @@ func TestInputErrorNamesTheSmallestBadParamEveryTime(t *testing.T) {
 		require.Equal(t, "params.beta: must be a string, number or boolean", err.Error())
 	}
 }
+
+// A history from before the kinds added with proxies replays as that build judged it: their required fields are
+// Validate's last check, the one checkInput gates (a method it did not know passed through with any params).
+func TestKindParamsAreJudgedLastAsProxiesAre(t *testing.T) {
+	in := Input{Method: "amazon_waf", Params: Params{"sitekey": "k", "iv": "i", "pageurl": "https://e.com/"}}.WithDefaults()
+	assert.ErrorContains(t, in.Validate(), "params.context")
+	assert.NoError(t, in.ValidBeforeProxies(), "a build before the kinds took it")
+	in.MaxSubmits = 99
+	assert.ErrorContains(t, in.ValidBeforeProxies(), "max_submits", "what it refused it still refuses")
+	assert.ErrorContains(t, in.Validate(), "max_submits", "first")
+}

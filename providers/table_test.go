@@ -2,6 +2,7 @@ package providers
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestEveryEntryCitesItsProvidersDocs(t *testing.T) {
 // an Input that validates never reaches a provider without a field its task needs, and no task needs a field the
 // Input may lack.
 func TestRequiredFieldsMatchTheInputsRequiredParams(t *testing.T) {
-	for method, required := range captchaflow.RequiredParams {
+	for method, required := range knownMethods() {
 		for _, kind := range kindsOf(method) {
 			for flavor, spec := range taskTable[kind] {
 				var specRequired []string
@@ -63,8 +64,15 @@ func kindsOf(method string) []Kind {
 	return []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise}
 }
 
+// knownMethods are the methods the Input requires fields of (1.0's and the kinds added since), with those fields.
+func knownMethods() map[string][]string {
+	all := maps.Clone(captchaflow.RequiredParams)
+	maps.Copy(all, captchaflow.KindParams)
+	return all
+}
+
 func TestEveryKnownMethodHasAKind(t *testing.T) {
-	for method := range captchaflow.RequiredParams {
+	for method := range knownMethods() {
 		assert.NotEmpty(t, kindsOf(method), method)
 	}
 	assert.Len(t, Kinds, len(taskTable), "every kind is declared in the table, served by some flavor")

@@ -66,8 +66,8 @@ func answersCompleted(ctx workflow.Context) bool {
 func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	valid := in.Validate()
-	if captchaflow.IsProxyRefusal(valid) && !proxiesFixed(ctx) {
-		valid = nil // a build before proxies refused none (the proxy check is Validate's last)
+	if valid != nil && in.ValidBeforeProxies() == nil && !proxiesFixed(ctx) {
+		valid = nil // a build before proxies refused none of the checks since (Validate's last)
 	}
 	err, old := cmp.Or(captchaflow.ValidateWorkflowID(id), valid), valid
 	if id != "." && id != ".." {

@@ -116,7 +116,7 @@ func checkMethodParams(r *http.Request, method string) (reply, bool) {
 	case "post":
 		return checkFileImage(r)
 	}
-	required, known := captchaflow.RequiredParams[method]
+	required, known := captchaflow.Required(method)
 	if !known {
 		return errReply(ErrorNoSuchMethod), false
 	}
