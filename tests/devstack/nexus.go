@@ -25,8 +25,14 @@ func nexusDynamicConfig(httpPort int) map[string]string {
 	return map[string]string{
 		"component.nexusoperations.callback.endpoint.template": fmt.Sprintf(`"http://%s/namespaces/{{.NamespaceName}}/nexus/callback"`, loopback(httpPort)),
 		"callback.allowedAddresses":                            `[{"Pattern": "127.0.0.1:*", "AllowInsecure": true}]`,
+		"component.nexusoperations.disallowedHeaders":          disallowedNexusHeaders,
 	}
 }
+
+// disallowedNexusHeaders are the server's defaults and nexus-link, which a caller could otherwise overwrite with a
+// link naming another namespace (deploy/temporal/dynamicconfig.yaml says the same).
+const disallowedNexusHeaders = `["request-timeout", "xdc-redirection-api", "xdc-redirection-source-cell", "xdc-redirection", ` +
+	`"caller-name", "caller-type", "call-initiation", "temporal-principal-type", "temporal-principal-name", "nexus-link"]`
 
 // SetUpNexus registers CallerNamespace and creates the captchaflow endpoint, targeting the worker's namespace
 // and task queue, each only if missing.
