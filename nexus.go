@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/api/serviceerror"
@@ -61,7 +62,7 @@ func callerRefused(callers []string, links []nexus.Link) error {
 	}
 	for _, l := range links {
 		if we, err := temporalnexus.ConvertNexusLinkToLinkWorkflowEvent(l); err == nil {
-			if slices.Contains(callers, we.GetNamespace()) {
+			if slices.ContainsFunc(callers, func(c string) bool { return strings.TrimSpace(c) == we.GetNamespace() }) { // "shop, b"
 				return nil
 			}
 			break // the first workflow link is the caller's

@@ -78,6 +78,7 @@ func TestNexusServesOnlyListedCallers(t *testing.T) {
 	}
 	assert.NoError(t, callerRefused(nil, nil), "no list: every caller")
 	assert.NoError(t, callerRefused([]string{"shop", "qa"}, link("qa")))
+	assert.NoError(t, callerRefused([]string{"shop", " qa"}, link("qa")), "the list as NEXUS_CALLER_NAMESPACES=\"shop, qa\" gives it")
 	for _, links := range [][]nexus.Link{link("intruder"), nil, {{Type: "other"}}} {
 		var handlerErr *nexus.HandlerError
 		require.ErrorAs(t, callerRefused([]string{"shop"}, links), &handlerErr)
