@@ -71,9 +71,14 @@ func (i *forgeLinkInbound) Init(out interceptor.WorkflowOutboundInterceptor) err
 type forgeLinkOutbound struct{ interceptor.WorkflowOutboundInterceptorBase }
 
 func (o *forgeLinkOutbound) ExecuteNexusOperation(ctx workflow.Context, in interceptor.ExecuteNexusOperationInput) workflow.NexusOperationFuture {
+	in.NexusHeader = map[string]string{"nexus-link": forgedLink}
+	return o.Next.ExecuteNexusOperation(ctx, in)
+}
+
+// forgedLink is a Nexus-Link header value naming a workflow of shop (made once: its encoding iterates a map).
+var forgedLink = func() string {
 	l := temporalnexus.ConvertLinkWorkflowEventToNexusLink(&commonpb.Link_WorkflowEvent{Namespace: devstack.CallerNamespace,
 		WorkflowId: "forged", RunId: "00000000-0000-4000-8000-000000000000", Reference: &commonpb.Link_WorkflowEvent_EventRef{
 			EventRef: &commonpb.Link_WorkflowEvent_EventReference{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED}}})
-	in.NexusHeader = map[string]string{"nexus-link": fmt.Sprintf(`<%s>; type="%s"`, l.URL, l.Type)}
-	return o.Next.ExecuteNexusOperation(ctx, in)
-}
+	return fmt.Sprintf(`<%s>; type="%s"`, l.URL, l.Type)
+}()
