@@ -147,24 +147,33 @@ func checkNoCredential(ctx context.Context, t *testing.T, s *stack, taskID strin
 // NEXUS_CALLER_NAMESPACES=shop, refuses one of captchaflow's own namespace Unauthorized, and starts nothing.
 func TestE2E_NexusCallerNotListed(t *testing.T) {
 	s := requireStack(t)
-	shopClient(t, s) // the endpoint, on an external server too
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const queue = "unlisted-callers"
-	w := worker.New(s.c, queue, worker.Options{})
-	w.RegisterWorkflowWithOptions(captchaflow.SolveViaNexus, workflow.RegisterOptions{Name: captchaflow.NexusCallerWorkflowType})
-	require.NoError(t, w.Start())
-	defer w.Stop()
-	tr := newScenario(t, s, "unlisted").add(1, taskSpec{Kind: "called from an unlisted namespace"})[0]
-	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tr.ID + "-caller", TaskQueue: queue},
-		captchaflow.NexusCallerWorkflowType, captchaflow.NexusCall{SolveRequest: captchaflow.SolveRequest{TaskID: tr.ID, Input: s.input(tr.taskSpec)}})
-	require.NoError(t, err)
-	err = run.Get(ctx, nil)
+	tr, run := startUnlistedCaller(ctx, t, s, "unlisted", worker.Options{})
+	err := run.Get(ctx, nil)
 	var handlerErr *nexus.HandlerError
 	require.ErrorAs(t, err, &handlerErr, "%v", err)
 	assert.Equal(t, nexus.HandlerErrorTypeUnauthorized, handlerErr.Type)
 	_, err = s.c.DescribeWorkflow(ctx, tr.ID, "")
 	assert.True(t, errors.As(err, new(*serviceerror.NotFound)), "no task started: %v", err)
+}
+
+// startUnlistedCaller starts a caller's workflow in captchaflow's own namespace (not in NEXUS_CALLER_NAMESPACES), on
+// a worker of its own (queue name-callers, options opts), solving one task through the endpoint.
+func startUnlistedCaller(ctx context.Context, t *testing.T, s *stack, name string, opts worker.Options) (*taskRun, client.WorkflowRun) {
+	shopClient(t, s) // the endpoint, on an external server too
+	w := worker.New(s.c, name+"-callers", opts)
+	w.RegisterWorkflowWithOptions(captchaflow.SolveViaNexus, workflow.RegisterOptions{Name: captchaflow.NexusCallerWorkflowType})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	tr := newScenario(t, s, name).add(1, taskSpec{Kind: "called from an unlisted namespace (" + name + ")"})[0]
+	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tr.ID + "-caller", TaskQueue: name + "-callers"},
+		captchaflow.NexusCallerWorkflowType, captchaflow.NexusCall{SolveRequest: captchaflow.SolveRequest{TaskID: tr.ID, Input: s.input(tr.taskSpec)}})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = s.c.TerminateWorkflow(context.Background(), run.GetID(), "", "unlisted caller's test over")
+	})
+	return tr, run
 }
 
 // envExternalHTTPAddress is the external frontend's HTTP API (host:port), where Nexus endpoints also take requests.

@@ -8,17 +8,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporalnexus"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 )
 
@@ -27,19 +24,9 @@ import (
 // the server lets the caller's header overwrite its own link and the worker would serve it as shop.
 func TestE2E_NexusCallerForgedLink(t *testing.T) {
 	s := requireStack(t)
-	shopClient(t, s) // the endpoint, on an external server too
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const queue = "forging-callers"
-	w := worker.New(s.c, queue, worker.Options{Interceptors: []interceptor.WorkerInterceptor{&forgeLink{}}})
-	w.RegisterWorkflowWithOptions(captchaflow.SolveViaNexus, workflow.RegisterOptions{Name: captchaflow.NexusCallerWorkflowType})
-	require.NoError(t, w.Start())
-	defer w.Stop()
-	tr := newScenario(t, s, "forged").add(1, taskSpec{Kind: "called with a forged link"})[0]
-	run, err := s.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: tr.ID + "-caller", TaskQueue: queue},
-		captchaflow.NexusCallerWorkflowType, captchaflow.NexusCall{SolveRequest: captchaflow.SolveRequest{TaskID: tr.ID, Input: s.input(tr.taskSpec)}})
-	require.NoError(t, err)
-	defer func() { _ = s.c.TerminateWorkflow(context.Background(), run.GetID(), "", "forged-link test over") }()
+	tr, run := startUnlistedCaller(ctx, t, s, "forged", worker.Options{Interceptors: []interceptor.WorkerInterceptor{&forgeLink{}}})
 	eventually(t, "the caller's workflow task refused", 30*time.Second, 200*time.Millisecond, func() string {
 		if _, err := s.c.DescribeWorkflow(ctx, tr.ID, ""); err == nil {
 			t.Fatalf("the forged caller started task %s", tr.ID)
@@ -51,24 +38,30 @@ func TestE2E_NexusCallerForgedLink(t *testing.T) {
 		}
 		return "no failed workflow task yet"
 	})
-	_, err = s.c.DescribeWorkflow(ctx, tr.ID, "")
+	_, err := s.c.DescribeWorkflow(ctx, tr.ID, "")
 	assert.True(t, errors.As(err, new(*serviceerror.NotFound)), "no task started: %v", err)
 }
 
 // forgeLink sets the nexus-link header of every Nexus operation to a link naming a workflow of shop.
-type forgeLink struct{ interceptor.WorkerInterceptorBase }
+type forgeLink struct {
+	interceptor.WorkerInterceptorBase
+}
 
 func (*forgeLink) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
 	return &forgeLinkInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
 }
 
-type forgeLinkInbound struct{ interceptor.WorkflowInboundInterceptorBase }
+type forgeLinkInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
 
 func (i *forgeLinkInbound) Init(out interceptor.WorkflowOutboundInterceptor) error {
 	return i.Next.Init(&forgeLinkOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}})
 }
 
-type forgeLinkOutbound struct{ interceptor.WorkflowOutboundInterceptorBase }
+type forgeLinkOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
 
 func (o *forgeLinkOutbound) ExecuteNexusOperation(ctx workflow.Context, in interceptor.ExecuteNexusOperationInput) workflow.NexusOperationFuture {
 	in.NexusHeader = map[string]string{"nexus-link": forgedLink}

@@ -17,8 +17,8 @@ const (
 	// Issue 38: the codec may cost at most 5 %, encrypted against the default scenario (captchaflow to captchaflow).
 	minCodecThroughputRatio  = 0.95
 	maxCodecCallbackP99Ratio = 1.05
-	maxWaitingRSSMiB        = 300
-	waitingTargetTasks      = 10000
+	maxWaitingRSSMiB         = 300
+	waitingTargetTasks       = 10000
 )
 
 // targetRules evaluate the targets, in the order of the report's table; each gives the targets its phase's

@@ -452,7 +452,9 @@ func (s *Stack) RunDir() string { return s.opts.RunDir }
 func (s *Stack) Binaries() Binaries { return s.bins }
 
 // Dial connects a client to the stack's Temporal, default namespace, through the stack's codec when it has keys.
-func (s *Stack) Dial(ctx context.Context) (client.Client, error) { return s.DialNamespace(ctx, DefaultNamespace) }
+func (s *Stack) Dial(ctx context.Context) (client.Client, error) {
+	return s.DialNamespace(ctx, DefaultNamespace)
+}
 
 // DialNamespace is Dial in namespace: a caller team's client reads the encrypted results its operations return.
 func (s *Stack) DialNamespace(ctx context.Context, namespace string) (client.Client, error) {
