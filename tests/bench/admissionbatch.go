@@ -150,7 +150,7 @@ func (m *markdown) admissionRows(r *Results) {
 	}
 	for _, f := range []BatchFigures{a.BigUnset, a.BigSet, a.SmallUnset, a.SmallSet} {
 		if f.Tasks == 0 {
-			continue // -admission-batches=false
+			continue // not run
 		}
 		c := fmt.Sprintf("admission batch, %d tasks, %d provider threads, %.0f s solves, PROVIDER_THREADS %s", f.Tasks, f.Cap,
 			batchSolve.Seconds(), f.ProviderThreads)
