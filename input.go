@@ -201,10 +201,7 @@ func (in Input) ValidBeforeProxies() error {
 	if in.NotifyURL != "" && !isHTTPURL(in.NotifyURL) {
 		return fieldError("notify_url", "%.80q is not an absolute http(s) URL", in.NotifyURL)
 	}
-	if err := checkProviders(in.Providers); err != nil {
-		return err
-	}
-	return nil
+	return checkProviders(in.Providers)
 }
 
 // Validate checks in (after WithDefaults) and returns a *FieldError naming the first field that is wrong.

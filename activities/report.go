@@ -40,10 +40,7 @@ type ReportTarget struct {
 
 // LookupReportTarget is the provider task the task's result came from, with its kind for a createTask provider.
 func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
-	dc := a.DataConverter
-	if dc == nil {
-		dc = converter.GetDefaultDataConverter()
-	}
+	dc := cmp.Or(a.DataConverter, converter.GetDefaultDataConverter())
 	target, in, err := lookupReportTarget(ctx, activity.GetClient(ctx), dc, req.TaskID)
 	if p, ok := a.set().Get(target.Provider); err == nil && target.Provider != "" && ok && p.Flavor != "" {
 		kind, err := providers.KindOf(in.Method, in.Params)

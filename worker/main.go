@@ -78,7 +78,11 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return configError{err}
 	}
-	defer flushTraces(flush, logger) // last: after the worker stopped, its last spans ended
+	defer func() { // last: after the worker stopped, its last spans ended
+		if err := flush(context.Background()); err != nil {
+			logger.Warn("traces not flushed", "error", err)
+		}
+	}()
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
@@ -158,13 +162,6 @@ func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.Metr
 		return opts, nil, err
 	}
 	return opts, flush, nil
-}
-
-// flushTraces exports what the batch processor holds (within telemetry's bound).
-func flushTraces(flush func(context.Context) error, logger *slog.Logger) {
-	if err := flush(context.Background()); err != nil {
-		logger.Warn("traces not flushed", "error", err)
-	}
 }
 
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {

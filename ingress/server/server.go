@@ -172,15 +172,6 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// asBodyTooLarge turns the reader's over-limit error, however wrapped, into its 413; nil for any other error.
-func asBodyTooLarge(err error) error {
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return echo.ErrStatusRequestEntityTooLarge
-	}
-	return nil
-}
-
 // ListenAndServe binds INGRESS_ADDR and, unless empty, INGRESS_METRICS_ADDR, and serves until ctx is done. It then
 // reports not ready, lets in-flight callbacks finish and drains the untokened queue within SHUTDOWN_TIMEOUT (a
 // callback cut off mid-signal would only come through the slower poll); the metrics listener closes last.
