@@ -141,9 +141,8 @@ type Route struct {
 	Candidates []RouteCandidate `json:"candidates"`
 }
 
-// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), exploring, a
-// recovered provider's probe, or the PROVIDER_THREADS slot's provider, ranked when the slot was taken (the
-// candidates are as Submit ranks them).
+// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), exploring, a recovered
+// provider's probe, or the PROVIDER_THREADS slot's provider, ranked when the slot was taken (candidates as Submit ranks).
 const RouteCheapest, RouteFastest, RouteExplore, RouteProbe, RouteSlot = "cheapest_that_fits", "fastest_none_fits", "explore",
 	"probe", "slot"
 

@@ -87,9 +87,8 @@ type Pacer struct {
 	limited   sync.Map                   // queue → whether a limit was in force as this worker last saw it
 }
 
-// Queue is where provider's requests of kind (SubmitQueue, ResultsQueue) should run now: its paced queue while the
-// account is paced (a configured rate, or a refusal's pause or ramp in force as this worker last saw it), else "".
-// A nil Pacer paces nothing.
+// Queue is where provider's requests of kind should run now: its paced queue while the account is paced (a configured
+// rate, or a pause or ramp in force as this worker last saw it), else "" (always, for a nil Pacer).
 func (p *Pacer) Queue(provider, kind string) string {
 	if p == nil {
 		return ""

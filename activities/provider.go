@@ -226,9 +226,8 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	return SubmitResult{}, providerError(ctx, err), next
 }
 
-// refusedTask fails a Submit whose task the provider would not take. A proxy word is the user's proxy: ProxyRejected,
-// no other provider asked with it. A type the provider lacks marks it so (Submit skips it a while), naming it: the
-// workflow decides to go elsewhere, as a later choice of provider outside Submit will.
+// refusedTask fails a Submit whose task the provider would not take: a proxy word is the user's (ProxyRejected, asked
+// nowhere else); a type it lacks is marked (skipped a while), and the workflow decides to go elsewhere.
 func (a *Activities) refusedTask(ctx context.Context, name string, req SubmitRequest, err error, lost LostDetails) error {
 	if providers.ClassOf(err) == callback.ClassProxy {
 		activity.GetLogger(ctx).Warn("the provider could not use the task's proxy", "Provider", name, "Code", codeOf(err))

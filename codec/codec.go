@@ -159,9 +159,8 @@ func DataConverter(c *Codec) converter.DataConverter {
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
 }
 
-// Configure gives opts the converters of the keys file at path: payloads and failures' messages and stack traces
-// encrypted. path "" leaves opts plaintext (a warning says so, when logger is set). Every process calls it before
-// dialling; so do callers of captchaflow.Start and Solve for their own clients.
+// Configure gives opts the converters of the keys file at path, encrypting payloads and failures ("": plaintext, with a
+// warning when logger is set). Every process calls it before dialling, as callers of captchaflow.Start and Solve should.
 func Configure(opts *client.Options, path string, logger *slog.Logger) (*Codec, error) {
 	if path == "" {
 		if logger != nil {

@@ -172,9 +172,8 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// ListenAndServe binds INGRESS_ADDR and, unless empty, INGRESS_METRICS_ADDR, and serves until ctx is done. It then
-// reports not ready, lets in-flight callbacks finish and drains the untokened queue within SHUTDOWN_TIMEOUT (a
-// callback cut off mid-signal would only come through the slower poll); the metrics listener closes last.
+// ListenAndServe serves INGRESS_ADDR (and INGRESS_METRICS_ADDR) until ctx is done, then turns not ready and lets callbacks
+// finish and the untokened queue drain within SHUTDOWN_TIMEOUT (a cut-off one waits for the poll); metrics close last.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {

@@ -27,9 +27,8 @@ const (
 	rejectedHintTTL = time.Hour
 )
 
-// handleUntokenedCallback serves the bare /callback?id=&code=. Anyone can call it and task IDs are sequential, so it
-// tells nothing: allow-listed, rate limited before the body is read, the same 200 whether the task exists or not, the
-// lookup in the background queue; repeats, callbacks past the budget and rejected IDs cost no Temporal call.
+// handleUntokenedCallback serves /callback?id=&code=: anyone can call it with sequential IDs, so it tells nothing (the same
+// 200 either way), is allow-listed and rate limited before the body, and looks up in the background; repeats cost no call.
 func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
 	ip := net.ParseIP(c.RealIP()) // every source when UNTOKENED_ALLOW_CIDRS is empty, else only its networks

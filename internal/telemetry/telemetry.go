@@ -1,6 +1,5 @@
-// Package telemetry is the one place that decides whether and how the worker and the ingress export traces: off
-// unless an OTLP endpoint is set, then configured by the standard OTEL_* variables (autoexport, the SDK's batch
-// processor, the resource's service name). Every exported span is scrubbed of URL queries first.
+// Package telemetry decides whether and how the processes export traces: off unless an OTLP endpoint is set, then by the
+// standard OTEL_* variables (autoexport, the batch processor, the service name); spans are scrubbed of URL queries first.
 package telemetry
 
 import (
