@@ -28,9 +28,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
 	sdktally "go.temporal.io/sdk/contrib/tally"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -78,11 +76,7 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return configError{err}
 	}
-	defer func() { // last: after the worker stopped, its last spans ended
-		if err := flush(context.Background()); err != nil {
-			logger.Warn("traces not flushed", "error", err)
-		}
-	}()
+	defer flushTraces(flush, logger) // last: after the worker stopped, its last spans ended
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
@@ -143,25 +137,21 @@ func codecOptions(cfg config.Worker, namespace string) codec.ServerOptions {
 		Token: strings.TrimSpace(cfg.CodecToken.Reveal()), LoopbackWithoutToken: cfg.CodecLoopbackWithoutToken}
 }
 
-// clientOptions are TEMPORAL_*'s (envconfig) with the worker's logger, metrics and, when OTEL_* turn it on, tracing.
+// clientOptions are config.ClientOptions with the worker's metrics and the default namespace named.
 func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.MetricsHandler) (client.Options, func(context.Context) error, error) {
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return opts, nil, fmt.Errorf("temporal client configuration: %w", err)
-	}
+	opts, flush, err := config.ClientOptions(ctx, "captchaflow-worker", logger, logger)
 	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
-	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), metrics
+	opts.MetricsHandler = metrics
 	// The Web UI's Workers page lists a worker once its heartbeat arrives: 10 s, not the SDK's 60 s.
 	opts.WorkerHeartbeatInterval = 10 * time.Second
-	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-worker")
-	if err != nil {
-		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
+	return opts, flush, err
+}
+
+// flushTraces exports what the batch processor holds (within telemetry's bound).
+func flushTraces(flush func(context.Context) error, logger *slog.Logger) {
+	if err := flush(context.Background()); err != nil {
+		logger.Warn("traces not flushed", "error", err)
 	}
-	opts.Interceptors = append(opts.Interceptors, interceptors...)
-	if _, err := codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), logger); err != nil {
-		return opts, nil, err
-	}
-	return opts, flush, nil
 }
 
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {

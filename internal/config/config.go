@@ -3,6 +3,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +12,13 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/codec"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 )
 
 const (
@@ -107,6 +113,23 @@ func load[T any](who string, cfg *T, metricsAddr *string, metricsEnv, metricsDef
 		return fmt.Errorf("%s configuration: %w", who, err)
 	}
 	return nil
+}
+
+// ClientOptions are TEMPORAL_*'s (envconfig) with logger, tracing when OTEL_* turn it on (as service; flush ends it), and
+// payloads through the codec of CAPTCHAFLOW_KEYS_FILE (codecLog hears of it; nil: quiet).
+func ClientOptions(ctx context.Context, service string, logger, codecLog *slog.Logger) (client.Options, func(context.Context) error, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return opts, nil, fmt.Errorf("temporal client configuration: %w", err)
+	}
+	opts.Logger = sdklog.NewStructuredLogger(logger)
+	interceptors, flush, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
+	}
+	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	_, err = codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), codecLog)
+	return opts, flush, err
 }
 
 // MethodTimeouts is "method=duration,…" (e.g. "turnstile=60s"), whole seconds from 1 s to 24 h, each method once.
