@@ -157,8 +157,7 @@ type RouteCandidate struct {
 // WaitingZeroBalance is Status.Waiting while in.php answers ERROR_ZERO_BALANCE.
 const WaitingZeroBalance = "provider balance is zero (in.php answered ERROR_ZERO_BALANCE; on CaptchaAI: no free thread)"
 
-// TokenLifetimes: how long a method's token stays usable from its receipt (vendors' docs; 2 min unless they say).
-// An unlisted method's code does not expire.
+// TokenLifetimes: how long a method's token is usable from receipt (vendors' docs; 2 min unless said; unlisted: no expiry).
 var TokenLifetimes = map[string]time.Duration{
 	"userrecaptcha": 120 * time.Second, // reCAPTCHA v2, v2 invisible, v3, Enterprise
 	"hcaptcha":      120 * time.Second,

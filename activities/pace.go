@@ -124,8 +124,7 @@ func (p *Pacer) tell(ctx context.Context, order PaceOrder) error {
 	return err
 }
 
-// Keep looks at every account queue every interval until ctx ends; it never writes a limit, and a failed read changes
-// nothing. warn hears a queue's failures at most once a minute.
+// Keep reads every account queue each interval until ctx ends, never writing; warn hears a queue's failures once a minute.
 func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue string, err error)) {
 	warned := map[string]time.Time{}
 	for tick := time.NewTicker(every); ; {

@@ -53,8 +53,7 @@ type SubmitResult struct {
 	AcceptedAt             time.Time          `json:"accepted_at,omitzero"`               // when the request it accepted was sent: submitted_at
 }
 
-// LostDetails are a FailureSubmitOutcomeUnknown's (and a FailureProviderUnsupported's): where the submission went,
-// how many other providers the task could use, and after how long it may be given up.
+// LostDetails are a FailureSubmitOutcomeUnknown's (and FailureProviderUnsupported's): where it went, alternatives, give-up.
 type LostDetails struct {
 	Provider      string `json:"provider"`
 	Alternatives  int    `json:"alternatives,omitempty"`

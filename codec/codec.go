@@ -41,8 +41,7 @@ type Codec struct {
 // CurrentKeyID is the ID new payloads carry, "" when they stay plaintext (an ID, never key material: safe to log).
 func (c *Codec) CurrentKeyID() string { return c.current }
 
-// Load reads a keys file: one "id:base64(32 bytes)" a line, the first the current, "#" lines comments; a first
-// line "-" writes plaintext and only decrypts.
+// Load reads a keys file: "id:base64(32 bytes)" lines, the first current, "#" comments; a first line "-" only decrypts.
 func Load(path string) (*Codec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -1,5 +1,4 @@
-// Command ingress receives provider callbacks and signals the SolveCaptcha workflows. Configuration comes from the
-// environment (internal/config.Ingress); Temporal's connection from TEMPORAL_ADDRESS and friends (envconfig).
+// Command ingress receives provider callbacks and signals SolveCaptcha; configuration is the environment (internal/config).
 package main
 
 import (

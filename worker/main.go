@@ -1,5 +1,4 @@
-// Command worker runs SolveCaptcha and its activities on the captcha-solve task queue. Configuration is the
-// environment (internal/config); Temporal's connection comes from TEMPORAL_ADDRESS and friends (envconfig).
+// Command worker runs SolveCaptcha and its activities; configuration is the environment (internal/config, envconfig).
 package main
 
 import (
@@ -171,8 +170,7 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	return w
 }
 
-// startPollers starts what serves the task queue: its worker, each provider account's paced queues (and the pacer that
-// learns their keepers' pauses), and the routing exchange.
+// startPollers starts the task queue's worker, each account's paced queues (with their pacer) and the routing exchange.
 func startPollers(ctx context.Context, c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options,
 	logger *slog.Logger) (stop func(), err error) {
 	acts.DataConverter = opts.DataConverter // the report's lookup reads raw history: through the codec
@@ -243,8 +241,7 @@ func providerWorkers(c client.Client, cfg config.Worker, acts *activities.Activi
 	return ws
 }
 
-// loadConfig reads and checks the settings and builds the activities before anything is dialled: the providers of
-// PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
+// loadConfig checks the settings and builds the activities (PROVIDERS_FILE's providers, or CAPTCHAAI_*'s) before dialling.
 func loadConfig() (config.Worker, *activities.Activities, error) {
 	cfg, err := config.LoadWorker()
 	if err = cmp.Or(err, checkSettings(cfg)); err != nil {
@@ -341,8 +338,7 @@ func keepBalanceSchedule(ctx context.Context, sc client.ScheduleClient, cfg conf
 	}
 }
 
-// Bounds on the routing settings: a shorter give-up pays again over a blip, a longer one keeps tasks on a dead
-// provider for most of a token's life.
+// Bounds on the routing settings: a shorter give-up pays again over a blip, a longer one strands tasks on a dead provider.
 const minGiveUp, maxGiveUp, minNoSlotBudget = 10 * time.Second, 10 * time.Minute, 5 * time.Second
 
 // checkSettings refuses, all at once and never quoting a secret, the settings that would fail every task later.
@@ -427,8 +423,7 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	return &metrics{registry, sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer}, nil
 }
 
-// serve exports the worker's gauges and, unless WORKER_METRICS_ADDR is empty, serves /metrics and /healthz on it
-// (port 0 allowed) until the process exits; it returns the address it listens on.
+// serve exports the gauges and, unless WORKER_METRICS_ADDR is empty, serves /metrics and /healthz; it returns the address.
 func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) (string, error) {
 	if low := cfg.ProviderBalanceLow; low > 0 { // the low-balance alert's threshold
 		m.handler.WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
@@ -449,8 +444,7 @@ func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string,
 	return ln.Addr().String(), nil
 }
 
-// exportCircuits registers a routed worker's circuit gauges (PROVIDERS_FILE), read at scrape so a circuit
-// half-opened by time alone shows it (and its alert clears).
+// exportCircuits registers a routed worker's circuit gauges, read at scrape so a circuit half-opened by time shows it.
 func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string) error {
 	if set == nil || !set.Routed {
 		return nil

@@ -99,8 +99,7 @@ func (l *limiters) take(key string, now time.Time) bool {
 	return lim.AllowN(now, 1)
 }
 
-// refund gives back a token taken for a signal Temporal never accepted, so the provider's retry is not suppressed;
-// x/time/rate caps the bucket at its burst again on its next use.
+// refund returns a token taken for a signal Temporal never took, so the retry is not suppressed (rate re-caps the burst).
 func (l *limiters) refund(key string, now time.Time) { lim, _ := l.get(key, now); lim.AllowN(now, -1) }
 
 // callbackKey identifies one callback's content on one route; no ID can hold NUL, so the encoding is unambiguous.

@@ -115,8 +115,7 @@ var outcomes = []string{
 	outcomeSuppressed, outcomeRateLimited, outcomeDropped, outcomeUntokenedRejected, outcomeSourceRefused,
 }
 
-// newMetrics registers the callback counter, the untokened queue's gauges and the HTTP metrics' middleware, which
-// counts and times every request by route pattern and the status the error handler will answer.
+// newMetrics registers the callback counter, the queue gauges and the HTTP middleware (by route and the status answered).
 func newMetrics(reg prometheus.Registerer, q *jobQueue) (*prometheus.CounterVec, echo.MiddlewareFunc, error) {
 	callbacks := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "captchaflow_ingress_callbacks_total",
 		Help: "Provider callbacks by route and outcome; an untokened one is counted when its background lookup ends."},

@@ -87,8 +87,7 @@ func New(cfg config.Ingress, tc client.Client, log *slog.Logger, reg *prometheus
 	return s, nil
 }
 
-// parse checks cfg and parses its body limit and CIDRs (blank entries skipped); it reports every problem at once,
-// so a bad deployment is fixed in one round.
+// parse checks cfg and parses its body limit and CIDRs, reporting every problem at once: one round fixes a deployment.
 func parse(cfg config.Ingress, tc client.Client) (bodyLimit int64, proxies, allow []*net.IPNet, err error) {
 	var problems []string
 	add := func(bad bool, format string, args ...any) {

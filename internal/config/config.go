@@ -1,5 +1,4 @@
-// Package config reads the worker's and the ingress's environment (docs/operations.md) and fails fast naming the
-// variable; Temporal's own settings are envconfig's.
+// Package config reads the environment (docs/operations.md), failing fast naming the variable; Temporal's via envconfig.
 package config
 
 import (
@@ -115,8 +114,7 @@ func load[T any](who string, cfg *T, metricsAddr *string, metricsEnv, metricsDef
 	return nil
 }
 
-// ClientOptions are TEMPORAL_*'s (envconfig) with logger, tracing when OTEL_* turn it on (as service; flush ends it), and
-// payloads through the codec of CAPTCHAFLOW_KEYS_FILE (codecLog hears of it; nil: quiet).
+// ClientOptions are envconfig's (TEMPORAL_*) with logger, OTEL_* tracing as service, and the codec (codecLog nil: quiet).
 func ClientOptions(ctx context.Context, service string, logger, codecLog *slog.Logger) (client.Options, func(context.Context) error, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
