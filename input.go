@@ -37,8 +37,7 @@ type Input struct {
 	Providers              []string `json:"providers,omitempty"` // PROVIDERS_FILE names, in order; empty: all
 	Caller                 string   `json:"caller,omitempty"`    // whose burst this is: callers share an account's pace fairly
 
-	// decodeErr keeps a decoding problem for Validate: a bad start must fail InvalidInput, not a task forever.
-	decodeErr error
+	decodeErr error // for Validate: a bad start must fail InvalidInput, not a task forever
 }
 
 // FieldError is an input problem; Field names the JSON field (params.<key> for a parameter).

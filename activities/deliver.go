@@ -29,11 +29,9 @@ import (
 type DeliverRequest struct {
 	NotifyURL string          `json:"notify_url"`
 	Body      json.RawMessage `json:"body"`
-	Refresh   int             `json:"refresh,omitempty"` // N for the token of the Nth refresh: a new result, a new webhook-id
-	// RunID is the run the task's reset chain started from, so a reset run delivers under the same webhook-id.
-	RunID string `json:"run_id,omitempty"`
-	// Observed is the solve's submissions for the routing model (routing: scored), taken on the first attempt.
-	Observed *ObserveRequest `json:"observed,omitempty"`
+	Refresh   int             `json:"refresh,omitempty"`  // N for the token of the Nth refresh: a new result, a new webhook-id
+	RunID     string          `json:"run_id,omitempty"`   // the reset chain's first run: a reset run keeps the webhook-id
+	Observed  *ObserveRequest `json:"observed,omitempty"` // for the routing model (routing: scored), taken on the first attempt
 }
 
 // Deliver POSTs the result to notify_url, signed per Standard Webhooks (webhook-id deliveryID, so receivers drop

@@ -23,21 +23,19 @@ import (
 // A provider account's requests run on task queues of its own, one per budget, whose rate the server holds across
 // every worker (Temporal's downstream rate limiting); SingleProvider names the one provider of CAPTCHAAI_*.
 const (
-	SubmitQueue    = "submit"
-	ResultsQueue   = "results"
-	SingleProvider = "captchaai"
-	// MetricRateRefusals counts the provider's rate refusals (MAX_USER_TURN, 429…): each pauses the account's queue.
-	MetricRateRefusals = "captchaflow_provider_rate_refusals_total"
-	// PaceWorkflowType is a queue's keeper, the one writer of captchaflow's limits on it; a refusal signals it.
-	PaceWorkflowType  = "PaceKeeper"
-	PaceRefusedSignal = "refused"
-	FailureSuperseded = "PaceSuperseded" // the queue's limit is not the keeper's: it is left in force, the keeper ends
-	PausedFor         = pacePrefix + "paused for "
-	PaceRamping       = pacePrefix + "ramping at "
-	RampEvery         = 5 * time.Second  // a ramp's rate doubles this often
-	MaxPause          = 10 * time.Minute // the longest documented bar (2captcha's ERROR: 1001)
-	pacePrefix        = "captchaflow: "  // a limit whose reason does not start so is an operator's, left alone
-	warnEvery         = time.Minute      // Keep reports a queue's failed reads at most this often
+	SubmitQueue        = "submit"
+	ResultsQueue       = "results"
+	SingleProvider     = "captchaai"
+	MetricRateRefusals = "captchaflow_provider_rate_refusals_total" // MAX_USER_TURN, 429…: each pauses the account's queue
+	PaceWorkflowType   = "PaceKeeper"                               // a queue's keeper, the one writer of our limits on it
+	PaceRefusedSignal  = "refused"
+	FailureSuperseded  = "PaceSuperseded" // the queue's limit is not the keeper's: it is left in force, the keeper ends
+	PausedFor          = pacePrefix + "paused for "
+	PaceRamping        = pacePrefix + "ramping at "
+	RampEvery          = 5 * time.Second  // a ramp's rate doubles this often
+	MaxPause           = 10 * time.Minute // the longest documented bar (2captcha's ERROR: 1001)
+	pacePrefix         = "captchaflow: "  // a limit whose reason does not start so is an operator's, left alone
+	warnEvery          = time.Minute      // Keep reports a queue's failed reads at most this often
 )
 
 // ErrOperatorLimit: a keeper writes nothing over an operator's limit; theirs stays in force until they clear it.

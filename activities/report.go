@@ -83,8 +83,7 @@ func lookupReportTarget(ctx context.Context, c client.Client, dc converter.DataC
 	if !closed {
 		return ReportTarget{}, in, temporal.NewApplicationError(fmt.Sprintf("task %s is still running", taskID), FailureTaskRunning)
 	}
-	// A result is in a completed task, one cancelled while delivering, or one failed DeliveryFailed or TokenExpired.
-	// Each getter is nil unless last is its kind of event.
+	// A result is in a completed task, one cancelled delivering, or one failed DeliveryFailed or TokenExpired (else nil).
 	payloads := cmp.Or(last.GetWorkflowExecutionCompletedEventAttributes().GetResult(), last.GetWorkflowExecutionCanceledEventAttributes().GetDetails())
 	if failed := last.GetWorkflowExecutionFailedEventAttributes(); failed != nil {
 		info := failed.GetFailure().GetApplicationFailureInfo()

@@ -165,8 +165,7 @@ func execute(name, namespace string, timeout time.Duration, stdout, stderr io.Wr
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	// The SDK's default logger writes to stdout, where the result's JSON goes; warnings are enough on stderr. The codec
-	// is quiet without a keys file: stderr is the CLI's.
+	// The SDK logs to stdout, where the JSON goes: its warnings go to stderr, and the codec says nothing (stderr is ours).
 	opts, flush, err := config.ClientOptions(ctx, "captchaflow-starter",
 		slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	if err != nil {

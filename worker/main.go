@@ -357,8 +357,7 @@ func checkSettings(cfg config.Worker) error {
 		_, err = callbackauth.URLFor(cfg.CallbackBaseURL, "preflight", "x", callbackauth.Submission{RunID: "preflight", N: 1})
 	}
 	check(err != nil, "CALLBACK_BASE_URL: %v", err)
-	// A request its activity attempt cuts short ends as a timed-out activity (a dead worker, to Temporal) instead
-	// of failing with its own, classified error.
+	// A request cut short by its attempt ends as a timed-out activity (a dead worker, to Temporal), not its own error.
 	const shorter = "%s: %s must be positive and shorter than %s, the start-to-close timeout of one %s activity attempt"
 	check(cfg.ProviderTimeout <= 0 || cfg.ProviderTimeout >= workflows.ProviderStartToClose, shorter,
 		"CAPTCHAAI_TIMEOUT", cfg.ProviderTimeout, workflows.ProviderStartToClose, "provider")

@@ -14,12 +14,11 @@ import (
 // Caps on the per-key state callers can create: a few tens of MiB however many keys a flood invents. An evicted
 // budget is a full one again, harmless while cycling the cache takes longer than a refill (≈22 min at 50/s).
 const (
-	maxBudgetKeys     = 1 << 16
-	maxSeenCallbacks  = 1 << 16
-	maxClientLimiters = 1 << 14
-	seenCallbackTTL   = 10 * time.Minute // providers repeat within seconds to minutes
-	// activeSourceWindow: a client is an active source (for the fair share) this long after its last request.
-	activeSourceWindow = 10 * time.Second
+	maxBudgetKeys      = 1 << 16
+	maxSeenCallbacks   = 1 << 16
+	maxClientLimiters  = 1 << 14
+	seenCallbackTTL    = 10 * time.Minute // providers repeat within seconds to minutes
+	activeSourceWindow = 10 * time.Second // a client counts for the fair share this long after its last request
 )
 
 // ttlCache is an LRU of at most size keys, each forgotten ttl after it was last touched (by the caller's clock).

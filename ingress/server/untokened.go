@@ -19,12 +19,9 @@ import (
 )
 
 const (
-	// untokenedLookupDelay keeps the one visibility query from racing the task's own search-attribute update.
-	untokenedLookupDelay = time.Second
-	// untokenedUpdateTimeout: a workflow whose worker is down cannot accept the update, and the poll recovers anyway.
-	untokenedUpdateTimeout = 2 * time.Second
-	// rejectedHintTTL: a rejection is final for a provider task ID (captchaflow.UntokenedHint).
-	rejectedHintTTL = time.Hour
+	untokenedLookupDelay   = time.Second     // the one visibility query must not race the task's search-attribute update
+	untokenedUpdateTimeout = 2 * time.Second // a workflow whose worker is down cannot accept it; the poll recovers anyway
+	rejectedHintTTL        = time.Hour       // a rejection is final for a provider task ID (captchaflow.UntokenedHint)
 )
 
 // handleUntokenedCallback serves /callback?id=&code=: anyone can call it with sequential IDs, so it tells nothing (the same

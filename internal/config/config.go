@@ -21,9 +21,8 @@ import (
 )
 
 const (
-	DefaultProviderBaseURL = "https://ocr.captchaai.com"
-	// DefaultStickyCacheSize: ~50 KB a workflow, ~100 MiB (the SDK's 10 000 took ~490 MiB).
-	DefaultStickyCacheSize    = 2000
+	DefaultProviderBaseURL    = "https://ocr.captchaai.com"
+	DefaultStickyCacheSize    = 2000 // ~50 KB a workflow, ~100 MiB (the SDK's 10 000 took ~490 MiB)
 	DefaultWorkerMetricsAddr  = "127.0.0.1:9091"
 	DefaultIngressMetricsAddr = "127.0.0.1:9092"
 )
