@@ -34,8 +34,7 @@ type DeliverRequest struct {
 	Observed  *ObserveRequest `json:"observed,omitempty"` // for the routing model (routing: scored), taken on the first attempt
 }
 
-// Deliver POSTs the result to notify_url, signed per Standard Webhooks (webhook-id deliveryID, so receivers drop
-// duplicates); failures are retried, except a notify_url the worker never connects to (FailureDeliveryForbidden).
+// Deliver POSTs the result, signed per Standard Webhooks (receivers drop duplicates by webhook-id); retried unless forbidden.
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error) {
 	if req.Observed != nil && activity.GetInfo(ctx).Attempt == 1 {
 		_ = a.Observe(ctx, *req.Observed)

@@ -98,8 +98,7 @@ func (p *Pacer) Queue(provider, kind string) string {
 	return ""
 }
 
-// Refused tells the keeper of provider's queue of kind (starting it) that the provider refused what and bars the
-// account for wait; the keeper alone decides and writes the pause, on the server's clock.
+// Refused tells the keeper of provider's kind queue (starting it) of a refusal barring wait; it alone writes the pause.
 func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) error {
 	queue := ProviderQueue(p.TaskQueue, provider, kind)
 	p.limited.Store(queue, true) // this worker's next requests go to the paced queue at once

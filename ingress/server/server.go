@@ -228,8 +228,7 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 }
 
-// Error is the one error handlers return: Status is what the caller gets, Outcome the callbacks counter's label,
-// Message all the caller is told; Err is logged and never sent.
+// Error is what handlers return: Status and Message go to the caller, Outcome labels the counter, Err is only logged.
 type Error struct {
 	Status     int
 	Outcome    string

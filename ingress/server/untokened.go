@@ -79,8 +79,7 @@ func (s *Server) runUntokened(ctx context.Context, id, key string, arrived time.
 	log.Info("untokened callback processed")
 }
 
-// lookupAndDeliver finds the running workflow waiting for the provider task ID (one visibility query bounded by
-// LookupTimeout, after untokenedLookupDelay) and hands it the hint as the UntokenedUpdate, which carries no code.
+// lookupAndDeliver finds the running workflow waiting for id (one bounded visibility query, after a delay) and hints it.
 func (s *Server) lookupAndDeliver(ctx context.Context, id string, arrived time.Time) (workflowID, outcome string, err error) {
 	select {
 	case <-ctx.Done():
