@@ -390,13 +390,11 @@ func checkSettings(cfg config.Worker) error {
 
 // checkCodec refuses a codec server without keys, or one that would answer anyone.
 func checkCodec(cfg config.Worker) error {
-	switch {
-	case cfg.CodecAddr == "":
+	if cfg.CodecAddr == "" {
 		return nil
-	case os.Getenv("CAPTCHAFLOW_KEYS_FILE") == "":
+	} else if os.Getenv("CAPTCHAFLOW_KEYS_FILE") == "" {
 		return fmt.Errorf("CODEC_ADDR: the codec server needs %s", codec.KeysFileEnv)
-	}
-	if err := codecOptions(cfg, "").Check(cfg.CodecAddr); err != nil {
+	} else if err := codecOptions(cfg, "").Check(cfg.CodecAddr); err != nil {
 		return fmt.Errorf("CODEC_ADDR: %w", err)
 	}
 	return nil

@@ -176,10 +176,8 @@ func (h logHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h logHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return logHandler{h.Handler.WithAttrs(as)}
-}
-func (h logHandler) WithGroup(name string) slog.Handler { return logHandler{h.Handler.WithGroup(name)} }
+func (h logHandler) WithAttrs(a []slog.Attr) slog.Handler { return logHandler{h.Handler.WithAttrs(a)} }
+func (h logHandler) WithGroup(name string) slog.Handler   { return logHandler{h.Handler.WithGroup(name)} }
 
 // query is a URL's query in any text, to the end of the text or of the %q quoting it (an error quoting a request):
 // res.php's key=, a callback's t= and code=, a notify_url's own, whatever they hold.
