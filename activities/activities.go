@@ -17,11 +17,10 @@ import (
 
 // Activities are registered on the worker as one struct so that they share the provider client and secrets.
 type Activities struct {
-	Provider  providers.Client // the one provider of a worker without PROVIDERS_FILE; Providers, when set, replaces it
-	Providers *providers.Set
-	// CallbackBaseURL is the ingress's public base; CallbackSecret signs the per-workflow callback URL.
-	CallbackBaseURL         string
-	CallbackSecret          string
+	Provider                providers.Client // the one provider without PROVIDERS_FILE; Providers, when set, replaces it
+	Providers               *providers.Set
+	CallbackBaseURL         string                   // the ingress's public base
+	CallbackSecret          string                   // signs the per-workflow callback URL
 	NotifySecret            string                   // signs deliveries to notify_url (Standard Webhooks)
 	DeliveryTimeout         time.Duration            // bounds one POST to notify_url (0: only the attempt's start-to-close)
 	NotifyAllowPrivate      bool                     // deliveries may reach loopback and private addresses (development)

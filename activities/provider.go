@@ -55,13 +55,12 @@ type SubmitResult struct {
 
 // LostDetails are a FailureSubmitOutcomeUnknown's (and FailureProviderUnsupported's): where it went, alternatives, give-up.
 type LostDetails struct {
-	Provider      string `json:"provider"`
-	Alternatives  int    `json:"alternatives,omitempty"`
-	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
-	RunID         string `json:"run_id,omitempty"` // the run its pingback URL names
-	// PriceUSD and Refunds are SubmitResult's: a lost submission may have been paid.
-	PriceUSD float64 `json:"price_usd,omitempty"`
-	Refunds  bool    `json:"refunds,omitempty"`
+	Provider      string  `json:"provider"`
+	Alternatives  int     `json:"alternatives,omitempty"`
+	GiveUpSeconds int     `json:"give_up_seconds,omitempty"`
+	RunID         string  `json:"run_id,omitempty"`    // the run its pingback URL names
+	PriceUSD      float64 `json:"price_usd,omitempty"` // SubmitResult's, as Refunds: a lost submission may have been paid
+	Refunds       bool    `json:"refunds,omitempty"`
 }
 
 // set is the worker's providers: Providers, or Provider alone, named captchaai in logs (made per call: tests swap it).

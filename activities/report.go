@@ -29,13 +29,12 @@ type ReportTargetRequest struct {
 
 // ReportTarget is what a report needs of a solved task; never the code, which stays out of the report's history.
 type ReportTarget struct {
-	ProviderTaskID string `json:"provider_task_id"`
-	// Provider solved it ("" without PROVIDERS_FILE); Kind is its createTask kind (some report calls depend on it).
-	Provider    string    `json:"provider,omitempty"`
-	Kind        string    `json:"kind,omitempty"`
-	Method      string    `json:"method,omitempty"` // the task's: verdicts teach the routing model
-	SubmittedAt time.Time `json:"submitted_at"`
-	ReceivedAt  time.Time `json:"received_at"`
+	ProviderTaskID string    `json:"provider_task_id"`
+	Provider       string    `json:"provider,omitempty"` // solved it ("" without PROVIDERS_FILE)
+	Kind           string    `json:"kind,omitempty"`     // its createTask kind (some report calls depend on it)
+	Method         string    `json:"method,omitempty"`   // the task's: verdicts teach the routing model
+	SubmittedAt    time.Time `json:"submitted_at"`
+	ReceivedAt     time.Time `json:"received_at"`
 }
 
 // LookupReportTarget is the provider task the task's result came from, with its kind for a createTask provider.
