@@ -178,8 +178,7 @@ func (q *jobQueue) enqueue(run func(context.Context)) error {
 	}
 }
 
-// drain stops taking jobs and waits for the accepted ones; if ctx ends first, they are cancelled (the waiting
-// ones count as dropped) and ctx's error returned. Safe to call more than once.
+// drain stops taking jobs and waits for the accepted ones, cancelled (the waiting dropped) if ctx ends first; repeatable.
 func (q *jobQueue) drain(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.closed {
