@@ -74,14 +74,13 @@ const (
 
 // Callback is CallbackSignal's payload; RunID, Submission and Provider name the pingback URL (signed by its token).
 type Callback struct {
-	ProviderTaskID string `json:"provider_task_id"`
-	Code           string `json:"code"`
-	// Authenticated: the sender proved it knows the callback secret; otherwise res.php confirms the code first.
-	Authenticated bool      `json:"authenticated"`
-	RunID         string    `json:"run_id,omitempty"`
-	Submission    int       `json:"submission,omitempty"`
-	Provider      string    `json:"provider,omitempty"`
-	ReceivedAt    time.Time `json:"received_at,omitzero"` // a token's life counts from here
+	ProviderTaskID string    `json:"provider_task_id"`
+	Code           string    `json:"code"`
+	Authenticated  bool      `json:"authenticated"` // the sender knows the callback secret; otherwise res.php confirms the code
+	RunID          string    `json:"run_id,omitempty"`
+	Submission     int       `json:"submission,omitempty"`
+	Provider       string    `json:"provider,omitempty"`
+	ReceivedAt     time.Time `json:"received_at,omitzero"` // a token's life counts from here
 }
 
 // UntokenedHintsPerSubmission bounds the hints one provider task ID accepts: what forged callbacks can add to history.
@@ -98,8 +97,7 @@ type Result struct {
 	ProviderTaskID string `json:"provider_task_id"`
 	Provider       string `json:"provider,omitempty"` // its PROVIDERS_FILE name
 	Code           string `json:"code"`               // a cookie kind's (datadome, cf_clearance, amazon_waf): the cookie's value
-	// UserAgent and Cookies (a Cookie header, "a=1; b=2") answer with the code where the provider's answer holds
-	// them: use the code with them.
+	// UserAgent and Cookies (a Cookie header, "a=1; b=2") come with the code where the provider answers them: use all three.
 	UserAgent   string    `json:"user_agent,omitempty"`
 	Cookies     string    `json:"cookies,omitempty"`
 	Via         Via       `json:"via"`
@@ -141,9 +139,8 @@ type Route struct {
 	Candidates []RouteCandidate `json:"candidates"`
 }
 
-// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), exploring, a
-// recovered provider's probe, or the PROVIDER_THREADS slot's provider, ranked when the slot was taken (the
-// candidates are as Submit ranks them).
+// Route reasons: the cheapest expected good code that fits the time left, the fastest (none fits), exploring, a recovered
+// provider's probe, or the PROVIDER_THREADS slot's provider, ranked when the slot was taken (candidates as Submit ranks).
 const RouteCheapest, RouteFastest, RouteExplore, RouteProbe, RouteSlot = "cheapest_that_fits", "fastest_none_fits", "explore",
 	"probe", "slot"
 
@@ -158,8 +155,7 @@ type RouteCandidate struct {
 // WaitingZeroBalance is Status.Waiting while in.php answers ERROR_ZERO_BALANCE.
 const WaitingZeroBalance = "provider balance is zero (in.php answered ERROR_ZERO_BALANCE; on CaptchaAI: no free thread)"
 
-// TokenLifetimes: how long a method's token stays usable from its receipt (vendors' docs; 2 min unless they say).
-// An unlisted method's code does not expire.
+// TokenLifetimes: how long a method's token is usable from receipt (vendors' docs; 2 min unless said; unlisted: no expiry).
 var TokenLifetimes = map[string]time.Duration{
 	"userrecaptcha": 120 * time.Second, // reCAPTCHA v2, v2 invisible, v3, Enterprise
 	"hcaptcha":      120 * time.Second,

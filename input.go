@@ -37,8 +37,7 @@ type Input struct {
 	Providers              []string `json:"providers,omitempty"` // PROVIDERS_FILE names, in order; empty: all
 	Caller                 string   `json:"caller,omitempty"`    // whose burst this is: callers share an account's pace fairly
 
-	// decodeErr keeps a decoding problem for Validate: a bad start must fail InvalidInput, not a task forever.
-	decodeErr error
+	decodeErr error // for Validate: a bad start must fail InvalidInput, not a task forever
 }
 
 // FieldError is an input problem; Field names the JSON field (params.<key> for a parameter).
@@ -201,10 +200,7 @@ func (in Input) ValidBeforeProxies() error {
 	if in.NotifyURL != "" && !isHTTPURL(in.NotifyURL) {
 		return fieldError("notify_url", "%.80q is not an absolute http(s) URL", in.NotifyURL)
 	}
-	if err := checkProviders(in.Providers); err != nil {
-		return err
-	}
-	return nil
+	return checkProviders(in.Providers)
 }
 
 // Validate checks in (after WithDefaults) and returns a *FieldError naming the first field that is wrong.

@@ -54,8 +54,7 @@ func NexusService(callers ...string) *nexus.Service {
 	return svc
 }
 
-// callerRefused fails an operation whose caller is in no namespace of callers (none given: every caller is served).
-// The caller's namespace is in the link to its workflow that the server, dispatching for it, adds.
+// callerRefused fails an operation whose caller (in the link the server adds) is in no namespace of callers (none: all).
 func callerRefused(callers []string, links []nexus.Link) error {
 	if len(callers) == 0 {
 		return nil

@@ -73,9 +73,3 @@ func (in Input) checkProxy() error {
 	}
 	return nil
 }
-
-// IsProxyRefusal tells whether err is Validate's refusal of params.proxy or params.proxytype (builds before took any).
-func IsProxyRefusal(err error) bool {
-	fe, ok := errors.AsType[*FieldError](err)
-	return ok && strings.HasPrefix(fe.Field, "params.proxy")
-}

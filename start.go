@@ -14,9 +14,8 @@ type StartOptions struct {
 	TaskQueue string // default DefaultTaskQueue
 }
 
-// Start starts SolveCaptcha under the caller's task ID, or returns the run already there (a completed task cannot
-// start again, a failed one can); a bad input is refused before anything starts.
-// With the SDK's tracing interceptor (go.temporal.io/sdk/contrib/opentelemetry) on c, the task's trace is ctx's.
+// Start starts SolveCaptcha under the caller's task ID, or returns the run there (a failed task starts again, a completed
+// one not); a bad input starts nothing. With the SDK's tracing interceptor on c, the task's trace is ctx's.
 // Dial c with codec.Configure's options (CAPTCHAFLOW_KEYS_FILE), or the input is written to history in plaintext.
 func Start(ctx context.Context, c client.Client, taskID string, in Input, opts ...StartOptions) (client.WorkflowRun, error) {
 	o, err := taskStartOptions(taskID, in, opts)

@@ -17,26 +17,17 @@ import (
 
 // Activities are registered on the worker as one struct so that they share the provider client and secrets.
 type Activities struct {
-	// Provider is the one provider of a worker without PROVIDERS_FILE; Providers, when set, replaces it.
-	Provider  providers.Client
-	Providers *providers.Set
-	// CallbackBaseURL is the ingress's public base; CallbackSecret signs the per-workflow callback URL.
-	CallbackBaseURL string
-	CallbackSecret  string
-	// NotifySecret signs deliveries to notify_url (Standard Webhooks).
-	NotifySecret string
-	// DeliveryTimeout bounds one POST to notify_url (0: only the attempt's start-to-close does).
-	DeliveryTimeout time.Duration
-	// NotifyAllowPrivate lets deliveries reach loopback and private addresses (local development, the demo).
-	NotifyAllowPrivate bool
-	// CallbackTimeoutByMethod (CALLBACK_TIMEOUT_BY_METHOD) is what Submit hands a task without callback_timeout_seconds.
-	CallbackTimeoutByMethod map[string]time.Duration
-	// ProviderThreads (PROVIDER_THREADS) bounds the provider tasks in flight across the task queue (0: no admission).
-	ProviderThreads int
-	// Pace pauses an account's queue across the fleet when the provider refuses for rate (nil: nothing paces).
-	Pace *Pacer
-	// DataConverter is the worker client's (codec.Configure), for what reads raw history (nil: the SDK's default).
-	DataConverter converter.DataConverter
+	Provider                providers.Client // the one provider without PROVIDERS_FILE; Providers, when set, replaces it
+	Providers               *providers.Set
+	CallbackBaseURL         string                   // the ingress's public base
+	CallbackSecret          string                   // signs the per-workflow callback URL
+	NotifySecret            string                   // signs deliveries to notify_url (Standard Webhooks)
+	DeliveryTimeout         time.Duration            // bounds one POST to notify_url (0: only the attempt's start-to-close)
+	NotifyAllowPrivate      bool                     // deliveries may reach loopback and private addresses (development)
+	CallbackTimeoutByMethod map[string]time.Duration // what Submit hands a task without callback_timeout_seconds
+	ProviderThreads         int                      // PROVIDER_THREADS: provider tasks in flight per queue (0: no admission)
+	Pace                    *Pacer                   // pauses an account's queue fleet-wide on rate refusals (nil: none)
+	DataConverter           converter.DataConverter  // the worker client's (codec.Configure), for raw history (nil: default)
 
 	httpOnce   sync.Once
 	httpClient *http.Client

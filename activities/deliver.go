@@ -29,15 +29,12 @@ import (
 type DeliverRequest struct {
 	NotifyURL string          `json:"notify_url"`
 	Body      json.RawMessage `json:"body"`
-	Refresh   int             `json:"refresh,omitempty"` // N for the token of the Nth refresh: a new result, a new webhook-id
-	// RunID is the run the task's reset chain started from, so a reset run delivers under the same webhook-id.
-	RunID string `json:"run_id,omitempty"`
-	// Observed is the solve's submissions for the routing model (routing: scored), taken on the first attempt.
-	Observed *ObserveRequest `json:"observed,omitempty"`
+	Refresh   int             `json:"refresh,omitempty"`  // N for the token of the Nth refresh: a new result, a new webhook-id
+	RunID     string          `json:"run_id,omitempty"`   // the reset chain's first run: a reset run keeps the webhook-id
+	Observed  *ObserveRequest `json:"observed,omitempty"` // for the routing model (routing: scored), taken on the first attempt
 }
 
-// Deliver POSTs the result to notify_url, signed per Standard Webhooks (webhook-id deliveryID, so receivers drop
-// duplicates); failures are retried, except a notify_url the worker never connects to (FailureDeliveryForbidden).
+// Deliver POSTs the result, signed per Standard Webhooks (receivers drop duplicates by webhook-id); retried unless forbidden.
 func (a *Activities) Deliver(ctx context.Context, req DeliverRequest) (err error) {
 	if req.Observed != nil && activity.GetInfo(ctx).Attempt == 1 {
 		_ = a.Observe(ctx, *req.Observed)

@@ -67,9 +67,8 @@ func transientError(ctx context.Context, err error, typ string) error {
 	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{NextRetryDelay: wait, Details: details})
 }
 
-// ProxyRejected ends a task whose proxy (or user agent) the provider could not use: the word and the proxy's host
-// (ERROR_WRONG_USERAGENT: the user agent), never the password; nothing is resubmitted, nor sent elsewhere. Workflow
-// code calls it: ParseProxy only parses (netip's zone interning is invisible to it).
+// ProxyRejected ends a task whose proxy (ERROR_WRONG_USERAGENT: user agent) the provider could not use, naming its host,
+// never the password; nothing is resubmitted. Workflow code calls it: ParseProxy only parses (netip's zone interning).
 //
 //workflowcheck:ignore
 func ProxyRejected(code string, params map[string]string) error {

@@ -23,21 +23,19 @@ import (
 // A provider account's requests run on task queues of its own, one per budget, whose rate the server holds across
 // every worker (Temporal's downstream rate limiting); SingleProvider names the one provider of CAPTCHAAI_*.
 const (
-	SubmitQueue    = "submit"
-	ResultsQueue   = "results"
-	SingleProvider = "captchaai"
-	// MetricRateRefusals counts the provider's rate refusals (MAX_USER_TURN, 429…): each pauses the account's queue.
-	MetricRateRefusals = "captchaflow_provider_rate_refusals_total"
-	// PaceWorkflowType is a queue's keeper, the one writer of captchaflow's limits on it; a refusal signals it.
-	PaceWorkflowType  = "PaceKeeper"
-	PaceRefusedSignal = "refused"
-	FailureSuperseded = "PaceSuperseded" // the queue's limit is not the keeper's: it is left in force, the keeper ends
-	PausedFor         = pacePrefix + "paused for "
-	PaceRamping       = pacePrefix + "ramping at "
-	RampEvery         = 5 * time.Second  // a ramp's rate doubles this often
-	MaxPause          = 10 * time.Minute // the longest documented bar (2captcha's ERROR: 1001)
-	pacePrefix        = "captchaflow: "  // a limit whose reason does not start so is an operator's, left alone
-	warnEvery         = time.Minute      // Keep reports a queue's failed reads at most this often
+	SubmitQueue        = "submit"
+	ResultsQueue       = "results"
+	SingleProvider     = "captchaai"
+	MetricRateRefusals = "captchaflow_provider_rate_refusals_total" // MAX_USER_TURN, 429…: each pauses the account's queue
+	PaceWorkflowType   = "PaceKeeper"                               // a queue's keeper, the one writer of our limits on it
+	PaceRefusedSignal  = "refused"
+	FailureSuperseded  = "PaceSuperseded" // the queue's limit is not the keeper's: it is left in force, the keeper ends
+	PausedFor          = pacePrefix + "paused for "
+	PaceRamping        = pacePrefix + "ramping at "
+	RampEvery          = 5 * time.Second  // a ramp's rate doubles this often
+	MaxPause           = 10 * time.Minute // the longest documented bar (2captcha's ERROR: 1001)
+	pacePrefix         = "captchaflow: "  // a limit whose reason does not start so is an operator's, left alone
+	warnEvery          = time.Minute      // Keep reports a queue's failed reads at most this often
 )
 
 // ErrOperatorLimit: a keeper writes nothing over an operator's limit; theirs stays in force until they clear it.
@@ -87,9 +85,8 @@ type Pacer struct {
 	limited   sync.Map                   // queue → whether a limit was in force as this worker last saw it
 }
 
-// Queue is where provider's requests of kind (SubmitQueue, ResultsQueue) should run now: its paced queue while the
-// account is paced (a configured rate, or a refusal's pause or ramp in force as this worker last saw it), else "".
-// A nil Pacer paces nothing.
+// Queue is where provider's requests of kind should run now: its paced queue while the account is paced (a configured
+// rate, or a pause or ramp in force as this worker last saw it), else "" (always, for a nil Pacer).
 func (p *Pacer) Queue(provider, kind string) string {
 	if p == nil {
 		return ""
@@ -101,8 +98,7 @@ func (p *Pacer) Queue(provider, kind string) string {
 	return ""
 }
 
-// Refused tells the keeper of provider's queue of kind (starting it) that the provider refused what and bars the
-// account for wait; the keeper alone decides and writes the pause, on the server's clock.
+// Refused tells the keeper of provider's kind queue (starting it) of a refusal barring wait; it alone writes the pause.
 func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) error {
 	queue := ProviderQueue(p.TaskQueue, provider, kind)
 	p.limited.Store(queue, true) // this worker's next requests go to the paced queue at once
@@ -125,8 +121,7 @@ func (p *Pacer) tell(ctx context.Context, order PaceOrder) error {
 	return err
 }
 
-// Keep looks at every account queue every interval until ctx ends; it never writes a limit, and a failed read changes
-// nothing. warn hears a queue's failures at most once a minute.
+// Keep reads every account queue each interval until ctx ends, never writing; warn hears a queue's failures once a minute.
 func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue string, err error)) {
 	warned := map[string]time.Time{}
 	for tick := time.NewTicker(every); ; {

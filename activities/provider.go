@@ -53,16 +53,14 @@ type SubmitResult struct {
 	AcceptedAt             time.Time          `json:"accepted_at,omitzero"`               // when the request it accepted was sent: submitted_at
 }
 
-// LostDetails are a FailureSubmitOutcomeUnknown's (and a FailureProviderUnsupported's): where the submission went,
-// how many other providers the task could use, and after how long it may be given up.
+// LostDetails are a FailureSubmitOutcomeUnknown's (and FailureProviderUnsupported's): where it went, alternatives, give-up.
 type LostDetails struct {
-	Provider      string `json:"provider"`
-	Alternatives  int    `json:"alternatives,omitempty"`
-	GiveUpSeconds int    `json:"give_up_seconds,omitempty"`
-	RunID         string `json:"run_id,omitempty"` // the run its pingback URL names
-	// PriceUSD and Refunds are SubmitResult's: a lost submission may have been paid.
-	PriceUSD float64 `json:"price_usd,omitempty"`
-	Refunds  bool    `json:"refunds,omitempty"`
+	Provider      string  `json:"provider"`
+	Alternatives  int     `json:"alternatives,omitempty"`
+	GiveUpSeconds int     `json:"give_up_seconds,omitempty"`
+	RunID         string  `json:"run_id,omitempty"`    // the run its pingback URL names
+	PriceUSD      float64 `json:"price_usd,omitempty"` // SubmitResult's, as Refunds: a lost submission may have been paid
+	Refunds       bool    `json:"refunds,omitempty"`
 }
 
 // set is the worker's providers: Providers, or Provider alone, named captchaai in logs (made per call: tests swap it).
@@ -226,9 +224,8 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	return SubmitResult{}, providerError(ctx, err), next
 }
 
-// refusedTask fails a Submit whose task the provider would not take. A proxy word is the user's proxy: ProxyRejected,
-// no other provider asked with it. A type the provider lacks marks it so (Submit skips it a while), naming it: the
-// workflow decides to go elsewhere, as a later choice of provider outside Submit will.
+// refusedTask fails a Submit whose task the provider would not take: a proxy word is the user's (ProxyRejected, asked
+// nowhere else); a type it lacks is marked (skipped a while), and the workflow decides to go elsewhere.
 func (a *Activities) refusedTask(ctx context.Context, name string, req SubmitRequest, err error, lost LostDetails) error {
 	if providers.ClassOf(err) == callback.ClassProxy {
 		activity.GetLogger(ctx).Warn("the provider could not use the task's proxy", "Provider", name, "Code", codeOf(err))

@@ -29,21 +29,17 @@ type ReportTargetRequest struct {
 
 // ReportTarget is what a report needs of a solved task; never the code, which stays out of the report's history.
 type ReportTarget struct {
-	ProviderTaskID string `json:"provider_task_id"`
-	// Provider solved it ("" without PROVIDERS_FILE); Kind is its createTask kind (some report calls depend on it).
-	Provider    string    `json:"provider,omitempty"`
-	Kind        string    `json:"kind,omitempty"`
-	Method      string    `json:"method,omitempty"` // the task's: verdicts teach the routing model
-	SubmittedAt time.Time `json:"submitted_at"`
-	ReceivedAt  time.Time `json:"received_at"`
+	ProviderTaskID string    `json:"provider_task_id"`
+	Provider       string    `json:"provider,omitempty"` // solved it ("" without PROVIDERS_FILE)
+	Kind           string    `json:"kind,omitempty"`     // its createTask kind (some report calls depend on it)
+	Method         string    `json:"method,omitempty"`   // the task's: verdicts teach the routing model
+	SubmittedAt    time.Time `json:"submitted_at"`
+	ReceivedAt     time.Time `json:"received_at"`
 }
 
 // LookupReportTarget is the provider task the task's result came from, with its kind for a createTask provider.
 func (a *Activities) LookupReportTarget(ctx context.Context, req ReportTargetRequest) (ReportTarget, error) {
-	dc := a.DataConverter
-	if dc == nil {
-		dc = converter.GetDefaultDataConverter()
-	}
+	dc := cmp.Or(a.DataConverter, converter.GetDefaultDataConverter())
 	target, in, err := lookupReportTarget(ctx, activity.GetClient(ctx), dc, req.TaskID)
 	if p, ok := a.set().Get(target.Provider); err == nil && target.Provider != "" && ok && p.Flavor != "" {
 		kind, err := providers.KindOf(in.Method, in.Params)
@@ -86,8 +82,7 @@ func lookupReportTarget(ctx context.Context, c client.Client, dc converter.DataC
 	if !closed {
 		return ReportTarget{}, in, temporal.NewApplicationError(fmt.Sprintf("task %s is still running", taskID), FailureTaskRunning)
 	}
-	// A result is in a completed task, one cancelled while delivering, or one failed DeliveryFailed or TokenExpired.
-	// Each getter is nil unless last is its kind of event.
+	// A result is in a completed task, one cancelled delivering, or one failed DeliveryFailed or TokenExpired (else nil).
 	payloads := cmp.Or(last.GetWorkflowExecutionCompletedEventAttributes().GetResult(), last.GetWorkflowExecutionCanceledEventAttributes().GetDetails())
 	if failed := last.GetWorkflowExecutionFailedEventAttributes(); failed != nil {
 		info := failed.GetFailure().GetApplicationFailureInfo()

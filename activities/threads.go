@@ -124,8 +124,7 @@ func (a *Activities) ReleaseSlot(ctx context.Context, rel SlotRequest) error {
 	return nil
 }
 
-// slotOf is the pinned provider, why the ranking chose it and its plan: the ticket's, or the first serving candidate
-// with its circuit not open.
+// slotOf is the pinned provider, why the ranking chose it and its plan: the ticket's, or the first candidate not open.
 func (a *Activities) slotOf(ask SlotAsk, left time.Duration) (provider, reason string, plan int) {
 	if a.Providers == nil {
 		return "", "", a.ProviderThreads
@@ -154,8 +153,7 @@ func movedFrom(pin string, cands []*providers.Provider, b *providers.Breaker) er
 	return temporal.NewNonRetryableApplicationError("the slot's provider "+pin+" is skipped: admitting elsewhere", FailureProviderMoved, nil)
 }
 
-// CheckSlotHolders returns the holders whose workflow ID runs no run, or whose solve ended; one it cannot describe is
-// kept.
+// CheckSlotHolders returns the holders whose workflow runs no run or whose solve ended (one not described is kept).
 func (a *Activities) CheckSlotHolders(ctx context.Context, holders []SlotRequest) (dead []SlotRequest, _ error) {
 	for _, h := range holders {
 		desc, err := activity.GetClient(ctx).DescribeWorkflow(ctx, h.WorkflowID, "")

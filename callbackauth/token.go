@@ -21,8 +21,7 @@ const (
 	TokenParam, RunParam, SubmissionParam, ProviderParam, FlavorParam, TraceParam = "t", "r", "s", "p", "f", "tp"
 )
 
-// Submission names one submission of one run and the provider the URL was handed to ("" without PROVIDERS_FILE),
-// so a routed submission's candidates each get their own URL.
+// Submission names one run's submission and the provider its URL went to ("" without PROVIDERS_FILE): one URL each.
 type Submission struct {
 	RunID    string
 	N        int

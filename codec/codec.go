@@ -41,8 +41,7 @@ type Codec struct {
 // CurrentKeyID is the ID new payloads carry, "" when they stay plaintext (an ID, never key material: safe to log).
 func (c *Codec) CurrentKeyID() string { return c.current }
 
-// Load reads a keys file: one "id:base64(32 bytes)" a line, the first the current, "#" lines comments; a first
-// line "-" writes plaintext and only decrypts.
+// Load reads a keys file: "id:base64(32 bytes)" lines, the first current, "#" comments; a first line "-" only decrypts.
 func Load(path string) (*Codec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -159,9 +158,8 @@ func DataConverter(c *Codec) converter.DataConverter {
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
 }
 
-// Configure gives opts the converters of the keys file at path: payloads and failures' messages and stack traces
-// encrypted. path "" leaves opts plaintext (a warning says so, when logger is set). Every process calls it before
-// dialling; so do callers of captchaflow.Start and Solve for their own clients.
+// Configure gives opts the converters of the keys file at path, encrypting payloads and failures ("": plaintext, with a
+// warning when logger is set). Every process calls it before dialling, as callers of captchaflow.Start and Solve should.
 func Configure(opts *client.Options, path string, logger *slog.Logger) (*Codec, error) {
 	if path == "" {
 		if logger != nil {

@@ -13,14 +13,10 @@ import (
 
 // ServerOptions configure the codec server (Temporal's remote codec protocol: POST /encode and /decode).
 type ServerOptions struct {
-	// Namespace is the one namespace whose payloads it serves (the X-Namespace header, when sent).
-	Namespace string
-	// Origins are the Web UI's origins, matched exactly (CORS); other browser pages are refused.
-	Origins []string
-	// Token is the bearer token every request carries (the CLI's --codec-auth "Bearer …").
-	Token string
-	// LoopbackWithoutToken is make run's exception: no sign-in, no token, but only loopback peers and Host names.
-	LoopbackWithoutToken bool
+	Namespace            string   // the one namespace whose payloads it serves (the X-Namespace header, when sent)
+	Origins              []string // the Web UI's, matched exactly (CORS); other browser pages are refused
+	Token                string   // the bearer token every request carries (the CLI's --codec-auth "Bearer …")
+	LoopbackWithoutToken bool     // make run's exception: no sign-in, no token, but only loopback peers and Host names
 }
 
 // maxBody bounds a request: a page of the Web UI's payloads, far above Temporal's 2 MiB payload limit.

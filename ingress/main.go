@@ -1,5 +1,4 @@
-// Command ingress receives provider callbacks and signals the SolveCaptcha workflows. Configuration comes from the
-// environment (internal/config.Ingress); Temporal's connection from TEMPORAL_ADDRESS and friends (envconfig).
+// Command ingress receives provider callbacks and signals SolveCaptcha; configuration is the environment (internal/config).
 package main
 
 import (
@@ -14,10 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
-	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/ingress/server"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/internal/telemetry"
@@ -28,14 +24,8 @@ func main() {
 	slog.SetDefault(logger) // what libraries log (the OpenTelemetry SDK's errors) is a JSON line too
 	cfg, err := config.LoadIngress()
 	check(err, "")
-	opts, err := envconfig.LoadDefaultClientOptions()
-	check(err, "temporal client configuration: ")
-	opts.Logger = sdklog.NewStructuredLogger(logger)
-	interceptors, flush, err := telemetry.Setup(context.Background(), "captchaflow-ingress")
-	check(err, "OTEL_* (tracing): ")
-	opts.Interceptors = append(opts.Interceptors, interceptors...)
 	// The ingress only writes payloads (signals, updates): give it a keys file with the current key alone.
-	_, err = codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), logger)
+	opts, flush, err := config.ClientOptions(context.Background(), "captchaflow-ingress", logger, logger)
 	check(err, "")
 	// Lazy: /healthz answers while Temporal is still starting; /readyz and callbacks say 503 until it answers.
 	tc, err := client.NewLazyClient(opts)

@@ -24,15 +24,12 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
-	"github.com/captchaflow/captchaflow/codec"
-	"github.com/captchaflow/captchaflow/internal/telemetry"
+	"github.com/captchaflow/captchaflow/internal/config"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -159,19 +156,6 @@ func oneOf(fs *flag.FlagSet, name string, values ...string) bool {
 	return slices.Contains(values, v)
 }
 
-// clientOptions are TEMPORAL_*'s (envconfig) in namespace, the SDK's messages on stderr, payloads through the codec.
-func clientOptions(namespace string, stderr io.Writer) (client.Options, error) {
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return opts, fmt.Errorf("temporal client configuration: %w", err)
-	}
-	opts.Namespace = cmp.Or(namespace, opts.Namespace)
-	// The SDK's default logger writes to stdout, where the result's JSON goes; warnings are enough on stderr.
-	opts.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	_, err = codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), nil) // quiet without: stderr is the CLI's
-	return opts, err
-}
-
 // execute dials Temporal and runs fn, printing its result as JSON.
 func execute(name, namespace string, timeout time.Duration, stdout, stderr io.Writer, fn func(context.Context, client.Client) (any, error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -181,18 +165,15 @@ func execute(name, namespace string, timeout time.Duration, stdout, stderr io.Wr
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	opts, err := clientOptions(namespace, stderr)
+	// The SDK logs to stdout, where the JSON goes: its warnings go to stderr, and the codec says nothing (stderr is ours).
+	opts, flush, err := config.ClientOptions(ctx, "captchaflow-starter",
+		slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	if err != nil {
 		fmt.Fprintln(stderr, name+":", err)
 		return 2
 	}
-	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-starter")
-	if err != nil {
-		fmt.Fprintln(stderr, name+": OTEL_* (tracing):", err)
-		return 2
-	}
 	defer func() { _ = flush(context.WithoutCancel(ctx)) }()
-	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	opts.Namespace = cmp.Or(namespace, opts.Namespace)
 	ctx, span := otel.Tracer("captchaflow").Start(ctx, name) // the task's trace starts here: its ID is printed
 	defer span.End()
 	if span.SpanContext().IsValid() {

@@ -1,5 +1,4 @@
-// Command worker runs SolveCaptcha and its activities on the captcha-solve task queue. Configuration is the
-// environment (internal/config); Temporal's connection comes from TEMPORAL_ADDRESS and friends (envconfig).
+// Command worker runs SolveCaptcha and its activities; configuration is the environment (internal/config, envconfig).
 package main
 
 import (
@@ -28,9 +27,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
 	sdktally "go.temporal.io/sdk/contrib/tally"
-	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -139,25 +136,14 @@ func codecOptions(cfg config.Worker, namespace string) codec.ServerOptions {
 		Token: strings.TrimSpace(cfg.CodecToken.Reveal()), LoopbackWithoutToken: cfg.CodecLoopbackWithoutToken}
 }
 
-// clientOptions are TEMPORAL_*'s (envconfig) with the worker's logger, metrics and, when OTEL_* turn it on, tracing.
+// clientOptions are config.ClientOptions with the worker's metrics and the default namespace named.
 func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.MetricsHandler) (client.Options, func(context.Context) error, error) {
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return opts, nil, fmt.Errorf("temporal client configuration: %w", err)
-	}
+	opts, flush, err := config.ClientOptions(ctx, "captchaflow-worker", logger, logger)
 	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
-	opts.Logger, opts.MetricsHandler = sdklog.NewStructuredLogger(logger), metrics
+	opts.MetricsHandler = metrics
 	// The Web UI's Workers page lists a worker once its heartbeat arrives: 10 s, not the SDK's 60 s.
 	opts.WorkerHeartbeatInterval = 10 * time.Second
-	interceptors, flush, err := telemetry.Setup(ctx, "captchaflow-worker")
-	if err != nil {
-		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
-	}
-	opts.Interceptors = append(opts.Interceptors, interceptors...)
-	if _, err := codec.Configure(&opts, os.Getenv("CAPTCHAFLOW_KEYS_FILE"), logger); err != nil {
-		return opts, nil, err
-	}
-	return opts, flush, nil
+	return opts, flush, err
 }
 
 // flushTraces exports what the batch processor holds (within telemetry's bound).
@@ -184,8 +170,7 @@ func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) 
 	return w
 }
 
-// startPollers starts what serves the task queue: its worker, each provider account's paced queues (and the pacer that
-// learns their keepers' pauses), and the routing exchange.
+// startPollers starts the task queue's worker, each account's paced queues (with their pacer) and the routing exchange.
 func startPollers(ctx context.Context, c client.Client, cfg config.Worker, acts *activities.Activities, opts client.Options,
 	logger *slog.Logger) (stop func(), err error) {
 	acts.DataConverter = opts.DataConverter // the report's lookup reads raw history: through the codec
@@ -256,8 +241,7 @@ func providerWorkers(c client.Client, cfg config.Worker, acts *activities.Activi
 	return ws
 }
 
-// loadConfig reads and checks the settings and builds the activities before anything is dialled: the providers of
-// PROVIDERS_FILE, or the one CAPTCHAAI_* provider.
+// loadConfig checks the settings and builds the activities (PROVIDERS_FILE's providers, or CAPTCHAAI_*'s) before dialling.
 func loadConfig() (config.Worker, *activities.Activities, error) {
 	cfg, err := config.LoadWorker()
 	if err = cmp.Or(err, checkSettings(cfg)); err != nil {
@@ -354,8 +338,7 @@ func keepBalanceSchedule(ctx context.Context, sc client.ScheduleClient, cfg conf
 	}
 }
 
-// Bounds on the routing settings: a shorter give-up pays again over a blip, a longer one keeps tasks on a dead
-// provider for most of a token's life.
+// Bounds on the routing settings: a shorter give-up pays again over a blip, a longer one strands tasks on a dead provider.
 const minGiveUp, maxGiveUp, minNoSlotBudget = 10 * time.Second, 10 * time.Minute, 5 * time.Second
 
 // checkSettings refuses, all at once and never quoting a secret, the settings that would fail every task later.
@@ -374,8 +357,7 @@ func checkSettings(cfg config.Worker) error {
 		_, err = callbackauth.URLFor(cfg.CallbackBaseURL, "preflight", "x", callbackauth.Submission{RunID: "preflight", N: 1})
 	}
 	check(err != nil, "CALLBACK_BASE_URL: %v", err)
-	// A request its activity attempt cuts short ends as a timed-out activity (a dead worker, to Temporal) instead
-	// of failing with its own, classified error.
+	// A request cut short by its attempt ends as a timed-out activity (a dead worker, to Temporal), not its own error.
 	const shorter = "%s: %s must be positive and shorter than %s, the start-to-close timeout of one %s activity attempt"
 	check(cfg.ProviderTimeout <= 0 || cfg.ProviderTimeout >= workflows.ProviderStartToClose, shorter,
 		"CAPTCHAAI_TIMEOUT", cfg.ProviderTimeout, workflows.ProviderStartToClose, "provider")
@@ -408,13 +390,11 @@ func checkSettings(cfg config.Worker) error {
 
 // checkCodec refuses a codec server without keys, or one that would answer anyone.
 func checkCodec(cfg config.Worker) error {
-	switch {
-	case cfg.CodecAddr == "":
+	if cfg.CodecAddr == "" {
 		return nil
-	case os.Getenv("CAPTCHAFLOW_KEYS_FILE") == "":
+	} else if os.Getenv("CAPTCHAFLOW_KEYS_FILE") == "" {
 		return fmt.Errorf("CODEC_ADDR: the codec server needs %s", codec.KeysFileEnv)
-	}
-	if err := codecOptions(cfg, "").Check(cfg.CodecAddr); err != nil {
+	} else if err := codecOptions(cfg, "").Check(cfg.CodecAddr); err != nil {
 		return fmt.Errorf("CODEC_ADDR: %w", err)
 	}
 	return nil
@@ -440,8 +420,7 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	return &metrics{registry, sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer}, nil
 }
 
-// serve exports the worker's gauges and, unless WORKER_METRICS_ADDR is empty, serves /metrics and /healthz on it
-// (port 0 allowed) until the process exits; it returns the address it listens on.
+// serve exports the gauges and, unless WORKER_METRICS_ADDR is empty, serves /metrics and /healthz; it returns the address.
 func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) (string, error) {
 	if low := cfg.ProviderBalanceLow; low > 0 { // the low-balance alert's threshold
 		m.handler.WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
@@ -462,8 +441,7 @@ func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string,
 	return ln.Addr().String(), nil
 }
 
-// exportCircuits registers a routed worker's circuit gauges (PROVIDERS_FILE), read at scrape so a circuit
-// half-opened by time alone shows it (and its alert clears).
+// exportCircuits registers a routed worker's circuit gauges, read at scrape so a circuit half-opened by time shows it.
 func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string) error {
 	if set == nil || !set.Routed {
 		return nil

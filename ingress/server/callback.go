@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -105,8 +106,8 @@ func (s *Server) traced(h http.Handler) http.Handler {
 // callbackFields is callback.Parse of c (flavor "": the in.php pingback); a refusal is a 413 or a 400 naming the field.
 func callbackFields(c echo.Context, flavor string) (id, code string, err error) {
 	res, err := callback.Parse(c.Request(), callback.Flavor(flavor))
-	if tooLarge := asBodyTooLarge(err); tooLarge != nil {
-		return "", "", tooLarge
+	if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge { // however wrapped
+		return "", "", echo.ErrStatusRequestEntityTooLarge
 	}
 	if err != nil {
 		err = &Error{Status: http.StatusBadRequest, Outcome: outcomeBadRequest, Message: err.Error()}

@@ -14,12 +14,11 @@ import (
 // Caps on the per-key state callers can create: a few tens of MiB however many keys a flood invents. An evicted
 // budget is a full one again, harmless while cycling the cache takes longer than a refill (≈22 min at 50/s).
 const (
-	maxBudgetKeys     = 1 << 16
-	maxSeenCallbacks  = 1 << 16
-	maxClientLimiters = 1 << 14
-	seenCallbackTTL   = 10 * time.Minute // providers repeat within seconds to minutes
-	// activeSourceWindow: a client is an active source (for the fair share) this long after its last request.
-	activeSourceWindow = 10 * time.Second
+	maxBudgetKeys      = 1 << 16
+	maxSeenCallbacks   = 1 << 16
+	maxClientLimiters  = 1 << 14
+	seenCallbackTTL    = 10 * time.Minute // providers repeat within seconds to minutes
+	activeSourceWindow = 10 * time.Second // a client counts for the fair share this long after its last request
 )
 
 // ttlCache is an LRU of at most size keys, each forgotten ttl after it was last touched (by the caller's clock).
@@ -99,8 +98,7 @@ func (l *limiters) take(key string, now time.Time) bool {
 	return lim.AllowN(now, 1)
 }
 
-// refund gives back a token taken for a signal Temporal never accepted, so the provider's retry is not suppressed;
-// x/time/rate caps the bucket at its burst again on its next use.
+// refund returns a token taken for a signal Temporal never took, so the retry is not suppressed (rate re-caps the burst).
 func (l *limiters) refund(key string, now time.Time) { lim, _ := l.get(key, now); lim.AllowN(now, -1) }
 
 // callbackKey identifies one callback's content on one route; no ID can hold NUL, so the encoding is unambiguous.

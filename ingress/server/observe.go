@@ -29,9 +29,8 @@ func callbackInfoOf(c echo.Context) *callbackInfo {
 	return info
 }
 
-// callbackRoute marks a callback route for the access log and the counter, and answers 413 past the body limit.
-// Not Echo's BodyLimit: its reader hands mime/multipart the bytes past the limit with the error, so a small
-// chunked multipart body over the limit parsed; http.MaxBytesReader never does.
+// callbackRoute marks a callback route for the access log and the counter, and answers 413 past the body limit. Not
+// Echo's BodyLimit: it hands mime/multipart bytes past the limit, so a chunked body over it parsed; MaxBytesReader never.
 func (s *Server) callbackRoute(route string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -55,9 +54,8 @@ func nameSpan(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// accessLog writes one line per request with safe fields only: the route pattern, never the URL (it holds the
-// token), and counts callbacks by outcome. Callbacks log at Info, probes at Debug, a 503 at Warn (Temporal is
-// out of reach; Error stays for bugs), other 5xx at Error.
+// accessLog logs each request by route pattern, never the URL (it holds the token), and counts callbacks by outcome:
+// callbacks at Info, probes at Debug, a 503 at Warn (Temporal is out of reach; Error stays for bugs), other 5xx at Error.
 func (s *Server) accessLog() echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		HandleError: true, LogStatus: true, LogLatency: true, LogMethod: true, LogRoutePath: true, LogError: true,
@@ -117,8 +115,7 @@ var outcomes = []string{
 	outcomeSuppressed, outcomeRateLimited, outcomeDropped, outcomeUntokenedRejected, outcomeSourceRefused,
 }
 
-// newMetrics registers the callback counter, the untokened queue's gauges and the HTTP metrics' middleware, which
-// counts and times every request by route pattern and the status the error handler will answer.
+// newMetrics registers the callback counter, the queue gauges and the HTTP middleware (by route and the status answered).
 func newMetrics(reg prometheus.Registerer, q *jobQueue) (*prometheus.CounterVec, echo.MiddlewareFunc, error) {
 	callbacks := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "captchaflow_ingress_callbacks_total",
 		Help: "Provider callbacks by route and outcome; an untokened one is counted when its background lookup ends."},

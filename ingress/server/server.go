@@ -87,8 +87,7 @@ func New(cfg config.Ingress, tc client.Client, log *slog.Logger, reg *prometheus
 	return s, nil
 }
 
-// parse checks cfg and parses its body limit and CIDRs (blank entries skipped); it reports every problem at once,
-// so a bad deployment is fixed in one round.
+// parse checks cfg and parses its body limit and CIDRs, reporting every problem at once: one round fixes a deployment.
 func parse(cfg config.Ingress, tc client.Client) (bodyLimit int64, proxies, allow []*net.IPNet, err error) {
 	var problems []string
 	add := func(bad bool, format string, args ...any) {
@@ -172,18 +171,8 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, accepted)
 }
 
-// asBodyTooLarge turns the reader's over-limit error, however wrapped, into its 413; nil for any other error.
-func asBodyTooLarge(err error) error {
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return echo.ErrStatusRequestEntityTooLarge
-	}
-	return nil
-}
-
-// ListenAndServe binds INGRESS_ADDR and, unless empty, INGRESS_METRICS_ADDR, and serves until ctx is done. It then
-// reports not ready, lets in-flight callbacks finish and drains the untokened queue within SHUTDOWN_TIMEOUT (a
-// callback cut off mid-signal would only come through the slower poll); the metrics listener closes last.
+// ListenAndServe serves INGRESS_ADDR (and INGRESS_METRICS_ADDR) until ctx is done, then turns not ready and lets callbacks
+// finish and the untokened queue drain within SHUTDOWN_TIMEOUT (a cut-off one waits for the poll); metrics close last.
 func (s *Server) ListenAndServe(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
@@ -239,8 +228,7 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 }
 
-// Error is the one error handlers return: Status is what the caller gets, Outcome the callbacks counter's label,
-// Message all the caller is told; Err is logged and never sent.
+// Error is what handlers return: Status and Message go to the caller, Outcome labels the counter, Err is only logged.
 type Error struct {
 	Status     int
 	Outcome    string

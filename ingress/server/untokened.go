@@ -19,17 +19,13 @@ import (
 )
 
 const (
-	// untokenedLookupDelay keeps the one visibility query from racing the task's own search-attribute update.
-	untokenedLookupDelay = time.Second
-	// untokenedUpdateTimeout: a workflow whose worker is down cannot accept the update, and the poll recovers anyway.
-	untokenedUpdateTimeout = 2 * time.Second
-	// rejectedHintTTL: a rejection is final for a provider task ID (captchaflow.UntokenedHint).
-	rejectedHintTTL = time.Hour
+	untokenedLookupDelay   = time.Second     // the one visibility query must not race the task's search-attribute update
+	untokenedUpdateTimeout = 2 * time.Second // a workflow whose worker is down cannot accept it; the poll recovers anyway
+	rejectedHintTTL        = time.Hour       // a rejection is final for a provider task ID (captchaflow.UntokenedHint)
 )
 
-// handleUntokenedCallback serves the bare /callback?id=&code=. Anyone can call it and task IDs are sequential, so it
-// tells nothing: allow-listed, rate limited before the body is read, the same 200 whether the task exists or not, the
-// lookup in the background queue; repeats, callbacks past the budget and rejected IDs cost no Temporal call.
+// handleUntokenedCallback serves /callback?id=&code=: anyone can call it with sequential IDs, so it tells nothing (the same
+// 200 either way), is allow-listed and rate limited before the body, and looks up in the background; repeats cost no call.
 func (s *Server) handleUntokenedCallback(c echo.Context) error {
 	info := callbackInfoOf(c)
 	ip := net.ParseIP(c.RealIP()) // every source when UNTOKENED_ALLOW_CIDRS is empty, else only its networks
@@ -83,8 +79,7 @@ func (s *Server) runUntokened(ctx context.Context, id, key string, arrived time.
 	log.Info("untokened callback processed")
 }
 
-// lookupAndDeliver finds the running workflow waiting for the provider task ID (one visibility query bounded by
-// LookupTimeout, after untokenedLookupDelay) and hands it the hint as the UntokenedUpdate, which carries no code.
+// lookupAndDeliver finds the running workflow waiting for id (one bounded visibility query, after a delay) and hints it.
 func (s *Server) lookupAndDeliver(ctx context.Context, id string, arrived time.Time) (workflowID, outcome string, err error) {
 	select {
 	case <-ctx.Done():
@@ -183,8 +178,7 @@ func (q *jobQueue) enqueue(run func(context.Context)) error {
 	}
 }
 
-// drain stops taking jobs and waits for the accepted ones; if ctx ends first, they are cancelled (the waiting
-// ones count as dropped) and ctx's error returned. Safe to call more than once.
+// drain stops taking jobs and waits for the accepted ones, cancelled (the waiting dropped) if ctx ends first; repeatable.
 func (q *jobQueue) drain(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.closed {

@@ -1,8 +1,8 @@
-// Package config reads the worker's and the ingress's environment (docs/operations.md) and fails fast naming the
-// variable; Temporal's own settings are envconfig's.
+// Package config reads the environment (docs/operations.md), failing fast naming the variable; Temporal's via envconfig.
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,14 +11,18 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/codec"
+	"github.com/captchaflow/captchaflow/internal/telemetry"
 )
 
 const (
-	DefaultProviderBaseURL = "https://ocr.captchaai.com"
-	// DefaultStickyCacheSize: ~50 KB a workflow, ~100 MiB (the SDK's 10 000 took ~490 MiB).
-	DefaultStickyCacheSize    = 2000
+	DefaultProviderBaseURL    = "https://ocr.captchaai.com"
+	DefaultStickyCacheSize    = 2000 // ~50 KB a workflow, ~100 MiB (the SDK's 10 000 took ~490 MiB)
 	DefaultWorkerMetricsAddr  = "127.0.0.1:9091"
 	DefaultIngressMetricsAddr = "127.0.0.1:9092"
 )
@@ -107,6 +111,22 @@ func load[T any](who string, cfg *T, metricsAddr *string, metricsEnv, metricsDef
 		return fmt.Errorf("%s configuration: %w", who, err)
 	}
 	return nil
+}
+
+// ClientOptions are envconfig's (TEMPORAL_*) with logger, OTEL_* tracing as service, and the codec (codecLog nil: quiet).
+func ClientOptions(ctx context.Context, service string, logger, codecLog *slog.Logger) (client.Options, func(context.Context) error, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return opts, nil, fmt.Errorf("temporal client configuration: %w", err)
+	}
+	opts.Logger = sdklog.NewStructuredLogger(logger)
+	interceptors, flush, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
+	}
+	opts.Interceptors = append(opts.Interceptors, interceptors...)
+	_, err = codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), codecLog)
+	return opts, flush, err
 }
 
 // MethodTimeouts is "method=duration,…" (e.g. "turnstile=60s"), whole seconds from 1 s to 24 h, each method once.

@@ -1,6 +1,5 @@
-// Package telemetry is the one place that decides whether and how the worker and the ingress export traces: off
-// unless an OTLP endpoint is set, then configured by the standard OTEL_* variables (autoexport, the SDK's batch
-// processor, the resource's service name). Every exported span is scrubbed of URL queries first.
+// Package telemetry decides whether and how the processes export traces: off unless an OTLP endpoint is set, then by the
+// standard OTEL_* variables (autoexport, the batch processor, the service name); spans are scrubbed of URL queries first.
 package telemetry
 
 import (
@@ -42,8 +41,7 @@ func Enabled() bool {
 	return os.Getenv("OTEL_TRACES_EXPORTER") != "none" && slices.ContainsFunc(endpointVars, func(k string) bool { return os.Getenv(k) != "" })
 }
 
-// Setup installs the global tracer provider when Enabled; it returns the Temporal clients' interceptors (none when
-// off) and the flush a clean stop calls, bounded at 5 s.
+// Setup installs the tracer provider when Enabled; it returns the client interceptors and the flush (bounded at 5 s).
 func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor, func(context.Context) error, error) {
 	if !Enabled() {
 		return nil, func(context.Context) error { return nil }, nil
@@ -97,8 +95,7 @@ func StarterSpan(header *commonpb.Header) trace.SpanContext {
 	return trace.SpanContextFromContext(FromTraceparent(context.Background(), data["traceparent"]))
 }
 
-// Round records a workflow's refresh round n, from started until now, as a span under its run's: once, when the
-// round ends outside a replay. No command: replay is unchanged.
+// Round records refresh round n (started until now) as a span under the run's, once, outside replay: it adds no command.
 func Round(ctx workflow.Context, n int, started time.Time, err error) {
 	run, ok := temporalotel.SpanFromWorkflowContext(ctx)
 	if !ok || workflow.IsReplaying(ctx) {
@@ -135,8 +132,7 @@ func FromTraceparent(ctx context.Context, tp string) context.Context {
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
 }
 
-// Annotate names the task, its provider and the provider's task ID on ctx's span (empty values left out), and on
-// the HTTP spans of the returned context's requests (Transport).
+// Annotate names the task, provider and provider task ID (non-empty ones) on ctx's span and its requests' (Transport).
 func Annotate(ctx context.Context, workflowID, provider, providerTaskID string) context.Context {
 	attrs, _ := ctx.Value(taskKey{}).([]attribute.KeyValue)
 	for k, v := range map[string]string{"captchaflow.workflow_id": workflowID, "captchaflow.provider": provider,
@@ -151,8 +147,7 @@ func Annotate(ctx context.Context, workflowID, provider, providerTaskID string) 
 
 type taskKey struct{}
 
-// Transport is base with a client span per request, named by name, naming the task (Annotate) and sending prop's
-// headers (an empty composite: none).
+// Transport is base with a client span per request, named by name, naming the task (Annotate), sending prop's headers.
 func Transport(base http.RoundTripper, prop propagation.TextMapPropagator, name func(*http.Request) string) http.RoundTripper {
 	annotated := roundTripper(func(r *http.Request) (*http.Response, error) {
 		attrs, _ := r.Context().Value(taskKey{}).([]attribute.KeyValue)
@@ -181,10 +176,8 @@ func (h logHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h logHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return logHandler{h.Handler.WithAttrs(as)}
-}
-func (h logHandler) WithGroup(name string) slog.Handler { return logHandler{h.Handler.WithGroup(name)} }
+func (h logHandler) WithAttrs(a []slog.Attr) slog.Handler { return logHandler{h.Handler.WithAttrs(a)} }
+func (h logHandler) WithGroup(name string) slog.Handler   { return logHandler{h.Handler.WithGroup(name)} }
 
 // query is a URL's query in any text, to the end of the text or of the %q quoting it (an error quoting a request):
 // res.php's key=, a callback's t= and code=, a notify_url's own, whatever they hold.
