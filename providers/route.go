@@ -51,6 +51,8 @@ const (
 	timesKept           = 32  // solve times kept per provider and method
 	minProbeGap         = 5 * time.Second
 	sharedKept          = 512 // observations kept for the fleet until drained
+	// minTimesForFirstPoll: fewer solves than this say too little of a provider's pace to hold a poll back.
+	minTimesForFirstPoll = 4
 )
 
 // Outcomes of an observed submission, and a caller's bad verdict.
@@ -319,4 +321,24 @@ func (m *Model) Snapshot() (rows []Row) {
 		rows = append(rows, Row{Provider: k[0], Method: k[1], Price: s.price, Cost: s.cost, P90: s.p90, Unsolvable: u, Bad: b})
 	}
 	return rows
+}
+
+// FirstPoll is how long after its submission a task's first poll is worth making: half the lower quartile of provider's
+// latest solve times of method (0 while it knows fewer than minTimesForFirstPoll), so a poll spends no request on a
+// task the provider has hardly begun. Half: a solve found by a poll is learned no sooner than the poll, so a hold at
+// the quartile itself would only ever grow while callbacks are down.
+func (m *Model) FirstPoll(provider, method string) (d time.Duration) {
+	m.with(provider, method, func(s *stats) {
+		var solved []float64
+		for _, t := range s.times {
+			if !t.open {
+				solved = append(solved, t.secs)
+			}
+		}
+		if len(solved) >= minTimesForFirstPoll {
+			slices.Sort(solved)
+			d = time.Duration(solved[len(solved)/4] * float64(time.Second) / 2)
+		}
+	})
+	return d
 }
