@@ -29,9 +29,8 @@ func ForMethod(ctx context.Context, method string) context.Context {
 	return context.WithValue(ctx, methodKey{}, method)
 }
 
-// WithResultBatching sets the least spacing of one client's res.php requests, so that the lookups arriving meanwhile
-// share the next one (default 1 s: the server dispatches an account's polls evenly, and a shorter spacing meets them
-// one by one; negative: a request per lookup).
+// WithResultBatching sets the least spacing of a client's res.php requests, so lookups arriving meanwhile share the next
+// (default 1 s: the server spreads an account's polls evenly, so a shorter one meets them one by one; < 0: one per lookup).
 func WithResultBatching(gather time.Duration) Option { return func(c *conn) { c.gather = gather } }
 
 // lookups are the Get calls of one client waiting for a request: at most maxSenders goroutines send them.

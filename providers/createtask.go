@@ -149,7 +149,6 @@ func (c *CreateTask) idValue(taskID string) (any, error) {
 	return json.Number(taskID), nil
 }
 
-// Balance calls getBalance.
 func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
 	env, err := c.call(ctx, "getBalance", map[string]any{})
 	if err != nil {
@@ -270,7 +269,6 @@ var profiles = map[Flavor]Profile{
 		Reports:    []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
 }
 
-// ProfileOf returns the flavor's profile.
 func ProfileOf(f Flavor) (Profile, bool) {
 	p, ok := profiles[f]
 	p.Flavor = f

@@ -102,7 +102,6 @@ func NewModel(f File) *Model {
 // SetClock makes m read the time from now (a fleet's models on one test clock).
 func (m *Model) SetClock(now func() time.Time) { m.now = now }
 
-// Scored tells whether submissions are ranked by the model.
 func (m *Model) Scored() bool { return m != nil && m.Policy == RoutingScored }
 
 // with runs f on provider and method's stats under the lock; a nil Model runs nothing.
@@ -190,10 +189,9 @@ type candidate struct {
 	avoided int // 1 + its place in the avoid list (0: not avoided): the latest avoided goes last
 }
 
-// Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time;
-// avoided ones last, the latest avoided last of all. A share of seeds explores another that fits in time and b lets
-// through, ahead of the rest, and a recovered one is probed; without a seed (a pinned submission's ranking, which
-// chooses nothing) neither: no probe is spent where none is sent.
+// Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time, the
+// avoided last (the latest last of all). A share of seeds explores another that fits and b lets through, and a recovered
+// one is probed; not without a seed (a pinned submission's ranking chooses nothing): no probe is spent where none is sent.
 func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time.Duration, seed string, b *Breaker) ([]*Provider, *captchaflow.Route) {
 	scored := make([]candidate, len(cands))
 	for i, p := range cands {
@@ -240,9 +238,8 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 	return out, route
 }
 
-// probe tells whether p would cost less than best if it solved again (a probe shows that, not its codes' worth) and
-// nothing was heard of it for its p90 (at least minProbeGap): if so it is probed, once per such gap (a half-open
-// circuit's one probe in flight).
+// probe tells whether p would cost less than best if it solved again (a probe shows that, not its codes' worth) and was
+// unheard of for its p90 (at least minProbeGap): then it is probed, once per such gap (a half-open circuit's one probe).
 func (m *Model) probe(p *Provider, method string, best float64) (probe bool) {
 	m.with(p.Name, method, func(s *stats) {
 		_, bad := s.shares()
@@ -309,7 +306,6 @@ type Row struct {
 	Price, Cost, P90, Unsolvable, Bad float64
 }
 
-// Snapshot is every provider and method scored so far.
 func (m *Model) Snapshot() (rows []Row) {
 	if m == nil {
 		return nil
@@ -323,10 +319,9 @@ func (m *Model) Snapshot() (rows []Row) {
 	return rows
 }
 
-// FirstPoll is how long after its submission a task's first poll is worth making: half the lower quartile of provider's
-// latest solve times of method (0 while it knows fewer than minTimesForFirstPoll), so a poll spends no request on a
-// task the provider has hardly begun. Half: a solve found by a poll is learned no sooner than the poll, so a hold at
-// the quartile itself would only ever grow while callbacks are down.
+// FirstPoll is how long after submission a task's first poll is worth making, so none is spent on a task hardly begun:
+// half the lower quartile of provider's latest solve times of method (0 under minTimesForFirstPoll solves). Half: a solve a
+// poll finds is learned no sooner than the poll, so a hold at the quartile would only ever grow while callbacks are down.
 func (m *Model) FirstPoll(provider, method string) (d time.Duration) {
 	m.with(provider, method, func(s *stats) {
 		var solved []float64

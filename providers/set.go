@@ -47,7 +47,6 @@ type Provider struct {
 // Rates are an account's request budgets per second, each held on its own task queue by the server across workers.
 type Rates struct{ Submits, Results float64 }
 
-// Or fills what r leaves unset (0) from def.
 func (r Rates) Or(def Rates) Rates {
 	return Rates{cmp.Or(r.Submits, def.Submits), cmp.Or(r.Results, def.Results)}
 }
@@ -118,8 +117,7 @@ func (s *Set) Get(name string) (*Provider, bool) {
 	return s.list[i], true
 }
 
-// Candidates are where a submission may go: preferred restricts and reorders the list, excluded drop, avoided go last
-// in the order they were avoided (the latest last).
+// Candidates are where a submission may go: preferred restricts and reorders, excluded drop, avoided go last (latest last).
 func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	out := slices.DeleteFunc(slices.Clone(s.list), func(p *Provider) bool {
 		return slices.Contains(excluded, p.Name) || len(preferred) > 0 && !slices.Contains(preferred, p.Name)

@@ -246,7 +246,6 @@ const (
 	methodRecaptcha                = "userrecaptcha" // the in.php method whose params version and enterprise pick the kind
 )
 
-// Kinds lists every kind in a fixed order.
 var Kinds = slices.Sorted(maps.Keys(taskTable))
 
 // KindOf is the kind of an in.php method with its params. A method the table does not know is ErrUnsupported.
