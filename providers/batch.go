@@ -88,13 +88,11 @@ func (c *InPHP) send() {
 		c.lookups.queue = slices.Clone(q[len(batch):])
 		if len(batch) == 0 {
 			c.lookups.senders--
-		} else {
-			c.lookups.last = time.Now()
-		}
-		c.lookups.mu.Unlock()
-		if len(batch) == 0 {
+			c.lookups.mu.Unlock()
 			return
 		}
+		c.lookups.last = time.Now()
+		c.lookups.mu.Unlock()
 		for _, group := range byMethod(batch) { // a method's own request: a batch that fails to split is its alone
 			if len(group) == 1 { // a lone ID keeps action=get&id=, and its caller's context
 				code, err := c.getOne(group[0].ctx, group[0].id)

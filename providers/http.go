@@ -237,15 +237,12 @@ func (c *conn) do(ctx context.Context, op, method, target, contentType string, b
 			Err: errors.New(http.StatusText(resp.StatusCode)), Written: resp.StatusCode >= 500, Provider: c.name}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-	switch {
-	case err != nil:
+	if err != nil {
 		err = fmt.Errorf("read answer: %w", err)
-	case len(body) > maxAnswerBytes:
+	} else if len(body) > maxAnswerBytes {
 		err = fmt.Errorf("%w: answer larger than %d bytes", callback.ErrMalformed, maxAnswerBytes)
-	default:
-		if e, err = answer(0, body); e != nil {
-			return e
-		}
+	} else if e, err = answer(0, body); e != nil {
+		return e
 	}
 	if err != nil {
 		return c.fail(op, callback.ClassTransient, err)

@@ -208,16 +208,13 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 		route.Reason = captchaflow.RouteFastest
 	}
 	var others []int // where exploring may go: not avoided, in time, and not one Submit would skip
+	pick, reason := -1, captchaflow.RouteProbe
 	for i, c := range scored[1:] {
 		if seed != "" && c.avoided == 0 && (left <= 0 || c.P90Seconds < left.Seconds()) && b.Allows(c.Name) {
 			others = append(others, i+1)
-		}
-	}
-	pick, reason := -1, captchaflow.RouteProbe
-	for _, i := range others {
-		if scored[0].avoided == 0 && m.probe(scored[i].Provider, method, scored[0].CostUSD) {
-			pick = i
-			break
+			if pick < 0 && scored[0].avoided == 0 && m.probe(c.Provider, method, scored[0].CostUSD) {
+				pick = i + 1
+			}
 		}
 	}
 	h := fnv.New64a()
