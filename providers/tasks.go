@@ -193,8 +193,7 @@ var solutions = map[Kind]callback.Solution{
 
 // bareCodes are the kinds whose in.php code never holds "|", res.php's ids= separator: only theirs share a request
 // (a FunCaptcha token holds several "|"; an image's text, GeeTest's object, an unlisted method's answer may hold any).
-var bareCodes = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise,
-	KindHCaptcha, KindTurnstile}
+var bareCodes = append(slices.Clone(recaptchaKinds), KindHCaptcha, KindTurnstile)
 
 // AnswersMore is the kind of the method with params when its answer holds more than its code (a user agent,
 // cookies): the workflow takes it from a result request of its own, never a callback or a batch. Else "".
