@@ -29,9 +29,8 @@ func ForMethod(ctx context.Context, method string) context.Context {
 	return context.WithValue(ctx, methodKey{}, method)
 }
 
-// WithResultBatching sets the least spacing of one client's res.php requests, so that the lookups arriving meanwhile
-// share the next one (default 1 s: the server dispatches an account's polls evenly, and a shorter spacing meets them
-// one by one; negative: a request per lookup).
+// WithResultBatching sets the least spacing of a client's res.php requests, so lookups arriving meanwhile share the next
+// (default 1 s: the server spreads an account's polls evenly, so a shorter one meets them one by one; < 0: one per lookup).
 func WithResultBatching(gather time.Duration) Option { return func(c *conn) { c.gather = gather } }
 
 // lookups are the Get calls of one client waiting for a request: at most maxSenders goroutines send them.
@@ -89,13 +88,11 @@ func (c *InPHP) send() {
 		c.lookups.queue = slices.Clone(q[len(batch):])
 		if len(batch) == 0 {
 			c.lookups.senders--
-		} else {
-			c.lookups.last = time.Now()
-		}
-		c.lookups.mu.Unlock()
-		if len(batch) == 0 {
+			c.lookups.mu.Unlock()
 			return
 		}
+		c.lookups.last = time.Now()
+		c.lookups.mu.Unlock()
 		for _, group := range byMethod(batch) { // a method's own request: a batch that fails to split is its alone
 			if len(group) == 1 { // a lone ID keeps action=get&id=, and its caller's context
 				code, err := c.getOne(group[0].ctx, group[0].id)

@@ -137,19 +137,17 @@ func (c *CreateTask) taskID(raw json.RawMessage) (string, error) {
 
 // idValue is a task ID as the provider wants it back: a JSON number for integer IDs, else a string.
 func (c *CreateTask) idValue(taskID string) (any, error) {
-	if !taskIDPattern.MatchString(taskID) {
+	switch _, err := strconv.ParseUint(taskID, 10, 64); {
+	case !taskIDPattern.MatchString(taskID):
 		return nil, errors.New("task id is required and must be 1-64 of [0-9A-Za-z_-]")
-	}
-	if !c.profile.NumericTaskID {
+	case !c.profile.NumericTaskID:
 		return taskID, nil
-	}
-	if _, err := strconv.ParseUint(taskID, 10, 64); err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("task id %.20q is not an integer, as %s hands out", taskID, c.profile.Flavor)
 	}
 	return json.Number(taskID), nil
 }
 
-// Balance calls getBalance.
 func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
 	env, err := c.call(ctx, "getBalance", map[string]any{})
 	if err != nil {
@@ -270,7 +268,6 @@ var profiles = map[Flavor]Profile{
 		Reports:    []ReportRule{{Endpoint: "feedbackTask", Feedback: true}, {Endpoint: "feedbackTask", Feedback: true, Good: true}}},
 }
 
-// ProfileOf returns the flavor's profile.
 func ProfileOf(f Flavor) (Profile, bool) {
 	p, ok := profiles[f]
 	p.Flavor = f

@@ -84,8 +84,7 @@ func ClassOf(err error) callback.Class {
 
 // IsTransportError: err is a failure to get any answer (connection, TLS, timeout, cancellation, a body cut off).
 func IsTransportError(err error) bool {
-	var ce *Error
-	if errors.As(err, &ce) && ce != nil {
+	if ce, ok := errors.AsType[*Error](err); ok && ce != nil {
 		return ce.Code == "" && ce.HTTPStatus == 0 && ce.Class == callback.ClassTransient &&
 			!errors.Is(ce.Err, callback.ErrMalformed) && !errors.Is(ce.Err, ErrInvalidAnswer)
 	}
@@ -94,14 +93,12 @@ func IsTransportError(err error) bool {
 
 // RateLimited is the rate refusal err is, if any: the provider's word, or the HTTP status 429.
 func RateLimited(err error) (what string, ok bool) {
-	e, isErr := errors.AsType[*Error](err)
-	switch {
-	case !isErr:
+	if e, ok := errors.AsType[*Error](err); !ok {
 		return "", false
-	case e.HTTPStatus == http.StatusTooManyRequests:
-		return "HTTP 429", true
+	} else if e.HTTPStatus != http.StatusTooManyRequests {
+		return e.Code, callback.IsRateLimit(e.Code)
 	}
-	return e.Code, callback.IsRateLimit(e.Code)
+	return "HTTP 429", true
 }
 
 // classifyStatus maps a non-2xx status that is not the provider's own answer: the HTTP layer's (front end, proxy).
@@ -131,7 +128,6 @@ type conn struct {
 	http    *http.Client
 }
 
-// Option configures a client.
 type Option func(*conn)
 
 // WithHTTPClient replaces the client's own http.Client (nil keeps it).
@@ -205,7 +201,6 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// countingOf finds the countingConn under conn (directly, or under TLS), or nil.
 func countingOf(conn net.Conn) *countingConn {
 	if tc, ok := conn.(*tls.Conn); ok {
 		conn = tc.NetConn()
@@ -242,15 +237,12 @@ func (c *conn) do(ctx context.Context, op, method, target, contentType string, b
 			Err: errors.New(http.StatusText(resp.StatusCode)), Written: resp.StatusCode >= 500, Provider: c.name}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-	switch {
-	case err != nil:
+	if err != nil {
 		err = fmt.Errorf("read answer: %w", err)
-	case len(body) > maxAnswerBytes:
+	} else if len(body) > maxAnswerBytes {
 		err = fmt.Errorf("%w: answer larger than %d bytes", callback.ErrMalformed, maxAnswerBytes)
-	default:
-		if e, err = answer(0, body); e != nil {
-			return e
-		}
+	} else if e, err = answer(0, body); e != nil {
+		return e
 	}
 	if err != nil {
 		return c.fail(op, callback.ClassTransient, err)

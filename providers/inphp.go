@@ -73,7 +73,6 @@ func (c *InPHP) Get(ctx context.Context, taskID string) (string, error) {
 	}
 }
 
-// getOne is one action=get&id= request.
 func (c *InPHP) getOne(ctx context.Context, taskID string) (string, error) {
 	ans, err := c.res(ctx, "get", taskID)
 	if err != nil {
@@ -102,7 +101,6 @@ func (c *InPHP) Answer(ctx context.Context, taskID string, kind Kind) (Answer, e
 	return c.checkAnswer("get", a)
 }
 
-// Balance calls res.php action=getbalance.
 func (c *InPHP) Balance(ctx context.Context) (float64, error) {
 	ans, err := c.res(ctx, "getbalance", "")
 	if err != nil {

@@ -51,6 +51,8 @@ const (
 	timesKept           = 32  // solve times kept per provider and method
 	minProbeGap         = 5 * time.Second
 	sharedKept          = 512 // observations kept for the fleet until drained
+	// minTimesForFirstPoll: fewer solves than this say too little of a provider's pace to hold a poll back.
+	minTimesForFirstPoll = 4
 )
 
 // Outcomes of an observed submission, and a caller's bad verdict.
@@ -100,7 +102,6 @@ func NewModel(f File) *Model {
 // SetClock makes m read the time from now (a fleet's models on one test clock).
 func (m *Model) SetClock(now func() time.Time) { m.now = now }
 
-// Scored tells whether submissions are ranked by the model.
 func (m *Model) Scored() bool { return m != nil && m.Policy == RoutingScored }
 
 // with runs f on provider and method's stats under the lock; a nil Model runs nothing.
@@ -188,10 +189,9 @@ type candidate struct {
 	avoided int // 1 + its place in the avoid list (0: not avoided): the latest avoided goes last
 }
 
-// Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time;
-// avoided ones last, the latest avoided last of all. A share of seeds explores another that fits in time and b lets
-// through, ahead of the rest, and a recovered one is probed; without a seed (a pinned submission's ranking, which
-// chooses nothing) neither: no probe is spent where none is sent.
+// Rank orders cands (in preference order) best first: those that fit left by expected cost, then the rest by time, the
+// avoided last (the latest last of all). A share of seeds explores another that fits and b lets through, and a recovered
+// one is probed; not without a seed (a pinned submission's ranking chooses nothing): no probe is spent where none is sent.
 func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time.Duration, seed string, b *Breaker) ([]*Provider, *captchaflow.Route) {
 	scored := make([]candidate, len(cands))
 	for i, p := range cands {
@@ -208,16 +208,13 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 		route.Reason = captchaflow.RouteFastest
 	}
 	var others []int // where exploring may go: not avoided, in time, and not one Submit would skip
+	pick, reason := -1, captchaflow.RouteProbe
 	for i, c := range scored[1:] {
 		if seed != "" && c.avoided == 0 && (left <= 0 || c.P90Seconds < left.Seconds()) && b.Allows(c.Name) {
 			others = append(others, i+1)
-		}
-	}
-	pick, reason := -1, captchaflow.RouteProbe
-	for _, i := range others {
-		if scored[0].avoided == 0 && m.probe(scored[i].Provider, method, scored[0].CostUSD) {
-			pick = i
-			break
+			if pick < 0 && scored[0].avoided == 0 && m.probe(c.Provider, method, scored[0].CostUSD) {
+				pick = i + 1
+			}
 		}
 	}
 	h := fnv.New64a()
@@ -238,9 +235,8 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 	return out, route
 }
 
-// probe tells whether p would cost less than best if it solved again (a probe shows that, not its codes' worth) and
-// nothing was heard of it for its p90 (at least minProbeGap): if so it is probed, once per such gap (a half-open
-// circuit's one probe in flight).
+// probe tells whether p would cost less than best if it solved again (a probe shows that, not its codes' worth) and was
+// unheard of for its p90 (at least minProbeGap): then it is probed, once per such gap (a half-open circuit's one probe).
 func (m *Model) probe(p *Provider, method string, best float64) (probe bool) {
 	m.with(p.Name, method, func(s *stats) {
 		_, bad := s.shares()
@@ -307,7 +303,6 @@ type Row struct {
 	Price, Cost, P90, Unsolvable, Bad float64
 }
 
-// Snapshot is every provider and method scored so far.
 func (m *Model) Snapshot() (rows []Row) {
 	if m == nil {
 		return nil
@@ -319,4 +314,23 @@ func (m *Model) Snapshot() (rows []Row) {
 		rows = append(rows, Row{Provider: k[0], Method: k[1], Price: s.price, Cost: s.cost, P90: s.p90, Unsolvable: u, Bad: b})
 	}
 	return rows
+}
+
+// FirstPoll is how long after submission a task's first poll is worth making, so none is spent on a task hardly begun:
+// half the lower quartile of provider's latest solve times of method (0 under minTimesForFirstPoll solves). Half: a solve a
+// poll finds is learned no sooner than the poll, so a hold at the quartile would only ever grow while callbacks are down.
+func (m *Model) FirstPoll(provider, method string) (d time.Duration) {
+	m.with(provider, method, func(s *stats) {
+		var solved []float64
+		for _, t := range s.times {
+			if !t.open {
+				solved = append(solved, t.secs)
+			}
+		}
+		if len(solved) >= minTimesForFirstPoll {
+			slices.Sort(solved)
+			d = time.Duration(solved[len(solved)/4] * float64(time.Second) / 2)
+		}
+	})
+	return d
 }

@@ -47,7 +47,6 @@ type Provider struct {
 // Rates are an account's request budgets per second, each held on its own task queue by the server across workers.
 type Rates struct{ Submits, Results float64 }
 
-// Or fills what r leaves unset (0) from def.
 func (r Rates) Or(def Rates) Rates {
 	return Rates{cmp.Or(r.Submits, def.Submits), cmp.Or(r.Results, def.Results)}
 }
@@ -118,8 +117,7 @@ func (s *Set) Get(name string) (*Provider, bool) {
 	return s.list[i], true
 }
 
-// Candidates are where a submission may go: preferred restricts and reorders the list, excluded drop, avoided go last
-// in the order they were avoided (the latest last).
+// Candidates are where a submission may go: preferred restricts and reorders, excluded drop, avoided go last (latest last).
 func (s *Set) Candidates(preferred, excluded, avoided []string) []*Provider {
 	out := slices.DeleteFunc(slices.Clone(s.list), func(p *Provider) bool {
 		return slices.Contains(excluded, p.Name) || len(preferred) > 0 && !slices.Contains(preferred, p.Name)
@@ -166,17 +164,21 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return File{}, fmt.Errorf("not a providers file: %w", err)
 	}
-	errs := checkRouting(f)
-	if n := len(f.Providers); n == 0 || n > captchaflow.MaxProviders {
-		errs = append(errs, fmt.Errorf("providers: 1 to %d providers", captchaflow.MaxProviders))
+	var errs []error
+	at := "" // the field's prefix: a provider's "providers[i]."
+	bad := func(bad bool, field, why string) {
+		if bad {
+			errs = append(errs, fmt.Errorf("%s%s: %s", at, field, why))
+		}
 	}
+	bad(!slices.Contains([]string{"", RoutingOrder, RoutingScored}, f.Routing), "routing", "must be "+RoutingOrder+" or "+RoutingScored)
+	bad(f.ExploreShare != nil && !(*f.ExploreShare >= 0 && *f.ExploreShare <= 0.5), "explore_share", "must be from 0 to 0.5")
+	bad(f.Memory < 0 || f.Memory == 1 || f.Memory > 1000, "memory", "must be from 2 to 1000 observations")
+	bad(f.PriorSolveSeconds < 0 || f.PriorSolveSeconds > 3600, "prior_solve_seconds", "must be from 0 to 3600")
+	bad(len(f.Providers) == 0 || len(f.Providers) > captchaflow.MaxProviders, "providers", fmt.Sprintf("1 to %d providers", captchaflow.MaxProviders))
 	for i, s := range f.Providers {
 		inphp, key := s.Protocol == ProtocolInPHP, s.APIKeyEnv
-		bad := func(bad bool, field, why string) {
-			if bad {
-				errs = append(errs, fmt.Errorf("providers[%d].%s: %s", i, field, why))
-			}
-		}
+		at = fmt.Sprintf("providers[%d].", i)
 		bad(!captchaflow.ProviderNamePattern.MatchString(s.Name), "name", "must match "+captchaflow.ProviderNamePattern.String())
 		bad(slices.ContainsFunc(f.Providers[:i], func(o Spec) bool { return o.Name == s.Name }), "name", strconv.Quote(s.Name)+" is used twice")
 		bad(!inphp && s.Protocol != ProtocolCreateTask, "protocol", "must be "+ProtocolInPHP+" or "+ProtocolCreateTask)
@@ -201,20 +203,6 @@ func ParseFile(content []byte, getenv func(string) string) (File, error) {
 		}
 	}
 	return f, errors.Join(errs...)
-}
-
-// checkRouting validates the file's routing policy and its knobs.
-func checkRouting(f File) (errs []error) {
-	bad := func(bad bool, field, why string) {
-		if bad {
-			errs = append(errs, fmt.Errorf("%s: %s", field, why))
-		}
-	}
-	bad(!slices.Contains([]string{"", RoutingOrder, RoutingScored}, f.Routing), "routing", "must be "+RoutingOrder+" or "+RoutingScored)
-	bad(f.ExploreShare != nil && !(*f.ExploreShare >= 0 && *f.ExploreShare <= 0.5), "explore_share", "must be from 0 to 0.5")
-	bad(f.Memory < 0 || f.Memory == 1 || f.Memory > 1000, "memory", "must be from 2 to 1000 observations")
-	bad(f.PriorSolveSeconds < 0 || f.PriorSolveSeconds > 3600, "prior_solve_seconds", "must be from 0 to 3600")
-	return errs
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)

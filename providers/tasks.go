@@ -16,8 +16,6 @@ import (
 	"github.com/captchaflow/captchaflow/providers/callback"
 )
 
-// The table from in.php to each flavor's createTask task (as its Doc page shows); what it lacks is ErrUnsupported.
-
 // Field fills one task field from one in.php param.
 type Field struct {
 	Param    string // the in.php param
@@ -40,28 +38,27 @@ type TaskSpec struct {
 
 // The in.php params every token task shares.
 var (
-	pageURL      = Field{Param: "pageurl", Path: "websiteURL", Enc: encString, Required: true}
-	googleKey    = Field{Param: "googlekey", Path: "websiteKey", Enc: encString, Required: true}
-	siteKey      = Field{Param: "sitekey", Path: "websiteKey", Enc: encString, Required: true}
-	invisible    = Field{Param: "invisible", Path: "isInvisible", Enc: encBool}
-	dataS        = Field{Param: "data-s", Path: "recaptchaDataSValue", Enc: encString}
-	enterpriseS  = Field{Param: "data-s", Path: "enterprisePayload.s", Enc: encString}
-	pageAction   = Field{Param: "action", Path: "pageAction", Enc: encString}
+	pageURL      = reqField("pageurl", "websiteURL")
+	googleKey    = reqField("googlekey", "websiteKey")
+	siteKey      = reqField("sitekey", "websiteKey")
+	invisible    = field("invisible", "isInvisible", encBool)
+	dataS        = strField("data-s", "recaptchaDataSValue")
+	enterpriseS  = strField("data-s", "enterprisePayload.s")
+	pageAction   = strField("action", "pageAction")
 	imageBody    = Field{Param: "body", Path: "body", Enc: encImage, Required: true}
 	imageFile    = Field{Param: "file", Path: "body", Enc: encImage, Required: true}
-	funPublicKey = Field{Param: "publickey", Path: "websitePublicKey", Enc: encString, Required: true}
-	funSubdomain = Field{Param: "surl", Path: "funcaptchaApiJSSubdomain", Enc: encHost}
-	funBlob      = Field{Param: "data[blob]", Path: "data", Enc: encBlob}
+	funPublicKey = reqField("publickey", "websitePublicKey")
+	funSubdomain = field("surl", "funcaptchaApiJSSubdomain", encHost)
+	funBlob      = field("data[blob]", "data", encBlob)
 	// Anti-Captcha and 2captcha require minScore: 0.3 is the queue "most of our available workers" are in.
-	minScore    = Field{Param: "min_score", Path: "minScore", Enc: encFloat, Required: true, Default: "0.3"}
-	v3Fields    = []Field{pageURL, googleKey, minScore, pageAction}
-	imageFields = []Field{imageBody, imageFile}
-	userAgent   = Field{Param: "userAgent", Path: "userAgent", Enc: encString}
-	cookies     = Field{Param: "cookies", Path: "cookies", Enc: encCookies} // in.php's KEY:Value;… as KEY=Value; …
-	requiredUA  = Field{Param: "userAgent", Path: "userAgent", Enc: encString, Required: true}
-	captchaURL  = Field{Param: "captcha_url", Path: "captchaUrl", Enc: encString, Required: true}
-	awsFields   = []Field{pageURL, siteKey, {Param: "iv", Path: "iv", Enc: encString, Required: true},
-		{Param: "context", Path: "context", Enc: encString, Required: true}}
+	minScore      = Field{Param: "min_score", Path: "minScore", Enc: encFloat, Required: true, Default: "0.3"}
+	v3Fields      = []Field{pageURL, googleKey, minScore, pageAction}
+	imageFields   = []Field{imageBody, imageFile}
+	userAgent     = strField("userAgent", "userAgent")
+	cookies       = field("cookies", "cookies", encCookies) // in.php's KEY:Value;… as KEY=Value; …
+	requiredUA    = reqField("userAgent", "userAgent")
+	captchaURL    = reqField("captcha_url", "captchaUrl")
+	awsFields     = []Field{pageURL, siteKey, reqField("iv", "iv"), reqField("context", "context")}
 	antiTurnstile = antiProxied("TurnstileTaskProxyless", pageURL, siteKey, strField("action", "action"), strField("data", "cData"),
 		strField("pagedata", "chlPageData"))
 	// The same, where only the flavor's proxied type documents them.
@@ -69,7 +66,11 @@ var (
 		Field{Param: "cookies", Path: "cookies", Enc: encCookies, Proxied: true}
 )
 
-func strField(param, path string) Field { return Field{Param: param, Path: path, Enc: encString} }
+func field(param, path string, enc encoding) Field { return Field{Param: param, Path: path, Enc: enc} }
+func strField(param, path string) Field            { return field(param, path, encString) }
+func reqField(param, path string) Field {
+	return Field{Param: param, Path: path, Enc: encString, Required: true}
+}
 
 // anti is an Anti-Captcha task, documented on the page named after its type; proxied, its type without "Proxyless".
 func anti(typ string, f ...Field) TaskSpec { return TaskSpec{Type: typ, Fields: f, Doc: antiDoc + typ} }
@@ -82,6 +83,7 @@ func antiProxied(typ string, f ...Field) TaskSpec {
 
 const antiDoc = "https://anti-captcha.com/apidoc/task-types/"
 
+// taskTable maps in.php to each flavor's createTask task (as its Doc page shows); what it lacks is ErrUnsupported.
 var taskTable = map[Kind]map[Flavor]TaskSpec{
 	KindRecaptchaV2: {
 		callback.AntiCaptcha: antiProxied("RecaptchaV2TaskProxyless", pageURL, googleKey, dataS, invisible, proxiedUA, proxiedCookies),
@@ -112,15 +114,12 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 		callback.CapSolver: {Type: "ReCaptchaV3EnterpriseTaskProxyLess", Fields: []Field{pageURL, googleKey, pageAction, enterpriseS},
 			Doc: "https://docs.capsolver.com/en/guide/captcha/ReCaptchaV3/"},
 	},
-	KindHCaptcha: {
-		callback.TwoCaptcha: {Type: "HCaptchaTaskProxyless", Fields: []Field{pageURL, siteKey},
-			Doc: "https://2captcha.com/api-docs/create-task"},
-	},
+	KindHCaptcha: {callback.TwoCaptcha: {Type: "HCaptchaTaskProxyless", Fields: []Field{pageURL, siteKey},
+		Doc: "https://2captcha.com/api-docs/create-task"}},
 	KindTurnstile: {
 		callback.AntiCaptcha: antiTurnstile,
-		callback.CapSolver: {Type: "AntiTurnstileTaskProxyLess", Fields: []Field{pageURL, siteKey,
-			{Param: "action", Path: "metadata.action", Enc: encString}, {Param: "data", Path: "metadata.cdata", Enc: encString}},
-			Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
+		callback.CapSolver: {Type: "AntiTurnstileTaskProxyLess", Fields: []Field{pageURL, siteKey, strField("action", "metadata.action"),
+			strField("data", "metadata.cdata")}, Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_turnstile"},
 		callback.CapMonster: {Type: "TurnstileTask", Proxied: "TurnstileTask", Fields: []Field{pageURL, siteKey},
 			Doc: "https://docs.capmonster.cloud/docs/captchas/tunrstile-task"},
 	},
@@ -136,7 +135,7 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 	KindCFClearance: {
 		// CapMonster requires websiteKey, htmlPageBase64 and userAgent, the other flavor none: it refuses a task without them.
 		callback.CapMonster: {Proxied: "TurnstileTask", Const: map[string]any{"cloudflareTaskType": "cf_clearance"}, Fields: []Field{pageURL,
-			strField("sitekey", "websiteKey"), {Param: "html", Path: "htmlPageBase64", Enc: encBase64}, userAgent},
+			strField("sitekey", "websiteKey"), field("html", "htmlPageBase64", encBase64), userAgent},
 			Doc: "https://docs.capmonster.cloud/docs/captchas/tunrstile-task"},
 		callback.CapSolver: {Proxied: "AntiCloudflareTask", Fields: []Field{pageURL, userAgent, strField("html", "html")},
 			Doc: "https://docs.capsolver.com/guide/captcha/cloudflare_challenge"},
@@ -145,8 +144,8 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 		callback.TwoCaptcha: {Proxied: "DataDomeSliderTask", Fields: []Field{pageURL, captchaURL, requiredUA},
 			Doc: "https://2captcha.com/api-docs/datadome-slider-captcha"},
 		callback.CapMonster: {Proxied: "CustomTask", Const: map[string]any{"class": "DataDome"}, Fields: []Field{pageURL, requiredUA,
-			{Param: "captcha_url", Path: "metadata.captchaUrl", Enc: encString, Required: true},
-			{Param: "cookies", Path: "metadata.datadomeCookie", Enc: encCookies}}, Doc: "https://docs.capmonster.cloud/docs/captchas/datadome"},
+			reqField("captcha_url", "metadata.captchaUrl"), field("cookies", "metadata.datadomeCookie", encCookies)},
+			Doc: "https://docs.capmonster.cloud/docs/captchas/datadome"},
 		callback.CapSolver: {Proxied: "DatadomeSliderTask", Fields: []Field{pageURL, captchaURL, requiredUA},
 			Doc: "https://docs.capsolver.com/guide/captcha/datadome"},
 	},
@@ -154,9 +153,8 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 	KindAmazonWAF: {
 		callback.CapMonster: {Type: "AmazonTask", Proxied: "AmazonTask", Const: map[string]any{"cookieSolution": true}, Fields: append(awsFields,
 			strField("captcha_script", "captchaScript"), strField("challenge_script", "challengeScript")), Doc: "https://docs.capmonster.cloud/docs/captchas/amazon-task"},
-		callback.CapSolver: {Type: "AntiAwsWafTaskProxyLess", Proxied: "AntiAwsWafTask", Fields: []Field{pageURL, {Param: "sitekey", Path: "awsKey",
-			Enc: encString, Required: true}, {Param: "iv", Path: "awsIv", Enc: encString, Required: true},
-			{Param: "context", Path: "awsContext", Enc: encString, Required: true}, strField("challenge_script", "awsChallengeJS")},
+		callback.CapSolver: {Type: "AntiAwsWafTaskProxyLess", Proxied: "AntiAwsWafTask", Fields: []Field{pageURL, reqField("sitekey", "awsKey"),
+			reqField("iv", "awsIv"), reqField("context", "awsContext"), strField("challenge_script", "awsChallengeJS")},
 			Doc: "https://docs.capsolver.com/guide/captcha/awsWaf"},
 	},
 	KindMTCaptcha: {callback.CapSolver: {Type: "MtCaptchaTaskProxyLess", Proxied: "MtCaptchaTask", Fields: []Field{pageURL, siteKey},
@@ -167,21 +165,14 @@ var taskTable = map[Kind]map[Flavor]TaskSpec{
 		callback.CapSolver: {Type: "FunCaptchaTaskProxyLess", Fields: []Field{pageURL, funPublicKey, funSubdomain, funBlob},
 			Doc: "https://docs.capsolver.com/guide/captcha/FunCaptcha"},
 	},
-	KindGeeTest3: {
-		callback.AntiCaptcha: antiProxied("GeeTestTaskProxyless", pageURL, Field{Param: "gt", Path: "gt", Enc: encString, Required: true},
-			Field{Param: "challenge", Path: "challenge", Enc: encString, Required: true},
-			Field{Param: "api_server", Path: "geetestApiServerSubdomain", Enc: encHost}),
-	},
-	KindGeeTest4: {
-		callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Proxied: "GeeTestTask", Fields: []Field{pageURL, {Param: "captcha_id", Path: "gt", Enc: encString, Required: true}},
-			Const: map[string]any{"version": 4}, Doc: antiDoc + "GeeTestTaskProxyless"},
-	},
+	KindGeeTest3: {callback.AntiCaptcha: antiProxied("GeeTestTaskProxyless", pageURL, reqField("gt", "gt"), reqField("challenge", "challenge"),
+		field("api_server", "geetestApiServerSubdomain", encHost))},
+	KindGeeTest4: {callback.AntiCaptcha: {Type: "GeeTestTaskProxyless", Proxied: "GeeTestTask", Fields: []Field{pageURL, reqField("captcha_id", "gt")},
+		Const: map[string]any{"version": 4}, Doc: antiDoc + "GeeTestTaskProxyless"}},
 	KindImage: {
-		callback.AntiCaptcha: anti("ImageToTextTask", imageBody, imageFile,
-			Field{Param: "phrase", Path: "phrase", Enc: encBool}, Field{Param: "regsense", Path: "case", Enc: encBool},
-			Field{Param: "numeric", Path: "numeric", Enc: encInt}, Field{Param: "calc", Path: "math", Enc: encBool},
-			Field{Param: "min_len", Path: "minLength", Enc: encInt}, Field{Param: "max_len", Path: "maxLength", Enc: encInt},
-			Field{Param: "textinstructions", Path: "comment", Enc: encString}),
+		callback.AntiCaptcha: anti("ImageToTextTask", imageBody, imageFile, field("phrase", "phrase", encBool), field("regsense", "case", encBool),
+			field("numeric", "numeric", encInt), field("calc", "math", encBool), field("min_len", "minLength", encInt),
+			field("max_len", "maxLength", encInt), strField("textinstructions", "comment")),
 		callback.CapMonster: {Type: "ImageToTextTask", Fields: imageFields,
 			Doc: "https://capmonster.atlassian.net/wiki/plugins/viewsource/viewpagesrc.action?pageId=425989"},
 		callback.CapSolver: {Type: "ImageToTextTask", Fields: imageFields, Doc: "https://docs.capsolver.com/zh/guide/api-createtask"},
@@ -202,8 +193,7 @@ var solutions = map[Kind]callback.Solution{
 
 // bareCodes are the kinds whose in.php code never holds "|", res.php's ids= separator: only theirs share a request
 // (a FunCaptcha token holds several "|"; an image's text, GeeTest's object, an unlisted method's answer may hold any).
-var bareCodes = []Kind{KindRecaptchaV2, KindRecaptchaV2Enterprise, KindRecaptchaV3, KindRecaptchaV3Enterprise,
-	KindHCaptcha, KindTurnstile}
+var bareCodes = append(slices.Clone(recaptchaKinds), KindHCaptcha, KindTurnstile)
 
 // AnswersMore is the kind of the method with params when its answer holds more than its code (a user agent,
 // cookies): the workflow takes it from a result request of its own, never a callback or a batch. Else "".
@@ -255,7 +245,6 @@ const (
 	methodRecaptcha                = "userrecaptcha" // the in.php method whose params version and enterprise pick the kind
 )
 
-// Kinds lists every kind in a fixed order.
 var Kinds = slices.Sorted(maps.Keys(taskTable))
 
 // KindOf is the kind of an in.php method with its params. A method the table does not know is ErrUnsupported.

@@ -62,7 +62,6 @@ var waits = map[string]time.Duration{"ERROR_NO_SLOT_AVAILABLE": 5 * time.Second,
 // rateLimits say the account sent too many requests: its pace drops for every worker, no task fails.
 var rateLimits = strings.Fields("MAX_USER_TURN ERROR_TOO_MUCH_REQUESTS ERROR_RATE_LIMIT")
 
-// IsRateLimit tells whether code refuses a request for the account's request rate.
 func IsRateLimit(code string) bool { return slices.Contains(rateLimits, Canonical(code)) }
 
 const (
