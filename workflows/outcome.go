@@ -148,7 +148,7 @@ func (s *solver) giveUp(ctx workflow.Context, sub *submission) outcome {
 func (s *solver) unsupported(ctx workflow.Context, err error) outcome {
 	var d activities.LostDetails
 	appErr, _ := errors.AsType[*temporal.ApplicationError](err)
-	if _ = appErr.Details(&d); d.Provider == "" || d.Alternatives == 0 || !quirksFixed(ctx) {
+	if _ = appErr.Details(&d); d.Provider == "" || d.Alternatives == 0 || !changed(ctx, changeQuirks) {
 		return failed(temporal.NewNonRetryableApplicationError("no provider this task may use takes its task type; "+
 			cmp.Or(d.Provider, "the provider")+" refused it: "+appErr.Message(), captchaflow.FailureProviderConfig, err))
 	}
@@ -205,7 +205,7 @@ func (s *solver) observe(ctx workflow.Context, carried bool) {
 	if s.observed = nil; scored && carried {
 		s.observed = req
 	}
-	if !scored || carried || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !scored || carried || ctx.Err() != nil || !changed(ctx, changeRoutingObserve) {
 		return
 	}
 	s.observeNow(ctx, *req)

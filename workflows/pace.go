@@ -33,7 +33,7 @@ func (s *solver) pins(ctx workflow.Context) bool {
 	if !s.pace.decided {
 		s.pace.decided = true
 		if workflow.IsReplaying(ctx) || s.severalPaced() {
-			s.pace.pins = workflow.GetVersion(ctx, changeFleetPacing, workflow.DefaultVersion, 1) == 1
+			s.pace.pins = changed(ctx, changeFleetPacing)
 		}
 	}
 	return s.pace.pins

@@ -23,39 +23,29 @@ import (
 // acts is only used for its method values: ExecuteActivity takes the activity's name and signature from them.
 var acts *activities.Activities
 
-// changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
-const changeProviderThreads = "provider-threads-admission"
+// Change IDs: each but changeProviderThreads is asked only where the new build would act otherwise, so a task that
+// never meets such a case records no marker.
+const (
+	// changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
+	changeProviderThreads = "provider-threads-admission"
+	// changeQuirks gates what issue 29 changed in which callbacks, answers and refusals a task acts on.
+	changeQuirks = "provider-quirks"
+	// changeProxies gates issue 38's refusals: a bad params.proxy, a proxy word ending the task.
+	changeProxies = "proxy-rejected"
+	// changeKinds: a callback's code of a kind that answers more than it (a user agent, cookies) is confirmed by a
+	// result request that carries them.
+	changeKinds = "kinds-answer-more"
+	// changeAnswersCompleted: such a code taken from a lost submission's or another candidate's callback is followed
+	// by one result request for what the callback lacks.
+	changeAnswersCompleted = "answers-completed"
+	// changeInbox: a callback for a submission that created no task (refused, unserved, cancelled) is taken as a
+	// reset's discarded submission's, also when it was parked.
+	changeInbox = "reset-inbox"
+)
 
-// changeQuirks gates what issue 29 changed in which callbacks, answers and refusals a task acts on: asked only where
-// the new build would act otherwise, so a task that never meets such a case records no marker.
-const changeQuirks = "provider-quirks"
-
-// quirksFixed tells whether this run acts as the build that fixed them (false: a history recorded before it).
-func quirksFixed(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeQuirks, workflow.DefaultVersion, 1) == 1
-}
-
-// changeProxies gates issue 38's refusals: a bad params.proxy, a proxy word ending the task. Asked only where they act.
-const changeProxies = "proxy-rejected"
-
-func proxiesFixed(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeProxies, workflow.DefaultVersion, 1) == 1
-}
-
-// changeKinds: a callback's code of a kind that answers more than it (a user agent, cookies) is confirmed by a result
-// request that carries them. Asked only for such a callback.
-const changeKinds = "kinds-answer-more"
-
-func kindsFixed(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeKinds, workflow.DefaultVersion, 1) == 1
-}
-
-// changeAnswersCompleted: such a code taken from a lost submission's or another candidate's callback is followed by
-// one result request for what the callback lacks. Asked only for such a code.
-const changeAnswersCompleted = "answers-completed"
-
-func answersCompleted(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeAnswersCompleted, workflow.DefaultVersion, 1) == 1
+// changed tells whether this run acts as the build that made change (false: a history recorded before it).
+func changed(ctx workflow.Context, change string) bool {
+	return workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) == 1
 }
 
 // checkInput judges the workflow ID (a segment of the callback URL) and the input as this build does, or as 1.0 did
@@ -66,7 +56,7 @@ func answersCompleted(ctx workflow.Context) bool {
 func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	valid := in.Validate()
-	if valid != nil && in.ValidBeforeProxies() == nil && !proxiesFixed(ctx) {
+	if valid != nil && in.ValidBeforeProxies() == nil && !changed(ctx, changeProxies) {
 		valid = nil // a build before proxies refused none of the checks since (Validate's last)
 	}
 	err, old := cmp.Or(captchaflow.ValidateWorkflowID(id), valid), valid
@@ -78,7 +68,7 @@ func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 			old = cmp.Or(old, errors.New("params.action: set by captchaflow, must not be passed"))
 		}
 	}
-	if (err == nil) != (old == nil) && !quirksFixed(ctx) {
+	if (err == nil) != (old == nil) && !changed(ctx, changeQuirks) {
 		return old
 	}
 	return err
@@ -220,9 +210,9 @@ func (s *solver) solve(ctx workflow.Context) (_ captchaflow.Result, err error) {
 // this workflow task so that a skewed clock cannot move the token's life (asked only then: older histories kept it).
 func heldAt(ctx workflow.Context, submitted, at time.Time) time.Time {
 	switch now := workflow.Now(ctx); {
-	case at.After(now) && quirksFixed(ctx):
+	case at.After(now) && changed(ctx, changeQuirks):
 		return now
-	case at.Before(submitted) && quirksFixed(ctx):
+	case at.Before(submitted) && changed(ctx, changeQuirks):
 		return submitted
 	}
 	return at
@@ -488,7 +478,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 	if !res.ExpiresAt.IsZero() {
 		left := res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
 		if left <= 0 {
-			if observed != nil && quirksFixed(ctx) { // the delivery that would carry them never starts
+			if observed != nil && changed(ctx, changeQuirks) { // the delivery that would carry them never starts
 				s.observeNow(ctx, *observed)
 			}
 			return true, errors.New("the token expired before its delivery began")

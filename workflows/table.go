@@ -118,15 +118,7 @@ func urlRun(chain, run string) string {
 // under that URL. Only the URL Submit echoed counts: a reset run replays its chain's submissions under its own run ID.
 func (t *table) discarded(ctx workflow.Context, sub *submission, cb captchaflow.Callback) bool {
 	return cb.RunID != "" && workflow.GetInfo(ctx).WorkflowExecution.RunID != t.runID &&
-		(sub == nil || sub.urlRun != "" && sub.urlRun != cb.RunID || sub.State == subRefused && sub.urlRun == "" && inboxFixed(ctx))
-}
-
-// changeInbox: a callback for a submission that created no task (refused, unserved, cancelled) is taken as a
-// reset's discarded submission's, also when it was parked; asked only for such a callback.
-const changeInbox = "reset-inbox"
-
-func inboxFixed(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeInbox, workflow.DefaultVersion, 1) == 1
+		(sub == nil || sub.urlRun != "" && sub.urlRun != cb.RunID || sub.State == subRefused && sub.urlRun == "" && changed(ctx, changeInbox))
 }
 
 func (t *table) current() *submission {
@@ -239,7 +231,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 		s.confirm(ctx, cur, "unauthenticated callback")
 	case cb.Submission == 0:
 		stale("an unauthenticated callback that names no waiting submission")
-	case t.discarded(ctx, sub, cb) && quirksFixed(ctx):
+	case t.discarded(ctx, sub, cb) && changed(ctx, changeQuirks):
 		s.adopt(ctx, cb, stale)
 	case cb.RunID != "" && cb.RunID != t.runID && (sub == nil || sub.urlRun != "" && cb.RunID != sub.urlRun):
 		stale("a callback of an earlier run")
@@ -274,7 +266,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 			"Bytes", len(cb.Code), "Authenticated", cb.Authenticated)
 	case !cb.Authenticated:
 		s.confirm(ctx, sub, "unauthenticated callback")
-	case cb.ProviderTaskID != sub.ProviderID && !(cb.ProviderTaskID == "" && quirksFixed(ctx)):
+	case cb.ProviderTaskID != sub.ProviderID && !(cb.ProviderTaskID == "" && changed(ctx, changeQuirks)):
 		// Naming another task on a URL handed out for this one takes a leaked URL (resets have URLs of their own).
 		s.confirm(ctx, sub, "a callback naming another provider task")
 	case proxyWord(ctx, word):
@@ -285,7 +277,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 		sub.file(outcome{kind: outResubmit, reason: "the callback said " + word})
 	case callback.IsStatusWord(cb.Code):
 		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", word))
-	case providers.AnswersMore(s.in.Method, s.in.Params) != "" && kindsFixed(ctx):
+	case providers.AnswersMore(s.in.Method, s.in.Params) != "" && changed(ctx, changeKinds):
 		s.confirm(ctx, sub, "a callback of a kind whose answer holds more than its code")
 	default:
 		sub.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
@@ -294,7 +286,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 
 // proxyWord: the provider could not use the task's proxy (asks the gate only then: older histories resubmitted).
 func proxyWord(ctx workflow.Context, word string) bool {
-	return callback.IsStatusWord(word) && callback.ClassifyCode(word) == callback.ClassProxy && proxiesFixed(ctx)
+	return callback.IsStatusWord(word) && callback.ClassifyCode(word) == callback.ClassProxy && changed(ctx, changeProxies)
 }
 
 // resubmitWord: the provider gave up on the task; ERROR_PROXY_CONNECTION_FAILED was one before proxy words had their
@@ -310,7 +302,7 @@ func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func
 		return
 	}
 	// Parked while a Submit waited, it may be dead by now: taken, it would supersede a live submission of this run.
-	if exp := s.in.ExpiresAt(cb.ReceivedAt); !exp.IsZero() && !workflow.Now(ctx).Before(exp) && inboxFixed(ctx) {
+	if exp := s.in.ExpiresAt(cb.ReceivedAt); !exp.IsZero() && !workflow.Now(ctx).Before(exp) && changed(ctx, changeInbox) {
 		stale("a discarded submission's answer whose token expired before it could be taken")
 		s.table.adopted = append(s.table.adopted, &submission{N: cb.Submission, State: subSuperseded, urlRun: cb.RunID}) // so are its repeats
 		return
@@ -349,7 +341,7 @@ func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state
 	sub.inbox = nil
 	for _, cb := range inbox {
 		switch {
-		case s.table.discarded(ctx, sub, cb) && quirksFixed(ctx): // its URL is known only now
+		case s.table.discarded(ctx, sub, cb) && changed(ctx, changeQuirks): // its URL is known only now
 			s.adopt(ctx, cb, dropped)
 		case state == subAnswerLost:
 			s.lostCallback(ctx, sub, cb, dropped)
@@ -364,7 +356,7 @@ func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state
 // unpark routes what sub parked once its Submit ended with no ID and no wait to follow (asked only then: older
 // builds dropped it); a lost answer's parked solution is then sub's own.
 func (s *solver) unpark(ctx workflow.Context, sub *submission, lost bool) {
-	if !slices.ContainsFunc(sub.inbox, func(cb captchaflow.Callback) bool { return cb.Authenticated }) || !inboxFixed(ctx) {
+	if !slices.ContainsFunc(sub.inbox, func(cb captchaflow.Callback) bool { return cb.Authenticated }) || !changed(ctx, changeInbox) {
 		sub.inbox = nil // nothing in it a newer build would take
 		return
 	}
@@ -392,7 +384,7 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {
 	kind := providers.AnswersMore(s.in.Method, s.in.Params)
 	left := min(s.remaining(ctx), time.Minute)
-	if kind == "" || res.UserAgent != "" || res.Cookies != "" || res.ProviderTaskID == "" || left <= 0 || !answersCompleted(ctx) {
+	if kind == "" || res.UserAgent != "" || res.Cookies != "" || res.ProviderTaskID == "" || left <= 0 || !changed(ctx, changeAnswersCompleted) {
 		return res
 	}
 	req := activities.PollRequest{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, Method: s.in.Method, Kind: string(kind)}
@@ -494,7 +486,7 @@ func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotRequest) {
 			return r != ""
 		}
 		// The history holds no such run ID: a run reset from this one would replay it as another's.
-		return quirksFixed(ctx) || r == workflow.GetInfo(ctx).WorkflowExecution.RunID
+		return changed(ctx, changeQuirks) || r == workflow.GetInfo(ctx).WorkflowExecution.RunID
 	}
 	if s.admission.onGrant(g, ours) {
 		s.logger.Info("a grant for a request already given up: sent back", "Seq", g.Seq)
@@ -508,8 +500,8 @@ func otherCandidate(sub *submission, cb captchaflow.Callback) bool {
 }
 
 // solution tells whether cb can be a solution: authenticated, with a code; also without a provider task ID (CapMonster
-// calls back with the getTaskResult body, which has none) unless the run predates quirksFixed.
+// calls back with the getTaskResult body, which has none) unless the run predates changeQuirks.
 func (s *solver) solution(ctx workflow.Context, cb captchaflow.Callback) bool {
 	return cb.Authenticated && strings.TrimSpace(cb.Code) != "" && len(cb.Code) <= captchaflow.MaxCodeBytes &&
-		!callback.IsStatusWord(cb.Code) && (cb.ProviderTaskID != "" || quirksFixed(ctx))
+		!callback.IsStatusWord(cb.Code) && (cb.ProviderTaskID != "" || changed(ctx, changeQuirks))
 }

@@ -196,7 +196,7 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	if !a.decided && s.remaining(ctx) > 0 { // recorded once: asked only with a plan or when replaying
 		a.decided = true
 		if s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx) {
-			a.on = workflow.GetVersion(ctx, changeProviderThreads, workflow.DefaultVersion, 1) == 1
+			a.on = changed(ctx, changeProviderThreads)
 		}
 	}
 	if s.remaining(ctx) <= 0 || !a.on {
