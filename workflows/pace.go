@@ -91,14 +91,6 @@ func pollPriority(left time.Duration) int {
 	return 5
 }
 
-// resultsQueue is where sub's polls run: its provider's paced results queue, unless that queue was not served.
-func (s *solver) resultsQueue(sub *submission) string {
-	if sub.unpaced {
-		return ""
-	}
-	return s.queueOf(sub.Provider, activities.ResultsQueue)
-}
-
 // unserved moves on from a provider whose queue no worker took the Submit from: nothing was sent, nothing counts.
 func (s *solver) unserved(ctx workflow.Context, sub *submission) outcome {
 	s.logger.Warn("no worker took the submission from its provider's queue: routing it again", "Provider", sub.pin, "Within", queueWait)

@@ -131,8 +131,7 @@ func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings)
 		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
 		grants:    workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)}
 	workflow.Go(ctx, s.listen)
-	status := func() (captchaflow.Status, error) { return s.statusNow(), nil }
-	if err := errors.Join(workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, status), s.handleHints(ctx)); err != nil {
+	if err := errors.Join(workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, s.statusNow), s.handleHints(ctx)); err != nil {
 		return captchaflow.Result{}, err
 	}
 	res, err := s.run(ctx)
@@ -244,8 +243,9 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
 	f := workflow.ExecuteActivity(s.onQueue(opts, pin.Queue, 0), acts.Submit, activities.SubmitRequest{
-		Method: s.in.Method, Params: s.in.Params, RunID: s.table.newURLRun(ctx), Submission: sub.N,
-		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin.Provider, Reason: pin.Reason})
+		Method: s.in.Method, Params: s.in.Params, RunID: urlRun(s.table.runID, workflow.GetInfo(ctx).WorkflowExecution.RunID),
+		Submission: sub.N, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin.Provider,
+		Reason: pin.Reason})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.settled() }); err != nil {
 		return failed(err)
 	}

@@ -100,13 +100,8 @@ type table struct {
 // epochSep joins the chain's run ID and the reset run's in a pingback URL (the previous release's ingress takes it).
 const epochSep = "~"
 
-// newURLRun is what a new submission's pingback URL names: the chain's run, and in a reset run which run made it, so
-// the callback of a submission the reset discarded is told from this run's submission of the same number.
-func (t *table) newURLRun(ctx workflow.Context) string {
-	return urlRun(t.runID, workflow.GetInfo(ctx).WorkflowExecution.RunID)
-}
-
-// urlRun names run within chain: its last 8 characters, random in a UUIDv7 (the first 8 are its minute).
+// urlRun is what a new submission's pingback URL names: the chain's run, and in a reset run which run made it (its last
+// 8 characters, random in a UUIDv7), so the callback of a submission the reset discarded is told from this run's.
 func urlRun(chain, run string) string {
 	if run == chain {
 		return chain
@@ -419,12 +414,16 @@ func (s *solver) pollRetry() *temporal.RetryPolicy {
 func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflow.Via, giveUp bool, retry *temporal.RetryPolicy) {
 	sub.asking++
 	once := sub.unpaced // the one request on the task's own queue after the results queue started none in queueWait
+	queue := "" // else its provider's paced results queue
+	if !once {
+		queue = s.queueOf(sub.Provider, activities.ResultsQueue)
+	}
 	req := activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp, Method: s.in.Method,
 		Kind: string(providers.AnswersMore(s.in.Method, s.in.Params))}
 	if via == captchaflow.ViaPoll && !giveUp { // a confirmation and a give-up check ask at once
 		req.SubmittedAt = sub.SubmittedAt
 	}
-	f := workflow.ExecuteActivity(s.onQueue(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), s.resultsQueue(sub),
+	f := workflow.ExecuteActivity(s.onQueue(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), queue,
 		pollPriority(s.remaining(ctx))), acts.Poll, req)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var r activities.PollResult
@@ -488,7 +487,10 @@ func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotRequest) {
 		// The history holds no such run ID: a run reset from this one would replay it as another's.
 		return changed(ctx, changeQuirks) || r == workflow.GetInfo(ctx).WorkflowExecution.RunID
 	}
-	if s.admission.onGrant(g, ours) {
+	a := &s.admission
+	match := g.Seq == a.seq && g.Semaphore == a.ticket.Semaphore && ours(g.RunID)
+	a.granted = a.granted || match
+	if !match && ours(g.RunID) {
 		s.logger.Info("a grant for a request already given up: sent back", "Seq", g.Seq)
 		s.releaseTo(ctx, g)
 	}
