@@ -42,7 +42,7 @@ func failed(err error) outcome { return outcome{kind: outFailed, err: err} }
 // classify maps a failed provider activity to what the task does next; a timeout or a retryable error is the deadline.
 func (s *solver) classify(err error) outcome {
 	appErr, _ := errors.AsType[*temporal.ApplicationError](err)
-	switch t := failureType(err); {
+	switch t := captchaflow.FailureType(err); {
 	case isTimeout(err) || slices.Contains([]string{activities.FailureNotReady, activities.FailureProviderTransient,
 		activities.FailureProviderZeroBalance, activities.FailureProviderUnavailable}, t):
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
@@ -67,14 +67,6 @@ func nonRetryable(err error) bool {
 	return ok && appErr.NonRetryable()
 }
 
-// failureType is err's application error type, "" when it has none.
-func failureType(err error) string {
-	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
-		return appErr.Type()
-	}
-	return ""
-}
-
 func deadlineExceeded(seconds int) error {
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("no result within deadline_seconds=%d", seconds), captchaflow.FailureDeadlineExceeded, nil)
@@ -97,7 +89,7 @@ func submitOutcomeUnknown(err error) bool {
 		}
 		return false
 	}
-	return failureType(err) == activities.FailureSubmitOutcomeUnknown
+	return captchaflow.FailureType(err) == activities.FailureSubmitOutcomeUnknown
 }
 
 // lostAt files where a lost Submit went in sub: its provider, price and give-up bound (0: nowhere else to go).

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 )
 
@@ -135,7 +136,7 @@ func PaceKeeper(ctx workflow.Context, order activities.PaceOrder) error {
 		if err == nil {
 			cleared, err = k.ramp(ctx)
 		}
-		if failureType(err) == activities.FailureSuperseded {
+		if captchaflow.FailureType(err) == activities.FailureSuperseded {
 			workflow.GetLogger(ctx).Warn("the queue's limit is not the pace keeper's: left in force", "Queue", k.Queue, "Error", err)
 			return nil
 		}

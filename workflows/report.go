@@ -32,7 +32,7 @@ func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflo
 	result := "sent"
 	switch {
 	case err != nil:
-		result = cmp.Or(reportResults[failureType(err)], "error")
+		result = cmp.Or(reportResults[captchaflow.FailureType(err)], "error")
 		workflow.GetLogger(ctx).Warn("report failed", "Verdict", in.Verdict, "Result", result, "Error", err)
 	case res.AlreadyRecorded:
 		result = "already_recorded"
@@ -90,7 +90,7 @@ func lookupTarget(ctx workflow.Context, verdict captchaflow.Verdict, taskID stri
 		ScheduleToCloseTimeout: reportSettleTimeout, RetryPolicy: backoff(2*time.Second, 2*time.Second, captchaflow.FailureTaskNotSolved)})
 	var target activities.ReportTarget
 	err := workflow.ExecuteActivity(ctx, acts.LookupReportTarget, activities.ReportTargetRequest{TaskID: taskID}).Get(ctx, &target)
-	if err != nil && (isTimeout(err) || failureType(err) == activities.FailureTaskRunning) {
+	if err != nil && (isTimeout(err) || captchaflow.FailureType(err) == activities.FailureTaskRunning) {
 		err = temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("task %s is still running after %s: report it once it has its result", taskID, reportSettleTimeout),
 			captchaflow.FailureTaskNotSolved, nil)

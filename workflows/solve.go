@@ -280,14 +280,14 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	case lost:
 		return s.awaitLost(ctx, sub, err)
-	case failureType(err) == activities.FailureProviderZeroBalance:
+	case captchaflow.FailureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
-	case failureType(err) == activities.FailureProviderMoved:
+	case captchaflow.FailureType(err) == activities.FailureProviderMoved:
 		if sub.pin != "" { // the worker that took it has the pin's circuit open: the next pin goes elsewhere
 			s.route.last(sub.pin)
 		}
 		return outcome{kind: outBalance} // nothing was submitted: admit again, at the provider Submit moves to
-	case failureType(err) == activities.FailureProviderUnsupported:
+	case captchaflow.FailureType(err) == activities.FailureProviderUnsupported:
 		return s.unsupported(ctx, err)
 	}
 	o := s.classify(err)
@@ -517,7 +517,7 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 			return res, err
 		}
 		// A worker that cannot sign (NOTIFY_SECRET unset) would meet a paid refresh the same way.
-		if s.status.Refreshes >= s.in.Refreshes() || failureType(err) == activities.FailureWorkerConfig {
+		if s.status.Refreshes >= s.in.Refreshes() || captchaflow.FailureType(err) == activities.FailureWorkerConfig {
 			msg := fmt.Sprintf("the token expired at %s before notify_url accepted it", res.ExpiresAt.UTC().Format(time.RFC3339))
 			if s.in.Refreshes() > 0 {
 				msg += fmt.Sprintf(", after %d refresh(es) (max_refreshes=%d)", res.Refreshes, s.in.Refreshes())
@@ -550,12 +550,12 @@ func (s *solver) remaining(ctx workflow.Context) time.Duration {
 
 // fail records a terminal failure once (phase, outcome metric, log) and returns err.
 func (s *solver) fail(ctx workflow.Context, err error) error {
-	outcome := cmp.Or(outcomes[failureType(err)], "error")
+	outcome := cmp.Or(outcomes[captchaflow.FailureType(err)], "error")
 	if temporal.IsCanceledError(err) {
 		outcome = "cancelled"
 	}
 	s.setPhase(ctx, captchaflow.PhaseFailed)
-	s.finished(ctx, outcome, cmp.Or(failureType(err), outcome)) // by type, as the handler counts failures
+	s.finished(ctx, outcome, cmp.Or(captchaflow.FailureType(err), outcome)) // by type, as the handler counts failures
 	s.logger.Warn("task failed", "Outcome", outcome, "Error", err)
 	return err
 }

@@ -413,8 +413,8 @@ func (s *solver) pollRetry() *temporal.RetryPolicy {
 // ask runs one Poll activity (in actx) and files its answer; a confirmation that fails leaves the task waiting.
 func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflow.Via, giveUp bool, retry *temporal.RetryPolicy) {
 	sub.asking++
-	once := sub.unpaced // the one request on the task's own queue after the results queue started none in queueWait
-	queue := "" // else its provider's paced results queue
+	once := sub.unpaced // the one request on the task's own queue ("") after the results queue started none in queueWait
+	queue := ""
 	if !once {
 		queue = s.queueOf(sub.Provider, activities.ResultsQueue)
 	}
@@ -440,14 +440,14 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 		case notStarted(err) && !once && s.remaining(ctx) > 0:
 			sub.unpaced = true
 			s.ask(ctx, actx, sub, via, giveUp, &temporal.RetryPolicy{MaximumAttempts: 1})
-		case once && via == captchaflow.ViaPoll && failureType(err) == activities.FailureNotReady && s.remaining(ctx) > 0:
+		case once && via == captchaflow.ViaPoll && captchaflow.FailureType(err) == activities.FailureNotReady && s.remaining(ctx) > 0:
 			s.ask(ctx, actx, sub, via, giveUp, s.pollRetry())
 		case err == nil:
 			sub.price = cmp.Or(r.CostUSD, sub.price) // the provider's own figure wins
 			sub.solved(captchaflow.Result{Code: r.Code, UserAgent: r.UserAgent, Cookies: r.Cookies}, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))
-		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
+		case via == captchaflow.ViaPoll && captchaflow.FailureType(err) == activities.FailureProviderGaveUp:
 			sub.file(outcome{kind: outGaveUp})
-		case via == captchaflow.ViaPoll || o.kind == outResubmit || failureType(err) == captchaflow.FailureProxyRejected:
+		case via == captchaflow.ViaPoll || o.kind == outResubmit || captchaflow.FailureType(err) == captchaflow.FailureProxyRejected:
 			sub.file(o)
 		default:
 			s.logger.Warn("callback not confirmed by res.php; still waiting", "ProviderTaskID", sub.ProviderID, "Error", err)
