@@ -27,20 +27,12 @@ var acts *activities.Activities
 // never meets such a case records no marker.
 const (
 	// changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
-	changeProviderThreads = "provider-threads-admission"
-	// changeQuirks gates what issue 29 changed in which callbacks, answers and refusals a task acts on.
-	changeQuirks = "provider-quirks"
-	// changeProxies gates issue 38's refusals: a bad params.proxy, a proxy word ending the task.
-	changeProxies = "proxy-rejected"
-	// changeKinds: a callback's code of a kind that answers more than it (a user agent, cookies) is confirmed by a
-	// result request that carries them.
-	changeKinds = "kinds-answer-more"
-	// changeAnswersCompleted: such a code taken from a lost submission's or another candidate's callback is followed
-	// by one result request for what the callback lacks.
-	changeAnswersCompleted = "answers-completed"
-	// changeInbox: a callback for a submission that created no task (refused, unserved, cancelled) is taken as a
-	// reset's discarded submission's, also when it was parked.
-	changeInbox = "reset-inbox"
+	changeProviderThreads  = "provider-threads-admission"
+	changeQuirks           = "provider-quirks"   // issue 29: which callbacks, answers and refusals a task acts on
+	changeProxies          = "proxy-rejected"    // issue 38: a bad params.proxy, a proxy word ending the task
+	changeKinds            = "kinds-answer-more" // a callback's code whose kind answers more (user agent, cookies) is confirmed by res.php
+	changeAnswersCompleted = "answers-completed" // such a code from a lost or other candidate's pingback is completed
+	changeInbox            = "reset-inbox"       // a callback for a submission that made no task (parked too) is a discarded one's
 )
 
 // changed tells whether this run acts as the build that made change (false: a history recorded before it).
@@ -48,9 +40,8 @@ func changed(ctx workflow.Context, change string) bool {
 	return workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) == 1
 }
 
-// checkInput judges the workflow ID (a segment of the callback URL) and the input as this build does, or as 1.0 did
-// for a history it recorded: it took the IDs "." and ".." and refused params.action in any case. Validate sorts a
-// map's keys and parses URLs: pure.
+// checkInput judges the workflow ID (a callback URL segment) and the input as this build does, or as 1.0 did for its
+// histories (it took the IDs "." and ".." and always refused params.action). Validate sorts keys, parses URLs: pure.
 //
 //workflowcheck:ignore
 func checkInput(ctx workflow.Context, in captchaflow.Input) error {
@@ -347,8 +338,9 @@ func (s *solver) awaitCode(ctx workflow.Context, sub *submission) outcome {
 		s.logger.Info("no callback in time; polling res.php", "ProviderTaskID", sub.ProviderID)
 		s.setPhaseSearchable(ctx, captchaflow.PhasePolling)
 		count(ctx, MetricFallbackPollsStarts)
-		stop := s.poll(ctx, sub)
-		defer stop()
+		pollCtx, stopPolling := workflow.WithCancel(ctx)
+		defer stopPolling()
+		s.ask(ctx, pollCtx, sub, captchaflow.ViaPoll, sub.giveUp > 0, s.pollRetry()) // the retry policy is the loop
 		if err := s.await(ctx, arrived); err != nil {
 			return failed(err)
 		}

@@ -373,9 +373,8 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 		NonRetryableErrorTypes: append([]string{activities.FailureNotReady}, activities.NonRetryableProviderErrors...)})
 }
 
-// completeAnswer fetches what a code of a kind that answers more came without — a lost submission's or another
-// candidate's pingback carries the code alone — by one result request of the task's own; failing, the paid code goes
-// alone, logged.
+// completeAnswer fetches, by one result request of the task's own, what a code of a kind that answers more came without
+// (a lost submission's or another candidate's pingback carries the code alone); failing, the paid code goes alone.
 func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {
 	kind := providers.AnswersMore(s.in.Method, s.in.Params)
 	left := min(s.remaining(ctx), time.Minute)
@@ -394,13 +393,6 @@ func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) ca
 	// The provider's answer for the task, whole: an in.php DataDome pingback's code is its Set-Cookie line.
 	res.Code, res.UserAgent, res.Cookies = r.Code, r.UserAgent, r.Cookies
 	return res
-}
-
-// poll asks res.php every poll interval until the deadline (the retry policy is the loop); stop cancels it.
-func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
-	pollCtx, stop := workflow.WithCancel(ctx)
-	s.ask(ctx, pollCtx, sub, captchaflow.ViaPoll, sub.giveUp > 0, s.pollRetry())
-	return stop
 }
 
 // pollRetry asks every poll interval: the retry policy is the polling loop.
