@@ -166,9 +166,8 @@ func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 // changeRoutingObserve marks the tasks that hand their solve's submissions to the worker's routing model.
 const changeRoutingObserve = "scored-routing-observe"
 
-// observe counts what this solve's submissions cost (a metric: no event) and, under routing: scored, teaches the
-// worker's model what they took: carried by the delivery that follows, else in a local activity (one marker);
-// one still open says its solve takes longer. Best effort: a failure changes nothing else.
+// observe counts what this solve's submissions cost (no event) and, under routing: scored, teaches the worker's model
+// what they took (one still open: longer), carried by the next delivery, else best effort in a local activity (one marker).
 func (s *solver) observe(ctx workflow.Context, carried bool) {
 	var obs []activities.Observation
 	scored := false
@@ -197,10 +196,9 @@ func (s *solver) observe(ctx workflow.Context, carried bool) {
 	if s.observed = nil; scored && carried {
 		s.observed = req
 	}
-	if !scored || carried || ctx.Err() != nil || !changed(ctx, changeRoutingObserve) {
-		return
+	if scored && !carried && ctx.Err() == nil && changed(ctx, changeRoutingObserve) {
+		s.observeNow(ctx, *req)
 	}
-	s.observeNow(ctx, *req)
 }
 
 // observeNow hands req to the worker's model in the Observe local activity (one marker).

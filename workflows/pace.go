@@ -30,9 +30,7 @@ type pacing struct{ decided, pins bool }
 func (s *solver) pins(ctx workflow.Context) bool {
 	if !s.pace.decided {
 		s.pace.decided = true
-		if workflow.IsReplaying(ctx) || s.severalPaced() {
-			s.pace.pins = changed(ctx, changeFleetPacing)
-		}
+		s.pace.pins = (workflow.IsReplaying(ctx) || s.severalPaced()) && changed(ctx, changeFleetPacing)
 	}
 	return s.pace.pins
 }
@@ -69,8 +67,7 @@ func (s *solver) pin(ctx workflow.Context) (t activities.SlotTicket, err error) 
 	return t, err
 }
 
-// onQueue runs an activity on queue within queueWait (nothing: on the task's own), the caller's tasks queued fairly
-// against other callers', at priority (0: the queue's default, first come first served).
+// onQueue runs an activity on queue ("": the task's own) within queueWait, callers served fairly, at priority (0: FIFO).
 func (s *solver) onQueue(ctx workflow.Context, queue string, priority int) workflow.Context {
 	if queue == "" {
 		return ctx
@@ -171,8 +168,7 @@ func (k *keeper) ramp(ctx workflow.Context) (bool, error) {
 	return true, k.write(ctx, -1, "")
 }
 
-// await waits d on the server's clock; a refusal meanwhile ends it early (true), its bar the keeper's (take drains
-// what the selector found ready).
+// await waits d on the server's clock; a refusal meanwhile ends it early (true), its bar the keeper's (by take).
 func (k *keeper) await(ctx workflow.Context, d time.Duration) bool {
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()

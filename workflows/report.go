@@ -29,10 +29,10 @@ const (
 // ReportVerdict sends a verdict on a task's provider task; run as captchaflow.ReportWorkflowID(taskID): one per task.
 func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.ReportResult, error) {
 	res, err := report(ctx, in)
-	result := "sent"
+	result, details := "sent", " · provider task "+res.ProviderTaskID
 	switch {
 	case err != nil:
-		result = cmp.Or(reportResults[captchaflow.FailureType(err)], "error")
+		result, details = cmp.Or(reportResults[captchaflow.FailureType(err)], "error"), ""
 		workflow.GetLogger(ctx).Warn("report failed", "Verdict", in.Verdict, "Result", result, "Error", err)
 	case res.AlreadyRecorded:
 		result = "already_recorded"
@@ -42,11 +42,7 @@ func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflo
 		verdict = string(in.Verdict)
 	}
 	count(ctx, MetricReports, "verdict", verdict, "result", result)
-	details := fmt.Sprintf("**report %s:** %s", in.Verdict, result)
-	if err == nil {
-		details += " · provider task " + res.ProviderTaskID
-	}
-	workflow.SetCurrentDetails(ctx, details)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** %s%s", in.Verdict, result, details))
 	return res, err
 }
 

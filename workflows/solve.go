@@ -23,8 +23,7 @@ import (
 // acts is only used for its method values: ExecuteActivity takes the activity's name and signature from them.
 var acts *activities.Activities
 
-// Change IDs: each but changeProviderThreads is asked only where the new build would act otherwise, so a task that
-// never meets such a case records no marker.
+// Change IDs, each (but changeProviderThreads) asked only where the new build acts otherwise: other tasks record none.
 const (
 	// changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
 	changeProviderThreads  = "provider-threads-admission"
@@ -510,13 +509,12 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 		}
 		// A worker that cannot sign (NOTIFY_SECRET unset) would meet a paid refresh the same way.
 		if s.status.Refreshes >= s.in.Refreshes() || captchaflow.FailureType(err) == activities.FailureWorkerConfig {
-			msg := fmt.Sprintf("the token expired at %s before notify_url accepted it", res.ExpiresAt.UTC().Format(time.RFC3339))
+			refreshes := " (max_refreshes=0: no refresh)"
 			if s.in.Refreshes() > 0 {
-				msg += fmt.Sprintf(", after %d refresh(es) (max_refreshes=%d)", res.Refreshes, s.in.Refreshes())
-			} else {
-				msg += " (max_refreshes=0: no refresh)"
+				refreshes = fmt.Sprintf(", after %d refresh(es) (max_refreshes=%d)", res.Refreshes, s.in.Refreshes())
 			}
-			return res, temporal.NewNonRetryableApplicationError(msg+": "+err.Error(), captchaflow.FailureTokenExpired, err, res)
+			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the token expired at %s before notify_url accepted it%s: %v",
+				res.ExpiresAt.UTC().Format(time.RFC3339), refreshes, err), captchaflow.FailureTokenExpired, err, res)
 		}
 		s.status.Refreshes++
 		count(ctx, MetricTokenRefreshes)

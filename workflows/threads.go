@@ -188,9 +188,7 @@ func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool
 	a, none := &s.admission, func() {}
 	if !a.decided && s.remaining(ctx) > 0 { // recorded once: asked only with a plan or when replaying
 		a.decided = true
-		if s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx) {
-			a.on = changed(ctx, changeProviderThreads)
-		}
+		a.on = (s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx)) && changed(ctx, changeProviderThreads)
 	}
 	if s.remaining(ctx) <= 0 || !a.on {
 		return none, outcome{}, true
