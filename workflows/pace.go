@@ -23,16 +23,13 @@ const changeFleetPacing = "provider-queues"
 // the task's own queue; well past a burst's wait at the account's rate, it only meets a queue no worker polls.
 const queueWait = 5 * time.Minute
 
-// pacing is the task's choice of pinning, made at its first submission.
-type pacing struct{ decided, pins bool }
-
 // pins tells whether this task pins each submission's provider; a replay reads any marker recorded, whatever it paces.
 func (s *solver) pins(ctx workflow.Context) bool {
-	if !s.pace.decided {
-		s.pace.decided = true
-		s.pace.pins = (workflow.IsReplaying(ctx) || s.severalPaced()) && changed(ctx, changeFleetPacing)
+	if !s.pinDecided {
+		s.pinDecided = true
+		s.pinning = (workflow.IsReplaying(ctx) || s.severalPaced()) && changed(ctx, changeFleetPacing)
 	}
-	return s.pace.pins
+	return s.pinning
 }
 
 // severalPaced: the worker has several providers and paces one now, so Submit cannot choose on one queue.

@@ -78,11 +78,9 @@ const (
 
 // Settings are the worker settings that change what SolveCaptcha does.
 type Settings struct {
-	// ProviderThreads is PROVIDER_THREADS (0: unset): each submission then holds one of the plan's slots.
-	ProviderThreads int
-	// Pacing says which accounts the worker paces now (nil: none); Providers names PROVIDERS_FILE's (nil: CAPTCHAAI_*'s).
-	Pacing    *activities.Pacer
-	Providers []string
+	ProviderThreads int               // PROVIDER_THREADS (0: unset): each submission then holds one of the plan's slots
+	Pacing          *activities.Pacer // which accounts the worker paces now (nil: none)
+	Providers       []string          // PROVIDERS_FILE's names (nil: CAPTCHAAI_*'s)
 }
 
 // SolveCaptcha solves one CAPTCHA task (callback, else polling; resubmitting up to max_submits) and delivers it.
@@ -101,7 +99,7 @@ type solver struct {
 	table                table
 	route                route
 	admission            admission
-	pace                 pacing
+	pinDecided, pinning  bool                       // the task's choice of pinning, made at its first submission
 	searched             captchaflow.Phase          // what CaptchaPhase was last set to
 	observed             *activities.ObserveRequest // a solved solve's submissions for the model, carried by its delivery
 	refusals             int                        // in.php refusals so far: they grow the backoff before the next request
@@ -113,9 +111,8 @@ type solver struct {
 func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings) (captchaflow.Result, error) {
 	info := workflow.GetInfo(ctx)
 	s := &solver{settings: settings, in: in.WithDefaults(), logger: workflow.GetLogger(ctx),
-		status: captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
-		// Read before WithDefaults fills it in: such a task takes the worker's per-method default.
-		callbackTimeoutUnset: in.CallbackTimeoutSeconds == 0,
+		status:               captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
+		callbackTimeoutUnset: in.CallbackTimeoutSeconds == 0, // before WithDefaults: the worker's per-method default then
 		// Pingback URLs and webhook-ids name the run the reset chain started from: the runs it was reset from are its own.
 		table:     table{runID: cmp.Or(info.OriginalRunID, info.WorkflowExecution.RunID)},
 		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
@@ -386,8 +383,7 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 			return s.giveUp(ctx, sub)
 		}
 	}
-	// Unanswered, the submission stays open: a late answer still counts.
-	switch o, answered := s.takeLostAnswer(ctx); {
+	switch o, answered := s.takeLostAnswer(ctx); { // unanswered, the submission stays open: a late answer still counts
 	case answered && o.kind == outFailed: // a proxy word: the user's proxy, no second payment with it
 		count(ctx, MetricSubmitsLost, "outcome", "unsolvable")
 		return o
@@ -454,8 +450,7 @@ type notification struct {
 	captchaflow.Result
 }
 
-// deliver POSTs res to notify_url until delivery_timeout_seconds or until just before the token expires (expired).
-// The retrying activity is the dead-letter queue, visible in the Web UI.
+// deliver POSTs res to notify_url, retried (the Web UI's dead-letter queue) up to delivery_timeout_seconds or expiry.
 func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired bool, err error) {
 	s.setPhaseSearchable(ctx, captchaflow.PhaseDelivering)
 	// Marshalling a struct is deterministic; workflowcheck cannot see through encoding/json's type cache.
@@ -487,8 +482,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 		return false, nil
 	case temporal.IsCanceledError(err) && ctx.Err() != nil:
 		return false, temporal.NewCanceledError(res) // cancelled as asked, the result in the details
-	case byExpiry && (isTimeout(err) || !nonRetryable(err)):
-		// Time ran out rather than notify_url refusing for good, which a fresh token would not change.
+	case byExpiry && (isTimeout(err) || !nonRetryable(err)): // time ran out, not a final refusal a fresh token would meet
 		return true, fmt.Errorf("the token expired while notify_url kept failing: %w", err)
 	}
 	// The result stays in the failure's details: a failed delivery never loses it.
@@ -520,8 +514,7 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 		count(ctx, MetricTokenRefreshes)
 		s.logger.Warn("the token expired undelivered; solving again", "ProviderTaskID", res.ProviderTaskID,
 			"ExpiresAt", res.ExpiresAt, "Refresh", s.status.Refreshes, "Error", err)
-		// A refresh is a solve of its own: a fresh deadline and max_submits, no backoff carried over.
-		started := workflow.Now(ctx)
+		started := workflow.Now(ctx) // a refresh is a solve of its own: a fresh deadline and max_submits, no backoff carried over
 		s.deadlineAt = started.Add(s.in.SolveBudget())
 		s.refusals = 0
 		s.table.round++ // nothing an earlier submission says is fresh any more

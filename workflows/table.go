@@ -249,8 +249,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 // token ties it to sub, so one naming no task (CapMonster's, Anti-Captcha's) is sub's; one naming another is confirmed.
 func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflow.Callback) {
 	switch word := strings.TrimSpace(cb.Code); {
-	case otherCandidate(sub, cb) && s.solution(ctx, cb):
-		// A provider the pingback URL was handed to created a task after all: its solution is that provider's.
+	case otherCandidate(sub, cb) && s.solution(ctx, cb): // another candidate made a task after all: its solution is its
 		sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: cb.ProviderTaskID, Provider: cb.Provider,
 			Code: cb.Code, Via: captchaflow.ViaCallback, ReceivedAt: cb.ReceivedAt}})
 	case otherCandidate(sub, cb):
@@ -319,10 +318,7 @@ func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captcha
 	case !s.solution(ctx, cb):
 		stale("not an authenticated solution (a lost submission can only be answered by one)")
 	default:
-		lost.ProviderID = cb.ProviderTaskID
-		if cb.Provider != "" {
-			lost.Provider = cb.Provider
-		}
+		lost.ProviderID, lost.Provider = cb.ProviderTaskID, cmp.Or(cb.Provider, lost.Provider)
 		lost.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
 		lost.State = subSolved
 	}
