@@ -163,9 +163,6 @@ func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 	return down
 }
 
-// changeRoutingObserve marks the tasks that hand their solve's submissions to the worker's routing model.
-const changeRoutingObserve = "scored-routing-observe"
-
 // observe counts what this solve's submissions cost (no event) and, under routing: scored, teaches the worker's model
 // what they took (one still open: longer), carried by the next delivery, else best effort in a local activity (one marker).
 func (s *solver) observe(ctx workflow.Context, carried bool) {

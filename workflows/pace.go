@@ -15,10 +15,6 @@ import (
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// changeFleetPacing: the task picks each submission's provider (the slot ask's local activity) for Submit to run on its
-// paced queue; recorded only with several providers, one paced (with one, its queue is known; replay ignores queues).
-const changeFleetPacing = "provider-queues"
-
 // queueWait bounds a request's wait on a provider's queue, then a Submit moves on (the provider last) and a Poll asks on
 // the task's own queue; well past a burst's wait at the account's rate, it only meets a queue no worker polls.
 const queueWait = 5 * time.Minute

@@ -27,11 +27,15 @@ var acts *activities.Activities
 const (
 	// changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
 	changeProviderThreads  = "provider-threads-admission"
-	changeQuirks           = "provider-quirks"   // issue 29: which callbacks, answers and refusals a task acts on
-	changeProxies          = "proxy-rejected"    // issue 38: a bad params.proxy, a proxy word ending the task
-	changeKinds            = "kinds-answer-more" // a callback's code whose kind answers more (user agent, cookies) is confirmed by res.php
-	changeAnswersCompleted = "answers-completed" // such a code from a lost or other candidate's pingback is completed
-	changeInbox            = "reset-inbox"       // a callback for a submission that made no task (parked too) is a discarded one's
+	changeQuirks           = "provider-quirks"        // issue 29: which callbacks, answers and refusals a task acts on
+	changeProxies          = "proxy-rejected"         // issue 38: a bad params.proxy, a proxy word ending the task
+	changeKinds            = "kinds-answer-more"      // a code of a kind that answers more (user agent, cookies) is confirmed
+	changeAnswersCompleted = "answers-completed"      // such a code from a lost or other candidate's pingback is completed
+	changeInbox            = "reset-inbox"            // a callback for a taskless submission (parked too) is a reset's discarded one's
+	changeRoutingObserve   = "scored-routing-observe" // the task hands its solve's submissions to the worker's routing model
+	// changeFleetPacing: the task picks each submission's provider (the slot ask's local activity) for Submit to run on
+	// its paced queue; recorded only with several providers, one paced (with one, its queue is known; replay ignores queues).
+	changeFleetPacing = "provider-queues"
 )
 
 // changed tells whether this run acts as the build that made change (false: a history recorded before it).
