@@ -100,3 +100,15 @@ func windowClosed(taskID string, target activities.ReportTarget, closes time.Tim
 			taskID, target.ProviderTaskID, target.SubmittedAt.UTC().Format(time.RFC3339), closes.UTC().Format(time.RFC3339)),
 		captchaflow.FailureReportWindowClosed, cause)
 }
+
+// BalanceCheckTimeout bounds one CheckBalance run: less than the schedule's minute, so runs never overlap.
+const BalanceCheckTimeout = 50 * time.Second
+
+// CheckBalance reads the balance once (FetchBalance records it as a gauge), started by captchaflow.BalanceScheduleID.
+func CheckBalance(ctx workflow.Context) (activities.BalanceResult, error) {
+	opts := withRetry(ctx, ProviderStartToClose, BalanceCheckTimeout,
+		backoff(2*time.Second, 10*time.Second, activities.NonRetryableProviderErrors...))
+	var res activities.BalanceResult
+	err := workflow.ExecuteActivity(opts, acts.FetchBalance).Get(ctx, &res)
+	return res, err
+}

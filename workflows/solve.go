@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
@@ -90,6 +91,29 @@ type Settings struct {
 // SolveCaptcha solves one CAPTCHA task (callback, else polling; resubmitting up to max_submits) and delivers it.
 func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
 	return solveCaptcha(ctx, in, Settings{})
+}
+
+// RegisterWorkflow registers the workflows under their contract names: a replayer takes this, a worker Register.
+func RegisterWorkflow(r worker.WorkflowRegistry) {
+	registerWorkflows(r, Settings{})
+	r.RegisterWorkflowWithOptions(ProviderThreads, workflow.RegisterOptions{Name: activities.ThreadsWorkflowType}) // for the replayer
+}
+
+// registerWorkflows registers every workflow, SolveCaptcha bound to the worker's settings.
+func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
+	solve := func(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
+		return solveCaptcha(ctx, in, settings)
+	}
+	r.RegisterWorkflowWithOptions(solve, workflow.RegisterOptions{Name: captchaflow.WorkflowType})
+	r.RegisterWorkflowWithOptions(ReportVerdict, workflow.RegisterOptions{Name: captchaflow.ReportWorkflowType})
+	r.RegisterWorkflowWithOptions(CheckBalance, workflow.RegisterOptions{Name: captchaflow.BalanceWorkflowType})
+	r.RegisterWorkflowWithOptions(PaceKeeper, workflow.RegisterOptions{Name: activities.PaceWorkflowType})
+}
+
+// Register registers everything a SolveCaptcha worker runs; every worker registers here, so none can drift.
+func Register(r worker.Registry, acts *activities.Activities, settings Settings) {
+	registerWorkflows(r, settings)
+	r.RegisterActivity(acts)
 }
 
 type solver struct {
