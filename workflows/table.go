@@ -249,7 +249,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 // token ties it to sub, so one naming no task (CapMonster's, Anti-Captcha's) is sub's; one naming another is confirmed.
 func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflow.Callback) {
 	switch word := strings.TrimSpace(cb.Code); {
-	case otherCandidate(sub, cb) && s.solution(ctx, cb): // another candidate made a task after all: its solution is its
+	case otherCandidate(sub, cb) && s.solution(ctx, cb): // another candidate made a task after all: the result is that provider's
 		sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: cb.ProviderTaskID, Provider: cb.Provider,
 			Code: cb.Code, Via: captchaflow.ViaCallback, ReceivedAt: cb.ReceivedAt}})
 	case otherCandidate(sub, cb):
