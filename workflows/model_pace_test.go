@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 	"github.com/captchaflow/captchaflow/providers"
 )
@@ -421,7 +422,7 @@ func (o *unservedOutbound) movedOn(ctx workflow.Context, m *model, activityType 
 	}
 	out, set := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		if failureType(f.Get(ctx, nil)) == activities.FailureProviderMoved {
+		if captchaflow.FailureType(f.Get(ctx, nil)) == activities.FailureProviderMoved {
 			o.s.mu.Lock()
 			m.unservedAt[req.Provider] = true
 			o.s.mu.Unlock()

@@ -122,7 +122,7 @@ func (m *model) parkedUntil(d *providerTask, at time.Time) time.Time {
 
 // endOf names how a Submit ended at at, for the coverage of the endings a discarded callback waited through.
 func (m *model) endOf(err error, at time.Time) string {
-	switch typ := failureType(err); {
+	switch typ := captchaflow.FailureType(err); {
 	case err == nil:
 		return "accepted"
 	case temporal.IsCanceledError(err):
@@ -137,7 +137,7 @@ func (m *model) endOf(err error, at time.Time) string {
 		typ == activities.FailureProviderUnsupported, typ == activities.FailureResubmit:
 		return typ
 	}
-	return "other:" + failureType(err)
+	return "other:" + captchaflow.FailureType(err)
 }
 
 // coverParked counts the Submit endings that a discarded submission's callback waited through in the inbox.

@@ -42,7 +42,7 @@ func failed(err error) outcome { return outcome{kind: outFailed, err: err} }
 // classify maps a failed provider activity to what the task does next; a timeout or a retryable error is the deadline.
 func (s *solver) classify(err error) outcome {
 	appErr, _ := errors.AsType[*temporal.ApplicationError](err)
-	switch t := failureType(err); {
+	switch t := captchaflow.FailureType(err); {
 	case isTimeout(err) || slices.Contains([]string{activities.FailureNotReady, activities.FailureProviderTransient,
 		activities.FailureProviderZeroBalance, activities.FailureProviderUnavailable}, t):
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
@@ -67,14 +67,6 @@ func nonRetryable(err error) bool {
 	return ok && appErr.NonRetryable()
 }
 
-// failureType is err's application error type, "" when it has none.
-func failureType(err error) string {
-	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
-		return appErr.Type()
-	}
-	return ""
-}
-
 func deadlineExceeded(seconds int) error {
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("no result within deadline_seconds=%d", seconds), captchaflow.FailureDeadlineExceeded, nil)
@@ -97,7 +89,7 @@ func submitOutcomeUnknown(err error) bool {
 		}
 		return false
 	}
-	return failureType(err) == activities.FailureSubmitOutcomeUnknown
+	return captchaflow.FailureType(err) == activities.FailureSubmitOutcomeUnknown
 }
 
 // lostAt files where a lost Submit went in sub: its provider, price and give-up bound (0: nowhere else to go).
@@ -148,7 +140,7 @@ func (s *solver) giveUp(ctx workflow.Context, sub *submission) outcome {
 func (s *solver) unsupported(ctx workflow.Context, err error) outcome {
 	var d activities.LostDetails
 	appErr, _ := errors.AsType[*temporal.ApplicationError](err)
-	if _ = appErr.Details(&d); d.Provider == "" || d.Alternatives == 0 || !quirksFixed(ctx) {
+	if _ = appErr.Details(&d); d.Provider == "" || d.Alternatives == 0 || !changed(ctx, changeQuirks) {
 		return failed(temporal.NewNonRetryableApplicationError("no provider this task may use takes its task type; "+
 			cmp.Or(d.Provider, "the provider")+" refused it: "+appErr.Message(), captchaflow.FailureProviderConfig, err))
 	}
@@ -171,12 +163,8 @@ func (s *solver) providerGivenUp(ctx workflow.Context, provider string) bool {
 	return down
 }
 
-// changeRoutingObserve marks the tasks that hand their solve's submissions to the worker's routing model.
-const changeRoutingObserve = "scored-routing-observe"
-
-// observe counts what this solve's submissions cost (a metric: no event) and, under routing: scored, teaches the
-// worker's model what they took: carried by the delivery that follows, else in a local activity (one marker);
-// one still open says its solve takes longer. Best effort: a failure changes nothing else.
+// observe counts what this solve's submissions cost (no event) and, under routing: scored, teaches the worker's model
+// what they took (one still open: longer), carried by the next delivery, else best effort in a local activity (one marker).
 func (s *solver) observe(ctx workflow.Context, carried bool) {
 	var obs []activities.Observation
 	scored := false
@@ -205,10 +193,9 @@ func (s *solver) observe(ctx workflow.Context, carried bool) {
 	if s.observed = nil; scored && carried {
 		s.observed = req
 	}
-	if !scored || carried || ctx.Err() != nil || workflow.GetVersion(ctx, changeRoutingObserve, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
+	if scored && !carried && ctx.Err() == nil && changed(ctx, changeRoutingObserve) {
+		s.observeNow(ctx, *req)
 	}
-	s.observeNow(ctx, *req)
 }
 
 // observeNow hands req to the worker's model in the Observe local activity (one marker).

@@ -11,32 +11,21 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
 )
 
-// changeFleetPacing: the task picks each submission's provider itself (the slot ask's local activity), so that Submit
-// runs on that provider's paced queue. Recorded only where a worker has several providers and paces one: with one,
-// its queue is known without asking, and a task queue is a routing choice that replay does not compare.
-const changeFleetPacing = "provider-queues"
-
-// queueWait bounds a request's wait on a provider's queue; then a Submit moves on (the provider goes last) and a
-// Poll asks on the task's own queue. Well past a burst's wait at the account's rate, it only meets a queue no worker
-// polls.
+// queueWait bounds a request's wait on a provider's queue, then a Submit moves on (the provider last) and a Poll asks on
+// the task's own queue; well past a burst's wait at the account's rate, it only meets a queue no worker polls.
 const queueWait = 5 * time.Minute
 
-// pacing is the task's choice of pinning, made at its first submission.
-type pacing struct{ decided, pins bool }
-
-// pins tells whether this task pins each submission's provider; a replay reads the marker wherever one was recorded,
-// whatever this worker paces.
+// pins tells whether this task pins each submission's provider; a replay reads any marker recorded, whatever it paces.
 func (s *solver) pins(ctx workflow.Context) bool {
-	if !s.pace.decided {
-		s.pace.decided = true
-		if workflow.IsReplaying(ctx) || s.severalPaced() {
-			s.pace.pins = workflow.GetVersion(ctx, changeFleetPacing, workflow.DefaultVersion, 1) == 1
-		}
+	if !s.pinDecided {
+		s.pinDecided = true
+		s.pinning = (workflow.IsReplaying(ctx) || s.severalPaced()) && changed(ctx, changeFleetPacing)
 	}
-	return s.pace.pins
+	return s.pinning
 }
 
 // severalPaced: the worker has several providers and paces one now, so Submit cannot choose on one queue.
@@ -71,8 +60,7 @@ func (s *solver) pin(ctx workflow.Context) (t activities.SlotTicket, err error) 
 	return t, err
 }
 
-// onQueue runs an activity on queue within queueWait (nothing: on the task's own), the caller's tasks queued fairly
-// against other callers', at priority (0: the queue's default, first come first served).
+// onQueue runs an activity on queue ("": the task's own) within queueWait, callers served fairly, at priority (0: FIFO).
 func (s *solver) onQueue(ctx workflow.Context, queue string, priority int) workflow.Context {
 	if queue == "" {
 		return ctx
@@ -81,22 +69,13 @@ func (s *solver) onQueue(ctx workflow.Context, queue string, priority int) workf
 	return workflow.WithPriority(ctx, temporal.Priority{FairnessKey: s.in.Caller, PriorityKey: priority})
 }
 
-// pollPriority is a poll's priority key on its results queue: the nearer its task's deadline, the sooner it is served
-// (1: within a minute, … 5: an hour or more away).
+// pollPriority is a poll's priority key on its results queue: 1 within a minute of its task's deadline, … 5 an hour away.
 func pollPriority(left time.Duration) int {
 	if i := slices.IndexFunc([]time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour},
 		func(d time.Duration) bool { return left < d }); i >= 0 {
 		return i + 1
 	}
 	return 5
-}
-
-// resultsQueue is where sub's polls run: its provider's paced results queue, unless that queue was not served.
-func (s *solver) resultsQueue(sub *submission) string {
-	if sub.unpaced {
-		return ""
-	}
-	return s.queueOf(sub.Provider, activities.ResultsQueue)
 }
 
 // unserved moves on from a provider whose queue no worker took the Submit from: nothing was sent, nothing counts.
@@ -143,7 +122,7 @@ func PaceKeeper(ctx workflow.Context, order activities.PaceOrder) error {
 		if err == nil {
 			cleared, err = k.ramp(ctx)
 		}
-		if failureType(err) == activities.FailureSuperseded {
+		if captchaflow.FailureType(err) == activities.FailureSuperseded {
 			workflow.GetLogger(ctx).Warn("the queue's limit is not the pace keeper's: left in force", "Queue", k.Queue, "Error", err)
 			return nil
 		}
@@ -167,9 +146,8 @@ func (k *keeper) pause(ctx workflow.Context) error {
 	return nil
 }
 
-// ramp brings the queue back from a quarter of its configured rate (1 a second without one), doubling every
-// RampEvery, to that rate, or past twice the rate a refusal last met and quietRate; then it clears its limit (true).
-// A refusal meanwhile ends it (false) to pause again.
+// ramp doubles the queue's rate every RampEvery from a quarter of its configured rate (1/s without one) to that rate, or
+// past twice the rate a refusal last met and quietRate, then clears its limit (true); a refusal ends it (false).
 func (k *keeper) ramp(ctx workflow.Context) (bool, error) {
 	for rate := cmp.Or(k.Want/4, 1); rate < cmp.Or(k.Want, max(2*k.RefusedAt, quietRate)); rate *= 2 {
 		if err := k.write(ctx, rate, fmt.Sprintf("%s%g/s", activities.PaceRamping, rate)); err != nil {
@@ -183,8 +161,7 @@ func (k *keeper) ramp(ctx workflow.Context) (bool, error) {
 	return true, k.write(ctx, -1, "")
 }
 
-// await waits d on the server's clock; a refusal meanwhile ends it early (true), its bar the keeper's (take drains
-// what the selector found ready).
+// await waits d on the server's clock; a refusal meanwhile ends it early (true), its bar the keeper's (by take).
 func (k *keeper) await(ctx workflow.Context, d time.Duration) bool {
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
@@ -197,9 +174,8 @@ func (k *keeper) await(ctx workflow.Context, d time.Duration) bool {
 	return refused
 }
 
-// take makes the refusals signalled the keeper's order, the longest bar of those waiting; false when none was, or each
-// was another worker's report of the orphan the keeper already holds. It drains the channel: a signal left in it would
-// be lost when the keeper ends or continues as new.
+// take makes the longest bar signalled the keeper's order (false: none, or only reports of the orphan it holds); it
+// drains the channel, as a signal left in it would be lost when the keeper ends or continues as new.
 func (k *keeper) take() (took bool) {
 	for r := (activities.PaceOrder{}); k.refused.ReceiveAsync(&r); r = (activities.PaceOrder{}) {
 		if r.Orphan == "" && (!took || r.Wait > k.Wait) {

@@ -107,7 +107,7 @@ func (s *SolveCaptchaSuite) TestPollUnservedUntilTheDeadline() {
 	s.env.ExecuteWorkflow(SolveCaptcha, in)
 	err := s.env.GetWorkflowError()
 	s.Require().Error(err)
-	s.Equal(captchaflow.FailureDeadlineExceeded, failureType(err), "%v", err)
+	s.Equal(captchaflow.FailureDeadlineExceeded, captchaflow.FailureType(err), "%v", err)
 }
 
 // A poll's priority on its results queue follows its task's deadline: the nearest served first.

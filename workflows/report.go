@@ -29,10 +29,10 @@ const (
 // ReportVerdict sends a verdict on a task's provider task; run as captchaflow.ReportWorkflowID(taskID): one per task.
 func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflow.ReportResult, error) {
 	res, err := report(ctx, in)
-	result := "sent"
+	result, details := "sent", " · provider task "+res.ProviderTaskID
 	switch {
 	case err != nil:
-		result = cmp.Or(reportResults[failureType(err)], "error")
+		result, details = cmp.Or(reportResults[captchaflow.FailureType(err)], "error"), ""
 		workflow.GetLogger(ctx).Warn("report failed", "Verdict", in.Verdict, "Result", result, "Error", err)
 	case res.AlreadyRecorded:
 		result = "already_recorded"
@@ -42,11 +42,7 @@ func ReportVerdict(ctx workflow.Context, in captchaflow.ReportInput) (captchaflo
 		verdict = string(in.Verdict)
 	}
 	count(ctx, MetricReports, "verdict", verdict, "result", result)
-	details := fmt.Sprintf("**report %s:** %s", in.Verdict, result)
-	if err == nil {
-		details += " · provider task " + res.ProviderTaskID
-	}
-	workflow.SetCurrentDetails(ctx, details)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**report %s:** %s%s", in.Verdict, result, details))
 	return res, err
 }
 
@@ -90,7 +86,7 @@ func lookupTarget(ctx workflow.Context, verdict captchaflow.Verdict, taskID stri
 		ScheduleToCloseTimeout: reportSettleTimeout, RetryPolicy: backoff(2*time.Second, 2*time.Second, captchaflow.FailureTaskNotSolved)})
 	var target activities.ReportTarget
 	err := workflow.ExecuteActivity(ctx, acts.LookupReportTarget, activities.ReportTargetRequest{TaskID: taskID}).Get(ctx, &target)
-	if err != nil && (isTimeout(err) || failureType(err) == activities.FailureTaskRunning) {
+	if err != nil && (isTimeout(err) || captchaflow.FailureType(err) == activities.FailureTaskRunning) {
 		err = temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("task %s is still running after %s: report it once it has its result", taskID, reportSettleTimeout),
 			captchaflow.FailureTaskNotSolved, nil)
@@ -103,4 +99,16 @@ func windowClosed(taskID string, target activities.ReportTarget, closes time.Tim
 		fmt.Sprintf("the provider's report window for task %s (provider task %s, submitted %s) closed at %s",
 			taskID, target.ProviderTaskID, target.SubmittedAt.UTC().Format(time.RFC3339), closes.UTC().Format(time.RFC3339)),
 		captchaflow.FailureReportWindowClosed, cause)
+}
+
+// BalanceCheckTimeout bounds one CheckBalance run: less than the schedule's minute, so runs never overlap.
+const BalanceCheckTimeout = 50 * time.Second
+
+// CheckBalance reads the balance once (FetchBalance records it as a gauge), started by captchaflow.BalanceScheduleID.
+func CheckBalance(ctx workflow.Context) (activities.BalanceResult, error) {
+	opts := withRetry(ctx, ProviderStartToClose, BalanceCheckTimeout,
+		backoff(2*time.Second, 10*time.Second, activities.NonRetryableProviderErrors...))
+	var res activities.BalanceResult
+	err := workflow.ExecuteActivity(opts, acts.FetchBalance).Get(ctx, &res)
+	return res, err
 }

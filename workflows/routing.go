@@ -31,9 +31,6 @@ const (
 
 var routingMaxEvents = 2000 // the exchange continues as new past it
 
-// RoutingWorkflowID is taskQueue's exchange; it runs on its own queue, taskQueue + "/routing".
-func RoutingWorkflowID(taskQueue string) string { return "captchaflow/routing/" + taskQueue }
-
 // RoutingEntry is one shared observation, numbered, with the worker that made it.
 type RoutingEntry struct {
 	Seq    int64         `json:"n"`
@@ -125,7 +122,7 @@ func (x *exchanger) round(ctx context.Context) error {
 	defer cancel()
 	x.pending = append(x.pending, x.m.Drain()...)
 	x.pending = x.pending[max(0, len(x.pending)-routingKept/4):]
-	id := RoutingWorkflowID(x.taskQueue)
+	id := "captchaflow/routing/" + x.taskQueue // the exchange runs on its own queue, taskQueue + "/routing"
 	if len(x.pending) > 0 {
 		if _, err := x.c.SignalWithStartWorkflow(ctx, id, routingSignal, RoutingBatch{Worker: x.self, Obs: x.pending},
 			client.StartWorkflowOptions{ID: id, TaskQueue: x.taskQueue + "/routing"}, RoutingWorkflowType, RoutingState{}); err != nil {

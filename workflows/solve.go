@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/captchaflow/captchaflow"
@@ -23,50 +24,34 @@ import (
 // acts is only used for its method values: ExecuteActivity takes the activity's name and signature from them.
 var acts *activities.Activities
 
-// changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
-const changeProviderThreads = "provider-threads-admission"
+// Change IDs, each (but changeProviderThreads) asked only where the new build acts otherwise: other tasks record none.
+const (
+	// changeProviderThreads never retires: its marker records whether the task takes slots, whatever the replayer's plan.
+	changeProviderThreads  = "provider-threads-admission"
+	changeQuirks           = "provider-quirks"        // issue 29: which callbacks, answers and refusals a task acts on
+	changeProxies          = "proxy-rejected"         // issue 38: a bad params.proxy, a proxy word ending the task
+	changeKinds            = "kinds-answer-more"      // a code of a kind that answers more (user agent, cookies) is confirmed
+	changeAnswersCompleted = "answers-completed"      // such a code from a lost or other candidate's pingback is completed
+	changeInbox            = "reset-inbox"            // a callback for a taskless submission (parked too) is a reset's discarded one's
+	changeRoutingObserve   = "scored-routing-observe" // the task hands its solve's submissions to the worker's routing model
+	// changeFleetPacing: the task picks each submission's provider (the slot ask's local activity) for Submit to run on
+	// its paced queue; recorded only with several providers, one paced (with one, its queue is known; replay ignores queues).
+	changeFleetPacing = "provider-queues"
+)
 
-// changeQuirks gates what issue 29 changed in which callbacks, answers and refusals a task acts on: asked only where
-// the new build would act otherwise, so a task that never meets such a case records no marker.
-const changeQuirks = "provider-quirks"
-
-// quirksFixed tells whether this run acts as the build that fixed them (false: a history recorded before it).
-func quirksFixed(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeQuirks, workflow.DefaultVersion, 1) == 1
+// changed tells whether this run acts as the build that made change (false: a history recorded before it).
+func changed(ctx workflow.Context, change string) bool {
+	return workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) == 1
 }
 
-// changeProxies gates issue 38's refusals: a bad params.proxy, a proxy word ending the task. Asked only where they act.
-const changeProxies = "proxy-rejected"
-
-func proxiesFixed(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeProxies, workflow.DefaultVersion, 1) == 1
-}
-
-// changeKinds: a callback's code of a kind that answers more than it (a user agent, cookies) is confirmed by a result
-// request that carries them. Asked only for such a callback.
-const changeKinds = "kinds-answer-more"
-
-func kindsFixed(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeKinds, workflow.DefaultVersion, 1) == 1
-}
-
-// changeAnswersCompleted: such a code taken from a lost submission's or another candidate's callback is followed by
-// one result request for what the callback lacks. Asked only for such a code.
-const changeAnswersCompleted = "answers-completed"
-
-func answersCompleted(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeAnswersCompleted, workflow.DefaultVersion, 1) == 1
-}
-
-// checkInput judges the workflow ID (a segment of the callback URL) and the input as this build does, or as 1.0 did
-// for a history it recorded: it took the IDs "." and ".." and refused params.action in any case. Validate sorts a
-// map's keys and parses URLs: pure.
+// checkInput judges the workflow ID (a callback URL segment) and the input as this build does, or as 1.0 did for its
+// histories (it took the IDs "." and ".." and always refused params.action). Validate sorts keys, parses URLs: pure.
 //
 //workflowcheck:ignore
 func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 	id := workflow.GetInfo(ctx).WorkflowExecution.ID
 	valid := in.Validate()
-	if valid != nil && in.ValidBeforeProxies() == nil && !proxiesFixed(ctx) {
+	if valid != nil && in.ValidBeforeProxies() == nil && !changed(ctx, changeProxies) {
 		valid = nil // a build before proxies refused none of the checks since (Validate's last)
 	}
 	err, old := cmp.Or(captchaflow.ValidateWorkflowID(id), valid), valid
@@ -78,7 +63,7 @@ func checkInput(ctx workflow.Context, in captchaflow.Input) error {
 			old = cmp.Or(old, errors.New("params.action: set by captchaflow, must not be passed"))
 		}
 	}
-	if (err == nil) != (old == nil) && !quirksFixed(ctx) {
+	if (err == nil) != (old == nil) && !changed(ctx, changeQuirks) {
 		return old
 	}
 	return err
@@ -98,16 +83,37 @@ const (
 
 // Settings are the worker settings that change what SolveCaptcha does.
 type Settings struct {
-	// ProviderThreads is PROVIDER_THREADS (0: unset): each submission then holds one of the plan's slots.
-	ProviderThreads int
-	// Pacing says which accounts the worker paces now (nil: none); Providers names PROVIDERS_FILE's (nil: CAPTCHAAI_*'s).
-	Pacing    *activities.Pacer
-	Providers []string
+	ProviderThreads int               // PROVIDER_THREADS (0: unset): each submission then holds one of the plan's slots
+	Pacing          *activities.Pacer // which accounts the worker paces now (nil: none)
+	Providers       []string          // PROVIDERS_FILE's names (nil: CAPTCHAAI_*'s)
 }
 
 // SolveCaptcha solves one CAPTCHA task (callback, else polling; resubmitting up to max_submits) and delivers it.
 func SolveCaptcha(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
 	return solveCaptcha(ctx, in, Settings{})
+}
+
+// RegisterWorkflow registers the workflows under their contract names: a replayer takes this, a worker Register.
+func RegisterWorkflow(r worker.WorkflowRegistry) {
+	registerWorkflows(r, Settings{})
+	r.RegisterWorkflowWithOptions(ProviderThreads, workflow.RegisterOptions{Name: activities.ThreadsWorkflowType}) // for the replayer
+}
+
+// registerWorkflows registers every workflow, SolveCaptcha bound to the worker's settings.
+func registerWorkflows(r worker.WorkflowRegistry, settings Settings) {
+	solve := func(ctx workflow.Context, in captchaflow.Input) (captchaflow.Result, error) {
+		return solveCaptcha(ctx, in, settings)
+	}
+	r.RegisterWorkflowWithOptions(solve, workflow.RegisterOptions{Name: captchaflow.WorkflowType})
+	r.RegisterWorkflowWithOptions(ReportVerdict, workflow.RegisterOptions{Name: captchaflow.ReportWorkflowType})
+	r.RegisterWorkflowWithOptions(CheckBalance, workflow.RegisterOptions{Name: captchaflow.BalanceWorkflowType})
+	r.RegisterWorkflowWithOptions(PaceKeeper, workflow.RegisterOptions{Name: activities.PaceWorkflowType})
+}
+
+// Register registers everything a SolveCaptcha worker runs; every worker registers here, so none can drift.
+func Register(r worker.Registry, acts *activities.Activities, settings Settings) {
+	registerWorkflows(r, settings)
+	r.RegisterActivity(acts)
 }
 
 type solver struct {
@@ -121,7 +127,7 @@ type solver struct {
 	table                table
 	route                route
 	admission            admission
-	pace                 pacing
+	pinDecided, pinning  bool                       // the task's choice of pinning, made at its first submission
 	searched             captchaflow.Phase          // what CaptchaPhase was last set to
 	observed             *activities.ObserveRequest // a solved solve's submissions for the model, carried by its delivery
 	refusals             int                        // in.php refusals so far: they grow the backoff before the next request
@@ -133,16 +139,14 @@ type solver struct {
 func solveCaptcha(ctx workflow.Context, in captchaflow.Input, settings Settings) (captchaflow.Result, error) {
 	info := workflow.GetInfo(ctx)
 	s := &solver{settings: settings, in: in.WithDefaults(), logger: workflow.GetLogger(ctx),
-		status: captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
-		// Read before WithDefaults fills it in: such a task takes the worker's per-method default.
-		callbackTimeoutUnset: in.CallbackTimeoutSeconds == 0,
+		status:               captchaflow.Status{Phase: captchaflow.PhaseSubmitting},
+		callbackTimeoutUnset: in.CallbackTimeoutSeconds == 0, // before WithDefaults: the worker's per-method default then
 		// Pingback URLs and webhook-ids name the run the reset chain started from: the runs it was reset from are its own.
 		table:     table{runID: cmp.Or(info.OriginalRunID, info.WorkflowExecution.RunID)},
 		callbacks: workflow.GetSignalChannel(ctx, captchaflow.CallbackSignal),
 		grants:    workflow.GetSignalChannel(ctx, activities.SlotGrantedSignal)}
 	workflow.Go(ctx, s.listen)
-	status := func() (captchaflow.Status, error) { return s.statusNow(), nil }
-	if err := errors.Join(workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, status), s.handleHints(ctx)); err != nil {
+	if err := errors.Join(workflow.SetQueryHandler(ctx, captchaflow.StatusQuery, s.statusNow), s.handleHints(ctx)); err != nil {
 		return captchaflow.Result{}, err
 	}
 	res, err := s.run(ctx)
@@ -220,9 +224,9 @@ func (s *solver) solve(ctx workflow.Context) (_ captchaflow.Result, err error) {
 // this workflow task so that a skewed clock cannot move the token's life (asked only then: older histories kept it).
 func heldAt(ctx workflow.Context, submitted, at time.Time) time.Time {
 	switch now := workflow.Now(ctx); {
-	case at.After(now) && quirksFixed(ctx):
+	case at.After(now) && changed(ctx, changeQuirks):
 		return now
-	case at.Before(submitted) && quirksFixed(ctx):
+	case at.Before(submitted) && changed(ctx, changeQuirks):
 		return submitted
 	}
 	return at
@@ -254,8 +258,9 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
 	f := workflow.ExecuteActivity(s.onQueue(opts, pin.Queue, 0), acts.Submit, activities.SubmitRequest{
-		Method: s.in.Method, Params: s.in.Params, RunID: s.table.newURLRun(ctx), Submission: sub.N,
-		Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin.Provider, Reason: pin.Reason})
+		Method: s.in.Method, Params: s.in.Params, RunID: urlRun(s.table.runID, workflow.GetInfo(ctx).WorkflowExecution.RunID),
+		Submission: sub.N, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin.Provider,
+		Reason: pin.Reason})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.settled() }); err != nil {
 		return failed(err)
 	}
@@ -290,14 +295,14 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 		return failed(deadlineExceeded(s.in.DeadlineSeconds))
 	case lost:
 		return s.awaitLost(ctx, sub, err)
-	case failureType(err) == activities.FailureProviderZeroBalance:
+	case captchaflow.FailureType(err) == activities.FailureProviderZeroBalance:
 		return s.awaitBalance(ctx, err)
-	case failureType(err) == activities.FailureProviderMoved:
+	case captchaflow.FailureType(err) == activities.FailureProviderMoved:
 		if sub.pin != "" { // the worker that took it has the pin's circuit open: the next pin goes elsewhere
 			s.route.last(sub.pin)
 		}
 		return outcome{kind: outBalance} // nothing was submitted: admit again, at the provider Submit moves to
-	case failureType(err) == activities.FailureProviderUnsupported:
+	case captchaflow.FailureType(err) == activities.FailureProviderUnsupported:
 		return s.unsupported(ctx, err)
 	}
 	o := s.classify(err)
@@ -357,8 +362,9 @@ func (s *solver) awaitCode(ctx workflow.Context, sub *submission) outcome {
 		s.logger.Info("no callback in time; polling res.php", "ProviderTaskID", sub.ProviderID)
 		s.setPhaseSearchable(ctx, captchaflow.PhasePolling)
 		count(ctx, MetricFallbackPollsStarts)
-		stop := s.poll(ctx, sub)
-		defer stop()
+		pollCtx, stopPolling := workflow.WithCancel(ctx)
+		defer stopPolling()
+		s.ask(ctx, pollCtx, sub, captchaflow.ViaPoll, sub.giveUp > 0, s.pollRetry()) // the retry policy is the loop
 		if err := s.await(ctx, arrived); err != nil {
 			return failed(err)
 		}
@@ -405,8 +411,7 @@ func (s *solver) awaitLost(ctx workflow.Context, sub *submission, cause error) o
 			return s.giveUp(ctx, sub)
 		}
 	}
-	// Unanswered, the submission stays open: a late answer still counts.
-	switch o, answered := s.takeLostAnswer(ctx); {
+	switch o, answered := s.takeLostAnswer(ctx); { // unanswered, the submission stays open: a late answer still counts
 	case answered && o.kind == outFailed: // a proxy word: the user's proxy, no second payment with it
 		count(ctx, MetricSubmitsLost, "outcome", "unsolvable")
 		return o
@@ -473,8 +478,7 @@ type notification struct {
 	captchaflow.Result
 }
 
-// deliver POSTs res to notify_url until delivery_timeout_seconds or until just before the token expires (expired).
-// The retrying activity is the dead-letter queue, visible in the Web UI.
+// deliver POSTs res to notify_url, retried (the Web UI's dead-letter queue) up to delivery_timeout_seconds or expiry.
 func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired bool, err error) {
 	s.setPhaseSearchable(ctx, captchaflow.PhaseDelivering)
 	// Marshalling a struct is deterministic; workflowcheck cannot see through encoding/json's type cache.
@@ -488,7 +492,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 	if !res.ExpiresAt.IsZero() {
 		left := res.ExpiresAt.Sub(workflow.Now(ctx)) - deliveryExpiryMargin
 		if left <= 0 {
-			if observed != nil && quirksFixed(ctx) { // the delivery that would carry them never starts
+			if observed != nil && changed(ctx, changeQuirks) { // the delivery that would carry them never starts
 				s.observeNow(ctx, *observed)
 			}
 			return true, errors.New("the token expired before its delivery began")
@@ -506,8 +510,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 		return false, nil
 	case temporal.IsCanceledError(err) && ctx.Err() != nil:
 		return false, temporal.NewCanceledError(res) // cancelled as asked, the result in the details
-	case byExpiry && (isTimeout(err) || !nonRetryable(err)):
-		// Time ran out rather than notify_url refusing for good, which a fresh token would not change.
+	case byExpiry && (isTimeout(err) || !nonRetryable(err)): // time ran out, not a final refusal a fresh token would meet
 		return true, fmt.Errorf("the token expired while notify_url kept failing: %w", err)
 	}
 	// The result stays in the failure's details: a failed delivery never loses it.
@@ -527,21 +530,19 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 			return res, err
 		}
 		// A worker that cannot sign (NOTIFY_SECRET unset) would meet a paid refresh the same way.
-		if s.status.Refreshes >= s.in.Refreshes() || failureType(err) == activities.FailureWorkerConfig {
-			msg := fmt.Sprintf("the token expired at %s before notify_url accepted it", res.ExpiresAt.UTC().Format(time.RFC3339))
+		if s.status.Refreshes >= s.in.Refreshes() || captchaflow.FailureType(err) == activities.FailureWorkerConfig {
+			refreshes := " (max_refreshes=0: no refresh)"
 			if s.in.Refreshes() > 0 {
-				msg += fmt.Sprintf(", after %d refresh(es) (max_refreshes=%d)", res.Refreshes, s.in.Refreshes())
-			} else {
-				msg += " (max_refreshes=0: no refresh)"
+				refreshes = fmt.Sprintf(", after %d refresh(es) (max_refreshes=%d)", res.Refreshes, s.in.Refreshes())
 			}
-			return res, temporal.NewNonRetryableApplicationError(msg+": "+err.Error(), captchaflow.FailureTokenExpired, err, res)
+			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the token expired at %s before notify_url accepted it%s: %v",
+				res.ExpiresAt.UTC().Format(time.RFC3339), refreshes, err), captchaflow.FailureTokenExpired, err, res)
 		}
 		s.status.Refreshes++
 		count(ctx, MetricTokenRefreshes)
 		s.logger.Warn("the token expired undelivered; solving again", "ProviderTaskID", res.ProviderTaskID,
 			"ExpiresAt", res.ExpiresAt, "Refresh", s.status.Refreshes, "Error", err)
-		// A refresh is a solve of its own: a fresh deadline and max_submits, no backoff carried over.
-		started := workflow.Now(ctx)
+		started := workflow.Now(ctx) // a refresh is a solve of its own: a fresh deadline and max_submits, no backoff carried over
 		s.deadlineAt = started.Add(s.in.SolveBudget())
 		s.refusals = 0
 		s.table.round++ // nothing an earlier submission says is fresh any more
@@ -560,12 +561,12 @@ func (s *solver) remaining(ctx workflow.Context) time.Duration {
 
 // fail records a terminal failure once (phase, outcome metric, log) and returns err.
 func (s *solver) fail(ctx workflow.Context, err error) error {
-	outcome := cmp.Or(outcomes[failureType(err)], "error")
+	outcome := cmp.Or(outcomes[captchaflow.FailureType(err)], "error")
 	if temporal.IsCanceledError(err) {
 		outcome = "cancelled"
 	}
 	s.setPhase(ctx, captchaflow.PhaseFailed)
-	s.finished(ctx, outcome, cmp.Or(failureType(err), outcome)) // by type, as the handler counts failures
+	s.finished(ctx, outcome, cmp.Or(captchaflow.FailureType(err), outcome)) // by type, as the handler counts failures
 	s.logger.Warn("task failed", "Outcome", outcome, "Error", err)
 	return err
 }

@@ -84,7 +84,7 @@ func (s *solver) submittingPhase(ctx workflow.Context) {
 }
 
 // statusNow is the status the query answers, with the token's age by the answering worker's clock.
-func (s *solver) statusNow() captchaflow.Status {
+func (s *solver) statusNow() (captchaflow.Status, error) {
 	st := s.status
 	for _, sub := range s.table.subs {
 		st.Submissions = append(st.Submissions, captchaflow.SubmissionStatus{N: sub.N, ProviderTaskID: sub.ProviderID,
@@ -95,5 +95,5 @@ func (s *solver) statusNow() captchaflow.Status {
 		//workflowcheck:ignore
 		st.TokenAgeSeconds = max(0, time.Since(st.ReceivedAt).Round(100*time.Millisecond).Seconds())
 	}
-	return st
+	return st, nil
 }

@@ -100,13 +100,8 @@ type table struct {
 // epochSep joins the chain's run ID and the reset run's in a pingback URL (the previous release's ingress takes it).
 const epochSep = "~"
 
-// newURLRun is what a new submission's pingback URL names: the chain's run, and in a reset run which run made it, so
-// the callback of a submission the reset discarded is told from this run's submission of the same number.
-func (t *table) newURLRun(ctx workflow.Context) string {
-	return urlRun(t.runID, workflow.GetInfo(ctx).WorkflowExecution.RunID)
-}
-
-// urlRun names run within chain: its last 8 characters, random in a UUIDv7 (the first 8 are its minute).
+// urlRun is what a new submission's pingback URL names: the chain's run, and in a reset run which run made it (its last
+// 8 characters, random in a UUIDv7), so the callback of a submission the reset discarded is told from this run's.
 func urlRun(chain, run string) string {
 	if run == chain {
 		return chain
@@ -118,15 +113,7 @@ func urlRun(chain, run string) string {
 // under that URL. Only the URL Submit echoed counts: a reset run replays its chain's submissions under its own run ID.
 func (t *table) discarded(ctx workflow.Context, sub *submission, cb captchaflow.Callback) bool {
 	return cb.RunID != "" && workflow.GetInfo(ctx).WorkflowExecution.RunID != t.runID &&
-		(sub == nil || sub.urlRun != "" && sub.urlRun != cb.RunID || sub.State == subRefused && sub.urlRun == "" && inboxFixed(ctx))
-}
-
-// changeInbox: a callback for a submission that created no task (refused, unserved, cancelled) is taken as a
-// reset's discarded submission's, also when it was parked; asked only for such a callback.
-const changeInbox = "reset-inbox"
-
-func inboxFixed(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeInbox, workflow.DefaultVersion, 1) == 1
+		(sub == nil || sub.urlRun != "" && sub.urlRun != cb.RunID || sub.State == subRefused && sub.urlRun == "" && changed(ctx, changeInbox))
 }
 
 func (t *table) current() *submission {
@@ -239,7 +226,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 		s.confirm(ctx, cur, "unauthenticated callback")
 	case cb.Submission == 0:
 		stale("an unauthenticated callback that names no waiting submission")
-	case t.discarded(ctx, sub, cb) && quirksFixed(ctx):
+	case t.discarded(ctx, sub, cb) && changed(ctx, changeQuirks):
 		s.adopt(ctx, cb, stale)
 	case cb.RunID != "" && cb.RunID != t.runID && (sub == nil || sub.urlRun != "" && cb.RunID != sub.urlRun):
 		stale("a callback of an earlier run")
@@ -262,8 +249,7 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 // token ties it to sub, so one naming no task (CapMonster's, Anti-Captcha's) is sub's; one naming another is confirmed.
 func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflow.Callback) {
 	switch word := strings.TrimSpace(cb.Code); {
-	case otherCandidate(sub, cb) && s.solution(ctx, cb):
-		// A provider the pingback URL was handed to created a task after all: its solution is that provider's.
+	case otherCandidate(sub, cb) && s.solution(ctx, cb): // another candidate made a task after all: the result is that provider's
 		sub.file(outcome{kind: outSolved, res: captchaflow.Result{ProviderTaskID: cb.ProviderTaskID, Provider: cb.Provider,
 			Code: cb.Code, Via: captchaflow.ViaCallback, ReceivedAt: cb.ReceivedAt}})
 	case otherCandidate(sub, cb):
@@ -274,7 +260,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 			"Bytes", len(cb.Code), "Authenticated", cb.Authenticated)
 	case !cb.Authenticated:
 		s.confirm(ctx, sub, "unauthenticated callback")
-	case cb.ProviderTaskID != sub.ProviderID && !(cb.ProviderTaskID == "" && quirksFixed(ctx)):
+	case cb.ProviderTaskID != sub.ProviderID && !(cb.ProviderTaskID == "" && changed(ctx, changeQuirks)):
 		// Naming another task on a URL handed out for this one takes a leaked URL (resets have URLs of their own).
 		s.confirm(ctx, sub, "a callback naming another provider task")
 	case proxyWord(ctx, word):
@@ -285,7 +271,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 		sub.file(outcome{kind: outResubmit, reason: "the callback said " + word})
 	case callback.IsStatusWord(cb.Code):
 		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", word))
-	case providers.AnswersMore(s.in.Method, s.in.Params) != "" && kindsFixed(ctx):
+	case providers.AnswersMore(s.in.Method, s.in.Params) != "" && changed(ctx, changeKinds):
 		s.confirm(ctx, sub, "a callback of a kind whose answer holds more than its code")
 	default:
 		sub.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
@@ -294,7 +280,7 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 
 // proxyWord: the provider could not use the task's proxy (asks the gate only then: older histories resubmitted).
 func proxyWord(ctx workflow.Context, word string) bool {
-	return callback.IsStatusWord(word) && callback.ClassifyCode(word) == callback.ClassProxy && proxiesFixed(ctx)
+	return callback.IsStatusWord(word) && callback.ClassifyCode(word) == callback.ClassProxy && changed(ctx, changeProxies)
 }
 
 // resubmitWord: the provider gave up on the task; ERROR_PROXY_CONNECTION_FAILED was one before proxy words had their
@@ -310,7 +296,7 @@ func (s *solver) adopt(ctx workflow.Context, cb captchaflow.Callback, stale func
 		return
 	}
 	// Parked while a Submit waited, it may be dead by now: taken, it would supersede a live submission of this run.
-	if exp := s.in.ExpiresAt(cb.ReceivedAt); !exp.IsZero() && !workflow.Now(ctx).Before(exp) && inboxFixed(ctx) {
+	if exp := s.in.ExpiresAt(cb.ReceivedAt); !exp.IsZero() && !workflow.Now(ctx).Before(exp) && changed(ctx, changeInbox) {
 		stale("a discarded submission's answer whose token expired before it could be taken")
 		s.table.adopted = append(s.table.adopted, &submission{N: cb.Submission, State: subSuperseded, urlRun: cb.RunID}) // so are its repeats
 		return
@@ -332,10 +318,7 @@ func (s *solver) lostCallback(ctx workflow.Context, lost *submission, cb captcha
 	case !s.solution(ctx, cb):
 		stale("not an authenticated solution (a lost submission can only be answered by one)")
 	default:
-		lost.ProviderID = cb.ProviderTaskID
-		if cb.Provider != "" {
-			lost.Provider = cb.Provider
-		}
+		lost.ProviderID, lost.Provider = cb.ProviderTaskID, cmp.Or(cb.Provider, lost.Provider)
 		lost.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
 		lost.State = subSolved
 	}
@@ -349,7 +332,7 @@ func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state
 	sub.inbox = nil
 	for _, cb := range inbox {
 		switch {
-		case s.table.discarded(ctx, sub, cb) && quirksFixed(ctx): // its URL is known only now
+		case s.table.discarded(ctx, sub, cb) && changed(ctx, changeQuirks): // its URL is known only now
 			s.adopt(ctx, cb, dropped)
 		case state == subAnswerLost:
 			s.lostCallback(ctx, sub, cb, dropped)
@@ -364,7 +347,7 @@ func (s *solver) learnID(ctx workflow.Context, sub *submission, id string, state
 // unpark routes what sub parked once its Submit ended with no ID and no wait to follow (asked only then: older
 // builds dropped it); a lost answer's parked solution is then sub's own.
 func (s *solver) unpark(ctx workflow.Context, sub *submission, lost bool) {
-	if !slices.ContainsFunc(sub.inbox, func(cb captchaflow.Callback) bool { return cb.Authenticated }) || !inboxFixed(ctx) {
+	if !slices.ContainsFunc(sub.inbox, func(cb captchaflow.Callback) bool { return cb.Authenticated }) || !changed(ctx, changeInbox) {
 		sub.inbox = nil // nothing in it a newer build would take
 		return
 	}
@@ -386,13 +369,12 @@ func (s *solver) confirm(ctx workflow.Context, sub *submission, why string) {
 		NonRetryableErrorTypes: append([]string{activities.FailureNotReady}, activities.NonRetryableProviderErrors...)})
 }
 
-// completeAnswer fetches what a code of a kind that answers more came without — a lost submission's or another
-// candidate's pingback carries the code alone — by one result request of the task's own; failing, the paid code goes
-// alone, logged.
+// completeAnswer fetches, by one result request of the task's own, what a code of a kind that answers more came without
+// (a lost submission's or another candidate's pingback carries the code alone); failing, the paid code goes alone.
 func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {
 	kind := providers.AnswersMore(s.in.Method, s.in.Params)
 	left := min(s.remaining(ctx), time.Minute)
-	if kind == "" || res.UserAgent != "" || res.Cookies != "" || res.ProviderTaskID == "" || left <= 0 || !answersCompleted(ctx) {
+	if kind == "" || res.UserAgent != "" || res.Cookies != "" || res.ProviderTaskID == "" || left <= 0 || !changed(ctx, changeAnswersCompleted) {
 		return res
 	}
 	req := activities.PollRequest{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, Method: s.in.Method, Kind: string(kind)}
@@ -409,13 +391,6 @@ func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) ca
 	return res
 }
 
-// poll asks res.php every poll interval until the deadline (the retry policy is the loop); stop cancels it.
-func (s *solver) poll(ctx workflow.Context, sub *submission) (stop func()) {
-	pollCtx, stop := workflow.WithCancel(ctx)
-	s.ask(ctx, pollCtx, sub, captchaflow.ViaPoll, sub.giveUp > 0, s.pollRetry())
-	return stop
-}
-
 // pollRetry asks every poll interval: the retry policy is the polling loop.
 func (s *solver) pollRetry() *temporal.RetryPolicy {
 	interval := s.in.PollInterval()
@@ -426,13 +401,17 @@ func (s *solver) pollRetry() *temporal.RetryPolicy {
 // ask runs one Poll activity (in actx) and files its answer; a confirmation that fails leaves the task waiting.
 func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflow.Via, giveUp bool, retry *temporal.RetryPolicy) {
 	sub.asking++
-	once := sub.unpaced // the one request on the task's own queue after the results queue started none in queueWait
+	once := sub.unpaced // the one request on the task's own queue ("") after the results queue started none in queueWait
+	queue := ""
+	if !once {
+		queue = s.queueOf(sub.Provider, activities.ResultsQueue)
+	}
 	req := activities.PollRequest{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, GiveUp: giveUp, Method: s.in.Method,
 		Kind: string(providers.AnswersMore(s.in.Method, s.in.Params))}
 	if via == captchaflow.ViaPoll && !giveUp { // a confirmation and a give-up check ask at once
 		req.SubmittedAt = sub.SubmittedAt
 	}
-	f := workflow.ExecuteActivity(s.onQueue(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), s.resultsQueue(sub),
+	f := workflow.ExecuteActivity(s.onQueue(withRetry(actx, ProviderStartToClose, s.remaining(ctx), retry), queue,
 		pollPriority(s.remaining(ctx))), acts.Poll, req)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var r activities.PollResult
@@ -449,14 +428,14 @@ func (s *solver) ask(ctx, actx workflow.Context, sub *submission, via captchaflo
 		case notStarted(err) && !once && s.remaining(ctx) > 0:
 			sub.unpaced = true
 			s.ask(ctx, actx, sub, via, giveUp, &temporal.RetryPolicy{MaximumAttempts: 1})
-		case once && via == captchaflow.ViaPoll && failureType(err) == activities.FailureNotReady && s.remaining(ctx) > 0:
+		case once && via == captchaflow.ViaPoll && captchaflow.FailureType(err) == activities.FailureNotReady && s.remaining(ctx) > 0:
 			s.ask(ctx, actx, sub, via, giveUp, s.pollRetry())
 		case err == nil:
 			sub.price = cmp.Or(r.CostUSD, sub.price) // the provider's own figure wins
 			sub.solved(captchaflow.Result{Code: r.Code, UserAgent: r.UserAgent, Cookies: r.Cookies}, via, cmp.Or(r.ReceivedAt, workflow.Now(ctx)))
-		case via == captchaflow.ViaPoll && failureType(err) == activities.FailureProviderGaveUp:
+		case via == captchaflow.ViaPoll && captchaflow.FailureType(err) == activities.FailureProviderGaveUp:
 			sub.file(outcome{kind: outGaveUp})
-		case via == captchaflow.ViaPoll || o.kind == outResubmit || failureType(err) == captchaflow.FailureProxyRejected:
+		case via == captchaflow.ViaPoll || o.kind == outResubmit || captchaflow.FailureType(err) == captchaflow.FailureProxyRejected:
 			sub.file(o)
 		default:
 			s.logger.Warn("callback not confirmed by res.php; still waiting", "ProviderTaskID", sub.ProviderID, "Error", err)
@@ -494,9 +473,12 @@ func (s *solver) receiveGrant(ctx workflow.Context, g activities.SlotRequest) {
 			return r != ""
 		}
 		// The history holds no such run ID: a run reset from this one would replay it as another's.
-		return quirksFixed(ctx) || r == workflow.GetInfo(ctx).WorkflowExecution.RunID
+		return changed(ctx, changeQuirks) || r == workflow.GetInfo(ctx).WorkflowExecution.RunID
 	}
-	if s.admission.onGrant(g, ours) {
+	a := &s.admission
+	match := g.Seq == a.seq && g.Semaphore == a.ticket.Semaphore && ours(g.RunID)
+	a.granted = a.granted || match
+	if !match && ours(g.RunID) {
 		s.logger.Info("a grant for a request already given up: sent back", "Seq", g.Seq)
 		s.releaseTo(ctx, g)
 	}
@@ -508,8 +490,8 @@ func otherCandidate(sub *submission, cb captchaflow.Callback) bool {
 }
 
 // solution tells whether cb can be a solution: authenticated, with a code; also without a provider task ID (CapMonster
-// calls back with the getTaskResult body, which has none) unless the run predates quirksFixed.
+// calls back with the getTaskResult body, which has none) unless the run predates changeQuirks.
 func (s *solver) solution(ctx workflow.Context, cb captchaflow.Callback) bool {
 	return cb.Authenticated && strings.TrimSpace(cb.Code) != "" && len(cb.Code) <= captchaflow.MaxCodeBytes &&
-		!callback.IsStatusWord(cb.Code) && (cb.ProviderTaskID != "" || quirksFixed(ctx))
+		!callback.IsStatusWord(cb.Code) && (cb.ProviderTaskID != "" || changed(ctx, changeQuirks))
 }

@@ -183,21 +183,12 @@ type keptSlot struct {
 	sub *submission
 }
 
-// onGrant takes a grant for the request being asked, and tells whether it is this run's but stray (sent back).
-func (a *admission) onGrant(g activities.SlotRequest, ours func(runID string) bool) (stray bool) {
-	match := g.Seq == a.seq && g.Semaphore == a.ticket.Semaphore && ours(g.RunID)
-	a.granted = a.granted || match
-	return !match && ours(g.RunID)
-}
-
 // admit holds a slot for the next submission, returning its release or the outcome that ends the attempt first.
 func (s *solver) admit(ctx workflow.Context) (release func(), o outcome, ok bool) {
 	a, none := &s.admission, func() {}
 	if !a.decided && s.remaining(ctx) > 0 { // recorded once: asked only with a plan or when replaying
 		a.decided = true
-		if s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx) {
-			a.on = workflow.GetVersion(ctx, changeProviderThreads, workflow.DefaultVersion, 1) == 1
-		}
+		a.on = (s.settings.ProviderThreads > 0 || workflow.IsReplaying(ctx)) && changed(ctx, changeProviderThreads)
 	}
 	if s.remaining(ctx) <= 0 || !a.on {
 		return none, outcome{}, true
