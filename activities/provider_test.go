@@ -251,7 +251,7 @@ func TestFirstPollWaitsForTheProvidersSolveTimes(t *testing.T) {
 	env, acts, provider, _ := providerEnv(t)
 	model := providers.NewModel(providers.File{})
 	for _, secs := range []float64{40, 42, 45, 50, 60} {
-		model.Observe("a", "userrecaptcha", secs, providers.ObservedSolved)
+		model.Learn(providers.Obs{Provider: "a", Method: "userrecaptcha", Seconds: secs, Outcome: providers.ObservedSolved})
 	}
 	acts.Provider, acts.Providers = nil, providers.NewSet([]*providers.Provider{{Name: "a", Client: provider}}, providers.NewBreaker(providers.DefaultCircuitSettings, time.Now))
 	acts.Providers.Model = model

@@ -118,11 +118,6 @@ func (m *Model) with(provider, method string, f func(s *stats)) {
 	f(m.stats[k])
 }
 
-// Observe learns one ended or still open submission.
-func (m *Model) Observe(provider, method string, secs float64, outcome string) {
-	m.Learn(Obs{Provider: provider, Method: method, Seconds: secs, Outcome: outcome})
-}
-
 // Learn learns one of this worker's observations; Reset: a probe's submission (its route said RouteProbe).
 func (m *Model) Learn(o Obs) { m.learn(o, true) }
 

@@ -146,16 +146,16 @@ func simulateUnder(m *Model, sims []simProvider, tasks int, deadline, every time
 			run.cost += paid
 			switch {
 			case solved:
-				m.Observe(s.name, "turnstile", secs, ObservedSolved)
+				m.Learn(Obs{Provider: s.name, Method: "turnstile", Seconds: secs, Outcome: ObservedSolved})
 				if s.bad != nil && s.bad(task) {
 					m.Verdict(s.name, "turnstile", false)
 				} else {
 					run.good++
 				}
 			case secs > 0:
-				m.Observe(s.name, "turnstile", secs, ObservedOpen)
+				m.Learn(Obs{Provider: s.name, Method: "turnstile", Seconds: secs, Outcome: ObservedOpen})
 			default:
-				m.Observe(s.name, "turnstile", 0, ObservedUnsolvable)
+				m.Learn(Obs{Provider: s.name, Method: "turnstile", Seconds: 0, Outcome: ObservedUnsolvable})
 				avoid = append(avoid, s.name)
 				continue
 			}
@@ -277,9 +277,9 @@ func TestDrainAndApplyShareWhatOneWorkerLearned(t *testing.T) {
 		return ranked[0].Name
 	}
 	for range 6 {
-		one.Observe("cheap", "hcaptcha", 0, ObservedUnsolvable)
+		one.Learn(Obs{Provider: "cheap", Method: "hcaptcha", Seconds: 0, Outcome: ObservedUnsolvable})
 	}
-	one.Observe("dear", "hcaptcha", 10, ObservedSolved)
+	one.Learn(Obs{Provider: "dear", Method: "hcaptcha", Seconds: 10, Outcome: ObservedSolved})
 	one.Verdict("dear", "hcaptcha", true) // a good verdict says nothing new: not shared
 	shared := one.Drain()
 	require.Len(t, shared, 7)
@@ -292,7 +292,7 @@ func TestDrainAndApplyShareWhatOneWorkerLearned(t *testing.T) {
 	clock = clock.Add(time.Minute) // nothing heard of cheap for longer than its p90: the next task probes it
 	assert.Equal(t, "cheap", first(one))
 	assert.Equal(t, "dear", first(one), "one probe at a time")
-	one.Observe("cheap", "hcaptcha", 8, ObservedSolved)
+	one.Learn(Obs{Provider: "cheap", Method: "hcaptcha", Seconds: 8, Outcome: ObservedSolved})
 	assert.Equal(t, "cheap", first(one), "the probe solved: cheap recovered")
 	shared = one.Drain()
 	require.Len(t, shared, 1)
@@ -301,19 +301,19 @@ func TestDrainAndApplyShareWhatOneWorkerLearned(t *testing.T) {
 	assert.Equal(t, "cheap", first(other), "and the other worker knows at once, without a probe of its own")
 
 	for range sharedKept + 10 {
-		one.Observe("dear", "hcaptcha", 10, ObservedSolved)
+		one.Learn(Obs{Provider: "dear", Method: "hcaptcha", Seconds: 10, Outcome: ObservedSolved})
 	}
 	assert.Len(t, one.Drain(), sharedKept, "bounded: the latest kept")
 	assert.Empty(t, NewModel(File{}).Drain(), "routing: order shares nothing")
 }
 
 // A solve time below zero (a code received by a worker whose clock runs behind the workflow's) is learned as 0 s,
-// by Observe and from other workers' observations alike: never a p90 or a first poll's hold below zero.
+// by Learn and from other workers' observations alike: never a p90 or a first poll's hold below zero.
 func TestNegativeSolveTimesAreLearnedAsZero(t *testing.T) {
 	own, other := scoredModel(0), scoredModel(0)
 	p := &Provider{Name: "skewed", Price: Price{"default": 1}}
 	for range 20 {
-		own.Observe("skewed", "hcaptcha", -40, ObservedSolved)
+		own.Learn(Obs{Provider: "skewed", Method: "hcaptcha", Seconds: -40, Outcome: ObservedSolved})
 		other.Apply([]Obs{{Provider: "skewed", Method: "hcaptcha", Seconds: -40, Outcome: ObservedSolved}})
 	}
 	for _, m := range []*Model{own, other} {
@@ -331,9 +331,9 @@ func TestRankingWithoutSeedSpendsNoProbe(t *testing.T) {
 	m.now = func() time.Time { return clock }
 	cheap, dear := &Provider{Name: "cheap", Price: Price{"default": 1}}, &Provider{Name: "dear", Price: Price{"default": 2}}
 	for range 6 {
-		m.Observe("cheap", "hcaptcha", 0, ObservedUnsolvable)
+		m.Learn(Obs{Provider: "cheap", Method: "hcaptcha", Seconds: 0, Outcome: ObservedUnsolvable})
 	}
-	m.Observe("dear", "hcaptcha", 10, ObservedSolved)
+	m.Learn(Obs{Provider: "dear", Method: "hcaptcha", Seconds: 10, Outcome: ObservedSolved})
 	clock = clock.Add(time.Minute)
 	ranked, route := m.Rank([]*Provider{cheap, dear}, "hcaptcha", nil, time.Minute, "", nil)
 	assert.Equal(t, "dear", ranked[0].Name, "no seed: no probe")

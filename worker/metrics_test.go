@@ -72,7 +72,7 @@ func TestMetricsExportTheRoutingModel(t *testing.T) {
 	m := &metrics{registry: prom.NewRegistry()} // newMetrics registers /metrics on the default mux: once per process
 	set := providers.NewSet([]*providers.Provider{{Name: "a", Price: providers.Price{"default": 2.5}}}, nil)
 	set.Model = providers.NewModel(providers.File{Routing: providers.RoutingScored})
-	set.Model.Observe("a", "hcaptcha", 4, providers.ObservedSolved)
+	set.Model.Learn(providers.Obs{Provider: "a", Method: "hcaptcha", Seconds: 4, Outcome: providers.ObservedSolved})
 	set.Model.Rank(set.All(), "hcaptcha", nil, time.Minute, "seed", nil)
 	require.NoError(t, m.exportCircuits(set, "default", "q"))
 	families, err := m.registry.Gather()

@@ -116,7 +116,7 @@ func (s *schedule) primeModel(m *providers.Model) {
 	for _, name := range s.routing.names {
 		for range s.rng.IntN(8) {
 			outcome := []string{providers.ObservedSolved, providers.ObservedUnsolvable, providers.ObservedOpen}[s.rng.IntN(3)]
-			m.Observe(name, "userrecaptcha", float64(1+s.rng.IntN(900)), outcome)
+			m.Learn(providers.Obs{Provider: name, Method: "userrecaptcha", Seconds: float64(1 + s.rng.IntN(900)), Outcome: outcome})
 			if s.rng.IntN(4) == 0 {
 				m.Verdict(name, "userrecaptcha", false)
 			}
