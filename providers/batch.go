@@ -153,9 +153,6 @@ func (c *InPHP) getBatch(batch []*lookup) {
 func (c *InPHP) tallied(method string, split bool) {
 	c.lookups.mu.Lock()
 	defer c.lookups.mu.Unlock()
-	if c.lookups.tally == nil {
-		c.lookups.tally = map[string]int{}
-	}
 	if split {
 		c.lookups.proven.Store(true)
 		c.lookups.tally[method] = 1

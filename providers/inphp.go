@@ -33,7 +33,8 @@ func NewInPHP(baseURL, apiKey string, opts ...Option) (*InPHP, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &InPHP{conn: c, inURL: base.JoinPath("in.php").String(), resURL: base.JoinPath("res.php").String()}, nil
+	return &InPHP{conn: c, inURL: base.JoinPath("in.php").String(), resURL: base.JoinPath("res.php").String(),
+		lookups: lookups{tally: map[string]int{}}}, nil
 }
 
 // Supports is nil: in.php takes every method, and refuses what it does not know itself.
