@@ -25,7 +25,7 @@ func main() {
 	cfg, err := config.LoadIngress()
 	check(err, "")
 	// The ingress only writes payloads (signals, updates): give it a keys file with the current key alone.
-	opts, flush, err := config.ClientOptions(context.Background(), "captchaflow-ingress", logger, logger)
+	opts, _, flush, err := config.ClientOptions(context.Background(), "captchaflow-ingress", logger, logger)
 	check(err, "")
 	// Lazy: /healthz answers while Temporal is still starting; /readyz and callbacks say 503 until it answers.
 	tc, err := client.NewLazyClient(opts)

@@ -166,7 +166,7 @@ func execute(name, namespace string, timeout time.Duration, stdout, stderr io.Wr
 		defer cancel()
 	}
 	// The SDK logs to stdout, where the JSON goes: its warnings go to stderr, and the codec says nothing (stderr is ours).
-	opts, flush, err := config.ClientOptions(ctx, "captchaflow-starter",
+	opts, _, flush, err := config.ClientOptions(ctx, "captchaflow-starter",
 		slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	if err != nil {
 		fmt.Fprintln(stderr, name+":", err)

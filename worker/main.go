@@ -71,7 +71,7 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	defer m.Close()
-	opts, flush, err := clientOptions(ctx, logger, m.handler)
+	opts, keys, flush, err := clientOptions(ctx, logger, m.handler)
 	if err != nil {
 		return configError{err}
 	}
@@ -100,7 +100,7 @@ func run(logger *slog.Logger) error {
 	}
 	defer stopWorkers() // waits up to SHUTDOWN_TIMEOUT for running activities
 	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
-	if err := serveHTTP(m, cfg, acts.Providers, opts.Namespace, logger); err != nil {
+	if err := serveHTTP(m, cfg, acts.Providers, opts.Namespace, keys, logger); err != nil {
 		return err
 	}
 	logger.Info("worker ready", "temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile,
@@ -111,19 +111,15 @@ func run(logger *slog.Logger) error {
 }
 
 // serveHTTP serves /metrics and, with CODEC_ADDR, the codec server (the Web UI's and the CLI's decoding).
-func serveHTTP(m *metrics, cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) error {
+func serveHTTP(m *metrics, cfg config.Worker, set *providers.Set, namespace string, keys *codec.Codec, logger *slog.Logger) error {
 	if _, err := m.serve(cfg, set, namespace, logger); err != nil || cfg.CodecAddr == "" {
-		return err
-	}
-	c, err := codec.Load(os.Getenv("CAPTCHAFLOW_KEYS_FILE"))
-	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.CodecAddr)
 	if err != nil {
 		return fmt.Errorf("CODEC_ADDR: %w", err)
 	}
-	h := codec.Handler(c, codecOptions(cfg, namespace))
+	h := codec.Handler(keys, codecOptions(cfg, namespace))
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 	go func() { logger.Error("codec server", "error", srv.Serve(ln)) }()
 	logger.Info("codec server listening", "addr", ln.Addr().String(), "token", cfg.CodecToken != "", "origins", cfg.CodecUIOrigins)
@@ -137,13 +133,13 @@ func codecOptions(cfg config.Worker, namespace string) codec.ServerOptions {
 }
 
 // clientOptions are config.ClientOptions with the worker's metrics and the default namespace named.
-func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.MetricsHandler) (client.Options, func(context.Context) error, error) {
-	opts, flush, err := config.ClientOptions(ctx, "captchaflow-worker", logger, logger)
+func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.MetricsHandler) (client.Options, *codec.Codec, func(context.Context) error, error) {
+	opts, keys, flush, err := config.ClientOptions(ctx, "captchaflow-worker", logger, logger)
 	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
 	opts.MetricsHandler = metrics
 	// The Web UI's Workers page lists a worker once its heartbeat arrives: 10 s, not the SDK's 60 s.
 	opts.WorkerHeartbeatInterval = 10 * time.Second
-	return opts, flush, err
+	return opts, keys, flush, err
 }
 
 // flushTraces exports what the batch processor holds (within telemetry's bound).

@@ -114,19 +114,19 @@ func load[T any](who string, cfg *T, metricsAddr *string, metricsEnv, metricsDef
 }
 
 // ClientOptions are envconfig's (TEMPORAL_*) with logger, OTEL_* tracing as service, and the codec (codecLog nil: quiet).
-func ClientOptions(ctx context.Context, service string, logger, codecLog *slog.Logger) (client.Options, func(context.Context) error, error) {
+func ClientOptions(ctx context.Context, service string, logger, codecLog *slog.Logger) (client.Options, *codec.Codec, func(context.Context) error, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		return opts, nil, fmt.Errorf("temporal client configuration: %w", err)
+		return opts, nil, nil, fmt.Errorf("temporal client configuration: %w", err)
 	}
 	opts.Logger = sdklog.NewStructuredLogger(logger)
 	interceptors, flush, err := telemetry.Setup(ctx, service)
 	if err != nil {
-		return opts, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
+		return opts, nil, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
 	}
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
-	_, err = codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), codecLog)
-	return opts, flush, err
+	keys, err := codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), codecLog)
+	return opts, keys, flush, err
 }
 
 // MethodTimeouts is "method=duration,…" (e.g. "turnstile=60s"), whole seconds from 1 s to 24 h, each method once.
