@@ -150,11 +150,8 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// DataConverter is the SDK's default converter, through c when it is not nil (nil: plaintext, as before).
+// DataConverter is the SDK's default converter, through c.
 func DataConverter(c *Codec) converter.DataConverter {
-	if c == nil {
-		return converter.GetDefaultDataConverter()
-	}
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
 }
 

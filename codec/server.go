@@ -28,7 +28,7 @@ func (o ServerOptions) Check(addr string) error {
 	if err != nil {
 		return err
 	}
-	if ip := net.ParseIP(host); o.Token == "" && (!o.LoopbackWithoutToken || ip == nil || !ip.IsLoopback()) {
+	if o.Token == "" && (!o.LoopbackWithoutToken || !isLoopback(host)) {
 		return errors.New("the codec server needs CODEC_TOKEN_FILE (a bearer token), or CODEC_LOOPBACK_WITHOUT_TOKEN " +
 			"with a loopback CODEC_ADDR such as 127.0.0.1:8234")
 	}
