@@ -150,8 +150,11 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// DataConverter is the SDK's default converter, through c.
+// DataConverter is the SDK's default converter, through c when it is not nil (nil: plaintext, for a caller's client).
 func DataConverter(c *Codec) converter.DataConverter {
+	if c == nil {
+		return converter.GetDefaultDataConverter()
+	}
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
 }
 
