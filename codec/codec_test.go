@@ -114,3 +114,14 @@ func TestDecryptOnlyWritesPlaintextAndReadsCiphertext(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "json/plain", string(q.Metadata[converter.MetadataEncoding]))
 }
+
+// TestNilCodecIsPlaintext: a caller's client built with DataConverter(nil) (no keys) reads and writes plaintext.
+func TestNilCodecIsPlaintext(t *testing.T) {
+	dc := DataConverter(nil)
+	p, err := dc.ToPayload("code")
+	require.NoError(t, err)
+	assert.Equal(t, "json/plain", string(p.GetMetadata()[converter.MetadataEncoding]))
+	var got string
+	require.NoError(t, dc.FromPayload(p, &got))
+	assert.Equal(t, "code", got)
+}
