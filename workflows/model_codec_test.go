@@ -74,6 +74,8 @@ func (s *schedule) coverKeys(covered map[string]int) {
 		return
 	}
 	covered["encrypted"]++
+	s.keys.mu.Lock() // a worker goroutine of the ended schedule may still be encoding
+	defer s.keys.mu.Unlock()
 	if s.keys.written["model-old"] > 0 && s.keys.written["model-next"] > 0 {
 		covered["keys-rotated-mid-task"]++
 	}

@@ -878,9 +878,9 @@ func (m *model) signal(kind string, cb captchaflow.Callback) {
 			m.arrive(task, m.env.Now())
 		}
 	}
-	m.mu.Unlock()
 	cb.ReceivedAt = m.env.Now().Add(m.ahead) // the ingress's stamp, by its clock
 	m.logf("signal %s %s {%s %.24q auth=%v n=%d}", m.wid, kind, cb.ProviderTaskID, cb.Code, cb.Authenticated, cb.Submission)
+	m.mu.Unlock() // the trace is shared with the activities' goroutines
 	if m.backlog == 0 {
 		_ = m.env.SignalWorkflowByID(m.wid, captchaflow.CallbackSignal, cb)
 		return
