@@ -100,29 +100,13 @@ func run(logger *slog.Logger) error {
 	}
 	defer stopWorkers() // waits up to SHUTDOWN_TIMEOUT for running activities
 	keepBalanceSchedule(ctx, c.ScheduleClient(), cfg, logger)
-	if err := serveHTTP(m, cfg, acts.Providers, opts.Namespace, keys, logger); err != nil {
+	if _, err := m.serve(cfg, acts.Providers, opts.Namespace, keys, logger); err != nil {
 		return err
 	}
 	logger.Info("worker ready", "temporal", opts.HostPort, "provider", cfg.ProviderBaseURL, "providers_file", cfg.ProvidersFile,
 		"callback_base_url", cfg.CallbackBaseURL, "provider_threads", cfg.ProviderThreads)
 	<-ctx.Done()
 	logger.Info("shutting down")
-	return nil
-}
-
-// serveHTTP serves /metrics and, with CODEC_ADDR, the codec server (the Web UI's and the CLI's decoding).
-func serveHTTP(m *metrics, cfg config.Worker, set *providers.Set, namespace string, keys *codec.Codec, logger *slog.Logger) error {
-	if _, err := m.serve(cfg, set, namespace, logger); err != nil || cfg.CodecAddr == "" {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.CodecAddr)
-	if err != nil {
-		return fmt.Errorf("CODEC_ADDR: %w", err)
-	}
-	h := codec.Handler(keys, codecOptions(cfg, namespace))
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
-	go func() { logger.Error("codec server", "error", srv.Serve(ln)) }()
-	logger.Info("codec server listening", "addr", ln.Addr().String(), "token", cfg.CodecToken != "", "origins", cfg.CodecUIOrigins)
 	return nil
 }
 
@@ -370,7 +354,12 @@ func checkSettings(cfg config.Worker) error {
 		check(!(v >= 0 && v <= providers.MaxRate), "%s: %v is outside [0, %d] (0 or unset: the provider's documented budget; none but 2captcha's)",
 			[]string{"CAPTCHAAI_SUBMITS_PER_SECOND", "CAPTCHAAI_RESULTS_PER_SECOND"}[i], v, providers.MaxRate)
 	}
-	errs = append(errs, checkCodec(cfg))
+	if cfg.CodecAddr != "" { // a codec server without keys, or one that would answer anyone
+		if err = codecOptions(cfg, "").Check(cfg.CodecAddr); os.Getenv(codec.KeysFileEnv) == "" {
+			err = fmt.Errorf("the codec server needs %s", codec.KeysFileEnv)
+		}
+		check(err != nil, "CODEC_ADDR: %v", err)
+	}
 	if cfg.ProvidersFile != "" { // routing's settings: unused without the file
 		check(cfg.ProviderThreads != 0, "PROVIDER_THREADS: not read with PROVIDERS_FILE, whose providers' threads are "+
 			"the plans; unset it and set threads in %s", cfg.ProvidersFile)
@@ -382,18 +371,6 @@ func checkSettings(cfg config.Worker) error {
 			"PROVIDER_NO_SLOT_BUDGET: %s is outside [%s, %s]", cfg.ProviderNoSlotBudget, minNoSlotBudget, maxGiveUp)
 	}
 	return errors.Join(errs...)
-}
-
-// checkCodec refuses a codec server without keys, or one that would answer anyone.
-func checkCodec(cfg config.Worker) error {
-	if cfg.CodecAddr == "" {
-		return nil
-	} else if os.Getenv("CAPTCHAFLOW_KEYS_FILE") == "" {
-		return fmt.Errorf("CODEC_ADDR: the codec server needs %s", codec.KeysFileEnv)
-	} else if err := codecOptions(cfg, "").Check(cfg.CodecAddr); err != nil {
-		return fmt.Errorf("CODEC_ADDR: %w", err)
-	}
-	return nil
 }
 
 // metrics exports the SDK's and the workflows' metrics (both through the client's handler) on /metrics.
@@ -416,44 +393,54 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	return &metrics{registry, sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer}, nil
 }
 
-// serve exports the gauges and, unless WORKER_METRICS_ADDR is empty, serves /metrics and /healthz; it returns the address.
-func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, logger *slog.Logger) (string, error) {
+// serve exports the gauges, serves /metrics and /healthz (unless WORKER_METRICS_ADDR is empty) and, with CODEC_ADDR,
+// the codec server (the Web UI's and the CLI's decoding); it returns the metrics address.
+func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, keys *codec.Codec, logger *slog.Logger) (string, error) {
 	if low := cfg.ProviderBalanceLow; low > 0 { // the low-balance alert's threshold
 		m.handler.WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
 	}
-	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil || cfg.MetricsAddr == "" {
+	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil {
 		return "", err
-	}
-	ln, err := net.Listen("tcp", cfg.MetricsAddr)
-	if err != nil {
-		return "", fmt.Errorf("WORKER_METRICS_ADDR: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
-	go func() { logger.Error("metrics server", "error", srv.Serve(ln)) }()
-	logger.Info("metrics listening", "addr", ln.Addr().String())
+	addr, err := listen(cfg.MetricsAddr, "WORKER_METRICS_ADDR", "metrics server", mux, logger)
+	if err != nil {
+		return "", err
+	} else if addr != "" {
+		logger.Info("metrics listening", "addr", addr)
+	}
+	codecAddr, err := listen(cfg.CodecAddr, "CODEC_ADDR", "codec server", codec.Handler(keys, codecOptions(cfg, namespace)), logger)
+	if codecAddr != "" {
+		logger.Info("codec server listening", "addr", codecAddr, "token", cfg.CodecToken != "", "origins", cfg.CodecUIOrigins)
+	}
+	return addr, err
+}
+
+// listen serves h on addr ("": nowhere), naming addr's variable env in errors and the server name in its end's log.
+func listen(addr, env, name string, h http.Handler, logger *slog.Logger) (string, error) {
+	if addr == "" {
+		return "", nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", env, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	go func() { logger.Error(name, "error", srv.Serve(ln)) }()
 	return ln.Addr().String(), nil
 }
 
-// exportCircuits registers a routed worker's circuit gauges, read at scrape so a circuit half-opened by time shows it.
+// exportCircuits registers a routed worker's circuit gauges, the routing model's scores and the prices, all read at
+// scrape so a circuit half-opened by time shows it.
 func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string) error {
 	if set == nil || !set.Routed {
 		return nil
 	}
-	for _, p := range set.All() {
-		labels := prom.Labels{"namespace": namespace, "task_queue": taskQueue, "provider": p.Name}
-		if err := m.registry.Register(prom.NewGaugeFunc(prom.GaugeOpts{Name: activities.MetricCircuitState, ConstLabels: labels,
-			Help: "a provider's circuit: 0 closed, 1 half-open, 2 open"},
-			func() float64 { return float64(set.Breaker.State(p.Name)) })); err != nil {
-			return err
-		}
-	}
 	return m.registry.Register(modelCollector{set, prom.Labels{"namespace": namespace, "task_queue": taskQueue}})
 }
 
-// modelCollector exports the routing model's scores and the prices at scrape.
 type modelCollector struct {
 	set    *providers.Set
 	labels prom.Labels
@@ -462,19 +449,21 @@ type modelCollector struct {
 func (c modelCollector) Describe(ch chan<- *prom.Desc) {} // unchecked: the providers and methods grow as tasks come
 
 func (c modelCollector) Collect(ch chan<- prom.Metric) {
-	emit := func(name string, kind prom.ValueType, v float64, labels ...string) { // provider, then method
-		desc := prom.NewDesc(name, "the routing model's (docs/operations.md)", []string{"provider", "method"}[:len(labels)], c.labels)
-		ch <- prom.MustNewConstMetric(desc, kind, v, labels...)
+	emit := func(name, help string, v float64, labels ...string) { // provider, then method
+		desc := prom.NewDesc(name, help, []string{"provider", "method"}[:len(labels)], c.labels)
+		ch <- prom.MustNewConstMetric(desc, prom.GaugeValue, v, labels...)
 	}
+	const modelHelp = "the routing model's (docs/operations.md)"
 	for _, p := range c.set.All() {
+		emit(activities.MetricCircuitState, "a provider's circuit: 0 closed, 1 half-open, 2 open", float64(c.set.Breaker.State(p.Name)), p.Name)
 		for method, v := range p.Price {
-			emit(activities.MetricProviderPrice, prom.GaugeValue, v/1000, p.Name, method)
+			emit(activities.MetricProviderPrice, modelHelp, v/1000, p.Name, method)
 		}
 	}
 	for _, r := range c.set.Model.Snapshot() {
 		for name, v := range map[string]float64{activities.MetricRouteExpectedCost: r.Cost, activities.MetricRouteSolveP90: r.P90,
 			activities.MetricRouteUnsolvable: r.Unsolvable, activities.MetricRouteBad: r.Bad} {
-			emit(name, prom.GaugeValue, v, r.Provider, r.Method)
+			emit(name, modelHelp, v, r.Provider, r.Method)
 		}
 	}
 }

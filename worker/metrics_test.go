@@ -23,7 +23,7 @@ func TestMetricsExportsDomainCountersInPrometheusFormat(t *testing.T) {
 	m, err := newMetrics(slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
-	addr, err := m.serve(config.Worker{MetricsAddr: "127.0.0.1:0"}, nil, "default", slog.New(slog.DiscardHandler))
+	addr, err := m.serve(config.Worker{MetricsAddr: "127.0.0.1:0"}, nil, "default", nil, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 
 	m.handler.WithTags(map[string]string{"outcome": "poll"}).Counter("captchaflow_tasks_finished_total").Inc(2)
@@ -54,7 +54,7 @@ func TestBalanceLowThresholdIsExportedOnlyWhenSet(t *testing.T) {
 	gauges := func(low float64) map[string]tally.GaugeSnapshot {
 		scope := tally.NewTestScope("", nil)
 		m := &metrics{registry: prom.NewRegistry(), handler: sdktally.NewMetricsHandler(scope)}
-		_, err := m.serve(config.Worker{ProviderBalanceLow: low}, nil, "prod", slog.New(slog.DiscardHandler))
+		_, err := m.serve(config.Worker{ProviderBalanceLow: low}, nil, "prod", nil, slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
 		return scope.Snapshot().Gauges()
 	}
