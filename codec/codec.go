@@ -5,6 +5,7 @@ package codec
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -161,10 +162,9 @@ func DataConverter(c *Codec) converter.DataConverter {
 // Configure gives opts the converters of the keys file at path, encrypting payloads and failures ("": plaintext, with a
 // warning when logger is set). Every process calls it before dialling, as callers of captchaflow.Start and Solve should.
 func Configure(opts *client.Options, path string, logger *slog.Logger) (*Codec, error) {
+	logger = cmp.Or(logger, slog.New(slog.DiscardHandler))
 	if path == "" {
-		if logger != nil {
-			logger.Warn(KeysFileEnv + " is unset: payloads are written to Temporal in plaintext")
-		}
+		logger.Warn(KeysFileEnv + " is unset: payloads are written to Temporal in plaintext")
 		return nil, nil
 	}
 	c, err := Load(path)
@@ -175,8 +175,6 @@ func Configure(opts *client.Options, path string, logger *slog.Logger) (*Codec, 
 	// Decrypt-only leaves failures as they were, so a previous release reads them.
 	opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
 		DataConverter: opts.DataConverter, EncodeCommonAttributes: !c.plaintext})
-	if logger != nil {
-		logger.Info("payload codec", "encrypting_with", c.current, "keys", len(c.keys))
-	}
+	logger.Info("payload codec", "encrypting_with", c.current, "keys", len(c.keys))
 	return c, nil
 }
