@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"time"
 
@@ -61,11 +60,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	via := fs.String("via", "client", "client (of captchaflow's namespace) or nexus (a caller workflow in --namespace calls --endpoint; waits)")
 	ns := fs.String("namespace", "", "Temporal namespace (default TEMPORAL_NAMESPACE, else default); with --via nexus the caller's, e.g. shop")
 	endpoint := fs.String("endpoint", captchaflow.NexusEndpoint, "with --via nexus, the Nexus endpoint to call")
-	if !parse(fs, args, "id", "method") || !oneOf(fs, "via", "client", "nexus") {
-		return 2
-	}
 	var in captchaflow.Input
-	if err := json.Unmarshal([]byte(*fields), &in); err != nil {
+	if !parse(fs, args, "id", "method") {
+		return 2
+	} else if *via != "client" && *via != "nexus" {
+		fmt.Fprintf(stderr, "starter: --via must be client or nexus, got %q\n", *via)
+		return 2
+	} else if err := json.Unmarshal([]byte(*fields), &in); err != nil {
 		fmt.Fprintln(stderr, "starter: --input:", err)
 		return 2
 	}
@@ -145,15 +146,6 @@ func parse(fs *flag.FlagSet, args []string, required ...string) bool {
 		}
 	}
 	return true
-}
-
-// oneOf checks that flag name is one of values, explaining otherwise.
-func oneOf(fs *flag.FlagSet, name string, values ...string) bool {
-	v := fs.Lookup(name).Value.String()
-	if !slices.Contains(values, v) {
-		fmt.Fprintf(fs.Output(), "%s: --%s must be %s, got %q\n", fs.Name(), name, strings.Join(values, " or "), v)
-	}
-	return slices.Contains(values, v)
 }
 
 // execute dials Temporal and runs fn, printing its result as JSON.
