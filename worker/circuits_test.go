@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/captchaflow/captchaflow/activities"
+	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/providers"
 )
 
@@ -18,7 +21,7 @@ func TestCircuitGaugeFollowsTimeWithoutRequests(t *testing.T) {
 	b := providers.NewBreaker(providers.DefaultCircuitSettings, func() time.Time { return now })
 	set := providers.NewSet([]*providers.Provider{{Name: "a"}, {Name: "b"}}, b)
 	reg := prom.NewRegistry()
-	if err := (&metrics{registry: reg}).exportCircuits(set, "default", "captcha-solve"); err != nil {
+	if _, err := (&metrics{registry: reg}).serve(config.Worker{TaskQueue: "captcha-solve"}, set, "default", nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	b.Record("a", providers.OutcomeZeroBalance)
@@ -28,11 +31,11 @@ func TestCircuitGaugeFollowsTimeWithoutRequests(t *testing.T) {
 			`captchaflow_provider_circuit_state{namespace="default",provider="a",task_queue="captcha-solve"} ` + string(rune('0'+a)) + "\n" +
 			`captchaflow_provider_circuit_state{namespace="default",provider="b",task_queue="captcha-solve"} 0` + "\n"
 	}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want(providers.StateOpen))); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want(providers.StateOpen)), activities.MetricCircuitState); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Minute) // a zero-balance circuit half-opens
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want(providers.StateHalfOpen))); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want(providers.StateHalfOpen)), activities.MetricCircuitState); err != nil {
 		t.Fatal(err)
 	}
 }

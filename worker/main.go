@@ -71,11 +71,11 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	defer m.Close()
-	opts, keys, flush, err := clientOptions(ctx, logger, m.handler)
+	opts, keys, flushTraces, err := clientOptions(ctx, logger, m.handler)
 	if err != nil {
 		return configError{err}
 	}
-	defer flushTraces(flush, logger) // last: after the worker stopped, its last spans ended
+	defer flushTraces() // last: after the worker stopped, its last spans ended
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("connecting to Temporal at %s: %w", opts.HostPort, err)
@@ -116,21 +116,19 @@ func codecOptions(cfg config.Worker, namespace string) codec.ServerOptions {
 		Token: strings.TrimSpace(cfg.CodecToken.Reveal()), LoopbackWithoutToken: cfg.CodecLoopbackWithoutToken}
 }
 
-// clientOptions are config.ClientOptions with the worker's metrics and the default namespace named.
-func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.MetricsHandler) (client.Options, *codec.Codec, func(context.Context) error, error) {
+// clientOptions are config.ClientOptions with the worker's metrics and the default namespace named; the func exports
+// what the traces' batch processor holds (within telemetry's bound).
+func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.MetricsHandler) (client.Options, *codec.Codec, func(), error) {
 	opts, keys, flush, err := config.ClientOptions(ctx, "captchaflow-worker", logger, logger)
 	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
 	opts.MetricsHandler = metrics
 	// The Web UI's Workers page lists a worker once its heartbeat arrives: 10 s, not the SDK's 60 s.
 	opts.WorkerHeartbeatInterval = 10 * time.Second
-	return opts, keys, flush, err
-}
-
-// flushTraces exports what the batch processor holds (within telemetry's bound).
-func flushTraces(flush func(context.Context) error, logger *slog.Logger) {
-	if err := flush(context.Background()); err != nil {
-		logger.Warn("traces not flushed", "error", err)
-	}
+	return opts, keys, func() {
+		if err := flush(context.Background()); err != nil {
+			logger.Warn("traces not flushed", "error", err)
+		}
+	}, err
 }
 
 func newWorker(c client.Client, cfg config.Worker, acts *activities.Activities) worker.Worker {
@@ -393,14 +391,16 @@ func newMetrics(logger *slog.Logger) (*metrics, error) {
 	return &metrics{registry, sdktally.NewMetricsHandler(sdktally.NewPrometheusNamingScope(scope)), closer}, nil
 }
 
-// serve exports the gauges, serves /metrics and /healthz (unless WORKER_METRICS_ADDR is empty) and, with CODEC_ADDR,
-// the codec server (the Web UI's and the CLI's decoding); it returns the metrics address.
+// serve exports the gauges and collectors, serves /metrics and /healthz (unless WORKER_METRICS_ADDR is empty) and,
+// with CODEC_ADDR, the codec server (the Web UI's and the CLI's decoding); it returns the metrics address.
 func (m *metrics) serve(cfg config.Worker, set *providers.Set, namespace string, keys *codec.Codec, logger *slog.Logger) (string, error) {
 	if low := cfg.ProviderBalanceLow; low > 0 { // the low-balance alert's threshold
 		m.handler.WithTags(map[string]string{"namespace": namespace}).Gauge(activities.MetricProviderBalanceLowThreshold).Update(low)
 	}
-	if err := m.exportCircuits(set, namespace, cfg.TaskQueue); err != nil {
-		return "", err
+	if set != nil && set.Routed { // read at scrape, so a circuit half-opened by time shows it
+		if err := m.registry.Register(modelCollector{set, prom.Labels{"namespace": namespace, "task_queue": cfg.TaskQueue}}); err != nil {
+			return "", err
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
@@ -432,15 +432,7 @@ func listen(addr, env, name string, h http.Handler, logger *slog.Logger) (string
 	return ln.Addr().String(), nil
 }
 
-// exportCircuits registers a routed worker's circuit gauges, the routing model's scores and the prices, all read at
-// scrape so a circuit half-opened by time shows it.
-func (m *metrics) exportCircuits(set *providers.Set, namespace, taskQueue string) error {
-	if set == nil || !set.Routed {
-		return nil
-	}
-	return m.registry.Register(modelCollector{set, prom.Labels{"namespace": namespace, "task_queue": taskQueue}})
-}
-
+// modelCollector exports a routed worker's circuit gauges, the routing model's scores and the prices.
 type modelCollector struct {
 	set    *providers.Set
 	labels prom.Labels

@@ -74,7 +74,8 @@ func TestMetricsExportTheRoutingModel(t *testing.T) {
 	set.Model = providers.NewModel(providers.File{Routing: providers.RoutingScored})
 	set.Model.Learn(providers.Obs{Provider: "a", Method: "hcaptcha", Seconds: 4, Outcome: providers.ObservedSolved})
 	set.Model.Rank(set.All(), "hcaptcha", nil, time.Minute, "seed", nil)
-	require.NoError(t, m.exportCircuits(set, "default", "q"))
+	_, err := m.serve(config.Worker{TaskQueue: "q"}, set, "default", nil, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
 	families, err := m.registry.Gather()
 	require.NoError(t, err)
 	got := map[string]float64{}
