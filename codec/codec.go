@@ -3,8 +3,6 @@
 package codec
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"crypto/aes"
 	"crypto/cipher"
@@ -49,9 +47,8 @@ func Load(path string) (*Codec, error) {
 		return nil, fmt.Errorf("%s: %w", KeysFileEnv, err)
 	}
 	c := &Codec{keys: map[string]cipher.AEAD{}}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -60,7 +57,7 @@ func Load(path string) (*Codec, error) {
 			continue
 		}
 		if err := c.add(line); err != nil { // the line is never quoted: it holds a key
-			return nil, fmt.Errorf("%s %s line %d: %w", KeysFileEnv, path, n, err)
+			return nil, fmt.Errorf("%s %s line %d: %w", KeysFileEnv, path, i+1, err)
 		}
 	}
 	if len(c.keys) == 0 {
