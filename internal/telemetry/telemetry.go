@@ -79,11 +79,10 @@ func Setup(ctx context.Context, service string) ([]interceptor.ClientInterceptor
 // headerKey names the Temporal header that carries a workflow's or an activity's trace context.
 const headerKey = "_tracer-data"
 
-// LinkStarter links ctx's span to the trace a workflow was started in, read from its start event's header.
+// LinkStarter links ctx's span to the trace a workflow was started in, read from its start event's header (a span
+// drops the invalid link of an untraced start).
 func LinkStarter(ctx context.Context, header *commonpb.Header) {
-	if sc := StarterSpan(header); sc.IsValid() {
-		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
-	}
+	trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: StarterSpan(header)})
 }
 
 // StarterSpan is the span that started a workflow, from its start event's header (invalid without tracing).
