@@ -83,11 +83,10 @@ func URLFor(baseURL, workflowID, secret string, sub Submission) (string, error) 
 		return "", errors.New("callback base URL has an invalid path escape")
 	}
 	query := url.Values{TokenParam: {TokenFor(secret, workflowID, sub)}, RunParam: {sub.RunID}, SubmissionParam: {strconv.Itoa(sub.N)}}
-	if sub.Provider != "" {
-		query.Set(ProviderParam, sub.Provider)
-	}
-	if sub.Trace != "" {
-		query.Set(TraceParam, sub.Trace)
+	for param, v := range map[string]string{ProviderParam: sub.Provider, TraceParam: sub.Trace} {
+		if v != "" {
+			query.Set(param, v)
+		}
 	}
 	base.RawPath, base.RawQuery, base.Fragment = rawPath, query.Encode(), ""
 	return base.String(), nil
