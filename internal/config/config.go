@@ -94,9 +94,8 @@ func LoadWorker() (Worker, error) {
 	return cfg, err
 }
 
-func LoadIngress() (Ingress, error) {
-	var cfg Ingress
-	err := load("ingress", &cfg, &cfg.MetricsAddr, "INGRESS_METRICS_ADDR", DefaultIngressMetricsAddr)
+func LoadIngress() (cfg Ingress, err error) {
+	err = load("ingress", &cfg, &cfg.MetricsAddr, "INGRESS_METRICS_ADDR", DefaultIngressMetricsAddr)
 	return cfg, err
 }
 
