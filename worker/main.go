@@ -116,8 +116,7 @@ func codecOptions(cfg config.Worker, namespace string) codec.ServerOptions {
 		Token: strings.TrimSpace(cfg.CodecToken.Reveal()), LoopbackWithoutToken: cfg.CodecLoopbackWithoutToken}
 }
 
-// clientOptions are config.ClientOptions with the worker's metrics and the default namespace named; the func exports
-// what the traces' batch processor holds (within telemetry's bound).
+// clientOptions are config.ClientOptions with the worker's metrics and namespace; the func flushes traces, logging a failure.
 func clientOptions(ctx context.Context, logger *slog.Logger, metrics client.MetricsHandler) (client.Options, *codec.Codec, func(), error) {
 	opts, keys, flush, err := config.ClientOptions(ctx, "captchaflow-worker", logger, logger)
 	opts.Namespace = cmp.Or(opts.Namespace, client.DefaultNamespace)
