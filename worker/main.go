@@ -168,20 +168,19 @@ func startPollers(ctx context.Context, c client.Client, cfg config.Worker, acts 
 
 // startAll starts ws; stop stops those started all at once, so that none takes new requests while another drains.
 func startAll(ws []worker.Worker) (stop func(), err error) {
-	var started []worker.Worker
 	stop = func() {
 		var wg sync.WaitGroup
-		for _, w := range started {
+		for _, w := range ws {
 			wg.Go(w.Stop)
 		}
 		wg.Wait()
 	}
-	for _, w := range ws {
+	for i, w := range ws {
 		if err := w.Start(); err != nil {
+			ws = ws[:i] // those started
 			stop()
 			return nil, fmt.Errorf("starting worker: %w", err)
 		}
-		started = append(started, w)
 	}
 	return stop, nil
 }
