@@ -20,7 +20,7 @@ import (
 )
 
 func main() {
-	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stdout, nil)))
+	logger := slog.New(telemetry.LogHandler{Handler: slog.NewJSONHandler(os.Stdout, nil)})
 	slog.SetDefault(logger) // what libraries log (the OpenTelemetry SDK's errors) is a JSON line too
 	cfg, err := config.LoadIngress()
 	check(err, "")

@@ -44,7 +44,7 @@ import (
 func main() {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(os.Getenv("LOG_LEVEL"))) // unset or unknown: Info
-	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	logger := slog.New(telemetry.LogHandler{Handler: slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})})
 	slog.SetDefault(logger) // what libraries log (the OpenTelemetry SDK's errors) is a JSON line too
 	if err := run(logger); err != nil {
 		logger.Error("worker stopped", "error", err)

@@ -164,19 +164,17 @@ type roundTripper func(*http.Request) (*http.Response, error)
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // LogHandler adds the trace_id of the record's context to every record.
-func LogHandler(h slog.Handler) slog.Handler { return logHandler{h} }
+type LogHandler struct{ slog.Handler }
 
-type logHandler struct{ slog.Handler }
-
-func (h logHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h LogHandler) Handle(ctx context.Context, r slog.Record) error {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h logHandler) WithAttrs(a []slog.Attr) slog.Handler { return logHandler{h.Handler.WithAttrs(a)} }
-func (h logHandler) WithGroup(name string) slog.Handler   { return logHandler{h.Handler.WithGroup(name)} }
+func (h LogHandler) WithAttrs(a []slog.Attr) slog.Handler { return LogHandler{h.Handler.WithAttrs(a)} }
+func (h LogHandler) WithGroup(name string) slog.Handler   { return LogHandler{h.Handler.WithGroup(name)} }
 
 // query is a URL's query in any text, to the end of the text or of the %q quoting it (an error quoting a request):
 // res.php's key=, a callback's t= and code=, a notify_url's own, whatever they hold.

@@ -94,7 +94,7 @@ func flatten(s tracetest.SpanStub) (out []string) {
 
 func TestLogLinesCarryTheTraceID(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(LogHandler(slog.NewJSONHandler(&buf, nil))).With("a", 1)
+	log := slog.New(LogHandler{slog.NewJSONHandler(&buf, nil)}).With("a", 1)
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}})
 	log.InfoContext(trace.ContextWithSpanContext(context.Background(), sc), "with")
 	log.Info("without")
