@@ -62,11 +62,3 @@ func beat(ctx context.Context, going ...*atomic.Pointer[LostDetails]) {
 	}
 	activity.RecordHeartbeat(ctx)
 }
-
-// beatNews beats now unless the details say no more than a timeout without them, from which the workflow takes its
-// run's ID and nothing else: one provider, no price, no other run (the default configuration). A beat is a server write.
-func beatNews(ctx context.Context, going *atomic.Pointer[LostDetails]) {
-	if d := *going.Load(); d != (LostDetails{GiveUpSeconds: d.GiveUpSeconds, RunID: activity.GetInfo(ctx).WorkflowExecution.RunID}) {
-		beat(ctx, going)
-	}
-}

@@ -180,7 +180,10 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second),
 		RunID: req.RunID, PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds}
 	going.Store(&lost) // a worker killed mid-request leaves it in the heartbeat timeout's details
-	beatNews(ctx, going)
+	// A beat is a server write: none now when a timeout without details says as much (this run, one provider, no price).
+	if lost != (LostDetails{GiveUpSeconds: lost.GiveUpSeconds, RunID: activity.GetInfo(ctx).WorkflowExecution.RunID}) {
+		beat(ctx, going)
+	}
 	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
 	ctx = telemetry.Annotate(ctx, workflowID, p.Name, "")
