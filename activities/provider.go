@@ -68,7 +68,7 @@ func (a *Activities) set() *providers.Set {
 	if a.Providers != nil {
 		return a.Providers
 	}
-	return providers.Single("captchaai", a.Provider)
+	return providers.Single(SingleProvider, a.Provider)
 }
 
 // provider is the provider named in an activity's input ("": the first).
