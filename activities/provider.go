@@ -113,10 +113,8 @@ func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResul
 		}
 		lastErr = err
 	}
-	if req.Provider != "" {
-		if err := movedFrom(req.Provider, cands, set.Breaker); err != nil {
-			return SubmitResult{}, err
-		}
+	if req.Provider != "" { // a pin that moved outranks the pin's own refusal
+		lastErr = cmp.Or(movedFrom(req.Provider, cands, set.Breaker), lastErr)
 	}
 	if lastErr != nil {
 		return SubmitResult{}, lastErr
