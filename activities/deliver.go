@@ -131,10 +131,8 @@ func notifySigner(secret string) (*standardwebhooks.Webhook, error) {
 	return nil, errors.New("NOTIFY_SECRET starts with whsec_ but the rest is not a base64 key") // the value is never echoed
 }
 
-// notify_url is chosen by whoever starts a task, and the worker sits next to metadata endpoints and admin UIs: so
-// deliveries go only to public addresses, and the receiver's answer reaches history only as a sanitised excerpt.
-
-// errForbiddenTarget marks an address the worker refuses to connect to; its errors name the address, never the URL.
+// errForbiddenTarget marks an address the worker refuses to connect to (notify_url is anyone's, and the worker sits next
+// to metadata endpoints and admin UIs: deliveries go to public addresses only); its errors name the address, never the URL.
 var errForbiddenTarget = errors.New("forbidden target")
 
 // reservedRanges are the non-public ranges netip's predicates do not cover (255.255.255.255 is in 240.0.0.0/4).
