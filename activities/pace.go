@@ -158,8 +158,11 @@ func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
 	if limit.GetRateLimit() == nil || !strings.HasPrefix(reason, pacePrefix) {
 		return nil
 	}
-	if held, err := p.kept(ctx, queue); held || err != nil {
-		return err
+	keeper, err := p.Service.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: p.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: PaceKeeperID(queue)}})
+	if _, missing := errors.AsType[*serviceerror.NotFound](err); err != nil && !missing ||
+		keeper.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return err // a failed read, or a keeper that runs holds the limit
 	}
 	again, err := p.describe(ctx, queue) // read again: a keeper may have cleared it and ended since
 	if err != nil || again.GetRateLimit() == nil || again.GetMetadata().GetReason() != reason {
@@ -168,21 +171,10 @@ func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
 	return p.tell(ctx, PaceOrder{Queue: queue, Want: want, What: "a limit no keeper held", Orphan: reason})
 }
 
-// kept tells whether queue's keeper runs.
-func (p *Pacer) kept(ctx context.Context, queue string) (bool, error) {
-	resp, err := p.Service.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
-		Namespace: p.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: PaceKeeperID(queue)}})
-	if _, missing := errors.AsType[*serviceerror.NotFound](err); missing {
-		return false, nil
-	}
-	return resp.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, err
-}
-
 // PaceQueue carries out a keeper's decision after reading the queue: never on a failed read (the error retries), never
 // over an operator's limit, and a raise (a ramp's step, the clear) only over the limit the keeper wrote last.
 func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
-	p := a.Pace
-	limit, err := p.describe(ctx, w.Queue)
+	limit, err := a.Pace.describe(ctx, w.Queue)
 	if err != nil {
 		return err
 	}
@@ -196,7 +188,7 @@ func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s holds %q, not the keeper's %q: not raised", w.Queue,
 			reason, w.Over), FailureSuperseded, nil)
 	}
-	return p.set(ctx, w)
+	return a.Pace.set(ctx, w)
 }
 
 // describe is queue's rate limit as the server holds it.
