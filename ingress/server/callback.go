@@ -63,11 +63,14 @@ func (s *Server) handleTokenedCallback(c echo.Context) error {
 		if flavor != "" {
 			wait = min(wait, createTaskAckWithin)
 		}
-		info.outcome, err = s.signal(c.Request().Context(), wait, workflowID, captchaflow.Callback{ProviderTaskID: id,
+		// Answered once Temporal took the signal or said no such workflow runs; else a 503 (the poll recovers anyway).
+		ctx, cancel := context.WithTimeout(c.Request().Context(), wait)
+		defer cancel()
+		err = s.temporal.SignalWorkflow(ctx, workflowID, "", captchaflow.CallbackSignal, captchaflow.Callback{ProviderTaskID: id,
 			Code: code, Authenticated: true, RunID: sub.RunID, Submission: sub.N, Provider: sub.Provider, ReceivedAt: now})
-		if err != nil {
+		if info.outcome = outcomeOf(err); info.outcome == outcomeUnavailable {
 			s.tokenedBudget.refund(submission, s.now()) // the provider's retry finds the budget as it was
-			return err
+			return unavailable(err)
 		}
 		s.seen.add(key, s.now())
 	}
@@ -113,15 +116,4 @@ func callbackFields(c echo.Context, flavor string) (id, code string, err error) 
 		err = &Error{Status: http.StatusBadRequest, Outcome: outcomeBadRequest, Message: err.Error()}
 	}
 	return res.TaskID, res.Code, err
-}
-
-// signal answers once Temporal took the signal or said no such workflow runs; else a 503 (the poll recovers anyway).
-func (s *Server) signal(ctx context.Context, wait time.Duration, workflowID string, cb captchaflow.Callback) (outcome string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	err = s.temporal.SignalWorkflow(ctx, workflowID, "", captchaflow.CallbackSignal, cb)
-	if outcome = outcomeOf(err); outcome == outcomeUnavailable {
-		return "", unavailable(err)
-	}
-	return outcome, nil
 }
