@@ -21,9 +21,6 @@ type callbackInfo struct {
 
 const callbackInfoKey = "captchaflow.callback"
 
-// outcomeQueued is the access log's outcome of an untokened callback whose real one the queue counts later.
-const outcomeQueued = "queued"
-
 func callbackInfoOf(c echo.Context) *callbackInfo {
 	info, _ := c.Get(callbackInfoKey).(*callbackInfo)
 	return info
@@ -108,6 +105,7 @@ const (
 	outcomeDropped           = "dropped"
 	outcomeUntokenedRejected = "untokened_rejected"
 	outcomeSourceRefused     = "source_refused"
+	outcomeQueued            = "queued" // the access log's only: the queue counts an untokened callback's real outcome later
 )
 
 var outcomes = []string{
