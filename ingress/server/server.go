@@ -33,7 +33,6 @@ import (
 	"github.com/captchaflow/captchaflow/internal/config"
 )
 
-// Server is the ingress HTTP server.
 type Server struct {
 	cfg            config.Ingress
 	temporal       client.Client
@@ -276,12 +275,10 @@ func rateLimited(retryAfter time.Duration) error {
 
 // resolveError is the one place an error becomes a response; an error not of ours is a bug: a bare 500.
 func resolveError(err error) *Error {
-	var e *Error
-	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &e):
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e
-	case errors.As(err, &he):
+	}
+	if he, ok := errors.AsType[*echo.HTTPError](err); ok {
 		msg, ok := he.Message.(string)
 		if !ok {
 			msg = http.StatusText(he.Code)

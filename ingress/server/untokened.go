@@ -120,11 +120,10 @@ func (s *Server) lookupAndDeliver(ctx context.Context, id string, arrived time.T
 
 // outcomeOf is a Temporal call's outcome; NotFound means nothing waits for it (completed, or never existed).
 func outcomeOf(err error) string {
-	var notFound *serviceerror.NotFound
 	switch {
 	case err == nil:
 		return outcomeSignalled
-	case errors.As(err, &notFound):
+	case errors.As(err, new(*serviceerror.NotFound)):
 		return outcomeLateOrUnknown
 	}
 	return outcomeUnavailable
@@ -136,8 +135,7 @@ func updateRejected(h client.WorkflowUpdateHandle) bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := h.Get(ctx, nil)
-	var pending *client.WorkflowUpdateServiceTimeoutOrCanceledError
-	return err != nil && !errors.As(err, &pending) && !errors.Is(err, context.Canceled)
+	return err != nil && !errors.As(err, new(*client.WorkflowUpdateServiceTimeoutOrCanceledError)) && !errors.Is(err, context.Canceled)
 }
 
 // jobQueue runs untokened callbacks on a fixed number of workers, at most cap(jobs) waiting: a request is answered
