@@ -54,8 +54,7 @@ func (in *Input) UnmarshalJSON(data []byte) error {
 	type plain Input
 	var p plain
 	err := json.Unmarshal(data, &p)
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) && typeErr.Field != "" {
+	if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && typeErr.Field != "" {
 		err = fieldError(typeErr.Field, "must be %s, got %s", jsonKinds[typeErr.Type.Kind().String()], typeErr.Value)
 	} else if err != nil && !errors.As(err, new(*FieldError)) {
 		err = fmt.Errorf("input is not a JSON object of the SolveCaptcha shape: %v", err)

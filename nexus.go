@@ -122,8 +122,7 @@ func report(ctx context.Context, req ReportRequest, _ nexus.StartOperationOption
 	}
 	res, err := SendReport(ctx, temporalnexus.GetClient(ctx), req.TaskID, req.Verdict,
 		StartOptions{TaskQueue: temporalnexus.GetOperationInfo(ctx).TaskQueue})
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) { // the report's typed failure is final: a retried request would fail the same way
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok { // the report's typed failure is final: a retried request would fail the same way
 		return res, temporal.NewNonRetryableApplicationError(appErr.Message(), appErr.Type(), appErr)
 	}
 	return res, err // the server's errors the SDK maps (retryable or not)

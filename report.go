@@ -86,8 +86,7 @@ func SendReport(ctx context.Context, c client.Client, taskID string, verdict Ver
 
 // FailureType is the type of the first temporal.ApplicationError in err's chain, or "".
 func FailureType(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
+	if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 		return appErr.Type()
 	}
 	return ""
