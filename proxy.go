@@ -39,18 +39,14 @@ func ParseProxy(s string) (Proxy, error) {
 	}
 	p.Host, p.Port = host, n
 	ip, err := netip.ParseAddr(host)
+	ip = ip.Unmap() // ::ffff:127.0.0.1 is 127.0.0.1
 	switch {
 	case err != nil && (strings.Trim(strings.ToLower(host), "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" || strings.EqualFold(host, "localhost")):
 		return Proxy{}, fmt.Errorf("host %.64q is neither an IP address nor a public host name", host)
-	case err == nil && !publicIP(ip.Unmap()):
+	case err == nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast()):
 		return Proxy{}, fmt.Errorf("host %s is a loopback, private, link-local or unspecified address: no provider can reach it", host)
 	}
 	return p, nil
-}
-
-func publicIP(ip netip.Addr) bool {
-	return !(ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast())
 }
 
 // checkProxy: a proxy captchaflow can hand on, with its type; a type without a proxy is a mistake.
