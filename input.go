@@ -168,10 +168,7 @@ func (in Input) WithDefaults() Input {
 
 // ValidBeforeProxies is Validate as builds before proxies, and the kinds added with them, judged in: its checks first.
 func (in Input) ValidBeforeProxies() error {
-	if in.decodeErr != nil {
-		return in.decodeErr
-	}
-	if err := in.validateMethodParams(); err != nil {
+	if err := cmp.Or(in.decodeErr, in.validateMethodParams()); err != nil {
 		return err
 	}
 	const day = 24 * 60 * 60
