@@ -153,10 +153,8 @@ func (a *Activities) SendReport(ctx context.Context, req SendReportRequest) (Sen
 		return SendReportResult{}, temporal.NewNonRetryableApplicationError(
 			"the provider no longer knows the task (its report window has passed): "+err.Error(),
 			captchaflow.FailureReportWindowClosed, nil, code)
+	case slices.Contains([]callback.Class{callback.ClassConfig, callback.ClassUnknown}, providers.ClassOf(err)):
+		return SendReportResult{}, providerError(ctx, err) // a configuration problem or an unknown answer fails the report
 	}
-	// A configuration problem or an unknown answer fails the report; anything else is paced and retried.
-	if class := providers.ClassOf(err); class == callback.ClassConfig || class == callback.ClassUnknown {
-		return SendReportResult{}, providerError(ctx, err)
-	}
-	return SendReportResult{}, transientError(ctx, err, FailureProviderTransient)
+	return SendReportResult{}, transientError(ctx, err, FailureProviderTransient) // anything else is paced and retried
 }
