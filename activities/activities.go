@@ -54,7 +54,6 @@ func keepAlive(ctx context.Context, going ...*atomic.Pointer[LostDetails]) (stop
 	return stop
 }
 
-// beat records a heartbeat with where the Submit went, if it went anywhere yet.
 func beat(ctx context.Context, going ...*atomic.Pointer[LostDetails]) {
 	if len(going) > 0 && going[0].Load() != nil {
 		activity.RecordHeartbeat(ctx, *going[0].Load())

@@ -49,7 +49,6 @@ func ProviderQueue(taskQueue, provider, kind string) string {
 // PaceKeeperID is queue's keeper: one per queue, whichever worker's refusal starts it.
 func PaceKeeperID(queue string) string { return "captchaflow/pace/" + queue }
 
-// QueueRates are an account's rates by queue kind.
 func QueueRates(r providers.Rates) map[string]float64 {
 	return map[string]float64{SubmitQueue: r.Submits, ResultsQueue: r.Results}
 }
@@ -191,7 +190,6 @@ func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
 	return a.Pace.set(ctx, w)
 }
 
-// describe is queue's rate limit as the server holds it.
 func (p *Pacer) describe(ctx context.Context, queue string) (*taskqueuepb.RateLimitConfig, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
