@@ -55,7 +55,7 @@ type SubmitResult struct {
 
 // LostDetails are a FailureSubmitOutcomeUnknown's (and FailureProviderUnsupported's): where it went, alternatives, give-up.
 type LostDetails struct {
-	Provider      string  `json:"provider"`
+	Provider      string  `json:"provider"` // "" without PROVIDERS_FILE, which has no alternatives nor give-up either
 	Alternatives  int     `json:"alternatives,omitempty"`
 	GiveUpSeconds int     `json:"give_up_seconds,omitempty"`
 	RunID         string  `json:"run_id,omitempty"`    // the run its pingback URL names
@@ -173,14 +173,11 @@ func supported(cands []*providers.Provider, req SubmitRequest, b *providers.Brea
 // submitTo makes one submission to p; next: nothing was created and p's circuit is now open, so try the next.
 func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req SubmitRequest, alternatives int,
 	going *atomic.Pointer[LostDetails]) (SubmitResult, error, bool) {
-	set := a.set()
-	// Without PROVIDERS_FILE: no name, no alternatives and no breaker (so no give-up).
-	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(set.Breaker.Settings().GiveUp / time.Second),
+	lost := LostDetails{Provider: a.routedName(p), Alternatives: alternatives, GiveUpSeconds: int(a.set().Breaker.Settings().GiveUp / time.Second),
 		RunID: req.RunID, PriceUSD: p.Price.Of(req.Method), Refunds: p.Refunds}
 	going.Store(&lost) // a worker killed mid-request leaves it in the heartbeat timeout's details
-	// A beat is a server write: none now when a timeout without details says as much (this run, one provider, no price).
 	if lost != (LostDetails{GiveUpSeconds: lost.GiveUpSeconds, RunID: activity.GetInfo(ctx).WorkflowExecution.RunID}) {
-		beat(ctx, going)
+		beat(ctx, going) // a server write, skipped when the details add nothing to a bare timeout (this run, no price)
 	}
 	// The pingback names the submission, its provider and a createTask provider's flavor (the ingress reads its body).
 	workflowID := activity.GetInfo(ctx).WorkflowExecution.ID
@@ -196,7 +193,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	sent := time.Now().UTC() // the acceptance's time: its pingback may come before the answer does
 	id, code, err := p.Client.Submit(ctx, req.Method, req.Params, pingback)
 	a.countAnswer(ctx, p, "submit", err)
-	a.record(ctx, p.Name, err, set.Breaker.Record)
+	a.record(ctx, p.Name, err, a.set().Breaker.Record)
 	a.paceOn(ctx, p.Name, SubmitQueue, err)
 	switch {
 	case err == nil:
@@ -218,7 +215,7 @@ func (a *Activities) submitTo(ctx context.Context, p *providers.Provider, req Su
 	if c := providers.ClassOf(err); c == callback.ClassUnsupported || c == callback.ClassProxy {
 		return SubmitResult{}, a.refusedTask(ctx, p.Name, req, err, lost), false
 	}
-	next := set.Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
+	next := a.set().Breaker.IsOpen(p.Name) && providers.ClassOf(err) != callback.ClassResubmit
 	if callback.Canonical(codeOf(err)) == callback.CodeZeroBalance {
 		return SubmitResult{}, transientError(ctx, err, FailureProviderZeroBalance), next
 	}
