@@ -263,7 +263,8 @@ func (s *schedule) lookup(p *fakeProvider, id string) *providerTask {
 
 func (s *schedule) answerResult(w http.ResponseWriter, p *fakeProvider, task *providerTask) {
 	s.mu.Lock()
-	ready := task != nil && !s.providerNow().Before(task.solveAt)
+	// A challenge it called back is ready: the confirmation it caused cannot come before it (providerNow is backlog early).
+	ready := task != nil && (!s.providerNow().Before(task.solveAt) || task.more && !task.arrived.IsZero() && !task.unsolvable)
 	s.mu.Unlock()
 	switch {
 	case task == nil && p.flavor == "":
@@ -282,8 +283,12 @@ func (s *schedule) answerResult(w http.ResponseWriter, p *fakeProvider, task *pr
 		writeJSON(w, map[string]any{"status": 0, "request": "ERROR_CAPTCHA_UNSOLVABLE"})
 	case task.unsolvable:
 		writeJSON(w, map[string]any{"errorId": 0, "status": "failed"})
+	case p.flavor == "" && task.more:
+		writeJSON(w, map[string]any{"status": 1, "request": task.code, "useragent": userAgentOf(task)})
 	case p.flavor == "":
 		writeJSON(w, map[string]any{"status": 1, "request": task.code})
+	case task.more:
+		writeJSON(w, map[string]any{"errorId": 0, "status": "ready", "solution": map[string]any{"token": task.code, "userAgent": userAgentOf(task)}})
 	default:
 		writeJSON(w, map[string]any{"errorId": 0, "status": "ready", "solution": map[string]any{solutionField[task.image]: task.code}})
 	}

@@ -153,7 +153,7 @@ func (m *model) coverParked(covered map[string]int) {
 // run's live submission answers instead.
 func (m *model) expiredWhenSeen(d *providerTask) bool {
 	exp := m.in.ExpiresAt(d.arrived)
-	return !exp.IsZero() && !m.seen(d).Before(exp)
+	return !exp.IsZero() && !m.usable(d).Before(exp)
 }
 
 // checkDiscardedTaken: a discarded submission's code that reached captchaflow before any other paid code of the

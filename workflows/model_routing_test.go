@@ -450,6 +450,9 @@ func (s *schedule) cover(covered map[string]int) {
 }
 
 func (m *model) cover(covered map[string]int) {
+	if m.answersMore() && m.err == nil {
+		covered["answers-more-solved"]++
+	}
 	if !m.routed() {
 		covered["one-provider"]++
 		return

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -143,6 +142,7 @@ type providerTask struct {
 	wordAt     time.Time // when the word first reached captchaflow
 	instant    bool      // solved within the submission's answer (CapSolver's image tasks): the code is in the Submit result
 	image      bool      // an image task (method base64): a createTask provider's code is its text
+	more       bool      // its kind answers more than its code: a user agent (model_kinds_test.go)
 	at         time.Time // when in.php took it
 	solveAt    time.Time
 	arrived    time.Time // when its answer first reached captchaflow (zero: never)
@@ -231,7 +231,7 @@ type hook struct {
 func newSchedule(t *testing.T, seed uint64) *schedule {
 	s := &schedule{t: t, losses: map[string]int{}, rng: rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d))}
 	var ts testsuite.WorkflowTestSuite
-	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ts.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(modelLogOut(), nil))))
 	s.env = ts.NewTestWorkflowEnvironment()
 	s.env.SetTestTimeout(10 * time.Second)
 	interceptors := []interceptor.WorkerInterceptor{&unlimitedRetries{}, &resetRuns{s: s}, &unservedQueues{s: s}}
@@ -302,6 +302,7 @@ func (m *model) drawInput() {
 	m.drawProviders()
 	m.drawReset()
 	m.drawProxy()
+	m.drawChallenge()
 }
 
 // modelTasks runs several tasks at once, as children, so that they share one worker; the child-completed listener
@@ -424,11 +425,18 @@ func (s *schedule) mockProvider() {
 				return activities.PollResult{}, temporal.NewCanceledError()
 			}
 			s.mu.Unlock()
+			if !req.SubmittedAt.IsZero() { // Poll holds a first poll by the worker's clock: the test clock's, in real time
+				req.SubmittedAt = time.Now().Add(req.SubmittedAt.Sub(s.env.Now()))
+			}
 			res, err := m.acts.Poll(ctx, req)
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			res.ReceivedAt = s.stamp(res.ReceivedAt, m.providerNow())
-			m.logf("%s Poll %s at %q -> %v", m.wid, req.ProviderTaskID, req.Provider, err)
+			got := m.providerNow()
+			if i := slices.IndexFunc(m.tasks, func(t *providerTask) bool { return t.id == req.ProviderTaskID && t.more }); i >= 0 && m.tasks[i].arrived.After(got) {
+				got = m.tasks[i].arrived // a challenge called back is answered after its callback (model_net_test.go's answerResult)
+			}
+			res.ReceivedAt = s.stamp(res.ReceivedAt, got)
+			m.logf("%s Poll %s at %q -> %v ua=%q kind=%q", m.wid, req.ProviderTaskID, req.Provider, err, res.UserAgent, req.Kind)
 			if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == activities.FailureProviderGaveUp {
 				m.givenUp(req.Provider)
 			}
@@ -503,7 +511,7 @@ func (m *model) take(provider, pingback string, lost, instant, unnamed bool) *pr
 		solve *= 8 // a slow one outlives the lost-answer wait
 	}
 	task := &providerTask{id: id, code: "CODE-" + id, n: n, lost: lost, at: now, provider: provider,
-		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(solve)}
+		unsolvable: m.rng.IntN(6) == 0, solveAt: now.Add(solve), more: m.answersMore()}
 	if instant {
 		task.instant, task.unsolvable, task.solveAt = true, false, now
 		m.arrive(task, now)
@@ -582,7 +590,16 @@ func (m *model) seen(task *providerTask) time.Time {
 // than its life, so the task solves again without offering it.
 func (m *model) deadWhenSeen(task *providerTask) bool {
 	life := time.Duration(m.in.TokenTTLSeconds)*time.Second - deliveryExpiryMargin
-	return m.in.NotifyURL != "" && !task.arrived.IsZero() && !task.unsolvable && !m.seen(task).Before(task.arrived.Add(life))
+	return m.in.NotifyURL != "" && !task.arrived.IsZero() && !task.unsolvable && !m.usable(task).Before(task.arrived.Add(life))
+}
+
+// usable is when the workflow can have task's whole answer: a challenge's pingback lacks its user agent, which one more
+// request (one more backlog) fetches.
+func (m *model) usable(task *providerTask) time.Time {
+	if task.more {
+		return m.seen(task).Add(m.backlog)
+	}
+	return m.seen(task)
 }
 
 // diedUnseen tells whether, by now, a token of the task died before the workflow saw it: a refresh may have begun.
@@ -1097,6 +1114,7 @@ func (m *model) checkFresh(r captchaflow.Result, what string) {
 				m.fail("submitted-at", "%s says submitted_at %v; the provider took %s at %v (clocks %v ahead)",
 					what, r.SubmittedAt.Sub(m.epoch), task.id, task.at.Sub(m.epoch), m.ahead)
 			}
+			m.checkAnswerWhole(r, task, what)
 			if (r.Via == captchaflow.ViaSubmit) != task.instant && r.Via != captchaflow.ViaCallback {
 				m.fail("fresh-result", "%s came via %s for %s (code in the Submit result: %v)", what, r.Via, task.id, task.instant)
 			}
