@@ -63,7 +63,8 @@ func TestE2E_KindsThatAnswerMore(t *testing.T) {
 			assert.Equal(t, "datadome="+sim.CodeFor(atA[datadome.ID][0].ID)+c.sessionCookie, datadome.Result.Cookies)
 			sc.note("kinds %s: challenge via %s, datadome via %s", c.name, challenge.Result.Via, datadome.Result.Via)
 			replayLive(t, s, challenge.ID, datadome.ID)
-			recordNew(t, s, map[string]string{"answers-more-challenge-" + c.name: challenge.ID, "answers-more-datadome-" + c.name: datadome.ID})
+			recordNew(t, s, map[string]string{"answers-more-challenge-" + c.name: challenge.ID, "answers-more-datadome-" + c.name: datadome.ID,
+				"answers-whole-challenge-" + c.name: challenge.ID})
 		})
 	}
 }

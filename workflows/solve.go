@@ -37,6 +37,10 @@ const (
 	// changeFleetPacing: the task picks each submission's provider (the slot ask's local activity) for Submit to run on
 	// its paced queue; recorded only with several providers, one paced (with one, its queue is known; replay ignores queues).
 	changeFleetPacing = "provider-queues"
+	// changeWhole: a callback's code of a kind that answers more is taken and completed within half its life (once on the
+	// task's own queue if its provider's is unserved); a token that expired undelivered gives way to a live paid one the
+	// solve holds (a lost or discarded submission's) instead of solving again.
+	changeWhole = "answers-whole"
 )
 
 // changed tells whether this run acts as the build that made change (false: a history recorded before it).
@@ -174,6 +178,20 @@ func (s *solver) run(ctx workflow.Context) (captchaflow.Result, error) {
 	return res, nil
 }
 
+// settle stamps the solve's code with its expiry, as the status's token.
+func (s *solver) settle(ctx workflow.Context, res captchaflow.Result) captchaflow.Result {
+	res = s.completeAnswer(ctx, res)
+	res.ReceivedAt = heldAt(ctx, res.SubmittedAt, res.ReceivedAt)
+	res.ExpiresAt, res.Refreshes, res.CostUSD = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes, s.table.cost()
+	s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
+	metrics, took := workflow.GetMetricsHandler(ctx), res.ReceivedAt.Sub(res.SubmittedAt)
+	metrics.Timer(MetricResultLatency).Record(took)
+	if res.Provider != "" {
+		metrics.WithTags(map[string]string{"provider": res.Provider}).Timer(MetricProviderSolveSeconds).Record(took)
+	}
+	return res
+}
+
 // solve attempts until a submission yields a code, resubmitting while the provider answers unsolvable.
 func (s *solver) solve(ctx workflow.Context) (_ captchaflow.Result, err error) {
 	s.roundSubmits = s.status.Submits
@@ -187,17 +205,8 @@ func (s *solver) solve(ctx workflow.Context) (_ captchaflow.Result, err error) {
 			}
 		}
 		switch o.kind {
-		case outSolved: // stamped with its expiry, it is the status's token
-			res := s.completeAnswer(ctx, o.res)
-			res.ReceivedAt = heldAt(ctx, res.SubmittedAt, res.ReceivedAt)
-			res.ExpiresAt, res.Refreshes, res.CostUSD = s.in.ExpiresAt(res.ReceivedAt), s.status.Refreshes, s.table.cost()
-			s.status.ReceivedAt, s.status.ExpiresAt = res.ReceivedAt, res.ExpiresAt
-			metrics, took := workflow.GetMetricsHandler(ctx), res.ReceivedAt.Sub(res.SubmittedAt)
-			metrics.Timer(MetricResultLatency).Record(took)
-			if res.Provider != "" {
-				metrics.WithTags(map[string]string{"provider": res.Provider}).Timer(MetricProviderSolveSeconds).Record(took)
-			}
-			return res, nil
+		case outSolved:
+			return s.settle(ctx, o.res), nil
 		case outFailed:
 			return captchaflow.Result{}, o.err
 		case outBalance:
@@ -528,6 +537,12 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 		}
 		if !expired {
 			return res, err
+		}
+		if held := s.table.heldLive(s.in, workflow.Now(ctx)); held != nil && changed(ctx, changeWhole) {
+			s.logger.Warn("the token expired undelivered; delivering another paid answer the solve holds", "ProviderTaskID", res.ProviderTaskID,
+				"Next", held.answer.res.ProviderTaskID)
+			res = s.settle(ctx, s.solvedBy(held, held.answer.res).res)
+			continue
 		}
 		// A worker that cannot sign (NOTIFY_SECRET unset) would meet a paid refresh the same way.
 		if s.status.Refreshes >= s.in.Refreshes() || captchaflow.FailureType(err) == activities.FailureWorkerConfig {

@@ -143,6 +143,22 @@ func (t *table) answered() (first *submission) {
 	return first
 }
 
+// heldLive is the solve's answered submission whose token lives the longest, long enough for a delivery attempt (nil:
+// none); one stamped after now is skipped: settle would stamp it now, for a life that never runs out.
+func (t *table) heldLive(in captchaflow.Input, now time.Time) (best *submission) {
+	at := now.Add(DeliverStartToClose + deliveryExpiryMargin)
+	for _, sub := range slices.Concat(t.subs, t.adopted) {
+		if sub.Round != t.round || sub.State != subSolved || sub.answer == nil || sub.answer.kind != outSolved ||
+			sub.answer.res.ReceivedAt.After(now) {
+			continue
+		}
+		if exp := in.ExpiresAt(sub.answer.res.ReceivedAt); exp.After(at) && (best == nil || exp.After(in.ExpiresAt(best.answer.res.ReceivedAt))) {
+			best = sub
+		}
+	}
+	return best
+}
+
 // rejected is a submission of the solve whose lost answer's callback said the proxy failed (nil: none).
 func (t *table) rejected() *submission {
 	for _, sub := range t.subs {
@@ -271,9 +287,9 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 		sub.file(outcome{kind: outResubmit, reason: "the callback said " + word})
 	case callback.IsStatusWord(cb.Code):
 		s.confirm(ctx, sub, fmt.Sprintf("callback with the status word %.64s", word))
-	case providers.AnswersMore(s.in.Method, s.in.Params) != "" && changed(ctx, changeKinds):
+	case providers.AnswersMore(s.in.Method, s.in.Params) != "" && changed(ctx, changeKinds) && !changed(ctx, changeWhole):
 		s.confirm(ctx, sub, "a callback of a kind whose answer holds more than its code")
-	default:
+	default: // a kind that answers more is completed as it settles
 		sub.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
 	}
 }
@@ -377,12 +393,25 @@ func (s *solver) completeAnswer(ctx workflow.Context, res captchaflow.Result) ca
 	if kind == "" || res.UserAgent != "" || res.Cookies != "" || res.ProviderTaskID == "" || left <= 0 || !changed(ctx, changeAnswersCompleted) {
 		return res
 	}
+	whole, start, queue := changed(ctx, changeWhole), workflow.Now(ctx), s.queueOf(res.Provider, activities.ResultsQueue)
+	if exp := s.in.ExpiresAt(res.ReceivedAt); whole && !exp.IsZero() { // within half its life: the other half is the delivery's
+		if left = min(left, (exp.Sub(start)-deliveryExpiryMargin)/2); left <= 0 {
+			return res
+		}
+	}
 	req := activities.PollRequest{ProviderTaskID: res.ProviderTaskID, Provider: res.Provider, Method: s.in.Method, Kind: string(kind)}
 	actx := s.onQueue(withRetry(ctx, ProviderStartToClose, left, &temporal.RetryPolicy{InitialInterval: time.Second,
 		BackoffCoefficient: 2, MaximumAttempts: confirmAttempts, NonRetryableErrorTypes: activities.NonRetryableProviderErrors}),
-		s.queueOf(res.Provider, activities.ResultsQueue), pollPriority(left))
+		queue, pollPriority(left))
+	if whole && queue != "" {
+		actx = workflow.WithScheduleToStartTimeout(actx, left/2) // the other half for the task's own queue
+	}
 	var r activities.PollResult
-	if err := workflow.ExecuteActivity(actx, acts.Poll, req).Get(ctx, &r); err != nil || r.Code == "" {
+	err := workflow.ExecuteActivity(actx, acts.Poll, req).Get(ctx, &r)
+	if rest := start.Add(left).Sub(workflow.Now(ctx)); whole && notStarted(err) && rest > 0 { // its provider's queue unserved
+		err = workflow.ExecuteActivity(withRetry(ctx, ProviderStartToClose, rest, &temporal.RetryPolicy{MaximumAttempts: 1}), acts.Poll, req).Get(ctx, &r)
+	}
+	if err != nil || r.Code == "" {
 		s.logger.Warn("the answer's user agent and cookies could not be fetched: the code goes alone", "ProviderTaskID", res.ProviderTaskID, "Error", err)
 		return res
 	}
