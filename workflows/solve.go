@@ -40,7 +40,8 @@ const (
 	// changeWhole: a callback's code of a kind that answers more is taken and completed within half its life (once on the
 	// task's own queue if its provider's is unserved); a token that expired undelivered gives way to a live paid one the
 	// solve holds (a lost or discarded submission's) instead of solving again.
-	changeWhole = "answers-whole"
+	changeWhole     = "answers-whole"
+	changeProxySaid = "proxy-word-no-refresh" // a proxy word heard from a settled submission bars a refresh
 )
 
 // changed tells whether this run acts as the build that made change (false: a history recorded before it).
@@ -135,6 +136,7 @@ type solver struct {
 	searched             captchaflow.Phase          // what CaptchaPhase was last set to
 	observed             *activities.ObserveRequest // a solved solve's submissions for the model, carried by its delivery
 	refusals             int                        // in.php refusals so far: they grow the backoff before the next request
+	proxySaid            string                     // a proxy word a settled submission's callback said: no refresh pays for it
 	roundSubmits         int                        // status.Submits when the current solve began: max_submits bounds each solve
 	callbackTimeoutUnset bool
 }
@@ -545,9 +547,12 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 			continue
 		}
 		// A worker that cannot sign (NOTIFY_SECRET unset) would meet a paid refresh the same way.
-		if s.status.Refreshes >= s.in.Refreshes() || captchaflow.FailureType(err) == activities.FailureWorkerConfig {
+		rejected := s.proxySaid != "" && changed(ctx, changeProxySaid)
+		if s.status.Refreshes >= s.in.Refreshes() || captchaflow.FailureType(err) == activities.FailureWorkerConfig || rejected {
 			refreshes := " (max_refreshes=0: no refresh)"
-			if s.in.Refreshes() > 0 {
+			if rejected {
+				refreshes = " (no refresh: the provider called back " + s.proxySaid + " for the task's proxy)"
+			} else if s.in.Refreshes() > 0 {
 				refreshes = fmt.Sprintf(", after %d refresh(es) (max_refreshes=%d)", res.Refreshes, s.in.Refreshes())
 			}
 			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the token expired at %s before notify_url accepted it%s: %v",

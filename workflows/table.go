@@ -253,6 +253,9 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 	case sub.State == subAnswerLost:
 		s.lostCallback(ctx, sub, cb, stale)
 	case sub != cur || !sub.open():
+		if w := strings.TrimSpace(cb.Code); cb.Authenticated && callback.IsStatusWord(w) && callback.ClassifyCode(w) == callback.ClassProxy {
+			s.proxySaid = w // a refresh would send the same proxy
+		}
 		stale("a callback of an earlier or settled submission (" + string(sub.State) + ")")
 	case sub.State == subSubmitting:
 		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID replays it
