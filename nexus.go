@@ -89,6 +89,7 @@ type solveOperation struct {
 // Start is the SDK's, but under a solved task's ID, where that start is refused, it answers the task's Result.
 func (o solveOperation) Start(ctx context.Context, req SolveRequest, opts nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[Result], error) {
 	if err := callerRefused(o.callers, opts.Links); err != nil {
+		countOperation(ctx, nil, "refused") // a namespace not listed tried: the dashboard shows it
 		return nil, err
 	}
 	r, err := o.Operation.Start(ctx, req, opts)

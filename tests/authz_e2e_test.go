@@ -149,13 +149,17 @@ func TestE2E_NexusCallerNotListed(t *testing.T) {
 	s := requireStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	refused := nexusMetrics(s, map[string]float64{"solve refused": 1})
+	before, err := metricsSnapshot(ctx, refused)
+	require.NoError(t, err)
 	tr, run := startUnlistedCaller(ctx, t, s, "unlisted", worker.Options{})
-	err := run.Get(ctx, nil)
+	err = run.Get(ctx, nil)
 	var handlerErr *nexus.HandlerError
 	require.ErrorAs(t, err, &handlerErr, "%v", err)
 	assert.Equal(t, nexus.HandlerErrorTypeUnauthorized, handlerErr.Type)
 	_, err = s.c.DescribeWorkflow(ctx, tr.ID, "")
 	assert.True(t, errors.As(err, new(*serviceerror.NotFound)), "no task started: %v", err)
+	metricsMoved(ctx, t, refused, before)
 }
 
 // startUnlistedCaller starts a caller's workflow in captchaflow's own namespace (not in NEXUS_CALLER_NAMESPACES), on
