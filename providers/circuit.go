@@ -227,13 +227,12 @@ var keyCodes = map[string]bool{"ERROR_WRONG_USER_KEY": true, "ERROR_KEY_DOES_NOT
 
 // OutcomeOf is what a provider request that ended with err says about the provider.
 func OutcomeOf(err error) Outcome {
-	var pe *Error
-	switch {
+	switch pe, ok := errors.AsType[*Error](err); {
 	case err == nil:
 		return OutcomeOK
 	case IsTransportError(err):
 		return OutcomeUnreachable
-	case !errors.As(err, &pe):
+	case !ok:
 		return OutcomeOther
 	case pe.Code == callback.CodeZeroBalance:
 		return OutcomeZeroBalance

@@ -69,14 +69,12 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ClassOf classifies any error: an *Error's Class; transient for context and network errors; "" for nil; else unknown.
 func ClassOf(err error) callback.Class {
-	var ce *Error
-	var ne net.Error
-	switch {
+	switch ce, ok := errors.AsType[*Error](err); {
 	case err == nil:
 		return ""
-	case errors.As(err, &ce) && ce != nil:
+	case ok && ce != nil:
 		return ce.Class
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.As(err, new(net.Error)):
 		return callback.ClassTransient
 	}
 	return callback.ClassUnknown
