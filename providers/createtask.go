@@ -185,8 +185,7 @@ func (c *CreateTask) call(ctx context.Context, op string, body map[string]any) (
 	}
 	var env callback.Envelope
 	target := c.base.JoinPath(op).String()
-	err = c.do(ctx, op, http.MethodPost, target, "application/json", data, func(status int, raw []byte) (*Error, error) {
-		var err error
+	err = c.do(ctx, op, http.MethodPost, target, "application/json", data, func(status int, raw []byte) (_ *Error, err error) {
 		if env, err = callback.ParseEnvelope(raw); err != nil || !env.Failed() {
 			return nil, err // CapSolver answers errors with 400/401 and the envelope
 		}

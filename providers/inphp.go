@@ -131,8 +131,7 @@ func (c *InPHP) res(ctx context.Context, action, taskID string) (answer, error) 
 // call runs one request and decodes its answer; a 5xx whose body is the provider's own ERROR_… word is that answer.
 func (c *InPHP) call(ctx context.Context, op, method, target, contentType string, body []byte) (answer, error) {
 	var ans answer
-	err := c.do(ctx, op, method, target, contentType, body, func(status int, body []byte) (*Error, error) {
-		var err error
+	err := c.do(ctx, op, method, target, contentType, body, func(status int, body []byte) (_ *Error, err error) {
 		if ans, err = parseAnswer(body); err != nil || ans.OK || status != 0 && (status < 500 || !callback.IsStatusWord(ans.Code)) {
 			return nil, err
 		}
