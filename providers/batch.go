@@ -53,10 +53,9 @@ func (c *InPHP) batching(method string) bool {
 }
 
 type lookup struct {
-	ctx    context.Context
-	id     string
-	method string
-	done   chan result // buffered: a sender never waits on a caller that left
+	ctx        context.Context
+	id, method string
+	done       chan result // buffered: a sender never waits on a caller that left
 }
 
 type result struct {
@@ -143,22 +142,17 @@ func (c *InPHP) getBatch(batch []*lookup) {
 			l.done <- result{code, err}
 		}
 	}
-	if !shared {
-		c.tallied(batch[0].method, len(parts) == len(batch))
+	if method := batch[0].method; !shared { // the method's tally (batching); a split proves the provider answers ids
+		c.lookups.mu.Lock()
+		if len(parts) == len(batch) {
+			c.lookups.proven.Store(true)
+			c.lookups.tally[method] = 1
+		} else if c.lookups.tally[method] <= 0 {
+			c.lookups.tally[method]--
+		}
+		c.lookups.mu.Unlock()
 	}
 	wg.Wait() // this sender's requests stay bounded
-}
-
-// tallied counts a batch of method's that split or not (batching); a split proves the provider answers ids.
-func (c *InPHP) tallied(method string, split bool) {
-	c.lookups.mu.Lock()
-	defer c.lookups.mu.Unlock()
-	if split {
-		c.lookups.proven.Store(true)
-		c.lookups.tally[method] = 1
-	} else if c.lookups.tally[method] <= 0 {
-		c.lookups.tally[method]--
-	}
 }
 
 // perTask are the classes of an answer that may be one task's, not the account's: its batch is asked ID by ID.
