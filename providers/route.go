@@ -69,14 +69,12 @@ type Obs struct {
 
 // Model is one worker's routing knowledge; nil routes in order and learns nothing.
 type Model struct {
-	Policy  string
-	explore float64
-	decay   float64
-	prior   float64
-	now     func() time.Time
-	mu      sync.Mutex
-	stats   map[[2]string]*stats // by provider and method
-	shared  []Obs                // this worker's own, not drained yet
+	Policy                string
+	explore, decay, prior float64
+	now                   func() time.Time
+	mu                    sync.Mutex
+	stats                 map[[2]string]*stats // by provider and method
+	shared                []Obs                // this worker's own, not drained yet
 }
 
 type stats struct {
@@ -217,10 +215,8 @@ func (m *Model) Rank(cands []*Provider, method string, avoid []string, left time
 	if u := float64(h.Sum64()%1_000_000) / 1_000_000; pick < 0 && u < m.explore && len(others) > 0 && scored[0].avoided == 0 {
 		pick, reason = others[int(u/m.explore*float64(len(others)))], captchaflow.RouteExplore // u/explore is uniform in [0, 1)
 	}
-	if i := pick; i > 0 {
-		explored := scored[i]
-		copy(scored[1:i+1], scored[:i]) // the rest keep their order: if it refuses, the best comes next
-		scored[0] = explored
+	if pick > 0 { // the rest keep their order: if it refuses, the best comes next
+		scored = slices.Concat(scored[pick:pick+1], scored[:pick], scored[pick+1:])
 		route.Reason = reason
 	}
 	out := make([]*Provider, len(scored))
