@@ -261,15 +261,14 @@ func KindOf(method string, params map[string]string) (Kind, error) {
 	default:
 		return "", unsupported("no createTask task is declared for method %.40q", method)
 	}
-	enterprise, err := flag(params["enterprise"])
-	if err != nil {
-		return "", fmt.Errorf("params.enterprise: %w", err)
-	}
 	v := strings.ToLower(strings.TrimSpace(params["version"]))
 	kind := map[string]Kind{"": KindRecaptchaV2, "v2": KindRecaptchaV2, "v3": KindRecaptchaV3}[v]
-	if kind == "" {
+	switch enterprise, err := flag(params["enterprise"]); {
+	case err != nil:
+		return "", fmt.Errorf("params.enterprise: %w", err)
+	case kind == "":
 		return "", unsupported("version %.10q is neither v2 nor v3", v)
-	} else if enterprise {
+	case enterprise:
 		kind += enterpriseSuffix
 	}
 	return kind, nil
@@ -381,13 +380,13 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 // proxyFields sends params.proxy and params.proxytype (Input.Validate checked them) as the flavor documents them.
 func proxyFields(task map[string]any, p Profile, params map[string]string) error {
 	proxy, err := captchaflow.ParseProxy(params["proxy"])
-	if err != nil {
-		return fmt.Errorf("params.proxy: %w", err)
-	}
 	typ, ok := p.ProxyTypes[strings.ToUpper(strings.TrimSpace(params["proxytype"]))]
-	if _, ipErr := netip.ParseAddr(proxy.Host); !ok {
+	switch _, ipErr := netip.ParseAddr(proxy.Host); {
+	case err != nil:
+		return fmt.Errorf("params.proxy: %w", err)
+	case !ok:
 		return unsupported("proxytype %.10q: the provider takes no proxy of that type", params["proxytype"])
-	} else if ipErr != nil && p.ProxyIPOnly { // no DNS here: the name might resolve elsewhere at the provider
+	case ipErr != nil && p.ProxyIPOnly: // no DNS here: the name might resolve elsewhere at the provider
 		return unsupported("the provider takes a proxy by its IP address only, not a host name")
 	}
 	task["proxyType"], task["proxyAddress"], task["proxyPort"] = typ, proxy.Host, proxy.Port
