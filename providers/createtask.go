@@ -150,10 +150,7 @@ func (c *CreateTask) idValue(taskID string) (any, error) {
 
 func (c *CreateTask) Balance(ctx context.Context) (float64, error) {
 	env, err := c.call(ctx, "getBalance", map[string]any{})
-	if err != nil {
-		return 0, err
-	}
-	return c.balance("getBalance", strings.Trim(string(env.Balance), `"`)) // a number, or one in a string
+	return c.balance("getBalance", strings.Trim(string(env.Balance), `"`), err) // a number, or one in a string
 }
 
 // Report sends a verdict through the flavor's call for kind (Profile.Reports); one refused unsent is Op "report".

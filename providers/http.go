@@ -321,10 +321,13 @@ func (c *conn) checkAnswer(op string, a Answer) (Answer, error) {
 	return a, err
 }
 
-// balance reads a balance answer; one that is not a finite number is malformed.
-func (c *conn) balance(op, v string) (float64, error) {
-	b, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(b) || math.IsInf(b, 0) {
+// balance reads the answer v of a balance request that ended with err; one that is not a finite number is malformed.
+func (c *conn) balance(op, v string, err error) (float64, error) {
+	b, perr := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil:
+		return 0, err
+	case perr != nil || math.IsNaN(b) || math.IsInf(b, 0):
 		return 0, c.fail(op, callback.ClassTransient,
 			fmt.Errorf("%w: balance %s is not a number", callback.ErrMalformed, callback.Snippet([]byte(v))))
 	}

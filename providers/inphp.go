@@ -104,10 +104,7 @@ func (c *InPHP) Answer(ctx context.Context, taskID string, kind Kind) (Answer, e
 
 func (c *InPHP) Balance(ctx context.Context) (float64, error) {
 	ans, err := c.res(ctx, "getbalance", "")
-	if err != nil {
-		return 0, err
-	}
-	return c.balance("getbalance", ans.Value)
+	return c.balance("getbalance", ans.Value, err)
 }
 
 // Report is reportgood / reportbad, for any kind.
