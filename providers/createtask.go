@@ -76,7 +76,6 @@ func (c *CreateTask) Get(ctx context.Context, taskID string) (string, error) {
 	return a.Code, err
 }
 
-// Answer is a solved task: what its result request answers.
 type Answer = callback.Answer
 
 // Answerer is a Client whose result request may answer a user agent, cookies or the solve's cost; kind ("": not
@@ -85,8 +84,7 @@ type Answerer interface {
 	Answer(ctx context.Context, taskID string, kind Kind) (Answer, error)
 }
 
-// maxTaskCostUSD bounds getTaskResult's cost, one task's in USD (docs/providers.md): no CAPTCHA task costs $100 per
-// 1 000, so a figure over it is not one task's (a per-1 000 price would inflate cost_usd 1 000×).
+// maxTaskCostUSD bounds one task's getTaskResult cost in USD (docs/providers.md): a figure over it is a price per 1 000.
 const maxTaskCostUSD = 0.1
 
 // Answer is Get with the answer's user agent, cookies and cost (0: not stated, not a number, or not one task's).

@@ -51,9 +51,8 @@ func (r Rates) Or(def Rates) Rates {
 	return Rates{cmp.Or(r.Submits, def.Submits), cmp.Or(r.Results, def.Results)}
 }
 
-// InPHPRates: past 60 in.php requests within 3 s 2captcha bars the account for 10 s. The server lets ⌈rate⌉ through
-// at once, so a 3 s window of dispatches holds 4 × the rate, and the requests' arrival spreads it: at 14 (56) two
-// workers' requests reached 60 within 3 s on loopback; 13 leaves that room.
+// InPHPRates: past 60 in.php requests within 3 s 2captcha bars the account for 10 s. The server lets ⌈rate⌉ through at
+// once, so 3 s of dispatches hold 4 × the rate, and their arrival spreads: at 14 (56) two workers' reached 60, not at 13.
 var InPHPRates = Rates{Submits: 13, Results: 14}
 
 // DocumentedRates is the in.php account at baseURL's default budget: 2captcha's rule on 2captcha's hosts, nothing
