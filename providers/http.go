@@ -118,12 +118,11 @@ var taskIDPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z_-]{0,63}$`)
 
 // conn is one provider account: its key, its transport and its bounds.
 type conn struct {
-	name    string // prefixes the client's errors
-	apiKey  string
-	timeout time.Duration
-	maxCode int
-	gather  time.Duration // InPHP: how long a result lookup waits for others to share its request
-	http    *http.Client
+	name, apiKey string // name prefixes the client's errors
+	timeout      time.Duration
+	maxCode      int
+	gather       time.Duration // InPHP: how long a result lookup waits for others to share its request
+	http         *http.Client
 }
 
 type Option func(*conn)
@@ -265,8 +264,7 @@ func (c *conn) send(ctx context.Context, op, method, target, contentType string,
 	if err != nil {
 		return nil, c.fail(op, callback.ClassConfig, fmt.Errorf("build request: %w", err))
 	}
-	req.Header.Set("User-Agent", "captchaflow/1")
-	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.1")
+	req.Header = http.Header{"User-Agent": {"captchaflow/1"}, "Accept": {"application/json, text/plain;q=0.9, */*;q=0.1"}}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
