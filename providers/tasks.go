@@ -358,8 +358,7 @@ func (s TaskSpec) fill(method string, params map[string]string) (map[string]any,
 			return nil, fmt.Errorf("params.%s: %w", name, err)
 		} else if v == nil {
 			continue
-		}
-		if other, dup := filledBy[f.Path]; dup {
+		} else if other, dup := filledBy[f.Path]; dup {
 			return nil, fmt.Errorf("params.%s and params.%s both fill the task's %s: pass one", other, name, f.Path)
 		}
 		filledBy[f.Path] = name
@@ -430,10 +429,7 @@ func (e encoding) encode(v string) (any, error) {
 	switch {
 	case e == encImage:
 		img, err := decodeImage(v)
-		if err != nil {
-			return nil, err
-		}
-		return base64.StdEncoding.EncodeToString(img), nil
+		return base64.StdEncoding.EncodeToString(img), err
 	case v == "":
 		return nil, nil
 	case e == encBool:
