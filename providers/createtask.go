@@ -102,10 +102,9 @@ func (c *CreateTask) Answer(ctx context.Context, taskID string, kind Kind) (Answ
 	case "processing", "idle":
 		return Answer{}, c.codeError(op, callback.CodeNotReady, "status "+env.Status, 0)
 	case "ready":
-		cost, _ := strconv.ParseFloat(strings.Trim(string(env.Cost), `"`), 64)
 		a, err := c.answer(op, solutions[kind], env.Solution)
-		if a.CostUSD = cost; !(cost > 0 && cost <= maxTaskCostUSD) { // NaN included
-			a.CostUSD = 0
+		if cost, _ := strconv.ParseFloat(strings.Trim(string(env.Cost), `"`), 64); cost > 0 && cost <= maxTaskCostUSD {
+			a.CostUSD = cost
 		}
 		return a, err
 	case "failed":
