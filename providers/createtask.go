@@ -40,7 +40,6 @@ func NewCreateTask(flavor Flavor, baseURL, apiKey string, opts ...Option) (*Crea
 	return &CreateTask{conn: c, profile: profile, base: base}, nil
 }
 
-// Supports is nil when the flavor serves the method with these params, else why not.
 func (c *CreateTask) Supports(method string, params map[string]string) error {
 	return Supports(c.profile.Flavor, method, params)
 }
