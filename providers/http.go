@@ -149,8 +149,7 @@ func newConn(name, rawBase, apiKey string, opts []Option) (conn, *url.URL, error
 	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		return conn{}, nil, fmt.Errorf("%s: base URL must not have credentials, a query or a fragment", name)
 	}
-	c := conn{name: name, apiKey: apiKey, timeout: 30 * time.Second, maxCode: captchaflow.MaxCodeBytes,
-		gather: time.Second}
+	c := conn{name: name, apiKey: apiKey, timeout: 30 * time.Second, maxCode: captchaflow.MaxCodeBytes, gather: time.Second}
 	for _, opt := range opts {
 		opt(&c)
 	}
