@@ -159,12 +159,8 @@ func (m *Model) learn(o Obs, own bool) {
 			if o.Reset = o.Outcome == ObservedSolved && (o.Reset || own && s.probed.After(s.at)); o.Reset {
 				s.seen, s.unsolvable, s.solved = 0, 0, 0
 			}
-			s.seen, s.unsolvable, s.solved, s.bad = s.seen*m.decay+1, s.unsolvable*m.decay, s.solved*m.decay, s.bad*m.decay
-			if o.Outcome == ObservedSolved {
-				s.solved++
-			} else {
-				s.unsolvable++
-			}
+			won := float64(btoi(o.Outcome == ObservedSolved)) // the submission counts once in seen, once in its outcome
+			s.seen, s.unsolvable, s.solved, s.bad = s.seen*m.decay+1, s.unsolvable*m.decay+(1-won), s.solved*m.decay+won, s.bad*m.decay
 		}
 		if o.Outcome != ObservedBad {
 			s.at = m.now()
