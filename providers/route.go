@@ -248,11 +248,7 @@ func (m *Model) score(p *Provider, method string, left time.Duration) (c captcha
 	m.with(p.Name, method, func(s *stats) {
 		unsolvable, bad := s.shares()
 		s.price, s.good, s.p90 = p.Price.Of(method), max((1-unsolvable)*(1-bad), 1e-3), p90(s.times, m.prior)
-		paid := s.price
-		if p.Refunds {
-			paid *= 1 - unsolvable
-		}
-		s.cost = paid / s.good
+		s.cost = s.price * (1 - unsolvable*float64(btoi(p.Refunds))) / s.good // a refunded unsolvable answer costs nothing
 		c = captchaflow.RouteCandidate{Provider: p.Name, CostUSD: round(s.cost), P90Seconds: round(s.p90), GoodShare: round(s.good),
 			Fits: s.good >= minGoodShare && (left <= 0 || s.p90 < left.Seconds())}
 	})
