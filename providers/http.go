@@ -27,10 +27,9 @@ import (
 )
 
 const (
-	maxAnswerBytes = 1 << 20 // real answers are a few KB at most
-	maxStatusBody  = 4 << 10 // read of a failed status's body for the provider's own error answer
-	// Provider codes and texts end up in logs and history; a provider must not bloat them.
-	maxCodeLen, maxErrorTextLen = 128, 512
+	maxAnswerBytes              = 1 << 20  // real answers are a few KB at most
+	maxStatusBody               = 4 << 10  // read of a failed status's body for the provider's own error answer
+	maxCodeLen, maxErrorTextLen = 128, 512 // a provider's code and text end up in logs and history: it must not bloat them
 	redactedMarker              = "REDACTED"
 )
 

@@ -42,17 +42,16 @@ const RoutingOrder, RoutingScored = "order", "scored"
 
 // The model's priors and bounds (docs/behaviour.md).
 const (
-	DefaultExploreShare = 0.05
-	DefaultMemory       = 5  // observations: each weighs 1-1/memory less with every newer one
-	DefaultPriorSolve   = 30 // seconds: one pseudo-solve a provider starts with
-	priorUnsolvable     = 0.05
-	priorBad            = 0.02
-	minGoodShare        = 0.5 // below it a provider does not fit: most of its submissions fail
-	timesKept           = 32  // solve times kept per provider and method
-	minProbeGap         = 5 * time.Second
-	sharedKept          = 512 // observations kept for the fleet until drained
-	// minTimesForFirstPoll: fewer solves than this say too little of a provider's pace to hold a poll back.
-	minTimesForFirstPoll = 4
+	DefaultExploreShare  = 0.05
+	DefaultMemory        = 5  // observations: each weighs 1-1/memory less with every newer one
+	DefaultPriorSolve    = 30 // seconds: one pseudo-solve a provider starts with
+	priorUnsolvable      = 0.05
+	priorBad             = 0.02
+	minGoodShare         = 0.5 // below it a provider does not fit: most of its submissions fail
+	timesKept            = 32  // solve times kept per provider and method
+	minProbeGap          = 5 * time.Second
+	sharedKept           = 512 // observations kept for the fleet until drained
+	minTimesForFirstPoll = 4   // fewer solves say too little of a provider's pace to hold a poll back
 )
 
 // Outcomes of an observed submission, and a caller's bad verdict.
