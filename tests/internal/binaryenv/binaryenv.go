@@ -14,6 +14,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"go.temporal.io/sdk/contrib/envconfig"
 
+	"github.com/captchaflow/captchaflow/codec"
 	"github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
@@ -83,8 +84,8 @@ func Binaries(root string) (map[string]Env, error) {
 			}
 			envs = append(envs, e)
 		}
-		if name == "worker" || name == "ingress" || name == "starter" {
-			envs = append(envs, temporal, Env{Prefixes: []string{OTelPrefix}})
+		if name == "worker" || name == "ingress" || name == "starter" { // each dials through config.ClientOptions
+			envs = append(envs, temporal, Env{Prefixes: []string{OTelPrefix}, Known: map[string]bool{codec.KeysFileEnv: true}})
 		}
 		out[name] = Merge(envs...)
 	}
