@@ -47,6 +47,7 @@ func NexusService(callers ...string) *nexus.Service {
 		temporalnexus.WorkflowRunOperationOptions[SolveRequest, Result]{Name: OperationSolve, Handler: startSolve}), callers},
 		nexus.NewSyncOperation(OperationReport, func(ctx context.Context, req ReportRequest, opts nexus.StartOperationOptions) (ReportResult, error) {
 			if err := callerRefused(callers, opts.Links); err != nil {
+				countOperation(ctx, nil, "refused")
 				return ReportResult{}, err
 			}
 			return report(ctx, req, opts)
