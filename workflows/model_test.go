@@ -987,21 +987,21 @@ func (m *model) checkRoundSpans() {
 	}
 }
 
-// checkHooks: every attempt of one solve's delivery carries one webhook-id and another solve's another, and a task
-// that ended with a result had it accepted by notify_url (retried until accepted).
+// checkHooks: every attempt of one token's delivery carries one webhook-id and another token's (a refresh's, a held
+// answer's) another, and a task that ended with a result had it accepted by notify_url (retried until accepted).
 func (m *model) checkHooks(result string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ids := map[int]string{}
+	ids := map[string]string{}
 	for i, h := range m.hooks {
-		round := m.delivered[i].Refreshes
-		if id, ok := ids[round]; ok && id != h.id {
-			m.fail("one-webhook-id", "solve %d delivered under webhook-ids %q and %q", round, id, h.id)
+		code := m.delivered[i].Code
+		if id, ok := ids[code]; ok && id != h.id {
+			m.fail("one-webhook-id", "token %s delivered under webhook-ids %q and %q", code, id, h.id)
 		}
-		ids[round] = h.id
+		ids[code] = h.id
 	}
 	if len(slices.Compact(slices.Sorted(maps.Values(ids)))) != len(ids) {
-		m.fail("one-webhook-id", "two solves delivered under one webhook-id: %v", ids)
+		m.fail("one-webhook-id", "two tokens delivered under one webhook-id: %v", ids)
 	}
 	if result != "" && m.in.NotifyURL != "" && !slices.ContainsFunc(m.hooks, func(h hook) bool { return h.ok }) {
 		m.fail("one-webhook-id", "the task ended with %s, which notify_url never accepted", result)

@@ -136,7 +136,8 @@ type solver struct {
 	searched             captchaflow.Phase          // what CaptchaPhase was last set to
 	observed             *activities.ObserveRequest // a solved solve's submissions for the model, carried by its delivery
 	refusals             int                        // in.php refusals so far: they grow the backoff before the next request
-	proxySaid            string                     // a proxy word a settled submission's callback said: no refresh pays for it
+	proxySaid            string                     // a proxy word a superseded submission's callback said: no refresh pays for it
+	handovers            int                        // held answers delivered after a token expired (each a webhook-id of its own)
 	roundSubmits         int                        // status.Submits when the current solve began: max_submits bounds each solve
 	callbackTimeoutUnset bool
 }
@@ -514,7 +515,7 @@ func (s *solver) deliver(ctx workflow.Context, res captchaflow.Result) (expired 
 		}
 	}
 	f := workflow.ExecuteActivity(withRetry(ctx, DeliverStartToClose, timeout, backoff(time.Second, maxInterval)), acts.Deliver,
-		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body, Refresh: res.Refreshes, RunID: s.table.runID, Observed: observed})
+		activities.DeliverRequest{NotifyURL: s.in.NotifyURL, Body: body, Refresh: res.Refreshes + s.handovers, RunID: s.table.runID, Observed: observed})
 	s.waitFor(ctx, f)
 	switch err = f.Get(ctx, nil); {
 	case err == nil:
@@ -543,6 +544,8 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 		if held := s.table.heldLive(s.in, workflow.Now(ctx)); held != nil && changed(ctx, changeWhole) {
 			s.logger.Warn("the token expired undelivered; delivering another paid answer the solve holds", "ProviderTaskID", res.ProviderTaskID,
 				"Next", held.answer.res.ProviderTaskID)
+			s.handovers++ // another token: a webhook-id of its own
+			s.status.ProviderTaskID, s.status.Provider = held.ProviderID, held.Provider
 			res = s.settle(ctx, s.solvedBy(held, held.answer.res).res)
 			continue
 		}

@@ -252,10 +252,10 @@ func (s *solver) routeCallback(ctx workflow.Context, cb captchaflow.Callback) {
 		stale("a callback of an expired solve round")
 	case sub.State == subAnswerLost:
 		s.lostCallback(ctx, sub, cb, stale)
+	case sub.State == subSuperseded && cb.Authenticated && !otherCandidate(sub, cb) &&
+		(cb.ProviderTaskID == "" || sub.ProviderID == "" || cb.ProviderTaskID == sub.ProviderID):
+		s.lateCallback(ctx, sub, cb, stale)
 	case sub != cur || !sub.open():
-		if w := strings.TrimSpace(cb.Code); cb.Authenticated && callback.IsStatusWord(w) && callback.ClassifyCode(w) == callback.ClassProxy {
-			s.proxySaid = w // a refresh would send the same proxy
-		}
 		stale("a callback of an earlier or settled submission (" + string(sub.State) + ")")
 	case sub.State == subSubmitting:
 		sub.inbox = append(sub.inbox, cb) // its ID is not known yet: learnID replays it
@@ -294,6 +294,22 @@ func (s *solver) onCallback(ctx workflow.Context, sub *submission, cb captchaflo
 		s.confirm(ctx, sub, "a callback of a kind whose answer holds more than its code")
 	default: // a kind that answers more is completed as it settles
 		sub.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
+	}
+}
+
+// lateCallback takes what a submission the settled solve superseded says of its own task: a paid code (held: it is
+// delivered should the token expire undelivered) or a proxy word (a refresh would send the same proxy).
+func (s *solver) lateCallback(ctx workflow.Context, sub *submission, cb captchaflow.Callback, stale func(string)) {
+	switch word := strings.TrimSpace(cb.Code); {
+	case callback.IsStatusWord(word) && callback.ClassifyCode(word) == callback.ClassProxy:
+		s.proxySaid = word
+		stale("a proxy word of a superseded submission: no refresh will send that proxy")
+	case sub.answer == nil && s.solution(ctx, cb) && changed(ctx, changeWhole):
+		sub.ProviderID, sub.State = cmp.Or(sub.ProviderID, cb.ProviderTaskID), subAnswerLost // open: solved files it
+		sub.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
+		sub.State = subSolved
+	default:
+		stale("a callback of an earlier or settled submission (superseded)")
 	}
 }
 

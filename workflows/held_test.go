@@ -1,0 +1,62 @@
+package workflows
+
+import (
+	"context"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+
+	"github.com/captchaflow/captchaflow"
+	"github.com/captchaflow/captchaflow/activities"
+)
+
+// The held answer delivered after the first token expired is another result: under the expired token's webhook-id, a
+// receiver that stored that ID when an attempt reached it (cut off at expiry, a slow 2xx) would drop it as a duplicate.
+func (s *SolveCaptchaSuite) TestHeldTokenHasAWebhookIDOfItsOwn() {
+	chain := s.asResetRun()
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "901", Code: "OWN", Authenticated: true, RunID: req.RunID, Submission: 1})
+			return activities.SubmitResult{ProviderTaskID: "901", RunID: req.RunID}, nil
+		}).Once()
+	calls := s.deliverFailingFor("OWN")
+	s.signalAt(60*time.Second, captchaflow.Callback{ProviderTaskID: "900", Code: "DISCARDED", Authenticated: true, RunID: chain, Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, withNotify(recaptcha()))
+	r := s.result()
+	s.Equal("DISCARDED", r.Code, "the held answer was delivered")
+	last := (*calls)[len(*calls)-1]
+	s.Equal("DISCARDED", last.res.Code)
+	s.NotEqual((*calls)[0].refresh, last.refresh, "another token, another result: a webhook-id of its own")
+}
+
+// A lost submission's paid answer that comes while the first token is being delivered (the solve superseded it) is
+// delivered when that token expires, instead of a paid refresh.
+func (s *SolveCaptchaSuite) TestLostAnswerComeDuringDeliveryIsDeliveredInsteadOfARefresh() {
+	s.expectSubmitCalls(lostAnswer(), "222")
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "333"}, nil).Maybe()
+	s.deliverFailingFor("CODE-222")
+	s.signalAt(15*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true, RunID: testRunID, Submission: 2})
+	s.signalAt(60*time.Second, captchaflow.Callback{ProviderTaskID: "901", Code: "LOST", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(200*time.Second, captchaflow.Callback{ProviderTaskID: "333", Code: "CODE-333", Authenticated: true, RunID: testRunID, Submission: 3})
+	in := withNotify(recaptcha())
+	in.LostAnswerWaitSeconds = 10
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	r := s.result()
+	s.Equal("LOST", r.Code, "the lost submission's paid answer, live, is delivered")
+	s.Zero(r.Refreshes, "no refresh paid")
+}
+
+// A callback on a settled submission's URL naming another provider task (a leaked URL, as onCallback takes it) cannot
+// bar the refresh the task is owed with a proxy word.
+func (s *SolveCaptchaSuite) TestProxyWordNamingAnotherTaskDoesNotBarTheRefresh() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "111"}, nil).Once()
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "222"}, nil).Once()
+	s.deliverFailingFor("CODE-111")
+	s.signalAt(time.Second, captchaflow.Callback{ProviderTaskID: "111", Code: "CODE-111", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(30*time.Second, captchaflow.Callback{ProviderTaskID: "999", Code: "ERROR_PROXY_NOT_AUTHORISED", Authenticated: true, RunID: testRunID, Submission: 1})
+	s.signalAt(140*time.Second, captchaflow.Callback{ProviderTaskID: "222", Code: "CODE-222", Authenticated: true, RunID: testRunID, Submission: 2})
+	s.env.ExecuteWorkflow(SolveCaptcha, withNotify(recaptcha()))
+	r := s.result()
+	s.Equal("CODE-222", r.Code)
+	s.Equal(1, r.Refreshes)
+}
