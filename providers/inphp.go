@@ -149,13 +149,13 @@ type answer struct {
 
 // parseAnswer decodes JSON ({"status":1,"request":…}) or the plain text (OK|…, ERROR_CODE, a balance) some send.
 func parseAnswer(body []byte) (answer, error) {
-	body = bytes.TrimSpace(body)
-	s := string(body)
+	trimmed := bytes.TrimSpace(body)
+	s := string(trimmed)
 	switch {
-	case len(body) == 0:
+	case len(trimmed) == 0:
 		return answer{}, fmt.Errorf("%w: empty body", callback.ErrMalformed)
-	case body[0] == '{':
-		return parseJSONAnswer(body)
+	case trimmed[0] == '{':
+		return parseJSONAnswer(body) // untrimmed: JSON's whitespace only, as encoding/json (TrimSpace also takes \v, \f)
 	case s == "OK" || strings.HasPrefix(s, "OK|"):
 		return answer{OK: true, Value: strings.TrimPrefix(s[len("OK"):], "|")}, nil
 	case strings.HasPrefix(s, "OK_") && callback.IsCode(s): // OK_REPORT_RECORDED
@@ -166,7 +166,7 @@ func parseAnswer(body []byte) (answer, error) {
 	if _, err := strconv.ParseFloat(s, 64); err == nil { // plain getbalance answers are the bare amount
 		return answer{OK: true, Value: s}, nil
 	}
-	return answer{}, fmt.Errorf("%w: %s", callback.ErrMalformed, callback.Snippet(body))
+	return answer{}, fmt.Errorf("%w: %s", callback.ErrMalformed, callback.Snippet(trimmed))
 }
 
 // parseJSONAnswer reads status 1/0 (number or string) and request as text (a number's digits, GeeTest's object raw).
