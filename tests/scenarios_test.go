@@ -339,6 +339,7 @@ func TestE2E_Core_ServerRestart(t *testing.T) {
 		solve = 1500
 	}
 	trs := sc.add(10, taskSpec{Kind: "server restarted while awaiting", SolveMS: solve})
+	sc.allowCrashRepeats = true // a Deliver whose completion the stopping server lost is retried (at least once)
 	sc.start(ctx)
 	sc.waitStates(ctx, sc.ids(), "awaiting callbacks with no activity running", 30*time.Second, awaitingQuietly)
 	stopped := time.Now()
