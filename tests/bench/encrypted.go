@@ -19,7 +19,7 @@ import (
 
 // The throughput phase's encrypted scenarios (issue 38): the default ones' tasks with every payload encrypted by
 // the product's codec — the worker's, the driver's starts and results, the ingress's callback signals — on a
-// worker of their own; what the codec costs is their figures against the default scenario's at the same C.
+// worker of their own; what the codec costs is their figures against plaintext tasks in the same rounds (codec.go).
 
 // encryptedQueue is the encrypted worker's task queue: of its own, as the stack's worker cannot read its payloads.
 func (b *bench) encryptedQueue() string { return b.taskQueue + "-encrypted" }
@@ -31,9 +31,9 @@ func (b *bench) encryptedScenarios(defaults []scenario) []scenario {
 	}
 	var out []scenario
 	for _, sc := range defaults {
-		sc.Name, sc.Queue = scenarioEncrypted, b.encryptedQueue()
+		sc.Name, sc.Queue, sc.Rounds = scenarioEncrypted, b.encryptedQueue(), b.cfg.codecRounds
 		sc.Description = "solved at once, every payload encrypted by the codec (a worker of its own, the driver's client " +
-			"and the ingress with the key): against the default scenario at the same C, what the codec costs"
+			"and the ingress with the key): against plaintext tasks in the same rounds, what the codec costs"
 		out = append(out, sc)
 	}
 	return out
@@ -57,11 +57,7 @@ func (b *bench) encrypt(ctx context.Context) error {
 	if b.enc, err = client.DialContext(ctx, opts); err != nil {
 		return err
 	}
-	log.Print("restarting the ingress with the keys file")
-	if err := b.st.RestartIngress(ctx, map[string]string{codec.KeysFileEnv: b.keysFile}); err != nil {
-		return fmt.Errorf("restarting the ingress with the keys file: %w", err)
-	}
-	return nil
+	return b.keyIngress(ctx, true)
 }
 
 // checkEncrypted reads task id's history through the plain client and fails unless its input, result and

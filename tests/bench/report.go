@@ -13,6 +13,7 @@ func renderMarkdown(r *Results) string {
 	m.header(r)
 	m.p("| Measure | captchaflow | bare twin | ratio |\n|---|---:|---:|---:|\n")
 	m.throughputRows(r)
+	m.codecRows(r)
 	m.pollPathRows(r)
 	for _, tr := range r.Throughput {
 		m.p("| in.php / res.php requests per task, callback path, %s | %.3f / %.3f | | |\n", label(tr), tr.Ours.InPHPPerTask, tr.Ours.ResPHPPerTask)
@@ -68,6 +69,23 @@ func (m *markdown) throughputRows(r *Results) {
 		m.p("| %s share of tasks that started the callback timer | %s | %s | |\n", c, timerShare(o.HistoryEvents), timerShare(t.HistoryEvents))
 		if o.Failed+t.Failed+o.Missing+t.Missing > 0 {
 			m.p("| %s failed / without callback time | %d / %d | %d / %d | |\n", c, o.Failed, o.Missing, t.Failed, t.Missing)
+		}
+	}
+}
+
+// codecRows: encrypted against plaintext captchaflow, interleaved (the twin's column is plaintext's).
+func (m *markdown) codecRows(r *Results) {
+	for _, cr := range r.Codec {
+		c := fmt.Sprintf("C = %d encrypted (against plaintext, %d interleaved rounds)", cr.Concurrency, cr.Rounds)
+		e, p := cr.Encrypted, cr.Plain
+		m.p("| **%s** throughput, tasks/s (each round's ratio %s) | **%s** | %s | **%.2f** |\n", c,
+			roundSpread(cr.RoundRatios), num(e.TasksPerSec), num(p.TasksPerSec), cr.ThroughputRatio)
+		m.p("| %s callback → result p50 / p95 / p99, ms | %s | %s | **%.2f** (p99) |\n", c, dist3(e.CallbackToResult),
+			dist3(p.CallbackToResult), cr.CallbackP99Ratio)
+		m.p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend(r.Throughput), cpuRow(e.CPUms, e.CPUms),
+			cpuRow(p.CPUms, e.CPUms), ratio(cpuTotal(e.CPUms), cpuTotal(p.CPUms)))
+		if e.Failed+p.Failed > 0 {
+			m.p("| %s failed | %d | %d | |\n", c, e.Failed, p.Failed)
 		}
 	}
 }

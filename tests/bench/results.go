@@ -23,6 +23,7 @@ type Results struct {
 	StackStartSecs  float64           `json:"stack_start_seconds"`
 
 	Throughput []ThroughputResult `json:"throughput,omitempty"`
+	Codec      []CodecResult      `json:"codec,omitempty"`
 	PollPath   []PollPathResult   `json:"poll_path,omitempty"`
 	Recovery   *RecoveryResult    `json:"recovery,omitempty"`
 	Waiting    *WaitingResult     `json:"waiting,omitempty"`

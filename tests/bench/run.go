@@ -34,6 +34,8 @@ type bench struct {
 	enc       client.Client     // the codec's driver connection, while the encrypted scenarios run
 	runDir    string
 	keysFile  string // the encrypted scenarios' keys file, once written
+	// ingressKeyed: the ingress runs with keysFile (its callbacks' signals encrypted).
+	ingressKeyed bool
 }
 
 // run sets the stack up, runs the phases -phases selects and writes the results.
