@@ -41,7 +41,7 @@ const (
 	// task's own queue if its provider's is unserved); a token that expired undelivered gives way to a live paid one the
 	// solve holds (a lost or discarded submission's) instead of solving again.
 	changeWhole     = "answers-whole"
-	changeProxySaid = "proxy-word-no-refresh" // a proxy word heard from a settled submission bars a refresh
+	changeProxySaid = "proxy-word-no-refresh" // a proxy word heard from a superseded submission bars a refresh
 )
 
 // changed tells whether this run acts as the build that made change (false: a history recorded before it).
