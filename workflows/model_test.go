@@ -146,6 +146,7 @@ type providerTask struct {
 	at         time.Time // when in.php took it
 	solveAt    time.Time
 	arrived    time.Time // when its answer first reached captchaflow (zero: never)
+	polled     time.Time // when a Poll first handed its whole answer to the workflow (zero: never)
 }
 
 // schedule is what the tasks of one seed share: the test environment and its clock, the worker (the real
@@ -436,6 +437,10 @@ func (s *schedule) mockProvider() {
 				got = m.tasks[i].arrived // a challenge called back is answered after its callback (model_net_test.go's answerResult)
 			}
 			res.ReceivedAt = s.stamp(res.ReceivedAt, got)
+			if i := slices.IndexFunc(m.tasks, func(t *providerTask) bool { return t.id == req.ProviderTaskID }); i >= 0 &&
+				err == nil && res.Code != "" && m.tasks[i].polled.IsZero() {
+				m.tasks[i].polled = s.env.Now() // no backlog after it: the workflow has it with the Poll's result
+			}
 			m.logf("%s Poll %s at %q -> %v ua=%q kind=%q", m.wid, req.ProviderTaskID, req.Provider, err, res.UserAgent, req.Kind)
 			if app := (*temporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == activities.FailureProviderGaveUp {
 				m.givenUp(req.Provider)
@@ -577,9 +582,12 @@ func (s *schedule) stamp(at, got time.Time) time.Time {
 // providerNow is the time of the request a provider answers now: Poll waited out the backlog before asking.
 func (s *schedule) providerNow() time.Time { return s.env.Now().Add(-s.backlog) }
 
-// seen is when the workflow could know that task's answer arrived: a backlog later.
+// seen is when the workflow could know that task's answer arrived: a backlog later, or with a Poll's result if sooner.
 func (m *model) seen(task *providerTask) time.Time {
 	at := task.arrived.Add(m.backlog)
+	if !task.polled.IsZero() && task.polled.Before(at) {
+		at = task.polled
+	}
 	if task.discarded { // a discarded one's callback waits for the end of the Submit of its number
 		at = m.parkedUntil(task, at)
 	}
@@ -594,12 +602,13 @@ func (m *model) deadWhenSeen(task *providerTask) bool {
 }
 
 // usable is when the workflow can have task's whole answer: a challenge's pingback lacks its user agent, which one more
-// request (one more backlog) fetches.
+// request (one more backlog) fetches; a Poll's result has it.
 func (m *model) usable(task *providerTask) time.Time {
-	if task.more {
-		return m.seen(task).Add(m.backlog)
+	seen := m.seen(task)
+	if task.more && !seen.Equal(task.polled) {
+		return seen.Add(m.backlog)
 	}
-	return m.seen(task)
+	return seen
 }
 
 // diedUnseen tells whether, by now, a token of the task died before the workflow saw it: a refresh may have begun.
@@ -772,14 +781,16 @@ func (s *schedule) checkPlan() {
 }
 
 // checkNoSubmitAfterAnswer: before the first delivery, no in.php or createTask request is made once a paid answer
-// of the solve has reached captchaflow, unless its provider was given up first.
+// of the solve has reached captchaflow, unless its provider was given up first or it is a discarded submission's
+// whose token died while parked (worthless: solved again).
 func (m *model) checkNoSubmitAfterAnswer() {
 	if len(m.delivered) > 0 || m.diedUnseen(m.env.Now()) {
 		return
 	}
 	now := m.env.Now()
 	for _, task := range m.tasks {
-		if !task.arrived.IsZero() && !now.Before(m.seen(task)) && !task.unsolvable && !m.abandoned(task, now) {
+		if !task.arrived.IsZero() && !now.Before(m.seen(task)) && !task.unsolvable && !m.abandoned(task, now) &&
+			!(task.discarded && m.expiredWhenSeen(task)) {
 			m.fail("no-submit-after-answer", "a provider request at %v, after the answer of %s arrived at %v",
 				now.Sub(m.epoch), task.id, task.arrived.Sub(m.epoch))
 		}
