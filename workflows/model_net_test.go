@@ -53,7 +53,7 @@ func (s *schedule) newNet() *activities.Activities {
 			p.flavor = []providers.Flavor{callback.CapSolver, callback.AntiCaptcha, callback.CapMonster}[s.rng.IntN(3)]
 		}
 		p.srv = httptest.NewServer(s.serve(p))
-		s.t.Cleanup(p.srv.Close)
+		s.closers = append(s.closers, p.srv.Close)
 		s.fakes = append(s.fakes, p)
 		client := s.client(p)
 		if name == "" {
@@ -333,6 +333,6 @@ func (m *model) withNotify() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	}))
-	m.t.Cleanup(srv.Close)
+	m.closers = append(m.closers, srv.Close)
 	m.in.NotifyURL = srv.URL + "/hook"
 }

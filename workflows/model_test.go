@@ -113,6 +113,9 @@ func TestSolveCaptchaModel(t *testing.T) {
 	for seed := first; seed < first+n; seed++ {
 		s := newSchedule(t, uint64(seed))
 		s.run()
+		for _, c := range s.closers {
+			c()
+		}
 		s.cover(covered)
 		for i, inv := range s.failed {
 			if broken[inv]++; broken[inv] == 1 {
@@ -153,6 +156,7 @@ type providerTask struct {
 // activities, one breaker, one semaphore, the settings), the providers, the trace and the verdicts.
 type schedule struct {
 	t        *testing.T
+	closers  []func() // its servers, closed when it has run: thousands of schedules would hold every port meanwhile
 	rng      *rand.Rand
 	env      *testsuite.TestWorkflowEnvironment
 	settings Settings
