@@ -82,7 +82,7 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	raw := &rawFlags{dyn: kvFlag{}, wenv: kvFlag{}, ienv: kvFlag{}, spids: kvFlag{}}
 	fs.IntVar(&cfg.n, "n", 600, "measured tasks per side (ours, twin) and concurrency")
 	fs.StringVar(&raw.cs, "c", "20,100", "concurrencies: tasks in flight at once, comma list")
-	fs.IntVar(&cfg.rounds, "rounds", 3, "alternate twin and ours this many times per concurrency (N split evenly), so that drift hits both")
+	fs.IntVar(&cfg.rounds, "rounds", 4, "alternate twin and ours this many times per concurrency (N split evenly; which goes first alternating too), so that drift hits both")
 	fs.IntVar(&cfg.warmup, "warmup", 50, "unmeasured tasks per side before each concurrency")
 	fs.StringVar(&cfg.temporalAddress, "temporal-address", "", "an external Temporal frontend (e.g. the PostgreSQL cluster, 127.0.0.1:7333); empty starts a dev server")
 	fs.StringVar(&cfg.namespace, "namespace", "default", "namespace on the external server")

@@ -121,7 +121,8 @@ type sides struct {
 	oursReq, twinReq   *requestMeter
 }
 
-// alternate runs the scenario's N tasks per side in sc.Rounds rounds, twin then ours in each.
+// alternate runs the scenario's N tasks per side in sc.Rounds rounds, twin then ours in even ones, ours then twin
+// in odd ones.
 func (b *bench) alternate(ctx context.Context, sc scenario, prefix string) (*sides, error) {
 	pids := b.pidsFor(sc)
 	s := &sides{oursCPU: newCPUMeter(pids, b.pidTrees), twinCPU: newCPUMeter(pids, b.pidTrees),
@@ -134,10 +135,21 @@ func (b *bench) alternate(ctx context.Context, sc scenario, prefix string) (*sid
 			to = sc.N
 		}
 		var tr, or []taskRun
-		s.twinReq.measure(ctx, func() { s.twinCPU.measure(func() { tr = drive(ctx, ids(prefix+"twin-", from, to), sc.C, startTwin) }) })
+		twin := func() {
+			s.twinReq.measure(ctx, func() { s.twinCPU.measure(func() { tr = drive(ctx, ids(prefix+"twin-", from, to), sc.C, startTwin) }) })
+		}
+		ours := func() {
+			s.oursReq.measure(ctx, func() { s.oursCPU.measure(func() { or = drive(ctx, ids(prefix+"ours-", from, to), sc.C, startOurs) }) })
+		}
+		if r%2 == 0 { // which side goes first alternates: the first meets the database and queues the other left
+			twin()
+			ours()
+		} else {
+			ours()
+			twin()
+		}
 		s.twinSecs += span(tr).Seconds()
 		s.twin = append(s.twin, tr...)
-		s.oursReq.measure(ctx, func() { s.oursCPU.measure(func() { or = drive(ctx, ids(prefix+"ours-", from, to), sc.C, startOurs) }) })
 		s.oursSecs += span(or).Seconds()
 		s.ours = append(s.ours, or...)
 		log.Printf("%s round %d/%d: twin %.1f tasks/s, ours %.1f tasks/s", sc.label(), r+1, sc.Rounds,
