@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/captchaflow/captchaflow"
 	"github.com/captchaflow/captchaflow/activities"
@@ -59,4 +60,20 @@ func (s *SolveCaptchaSuite) TestProxyWordNamingAnotherTaskDoesNotBarTheRefresh()
 	r := s.result()
 	s.Equal("CODE-222", r.Code)
 	s.Equal(1, r.Refreshes)
+}
+
+// A reset run's submission 1, still asking in.php, is superseded by a discarded submission 2's code; the discarded
+// submission 1's pingback then comes on that URL number and is held. Delivered once the first token expires, it names
+// the provider the callback's URL names: its Submit never answered, so the run knew none (seed 6253 at 14 000).
+func (s *SolveCaptchaSuite) TestHeldAnswerOfACancelledSubmitNamesItsProvider() {
+	chain := s.asResetRun()
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{},
+		temporal.NewApplicationError("ERROR_NO_SLOT_AVAILABLE", activities.FailureProviderTransient))
+	s.deliverFailingFor("ADOPTED")
+	s.signalAt(5*time.Second, captchaflow.Callback{ProviderTaskID: "902", Code: "ADOPTED", Authenticated: true, RunID: chain, Submission: 2, Provider: "a"})
+	s.signalAt(60*time.Second, captchaflow.Callback{ProviderTaskID: "901", Code: "HELD", Authenticated: true, RunID: chain, Submission: 1, Provider: "a"})
+	s.env.ExecuteWorkflow(SolveCaptcha, withNotify(recaptcha()))
+	r := s.result()
+	s.Equal("HELD", r.Code, "the held answer was delivered")
+	s.Equal("a", r.Provider, "the provider its pingback's URL names")
 }

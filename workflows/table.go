@@ -306,6 +306,7 @@ func (s *solver) lateCallback(ctx workflow.Context, sub *submission, cb captchaf
 		stale("a proxy word of a superseded submission: no refresh will send that proxy")
 	case sub.answer == nil && s.solution(ctx, cb) && changed(ctx, changeWhole):
 		sub.ProviderID, sub.State = cmp.Or(sub.ProviderID, cb.ProviderTaskID), subAnswerLost // open: solved files it
+		sub.Provider = cmp.Or(sub.Provider, cb.Provider)                                     // its Submit cancelled unanswered
 		sub.solved(captchaflow.Result{Code: cb.Code}, captchaflow.ViaCallback, cb.ReceivedAt)
 		sub.State = subSolved
 	default:
