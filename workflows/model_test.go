@@ -1040,10 +1040,11 @@ func (m *model) checkPaid(result string) {
 		late := task.arrived.IsZero() || !m.seen(task).Before(m.ended) || slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
 			return u.at.After(task.at) && !u.at.After(m.seen(task))
 		})
-		// Another submission's answer came first and was the one offered: this one was paid after a lost-answer
-		// wait ended without the answer that came later (the documented cost of that wait).
+		// Another submission's answer came first (or with it, its token dying with the other's) and was the one
+		// offered: this one was paid after a lost-answer wait ended without the answer that came later (the
+		// documented cost of that wait).
 		beaten := slices.ContainsFunc(m.tasks, func(u *providerTask) bool {
-			return u != task && !u.arrived.IsZero() && u.arrived.Before(task.arrived) && (offered[u.id] || taken[u.id])
+			return u != task && !u.arrived.IsZero() && !u.arrived.After(task.arrived) && (offered[u.id] || taken[u.id])
 		})
 		switch {
 		case task.unsolvable || taken[task.id]:
