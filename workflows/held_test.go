@@ -77,3 +77,22 @@ func (s *SolveCaptchaSuite) TestHeldAnswerOfACancelledSubmitNamesItsProvider() {
 	s.Equal("HELD", r.Code, "the held answer was delivered")
 	s.Equal("a", r.Provider, "the provider its pingback's URL names")
 }
+
+// A poll's code stamped by a worker whose clock runs ahead is held to the workflow's time when settled; once that token
+// expires undelivered, its own filed answer, still bearing the ahead stamp, is not another paid answer to hand over
+// (seed 16674 at 20 000: the same dead token went out again, past its life, under a new webhook-id).
+func (s *SolveCaptchaSuite) TestExpiredTokenIsNotHandedOverAsItsOwnHeldAnswer() {
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(activities.SubmitResult{ProviderTaskID: "901"}, nil).Once()
+	s.env.OnActivity(acts.Poll, mock.Anything, mock.Anything).Return(func(context.Context, activities.PollRequest) (activities.PollResult, error) {
+		return activities.PollResult{Code: "AHEAD", ReceivedAt: s.env.Now().Add(40 * time.Second)}, nil
+	}).Once()
+	calls := s.deliverFailingFor("AHEAD")
+	in := withNotify(recaptcha())
+	in.MaxRefreshes = new(int)
+	s.env.ExecuteWorkflow(SolveCaptcha, in)
+	s.tokenExpiredDetails()
+	s.neverExpired(*calls)
+	for _, c := range *calls {
+		s.Zero(c.refresh, "one token, one webhook-id")
+	}
+}

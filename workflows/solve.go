@@ -541,7 +541,7 @@ func (s *solver) deliverFresh(ctx workflow.Context, res captchaflow.Result) (cap
 		if !expired {
 			return res, err
 		}
-		if held := s.table.heldLive(s.in, workflow.Now(ctx)); held != nil && changed(ctx, changeWhole) {
+		if held := s.table.heldLive(s.in, workflow.Now(ctx), res.Code); held != nil && changed(ctx, changeWhole) {
 			s.logger.Warn("the token expired undelivered; delivering another paid answer the solve holds", "ProviderTaskID", res.ProviderTaskID,
 				"Next", held.answer.res.ProviderTaskID)
 			s.handovers++ // another token: a webhook-id of its own

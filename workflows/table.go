@@ -144,12 +144,13 @@ func (t *table) answered() (first *submission) {
 }
 
 // heldLive is the solve's answered submission whose token lives the longest, long enough for a delivery attempt (nil:
-// none); one stamped after now is skipped: settle would stamp it now, for a life that never runs out.
-func (t *table) heldLive(in captchaflow.Input, now time.Time) (best *submission) {
+// none), other than the expired token's; one stamped after now is skipped: settle would stamp it now, for a life that
+// never runs out.
+func (t *table) heldLive(in captchaflow.Input, now time.Time, expired string) (best *submission) {
 	at := now.Add(DeliverStartToClose + deliveryExpiryMargin)
 	for _, sub := range slices.Concat(t.subs, t.adopted) {
 		if sub.Round != t.round || sub.State != subSolved || sub.answer == nil || sub.answer.kind != outSolved ||
-			sub.answer.res.ReceivedAt.After(now) {
+			sub.answer.res.ReceivedAt.After(now) || sub.answer.res.Code == expired { // its filed stamp may run ahead of settle's
 			continue
 		}
 		if exp := in.ExpiresAt(sub.answer.res.ReceivedAt); exp.After(at) && (best == nil || exp.After(in.ExpiresAt(best.answer.res.ReceivedAt))) {
