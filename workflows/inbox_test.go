@@ -46,6 +46,21 @@ func (s *SolveCaptchaSuite) TestParkedDiscardedCodeTakenWhateverTheSubmitsEnd() 
 	}
 }
 
+// A reset run's Submit comes back after 20 s with its task's code already solved (an instant answer); the code of the
+// discarded submission 1, parked at 5 s, came first and is the result (seed 18385 at 20 000: the instant code won).
+func (s *SolveCaptchaSuite) TestParkedDiscardedCodeBeatsAnInstantAnswer() {
+	chain := s.asResetRun()
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).After(20 * time.Second).Return(
+		func(_ context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			return activities.SubmitResult{ProviderTaskID: "901", Code: "INSTANT", RunID: req.RunID}, nil
+		}).Once()
+	s.signalAt(5*time.Second, captchaflow.Callback{ProviderTaskID: "900", Code: "DISCARDED", Authenticated: true, RunID: chain, Submission: 1})
+	s.env.ExecuteWorkflow(SolveCaptcha, recaptcha())
+	r := s.result()
+	s.Equal("DISCARDED", r.Code)
+	s.Equal("900", r.ProviderTaskID)
+}
+
 // The parked code came first, then a lost submission's answer, which cancels the Submit that parked it: both were
 // paid, and the first to arrive is the result.
 func (s *SolveCaptchaSuite) TestParkedDiscardedCodeBeforeALostAnswerWins() {

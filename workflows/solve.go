@@ -42,6 +42,7 @@ const (
 	// solve holds (a lost or discarded submission's) instead of solving again.
 	changeWhole     = "answers-whole"
 	changeProxySaid = "proxy-word-no-refresh" // a proxy word heard from a superseded submission bars a refresh
+	changeFirstPaid = "parked-before-instant" // a code parked while Submit ran beats the code Submit came back with
 )
 
 // changed tells whether this run acts as the build that made change (false: a history recorded before it).
@@ -352,11 +353,17 @@ func (s *solver) accepted(ctx workflow.Context, sub *submission, r activities.Su
 	}
 	s.submitted(sub, r.ProviderTaskID, at)
 	s.learnID(ctx, sub, r.ProviderTaskID, subWaiting)
-	if r.Code != "" {
-		return s.solvedBy(sub, captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: r.Code,
-			Via: captchaflow.ViaSubmit, ReceivedAt: cmp.Or(r.ReceivedAt, workflow.Now(ctx))})
+	if r.Code == "" {
+		return s.awaitCode(ctx, sub)
 	}
-	return s.awaitCode(ctx, sub)
+	res := captchaflow.Result{ProviderTaskID: sub.ProviderID, Provider: sub.Provider, Code: r.Code,
+		Via: captchaflow.ViaSubmit, ReceivedAt: cmp.Or(r.ReceivedAt, workflow.Now(ctx))}
+	if s.table.answered() == nil || !changed(ctx, changeFirstPaid) {
+		return s.solvedBy(sub, res)
+	}
+	o, _ := s.takeLostAnswer(ctx)                                          // the first paid code to arrive is the result
+	sub.State, sub.answer = subSolved, &outcome{kind: outSolved, res: res} // held: handed over should that one expire
+	return o
 }
 
 // awaitCode waits for the answer: the callback until the callback timeout, then the callback or the poll.
