@@ -355,18 +355,17 @@ func (o *unservedOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			o.polls++
 			if s.pace.unservedPolls == "first" && o.polls == 1 ||
 				queue == activities.ProviderQueue(taskQueueOfTestEnv, s.pace.unservedPolls, activities.ResultsQueue) {
-				notServed = func() { m.pollUnserved[req.ProviderTaskID] = true }
+				notServed = func() {
+					m.pollUnserved[req.ProviderTaskID], m.unservedFor[req.ProviderTaskID] = true, unservedWait(ctx)
+				}
 			}
 		}
 	}
 	if notServed == nil {
 		return o.submitOut(ctx, m, args[0], o.movedOn(ctx, m, activityType, args...))
 	}
-	// The server bounds ScheduleToStart by ScheduleToClose, and at a tie fires ScheduleToStart first (its timer
-	// sequence orders equal deadlines by timeout type): a request not served within the task's deadline times out
-	// schedule-to-start.
-	opts := workflow.GetActivityOptions(ctx)
-	wait := min(opts.ScheduleToStartTimeout, opts.ScheduleToCloseTimeout)
+	// A request not served within the task's deadline times out schedule-to-start.
+	wait := unservedWait(ctx)
 	s.mu.Lock()
 	s.logf("%s %s on %s: no worker polls it; it times out schedule-to-start in %v", m.wid, activityType, queue, wait)
 	s.pace.notStarted[activityType]++
@@ -383,6 +382,13 @@ func (o *unservedOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		set.SetError(notStartedErr())
 	})
 	return o.submitOut(ctx, m, args[0], f)
+}
+
+// unservedWait is how long an activity waits on a queue no worker polls: the server bounds ScheduleToStart by
+// ScheduleToClose, and at a tie fires ScheduleToStart first (its timer sequence orders equal deadlines by timeout type).
+func unservedWait(ctx workflow.Context) time.Duration {
+	opts := workflow.GetActivityOptions(ctx)
+	return min(opts.ScheduleToStartTimeout, opts.ScheduleToCloseTimeout)
 }
 
 // solveOrNil is the task whose workflow ID is wid (nil: the root of several tasks).

@@ -212,9 +212,10 @@ type model struct {
 	unseenN      map[int]bool
 	submitQueues map[int]string
 	pollUnserved map[string]bool
-	unservedAt   map[string]bool      // providers a Submit of the task was not started at
-	submitEnds   map[int]string       // by submission number: how its Submit ended (endOf)
-	submitsOut   map[int][2]time.Time // by submission number: when its Submit was scheduled, and when it ended (zero: not yet)
+	unservedFor  map[string]time.Duration // how long a provider task's result request waited on an unserved queue
+	unservedAt   map[string]bool          // providers a Submit of the task was not started at
+	submitEnds   map[int]string           // by submission number: how its Submit ended (endOf)
+	submitsOut   map[int][2]time.Time     // by submission number: when its Submit was scheduled, and when it ended (zero: not yet)
 	result       interface{ Get(any) error }
 	err          error
 }
@@ -263,7 +264,7 @@ func newSchedule(t *testing.T, seed uint64) *schedule {
 	}
 	for i := range tasks {
 		m := &model{schedule: s, wid: fmt.Sprintf("task-%d", i+1), rng: rand.New(rand.NewPCG(seed, uint64(i+1))),
-			answers: map[int][]string{}, unseenN: map[int]bool{}, submitQueues: map[int]string{}, pollUnserved: map[string]bool{},
+			answers: map[int][]string{}, unseenN: map[int]bool{}, submitQueues: map[int]string{}, pollUnserved: map[string]bool{}, unservedFor: map[string]time.Duration{},
 			unservedAt: map[string]bool{}, submitsOut: map[int][2]time.Time{}, submitEnds: map[int]string{}}
 		m.drawInput()
 		s.solves = append(s.solves, m)
@@ -606,11 +607,11 @@ func (m *model) deadWhenSeen(task *providerTask) bool {
 }
 
 // usable is when the workflow can have task's whole answer: a challenge's pingback lacks its user agent, which one more
-// request (one more backlog) fetches; a Poll's result has it.
+// request (one more backlog, after its wait on an unserved queue) fetches; a Poll's result has it.
 func (m *model) usable(task *providerTask) time.Time {
 	seen := m.seen(task)
 	if task.more && !seen.Equal(task.polled) {
-		return seen.Add(m.backlog)
+		return seen.Add(m.unservedFor[task.id] + m.backlog)
 	}
 	return seen
 }
