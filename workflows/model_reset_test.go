@@ -108,12 +108,11 @@ func (o *unservedOutbound) submitOut(ctx workflow.Context, m *model, arg any, f 
 }
 
 // parkedUntil is when the workflow could act on discarded task d's callback, which came at at: the end of the reset
-// run's Submit of its number, if that was out before (the end of the schedule if it never ended), else at. A Submit
-// scheduled at at itself came after: the callback's own workflow task made it.
+// run's Submit of its number, if that was out then (the end of the schedule if it never ended), else at.
 func (m *model) parkedUntil(d *providerTask, at time.Time) time.Time {
 	out, ok := m.submitsOut[d.n]
 	switch {
-	case !ok || !out[0].Before(at) || !out[1].IsZero() && !out[1].After(at):
+	case !ok || at.Before(out[0]) || !out[1].IsZero() && !out[1].After(at):
 		return at
 	case out[1].IsZero():
 		return m.env.Now().Add(24 * time.Hour)
