@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/time/rate"
 
 	"github.com/captchaflow/captchaflow/providers"
 )
@@ -29,6 +30,7 @@ const (
 	MetricRateRefusals = "captchaflow_provider_rate_refusals_total" // MAX_USER_TURN, 429…: each pauses the account's queue
 	PaceWorkflowType   = "PaceKeeper"                               // a queue's keeper, the one writer of our limits on it
 	PaceRefusedSignal  = "refused"
+	FailureLaneSpent   = "PaceLaneSpent"  // a retried Submit off its account's queue found no room in its lane: nothing sent
 	FailureSuperseded  = "PaceSuperseded" // the queue's limit is not the keeper's: it is left in force, the keeper ends
 	PausedFor          = pacePrefix + "paused for "
 	PaceRamping        = pacePrefix + "ramping at "
@@ -82,6 +84,60 @@ type Pacer struct {
 	Rates     map[string]providers.Rates // by provider name (SingleProvider without PROVIDERS_FILE)
 	refused   sync.Map                   // queue → the time.Time of this worker's latest refusal there
 	limited   sync.Map                   // queue → whether a limit was in force as this worker last saw it
+	lanes     sync.Map                   // submit queue → this worker's *rate.Limiter for Submits that skip it
+	seen      map[string]int             // submit queue → Keep's reads in a row that listed this worker among its pollers
+}
+
+// Lane tells whether a Submit for queue may run on the task's own queue now, where the server hands it to the worker
+// with the workflow task's reply instead of matching it: this worker's lane, its share of the account's rate, has
+// room. A Submit that finds none shuts the lane (the queue paces this worker's Submits) until a read finds no backlog.
+//
+//workflowcheck:ignore
+func (p *Pacer) Lane(queue string) bool {
+	if p == nil {
+		return false
+	}
+	if l, open := p.lanes.Load(queue); open && l.(*rate.Limiter).Allow() {
+		return true
+	}
+	p.lanes.Delete(queue)
+	return false
+}
+
+// retryOffLane refuses a retried Submit to provider that runs off its account's paced queue (a lane's, or one
+// scheduled before a refusal paced the account) unless the lane has room: the workflow submits it again, to the
+// queue while the lane is shut; nothing was sent.
+func (p *Pacer) retryOffLane(provider, ranOn string) error {
+	if queue := p.Queue(provider, SubmitQueue); queue == "" || queue == ranOn || p.Lane(queue) {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError("no room in this worker's lane of the account's rate: submitted again",
+		FailureLaneSpent, nil)
+}
+
+// openLane sizes this worker's lane of a configured submit queue (shut: none), the rate split evenly among the workers
+// the queue lists: open once this worker has seen itself there three reads in a row (the others, reading as often,
+// count it by then) while the queue has no backlog; so lanes and queue together stay within the rate but for one
+// Submit a lane as a burst begins.
+func (p *Pacer) openLane(queue string, want float64, shut bool, q *workflowservice.DescribeTaskQueueResponse) {
+	workers := map[string]bool{}
+	for _, poller := range q.GetPollers() {
+		workers[poller.GetIdentity()] = true
+	}
+	if p.seen == nil {
+		p.seen = map[string]int{}
+	}
+	p.seen[queue] = map[bool]int{true: p.seen[queue] + 1}[workers[p.Identity]]
+	if shut || p.seen[queue] < 3 || q.GetStats().GetApproximateBacklogCount() > 0 {
+		p.lanes.Delete(queue)
+		return
+	}
+	share := rate.Limit(want / float64(len(workers)))
+	if l, ok := p.lanes.Load(queue); ok {
+		l.(*rate.Limiter).SetLimit(share)
+	} else {
+		p.lanes.Store(queue, rate.NewLimiter(share, 1))
+	}
 }
 
 // Queue is where provider's requests of kind should run now: its paced queue while the account is paced (a configured
@@ -101,6 +157,7 @@ func (p *Pacer) Queue(provider, kind string) string {
 func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) error {
 	queue := ProviderQueue(p.TaskQueue, provider, kind)
 	p.limited.Store(queue, true) // this worker's next requests go to the paced queue at once
+	p.lanes.Delete(queue)
 	if last, ok := p.refused.Swap(queue, time.Now()); ok && time.Since(last.(time.Time)) < time.Second {
 		return nil // this worker told the keeper just now: the refusals of one burst make one signal
 	}
@@ -142,17 +199,22 @@ func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue s
 	}
 }
 
-// look notes whether queue has a limit in force (a keeper's or an operator's), for Queue, and hands a limit of
-// captchaflow's that no keeper holds (its keeper terminated, or one an earlier release wrote) to a keeper to ramp back.
+// look notes whether queue has a limit in force (a keeper's or an operator's), for Queue, sizes the worker's lane, and
+// hands a limit of captchaflow's that no keeper holds (its keeper terminated, or one an earlier release wrote) to a
+// keeper to ramp back.
 func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
-	asked := time.Now()
-	limit, err := p.describe(ctx, queue)
+	asked, laned := time.Now(), want > 0 && strings.HasSuffix(queue, "/"+SubmitQueue)
+	q, err := p.describe(ctx, queue, laned)
+	limit := q.GetConfig().GetQueueRateLimit()
 	if err != nil {
+		p.lanes.Delete(queue) // the queue's limit and workers unknown: the server paces every Submit
 		return err
 	}
 	if last, ok := p.refused.Load(queue); limit.GetRateLimit() != nil || !ok || last.(time.Time).Before(asked) {
 		p.limited.Store(queue, limit.GetRateLimit() != nil) // a refusal since the read began outranks its answer
 	}
+	limited, _ := p.limited.Load(queue)
+	p.openLane(queue, want, limited == true || !laned, q)
 	reason := limit.GetMetadata().GetReason()
 	if limit.GetRateLimit() == nil || !strings.HasPrefix(reason, pacePrefix) {
 		return nil
@@ -163,8 +225,8 @@ func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
 		keeper.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return err // a failed read, or a keeper that runs holds the limit
 	}
-	again, err := p.describe(ctx, queue) // read again: a keeper may have cleared it and ended since
-	if err != nil || again.GetRateLimit() == nil || again.GetMetadata().GetReason() != reason {
+	again, err := p.describe(ctx, queue, false) // read again: a keeper may have cleared it and ended since
+	if now := again.GetConfig().GetQueueRateLimit(); err != nil || now.GetRateLimit() == nil || now.GetMetadata().GetReason() != reason {
 		return err
 	}
 	return p.tell(ctx, PaceOrder{Queue: queue, Want: want, What: "a limit no keeper held", Orphan: reason})
@@ -173,7 +235,8 @@ func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
 // PaceQueue carries out a keeper's decision after reading the queue: never on a failed read (the error retries), never
 // over an operator's limit, and a raise (a ramp's step, the clear) only over the limit the keeper wrote last.
 func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
-	limit, err := a.Pace.describe(ctx, w.Queue)
+	q, err := a.Pace.describe(ctx, w.Queue, false)
+	limit := q.GetConfig().GetQueueRateLimit()
 	if err != nil {
 		return err
 	}
@@ -190,13 +253,14 @@ func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
 	return a.Pace.set(ctx, w)
 }
 
-func (p *Pacer) describe(ctx context.Context, queue string) (*taskqueuepb.RateLimitConfig, error) {
+// describe reads queue's limit and pollers, and with stats its backlog.
+func (p *Pacer) describe(ctx context.Context, queue string, stats bool) (*workflowservice.DescribeTaskQueueResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := p.Service.DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: p.Namespace,
 		TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
-		ReportConfig: true})
-	return resp.GetConfig().GetQueueRateLimit(), err
+		ReportConfig: true, ReportStats: stats})
+	return resp, err
 }
 
 // set gives the queue w's limit; a limit without a rate clears it (the server's worker-set rate applies again).

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -31,7 +32,9 @@ type fakeServer struct {
 	signals   []*workflowservice.SignalWithStartWorkflowExecutionRequest
 	readErr   error
 	afterRead func(queue string)
-	keepers   map[string]bool // the workflow IDs of the keepers running
+	keepers   map[string]bool     // the workflow IDs of the keepers running
+	pollers   map[string][]string // queue → the identities of the workers polling it
+	backlog   map[string]int64    // queue → its tasks waiting
 }
 
 func newFakeServer() *fakeServer {
@@ -54,11 +57,16 @@ func (f *fakeServer) DescribeTaskQueue(_ context.Context, r *workflowservice.Des
 	}
 	f.mu.Lock()
 	limit := f.limits[r.GetTaskQueue().GetName()]
+	resp := &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: limit},
+		Stats: &taskqueuepb.TaskQueueStats{ApproximateBacklogCount: f.backlog[r.GetTaskQueue().GetName()]}}
+	for _, id := range f.pollers[r.GetTaskQueue().GetName()] {
+		resp.Pollers = append(resp.Pollers, &taskqueuepb.PollerInfo{Identity: id})
+	}
 	f.mu.Unlock()
 	if f.afterRead != nil {
 		f.afterRead(r.GetTaskQueue().GetName())
 	}
-	return &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: limit}}, nil
+	return resp, nil
 }
 
 func (f *fakeServer) UpdateTaskQueueConfig(_ context.Context, r *workflowservice.UpdateTaskQueueConfigRequest, _ ...grpc.CallOption) (*workflowservice.UpdateTaskQueueConfigResponse, error) {
@@ -291,5 +299,86 @@ func TestARefusalDuringAReadStaysPaced(t *testing.T) {
 	}
 	if keepOnce(p); p.Queue("a", SubmitQueue) != queueA {
 		t.Fatal("the read that began before the refusal unpaced the queue")
+	}
+}
+
+// laneRate is the rate of p's lane of queue (0: none open).
+func laneRate(p *Pacer, queue string) float64 {
+	if l, ok := p.lanes.Load(queue); ok {
+		return float64(l.(*rate.Limiter).Limit())
+	}
+	return 0
+}
+
+// A worker's lane of a configured submit queue opens on the third read listing it among the queue's pollers (the
+// other workers, reading as often, count it by then), takes the rate split among the workers listed, admits one
+// Submit at a time at that rate, is shut by the first Submit it has no room for until a read reopens it, and by a
+// read that does not list the worker, a backlog on the queue, a limit or a failed read.
+func TestLaneOpensOnceTheWorkerIsListedAndTakesItsShare(t *testing.T) {
+	f := newFakeServer()
+	f.pollers = map[string][]string{queueA: {"w1", "w2", "w1"}, ProviderQueue("q", "a", ResultsQueue): {"w1"}}
+	f.backlog = map[string]int64{}
+	p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: 40, Results: 40}}}
+	for read := 1; read <= 3; read++ {
+		if keepOnce(p); read < 3 && p.Lane(queueA) {
+			t.Fatalf("the lane opened on read %d", read)
+		}
+	}
+	if got := laneRate(p, queueA); got != 40/2 {
+		t.Fatalf("the lane's rate is %g, want 40 split between two workers", got)
+	}
+	if !p.Lane(queueA) || p.Lane(queueA) || laneRate(p, queueA) != 0 {
+		t.Fatal("an open lane admits one Submit; the next, finding no room, shuts it")
+	}
+	if keepOnce(p); laneRate(p, queueA) != 20 || laneRate(p, ProviderQueue("q", "a", ResultsQueue)) != 0 {
+		t.Fatal("a read reopens the submit queue's lane, and gives a results queue none")
+	}
+	shut := map[string]func(){
+		"a read not listing the worker": func() { f.pollers[queueA] = []string{"w2"} },
+		"a backlog on the queue":        func() { f.backlog[queueA] = 1 },
+		"a limit in force": func() {
+			f.limits[queueA] = limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 5}, "incident 42", time.Now())
+		},
+		"a failed read": func() { f.readErr = errors.New("frontend busy") },
+	}
+	for name, change := range shut {
+		f.pollers[queueA], f.limits[queueA], f.readErr, f.backlog[queueA] = []string{"w1"}, nil, nil, 0
+		for range 3 {
+			keepOnce(p)
+		}
+		if laneRate(p, queueA) != 40 {
+			t.Fatalf("before %s: the lane's rate is %g, want the whole rate of the only worker", name, laneRate(p, queueA))
+		}
+		change()
+		if keepOnce(p); laneRate(p, queueA) != 0 {
+			t.Errorf("%s left the lane open", name)
+		}
+	}
+}
+
+// A retried Submit that ran off its account's paced queue takes room in its worker's lane, or fails non-retryable (the
+// workflow submits again, to the queue): before a lane opens, once it is spent, and once a refusal shut it. On the
+// queue, or for an account nothing paces, retries are as they were.
+func TestRetriesOffTheQueueTakeTheLanesRoomOrGoBack(t *testing.T) {
+	f := newFakeServer()
+	f.pollers = map[string][]string{queueA: {"w1"}}
+	p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: 0.01}, "b": {}}}
+	spent := func(err error) bool {
+		appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+		return ok && appErr.Type() == FailureLaneSpent && appErr.NonRetryable()
+	}
+	if !spent(p.retryOffLane("a", "q")) || p.retryOffLane("b", "q") != nil || p.retryOffLane("a", queueA) != nil {
+		t.Fatal("before any lane opened, a retry off a paced account's queue goes back; others run")
+	}
+	for range 3 {
+		keepOnce(p)
+	}
+	if p.retryOffLane("a", "q") != nil || !spent(p.retryOffLane("a", "q")) {
+		t.Fatal("a retry off the queue takes the open lane's room; the next finds none")
+	}
+	keepOnce(p)
+	_ = p.Refused(context.Background(), "a", SubmitQueue, "MAX_USER_TURN", time.Second)
+	if laneRate(p, queueA) != 0 || !spent(p.retryOffLane("a", "q")) {
+		t.Fatal("a refusal left the lane open")
 	}
 }

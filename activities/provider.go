@@ -81,6 +81,11 @@ func (a *Activities) provider(name string) (*providers.Provider, error) {
 
 // Submit tries the candidates whose circuit lets it through: a refusal that opens it moves on, a lost answer never.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
+	if info := activity.GetInfo(ctx); info.Attempt > 1 { // a retry on the task's own queue is paced too
+		if err := a.Pace.retryOffLane(req.Provider, info.TaskQueue); err != nil {
+			return SubmitResult{}, err
+		}
+	}
 	var going atomic.Pointer[LostDetails]
 	defer keepAlive(ctx, &going)()
 	set := a.set()

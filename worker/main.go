@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -197,7 +198,7 @@ func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, o
 	}
 	host, _ := os.Hostname()
 	acts.Pace = &activities.Pacer{Service: c.WorkflowService(), Namespace: opts.Namespace, TaskQueue: cfg.TaskQueue,
-		Identity: cmp.Or(opts.Identity, fmt.Sprintf("%d@%s", os.Getpid(), host)), Rates: rates}
+		Identity: cmp.Or(opts.Identity, fmt.Sprintf("%d@%s@%x", os.Getpid(), host, rand.Uint32())), Rates: rates} // one per worker: its lanes count them
 	return acts.Pace
 }
 
@@ -208,7 +209,7 @@ func providerWorkers(c client.Client, cfg config.Worker, acts *activities.Activi
 		for kind, rate := range activities.QueueRates(r) {
 			w := worker.New(c, activities.ProviderQueue(cfg.TaskQueue, name, kind), worker.Options{DisableWorkflowWorker: true,
 				MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities, TaskQueueActivitiesPerSecond: rate,
-				WorkerStopTimeout: cfg.ShutdownTimeout})
+				WorkerStopTimeout: cfg.ShutdownTimeout, Identity: acts.Pace.Identity}) // the identity its lanes look for
 			// Named Submit or Poll, as SolveCaptcha schedules them.
 			w.RegisterActivity(map[string]any{activities.SubmitQueue: acts.Submit, activities.ResultsQueue: acts.Poll}[kind])
 			ws = append(ws, w)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
@@ -54,6 +55,8 @@ type paceModel struct {
 	notStarted    map[string]int             // activities not started, by type
 	wentElsewhere int                        // Submits that went to another provider after one was not started
 	rates         map[string]providers.Rates // the accounts' configured rates (none: not paced), by provider name
+	lanes         bool                       // the worker keeps lanes of its configured submit queues
+	laneSubmits   int                        // Submit attempts at a configured account that ran on the task's own queue
 }
 
 // drawPace draws from its own stream (the seed's other draws stay what they were): half the schedules draw refusal
@@ -94,6 +97,7 @@ func (s *schedule) drawPace(seed uint64) {
 		}
 	}
 	s.drawRates(rng)
+	p.lanes = rng.IntN(2) == 0
 }
 
 // drawRates paces each account's submits and results or not (a third of the schedules pace nothing, as a provider
@@ -118,17 +122,26 @@ func (s *schedule) queueFor(provider, kind string) string {
 }
 
 // onItsQueue: a request of kind to provider ran on queue as its pacing allows: a configured account's on its paced
-// queue; an unconfigured one's on the task's own, or on its paced queue once a refusal made the worker pace it.
+// queue (a Submit also on the task's own, through its worker's lane); an unconfigured one's on the task's own, or on
+// its paced queue once a refusal made the worker pace it.
 func (s *schedule) onItsQueue(provider, kind, queue string) bool {
 	if activities.QueueRates(s.pace.rates[cmp.Or(provider, activities.SingleProvider)])[kind] > 0 {
-		return queue == s.queueFor(provider, kind)
+		return queue == s.queueFor(provider, kind) || s.pace.lanes && kind == activities.SubmitQueue && queue == taskQueueOfTestEnv
 	}
 	return queue == taskQueueOfTestEnv || queue == s.queueFor(provider, kind) && s.settings.Pacing.Queue(provider, kind) != ""
 }
 
-// pacer is the worker's Pacer, its queue configs on the fake server.
+// pacer is the worker's Pacer, its queue configs on the fake server; with lanes, its reads that open them done (the
+// lane's room is real time's: a schedule's first Submits take it, the others go to their queue).
 func (s *schedule) pacer() *activities.Pacer {
-	return &activities.Pacer{Service: s.pace.queues, Namespace: "default", TaskQueue: taskQueueOfTestEnv, Rates: s.pace.rates}
+	p := &activities.Pacer{Service: s.pace.queues, Namespace: "default", TaskQueue: taskQueueOfTestEnv, Rates: s.pace.rates,
+		Identity: "model-worker"}
+	read, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		p.Keep(read, time.Hour, func(queue string, err error) { s.fail("lanes-open", "reading %s: %v", queue, err) })
+	}
+	return p
 }
 
 // refusal is the rate refusal p answers now (s.mu held) to a request of kind ("": none, p is not in a burst); it is
@@ -167,6 +180,14 @@ type fakeQueueConfigs struct {
 	s       *schedule
 	mu      sync.Mutex
 	signals []activities.PaceOrder
+}
+
+// DescribeTaskQueue answers no limit and, with lanes, the one worker polling.
+func (f *fakeQueueConfigs) DescribeTaskQueue(context.Context, *workflowservice.DescribeTaskQueueRequest, ...grpc.CallOption) (*workflowservice.DescribeTaskQueueResponse, error) {
+	if !f.s.pace.lanes {
+		return &workflowservice.DescribeTaskQueueResponse{}, nil
+	}
+	return &workflowservice.DescribeTaskQueueResponse{Pollers: []*taskqueuepb.PollerInfo{{Identity: "model-worker"}}}, nil
 }
 
 func (f *fakeQueueConfigs) SignalWithStartWorkflowExecution(_ context.Context, r *workflowservice.SignalWithStartWorkflowExecutionRequest, _ ...grpc.CallOption) (*workflowservice.SignalWithStartWorkflowExecutionResponse, error) {
@@ -252,6 +273,9 @@ func (m *model) checkSubmitQueue(queue string, req activities.SubmitRequest) {
 		m.fail("submit-pinned-to-its-queue", "%s: Submit %d naming provider %q ran on %s, not %s", m.wid, req.Submission, req.Provider, queue, want)
 	}
 	m.submitQueues[req.Submission] = queue
+	if queue == taskQueueOfTestEnv && activities.QueueRates(m.pace.rates[cmp.Or(req.Provider, activities.SingleProvider)])[activities.SubmitQueue] > 0 {
+		m.pace.laneSubmits++
+	}
 }
 
 // checkRequestQueue: a task-creating request to a paced account runs on its submit queue: never on another's.
@@ -416,6 +440,7 @@ func (s *schedule) coverPace(covered map[string]int) {
 		covered["not-started:"+typ] += n
 	}
 	covered["unserved-went-elsewhere"] += s.pace.wentElsewhere
+	covered["lane-submits"] += s.pace.laneSubmits
 }
 
 // movedOn runs the activity; a pinned Submit the worker turned away (ProviderMoved: its circuit for the pin is open)

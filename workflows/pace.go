@@ -60,9 +60,10 @@ func (s *solver) pin(ctx workflow.Context) (t activities.SlotTicket, err error) 
 	return t, err
 }
 
-// onQueue runs an activity on queue ("": the task's own) within queueWait, callers served fairly, at priority (0: FIFO).
+// onQueue runs an activity on queue ("": the task's own, as is a Submit its worker's lane admits) within queueWait,
+// callers served fairly, at priority (0: FIFO). A replay schedules nothing: it takes no room in a lane.
 func (s *solver) onQueue(ctx workflow.Context, queue string, priority int) workflow.Context {
-	if queue == "" {
+	if queue == "" || !workflow.IsReplaying(ctx) && s.settings.Pacing.Lane(queue) {
 		return ctx
 	}
 	ctx = workflow.WithScheduleToStartTimeout(workflow.WithTaskQueue(ctx, queue), min(queueWait, max(s.remaining(ctx), time.Second)))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -70,6 +71,50 @@ func (s *SolveCaptchaSuite) TestUnpacedTaskPaysNothingForPacing() {
 		s.env.OnActivity(activities.AcquireSlotName, mock.Anything, mock.Anything).Return(activities.SlotTicket{}, nil).Never()
 		s.Equal(testTaskQueue, s.submitQueue(), "providers %v", names)
 	}
+}
+
+// lanePacer paces CAPTCHAAI_*'s account at a rate whose lane admits one Submit, its lane open.
+func lanePacer() *activities.Pacer {
+	pacer := &activities.Pacer{Service: &keptServer{pollers: []*taskqueuepb.PollerInfo{{Identity: "w"}}}, TaskQueue: testTaskQueue,
+		Identity: "w", Rates: map[string]providers.Rates{activities.SingleProvider: {Submits: 0.001}}}
+	read, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 { // the reads that open the lane
+		pacer.Keep(read, time.Hour, func(string, error) {})
+	}
+	return pacer
+}
+
+// A paced account's Submit that its worker's lane admits runs on the task's own queue (no matching, as an unpaced
+// one); once the lane is spent, on the account's queue.
+func (s *SolveCaptchaSuite) TestALaneAdmitsTheSubmitOnTheTasksOwnQueue() {
+	pacer := lanePacer()
+	for _, want := range []string{testTaskQueue, testTaskQueue + "@captchaai/submit"} {
+		s.env = s.NewTestWorkflowEnvironment()
+		Register(s.env, &activities.Activities{}, Settings{Pacing: pacer})
+		s.Equal(want, s.submitQueue())
+	}
+}
+
+// A retried Submit that found no room in its worker's lane comes back (nothing was sent) and is submitted again,
+// uncounted, on the account's queue.
+func (s *SolveCaptchaSuite) TestASubmitOffItsLaneIsSubmittedAgainOnTheQueue() {
+	s.env = s.NewTestWorkflowEnvironment()
+	Register(s.env, &activities.Activities{}, Settings{Pacing: lanePacer()})
+	var queues []string
+	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
+			if queues = append(queues, activity.GetInfo(ctx).TaskQueue); len(queues) == 1 {
+				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("no room", activities.FailureLaneSpent, nil)
+			}
+			return activities.SubmitResult{ProviderTaskID: "t-1", Code: "CODE"}, nil
+		}).Twice()
+	s.env.ExecuteWorkflow(captchaflow.WorkflowType, recaptcha())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var res captchaflow.Result
+	s.Require().NoError(s.env.GetWorkflowResult(&res))
+	s.Equal(1, res.Submits)
+	s.Equal([]string{testTaskQueue, testTaskQueue + "@captchaai/submit"}, queues)
 }
 
 // With several providers of which one is paced, the task pins each submission's provider (recorded behind the marker)

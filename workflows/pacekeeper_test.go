@@ -33,6 +33,7 @@ type keptServer struct {
 	failing bool
 	writes  []string // "at rate reason"; rate -1: cleared
 	reads   int
+	pollers []*taskqueuepb.PollerInfo
 }
 
 func (f *keptServer) DescribeTaskQueue(context.Context, *workflowservice.DescribeTaskQueueRequest, ...grpc.CallOption) (*workflowservice.DescribeTaskQueueResponse, error) {
@@ -41,7 +42,7 @@ func (f *keptServer) DescribeTaskQueue(context.Context, *workflowservice.Describ
 	if f.reads++; f.failing {
 		return nil, errors.New("frontend busy")
 	}
-	return &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: f.limit}}, nil
+	return &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: f.limit}, Pollers: f.pollers}, nil
 }
 
 func (f *keptServer) UpdateTaskQueueConfig(_ context.Context, r *workflowservice.UpdateTaskQueueConfigRequest, _ ...grpc.CallOption) (*workflowservice.UpdateTaskQueueConfigResponse, error) {

@@ -317,6 +317,8 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 		return outcome{kind: outBalance} // nothing was submitted: admit again, at the provider Submit moves to
 	case captchaflow.FailureType(err) == activities.FailureProviderUnsupported:
 		return s.unsupported(ctx, err)
+	case captchaflow.FailureType(err) == activities.FailureLaneSpent:
+		return outcome{kind: outBalance} // nothing was sent: submitted again, on the account's queue while the lane is shut
 	}
 	o := s.classify(err)
 	if o.kind == outResubmit { // a refused request is a submission all the same, and the next one must back off
