@@ -107,6 +107,26 @@ func (s *ActivitiesSuite) TestSubmitGivesProviderTheTokenedCallbackURL() {
 		callbackauth.Submission{RunID: u.Query().Get("r"), N: 1}, "callback-secret-value"))
 }
 
+// A Submit its worker's lane admitted takes the lane's room as it goes: with none (spent, or the lane shut since the
+// workflow looked), it sends nothing and comes back non-retryable, for the workflow to submit it again on the queue.
+func (s *ActivitiesSuite) TestALaneSubmitWithNoRoomSendsNothing() {
+	f := newFakeServer()
+	f.pollers = map[string][]string{queueA: {"w"}}
+	s.acts.Pace = &Pacer{Service: f, TaskQueue: "q", Identity: "w", Rates: map[string]providers.Rates{"a": {Submits: 0.01}}}
+	for range 3 {
+		keepOnce(s.acts.Pace)
+	}
+	req := SubmitRequest{Method: "userrecaptcha", Params: map[string]string{"a": "b"}, RunID: "run-1", Submission: 1, Lane: queueA}
+	_, err := s.env.ExecuteActivity(s.acts.Submit, req)
+	s.Require().NoError(err)
+	_, err = s.env.ExecuteActivity(s.acts.Submit, req)
+	appErr, ok := errors.AsType[*temporal.ApplicationError](err)
+	s.Require().True(ok, "%v", err)
+	s.Equal(FailureLaneSpent, appErr.Type())
+	s.True(appErr.NonRetryable())
+	s.Len(s.provider.pingbacks, 1, "the provider got the second Submit")
+}
+
 // TestSubmitHandsBackTheWorkersCallbackTimeoutForTheMethod: CALLBACK_TIMEOUT_BY_METHOD reaches the workflow in
 // Submit's result, for the method submitted only.
 func (s *ActivitiesSuite) TestSubmitHandsBackTheWorkersCallbackTimeoutForTheMethod() {

@@ -30,7 +30,7 @@ const (
 	MetricRateRefusals = "captchaflow_provider_rate_refusals_total" // MAX_USER_TURN, 429…: each pauses the account's queue
 	PaceWorkflowType   = "PaceKeeper"                               // a queue's keeper, the one writer of our limits on it
 	PaceRefusedSignal  = "refused"
-	FailureLaneSpent   = "PaceLaneSpent"  // a retried Submit off its account's queue found no room in its lane: nothing sent
+	FailureLaneSpent   = "PaceLaneSpent"  // a lane's Submit found no room in it as it went: nothing sent
 	FailureSuperseded  = "PaceSuperseded" // the queue's limit is not the keeper's: it is left in force, the keeper ends
 	PausedFor          = pacePrefix + "paused for "
 	PaceRamping        = pacePrefix + "ramping at "
@@ -84,41 +84,58 @@ type Pacer struct {
 	Rates     map[string]providers.Rates // by provider name (SingleProvider without PROVIDERS_FILE)
 	refused   sync.Map                   // queue → the time.Time of this worker's latest refusal there
 	limited   sync.Map                   // queue → whether a limit was in force as this worker last saw it
-	lanes     sync.Map                   // submit queue → this worker's *rate.Limiter for Submits that skip it
+	lanes     sync.Map                   // submit queue → this worker's lane for Submits that skip it
 	seen      map[string]int             // submit queue → Keep's reads in a row that listed this worker among its pollers
+	mu        sync.Mutex                 // a read's notes against a refusal's
 }
 
-// Lane tells whether a Submit for queue may run on the task's own queue now, where the server hands it to the worker
-// with the workflow task's reply instead of matching it: this worker's lane, its share of the account's rate, has
-// room. A Submit that finds none shuts the lane (the queue paces this worker's Submits) until a read finds no backlog.
+// LaneShare is the part of a configured submit rate that its workers' lanes take, split evenly among them; the
+// server paces the rest on the queue, so lanes and queue together stay within the rate, a burst's first Submits aside
+// (laneAhead). A larger share serves more of a steady load from the lanes, and leaves less of the rate to a burst.
+const LaneShare = 0.25
+
+// laneFresh is how long a read sizes a lane for: the worker counts of the reads after it may change its share.
+// laneAhead is how far ahead of its rate a lane's bucket lets it run (at least one Submit): tasks scheduled together
+// find room, and all lanes together run ahead by a tenth of a second of their share.
+const (
+	laneFresh = 10 * time.Second
+	laneAhead = 100 * time.Millisecond
+)
+
+// lane is a worker's share of a submit queue's rate, as a read sized it at.
+type lane struct {
+	*rate.Limiter
+	at time.Time
+}
+
+// Lane tells whether a Submit for queue may run on the task's own queue now (handed to the worker with the workflow
+// task's reply instead of matched on queue): this worker's lane has room; the Submit takes it as it runs.
 //
 //workflowcheck:ignore
 func (p *Pacer) Lane(queue string) bool {
+	l, open := p.openLaneOf(queue)
+	return open && l.Tokens() >= 1
+}
+
+// takeLane takes room in this worker's lane of queue for a request about to go.
+func (p *Pacer) takeLane(queue string) bool {
+	l, open := p.openLaneOf(queue)
+	return open && l.Allow()
+}
+
+func (p *Pacer) openLaneOf(queue string) (lane, bool) {
 	if p == nil {
-		return false
+		return lane{}, false
 	}
-	if l, open := p.lanes.Load(queue); open && l.(*rate.Limiter).Allow() {
-		return true
+	l, open := p.lanes.Load(queue)
+	if !open || time.Since(l.(lane).at) > laneFresh {
+		return lane{}, false
 	}
-	p.lanes.Delete(queue)
-	return false
+	return l.(lane), true
 }
 
-// retryOffLane refuses a retried Submit to provider that runs off its account's paced queue (a lane's, or one
-// scheduled before a refusal paced the account) unless the lane has room: the workflow submits it again, to the
-// queue while the lane is shut; nothing was sent.
-func (p *Pacer) retryOffLane(provider, ranOn string) error {
-	if queue := p.Queue(provider, SubmitQueue); queue == "" || queue == ranOn || p.Lane(queue) {
-		return nil
-	}
-	return temporal.NewNonRetryableApplicationError("no room in this worker's lane of the account's rate: submitted again",
-		FailureLaneSpent, nil)
-}
-
-// openLane sizes this worker's lane of a configured submit queue (shut: none), the rate split evenly among the workers
-// the queue lists: open once this worker has seen itself there three reads in a row (the others, reading as often,
-// count it by then) while the queue has no backlog; so lanes and queue together stay within the rate but for one
-// Submit a lane as a burst begins.
+// openLane sizes this worker's lane of a configured submit queue (shut: none) from the workers the queue lists: open
+// once this worker has seen itself there three reads in a row (the others, reading as often, count it by then).
 func (p *Pacer) openLane(queue string, want float64, shut bool, q *workflowservice.DescribeTaskQueueResponse) {
 	workers := map[string]bool{}
 	for _, poller := range q.GetPollers() {
@@ -128,16 +145,20 @@ func (p *Pacer) openLane(queue string, want float64, shut bool, q *workflowservi
 		p.seen = map[string]int{}
 	}
 	p.seen[queue] = map[bool]int{true: p.seen[queue] + 1}[workers[p.Identity]]
-	if shut || p.seen[queue] < 3 || q.GetStats().GetApproximateBacklogCount() > 0 {
+	if shut || p.seen[queue] < 3 {
 		p.lanes.Delete(queue)
 		return
 	}
-	share := rate.Limit(want / float64(len(workers)))
-	if l, ok := p.lanes.Load(queue); ok {
-		l.(*rate.Limiter).SetLimit(share)
-	} else {
-		p.lanes.Store(queue, rate.NewLimiter(share, 1))
+	share := want * LaneShare / float64(len(workers))
+	bucket := max(1, int(share*laneAhead.Seconds()))
+	l, ok := p.lanes.Load(queue)
+	if !ok {
+		p.lanes.Store(queue, lane{rate.NewLimiter(rate.Limit(share), bucket), time.Now()})
+		return
 	}
+	l.(lane).SetLimit(rate.Limit(share)) // kept: its room is what was taken, not refilled by a read
+	l.(lane).SetBurst(bucket)
+	p.lanes.Store(queue, lane{l.(lane).Limiter, time.Now()})
 }
 
 // Queue is where provider's requests of kind should run now: its paced queue while the account is paced (a configured
@@ -156,9 +177,12 @@ func (p *Pacer) Queue(provider, kind string) string {
 // Refused tells the keeper of provider's kind queue (starting it) of a refusal barring wait; it alone writes the pause.
 func (p *Pacer) Refused(ctx context.Context, provider, kind, what string, wait time.Duration) error {
 	queue := ProviderQueue(p.TaskQueue, provider, kind)
+	p.mu.Lock()
+	last, ok := p.refused.Swap(queue, time.Now())
 	p.limited.Store(queue, true) // this worker's next requests go to the paced queue at once
 	p.lanes.Delete(queue)
-	if last, ok := p.refused.Swap(queue, time.Now()); ok && time.Since(last.(time.Time)) < time.Second {
+	p.mu.Unlock()
+	if ok && time.Since(last.(time.Time)) < time.Second {
 		return nil // this worker told the keeper just now: the refusals of one burst make one signal
 	}
 	return p.tell(ctx, PaceOrder{Queue: queue, What: what, Want: QueueRates(p.Rates[cmp.Or(provider, SingleProvider)])[kind],
@@ -203,18 +227,20 @@ func (p *Pacer) Keep(ctx context.Context, every time.Duration, warn func(queue s
 // hands a limit of captchaflow's that no keeper holds (its keeper terminated, or one an earlier release wrote) to a
 // keeper to ramp back.
 func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
-	asked, laned := time.Now(), want > 0 && strings.HasSuffix(queue, "/"+SubmitQueue)
-	q, err := p.describe(ctx, queue, laned)
+	asked := time.Now()
+	q, err := p.describe(ctx, queue)
 	limit := q.GetConfig().GetQueueRateLimit()
 	if err != nil {
 		p.lanes.Delete(queue) // the queue's limit and workers unknown: the server paces every Submit
 		return err
 	}
+	p.mu.Lock() // a refusal since the read began outranks its answer
 	if last, ok := p.refused.Load(queue); limit.GetRateLimit() != nil || !ok || last.(time.Time).Before(asked) {
-		p.limited.Store(queue, limit.GetRateLimit() != nil) // a refusal since the read began outranks its answer
+		p.limited.Store(queue, limit.GetRateLimit() != nil)
 	}
 	limited, _ := p.limited.Load(queue)
-	p.openLane(queue, want, limited == true || !laned, q)
+	p.openLane(queue, want, limited == true || want <= 0 || !strings.HasSuffix(queue, "/"+SubmitQueue), q)
+	p.mu.Unlock()
 	reason := limit.GetMetadata().GetReason()
 	if limit.GetRateLimit() == nil || !strings.HasPrefix(reason, pacePrefix) {
 		return nil
@@ -225,7 +251,7 @@ func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
 		keeper.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return err // a failed read, or a keeper that runs holds the limit
 	}
-	again, err := p.describe(ctx, queue, false) // read again: a keeper may have cleared it and ended since
+	again, err := p.describe(ctx, queue) // read again: a keeper may have cleared it and ended since
 	if now := again.GetConfig().GetQueueRateLimit(); err != nil || now.GetRateLimit() == nil || now.GetMetadata().GetReason() != reason {
 		return err
 	}
@@ -235,7 +261,7 @@ func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
 // PaceQueue carries out a keeper's decision after reading the queue: never on a failed read (the error retries), never
 // over an operator's limit, and a raise (a ramp's step, the clear) only over the limit the keeper wrote last.
 func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
-	q, err := a.Pace.describe(ctx, w.Queue, false)
+	q, err := a.Pace.describe(ctx, w.Queue)
 	limit := q.GetConfig().GetQueueRateLimit()
 	if err != nil {
 		return err
@@ -253,13 +279,13 @@ func (a *Activities) PaceQueue(ctx context.Context, w PaceWrite) error {
 	return a.Pace.set(ctx, w)
 }
 
-// describe reads queue's limit and pollers, and with stats its backlog.
-func (p *Pacer) describe(ctx context.Context, queue string, stats bool) (*workflowservice.DescribeTaskQueueResponse, error) {
+// describe reads queue's limit and pollers.
+func (p *Pacer) describe(ctx context.Context, queue string) (*workflowservice.DescribeTaskQueueResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := p.Service.DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: p.Namespace,
 		TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enumspb.TASK_QUEUE_TYPE_ACTIVITY,
-		ReportConfig: true, ReportStats: stats})
+		ReportConfig: true})
 	return resp, err
 }
 

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -34,7 +33,6 @@ type fakeServer struct {
 	afterRead func(queue string)
 	keepers   map[string]bool     // the workflow IDs of the keepers running
 	pollers   map[string][]string // queue → the identities of the workers polling it
-	backlog   map[string]int64    // queue → its tasks waiting
 }
 
 func newFakeServer() *fakeServer {
@@ -57,8 +55,7 @@ func (f *fakeServer) DescribeTaskQueue(_ context.Context, r *workflowservice.Des
 	}
 	f.mu.Lock()
 	limit := f.limits[r.GetTaskQueue().GetName()]
-	resp := &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: limit},
-		Stats: &taskqueuepb.TaskQueueStats{ApproximateBacklogCount: f.backlog[r.GetTaskQueue().GetName()]}}
+	resp := &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: limit}}
 	for _, id := range f.pollers[r.GetTaskQueue().GetName()] {
 		resp.Pollers = append(resp.Pollers, &taskqueuepb.PollerInfo{Identity: id})
 	}
@@ -304,81 +301,95 @@ func TestARefusalDuringAReadStaysPaced(t *testing.T) {
 
 // laneRate is the rate of p's lane of queue (0: none open).
 func laneRate(p *Pacer, queue string) float64 {
-	if l, ok := p.lanes.Load(queue); ok {
-		return float64(l.(*rate.Limiter).Limit())
+	if l, open := p.openLaneOf(queue); open {
+		return float64(l.Limit())
 	}
 	return 0
 }
 
 // A worker's lane of a configured submit queue opens on the third read listing it among the queue's pollers (the
-// other workers, reading as often, count it by then), takes the rate split among the workers listed, admits one
-// Submit at a time at that rate, is shut by the first Submit it has no room for until a read reopens it, and by a
-// read that does not list the worker, a backlog on the queue, a limit or a failed read.
+// other workers, reading as often, count it by then), takes LaneShare of the rate split among the workers listed, has
+// room for one Submit at a time at that rate (which a Submit takes as it goes), and is shut by a read that does not
+// list the worker, a limit, a failed read, or no read for laneFresh.
 func TestLaneOpensOnceTheWorkerIsListedAndTakesItsShare(t *testing.T) {
 	f := newFakeServer()
 	f.pollers = map[string][]string{queueA: {"w1", "w2", "w1"}, ProviderQueue("q", "a", ResultsQueue): {"w1"}}
-	f.backlog = map[string]int64{}
 	p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: 40, Results: 40}}}
 	for read := 1; read <= 3; read++ {
 		if keepOnce(p); read < 3 && p.Lane(queueA) {
 			t.Fatalf("the lane opened on read %d", read)
 		}
 	}
-	if got := laneRate(p, queueA); got != 40/2 {
-		t.Fatalf("the lane's rate is %g, want 40 split between two workers", got)
+	if got := laneRate(p, queueA); got != 40*LaneShare/2 {
+		t.Fatalf("the lane's rate is %g, want a quarter of 40 split between two workers", got)
 	}
-	if !p.Lane(queueA) || p.Lane(queueA) || laneRate(p, queueA) != 0 {
-		t.Fatal("an open lane admits one Submit; the next, finding no room, shuts it")
+	if !p.Lane(queueA) || !p.takeLane(queueA) || p.Lane(queueA) || p.takeLane(queueA) {
+		t.Fatal("an open lane has room for one Submit, which takes it; then none until its interval")
 	}
-	if keepOnce(p); laneRate(p, queueA) != 20 || laneRate(p, ProviderQueue("q", "a", ResultsQueue)) != 0 {
-		t.Fatal("a read reopens the submit queue's lane, and gives a results queue none")
+	if keepOnce(p); p.Lane(queueA) || laneRate(p, ProviderQueue("q", "a", ResultsQueue)) != 0 {
+		t.Fatal("a read refilled the lane, or gave a results queue one")
 	}
 	shut := map[string]func(){
 		"a read not listing the worker": func() { f.pollers[queueA] = []string{"w2"} },
-		"a backlog on the queue":        func() { f.backlog[queueA] = 1 },
 		"a limit in force": func() {
 			f.limits[queueA] = limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 5}, "incident 42", time.Now())
 		},
 		"a failed read": func() { f.readErr = errors.New("frontend busy") },
+		"no read for laneFresh": func() {
+			l, _ := p.lanes.Load(queueA)
+			p.lanes.Store(queueA, lane{l.(lane).Limiter, time.Now().Add(-laneFresh - time.Second)})
+		},
 	}
 	for name, change := range shut {
-		f.pollers[queueA], f.limits[queueA], f.readErr, f.backlog[queueA] = []string{"w1"}, nil, nil, 0
+		f.pollers[queueA], f.limits[queueA], f.readErr = []string{"w1"}, nil, nil
 		for range 3 {
 			keepOnce(p)
 		}
-		if laneRate(p, queueA) != 40 {
-			t.Fatalf("before %s: the lane's rate is %g, want the whole rate of the only worker", name, laneRate(p, queueA))
+		if laneRate(p, queueA) != 40*LaneShare {
+			t.Fatalf("before %s: the lane's rate is %g, want the whole share of the only worker", name, laneRate(p, queueA))
 		}
-		change()
-		if keepOnce(p); laneRate(p, queueA) != 0 {
+		if change(); name != "no read for laneFresh" {
+			keepOnce(p)
+		}
+		if laneRate(p, queueA) != 0 || p.takeLane(queueA) {
 			t.Errorf("%s left the lane open", name)
 		}
 	}
 }
 
-// A retried Submit that ran off its account's paced queue takes room in its worker's lane, or fails non-retryable (the
-// workflow submits again, to the queue): before a lane opens, once it is spent, and once a refusal shut it. On the
-// queue, or for an account nothing paces, retries are as they were.
-func TestRetriesOffTheQueueTakeTheLanesRoomOrGoBack(t *testing.T) {
+// A refusal shuts the worker's lane at once: its next Submits go to the queue the keeper pauses.
+func TestARefusalShutsTheLane(t *testing.T) {
 	f := newFakeServer()
 	f.pollers = map[string][]string{queueA: {"w1"}}
-	p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: 0.01}, "b": {}}}
-	spent := func(err error) bool {
-		appErr, ok := errors.AsType[*temporal.ApplicationError](err)
-		return ok && appErr.Type() == FailureLaneSpent && appErr.NonRetryable()
-	}
-	if !spent(p.retryOffLane("a", "q")) || p.retryOffLane("b", "q") != nil || p.retryOffLane("a", queueA) != nil {
-		t.Fatal("before any lane opened, a retry off a paced account's queue goes back; others run")
-	}
+	p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: 13}}}
 	for range 3 {
 		keepOnce(p)
 	}
-	if p.retryOffLane("a", "q") != nil || !spent(p.retryOffLane("a", "q")) {
-		t.Fatal("a retry off the queue takes the open lane's room; the next finds none")
+	if !p.Lane(queueA) {
+		t.Fatal("the lane did not open")
 	}
-	keepOnce(p)
 	_ = p.Refused(context.Background(), "a", SubmitQueue, "MAX_USER_TURN", time.Second)
-	if laneRate(p, queueA) != 0 || !spent(p.retryOffLane("a", "q")) {
+	if p.Lane(queueA) || p.takeLane(queueA) || p.Queue("a", SubmitQueue) != queueA {
 		t.Fatal("a refusal left the lane open")
+	}
+}
+
+// A lane's bucket holds a tenth of a second of its share (at least one Submit): tasks scheduled together at a high
+// rate find room, and at 2captcha's 13 a second it is one.
+func TestALanesBucketIsATenthOfASecondOfItsShare(t *testing.T) {
+	for rate, want := range map[float64]int{1000: 25, 13: 1} {
+		f := newFakeServer()
+		f.pollers = map[string][]string{queueA: {"w1"}}
+		p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: rate}}}
+		for range 3 {
+			keepOnce(p)
+		}
+		took := 0
+		for p.takeLane(queueA) && took < 100 {
+			took++
+		}
+		if took != want {
+			t.Errorf("at %g a second the lane had room for %d at once, want %d", rate, took, want)
+		}
 	}
 }

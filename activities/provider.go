@@ -34,6 +34,7 @@ type SubmitRequest struct {
 	Avoid     []string `json:"avoid,omitempty"`
 	Provider  string   `json:"provider,omitempty"` // the slot's (admission): no other is tried
 	Reason    string   `json:"reason,omitempty"`   // why the pin's ranking chose Provider (SlotTicket's)
+	Lane      string   `json:"lane,omitempty"`     // the paced queue whose worker's lane it takes room in (Pacer.Lane)
 }
 
 // SubmitResult is the provider's task ID for the new submission.
@@ -81,10 +82,9 @@ func (a *Activities) provider(name string) (*providers.Provider, error) {
 
 // Submit tries the candidates whose circuit lets it through: a refusal that opens it moves on, a lost answer never.
 func (a *Activities) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
-	if info := activity.GetInfo(ctx); info.Attempt > 1 { // a retry on the task's own queue is paced too
-		if err := a.Pace.retryOffLane(req.Provider, info.TaskQueue); err != nil {
-			return SubmitResult{}, err
-		}
+	if req.Lane != "" && !a.Pace.takeLane(req.Lane) { // the room is taken as the request goes, each attempt's
+		return SubmitResult{}, temporal.NewNonRetryableApplicationError("no room in this worker's lane of the account's rate: submitted again",
+			FailureLaneSpent, nil)
 	}
 	var going atomic.Pointer[LostDetails]
 	defer keepAlive(ctx, &going)()

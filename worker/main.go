@@ -198,7 +198,7 @@ func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, o
 	}
 	host, _ := os.Hostname()
 	acts.Pace = &activities.Pacer{Service: c.WorkflowService(), Namespace: opts.Namespace, TaskQueue: cfg.TaskQueue,
-		Identity: cmp.Or(opts.Identity, fmt.Sprintf("%d@%s@%x", os.Getpid(), host, rand.Uint32())), Rates: rates} // one per worker: its lanes count them
+		Identity: fmt.Sprintf("%s@%x", cmp.Or(opts.Identity, fmt.Sprintf("%d@%s", os.Getpid(), host)), rand.Uint32()), Rates: rates} // one per worker: lanes count them
 	return acts.Pace
 }
 
@@ -207,6 +207,9 @@ func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, o
 func providerWorkers(c client.Client, cfg config.Worker, acts *activities.Activities) (ws []worker.Worker) {
 	for name, r := range acts.Pace.Rates {
 		for kind, rate := range activities.QueueRates(r) {
+			if kind == activities.SubmitQueue {
+				rate *= 1 - activities.LaneShare // the workers' lanes take the rest
+			}
 			w := worker.New(c, activities.ProviderQueue(cfg.TaskQueue, name, kind), worker.Options{DisableWorkflowWorker: true,
 				MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities, TaskQueueActivitiesPerSecond: rate,
 				WorkerStopTimeout: cfg.ShutdownTimeout, Identity: acts.Pace.Identity}) // the identity its lanes look for

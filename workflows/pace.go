@@ -60,14 +60,22 @@ func (s *solver) pin(ctx workflow.Context) (t activities.SlotTicket, err error) 
 	return t, err
 }
 
-// onQueue runs an activity on queue ("": the task's own, as is a Submit its worker's lane admits) within queueWait,
-// callers served fairly, at priority (0: FIFO). A replay schedules nothing: it takes no room in a lane.
+// onQueue runs an activity on queue ("": the task's own) within queueWait, callers served fairly, at priority (0: FIFO).
 func (s *solver) onQueue(ctx workflow.Context, queue string, priority int) workflow.Context {
-	if queue == "" || !workflow.IsReplaying(ctx) && s.settings.Pacing.Lane(queue) {
+	if queue == "" {
 		return ctx
 	}
 	ctx = workflow.WithScheduleToStartTimeout(workflow.WithTaskQueue(ctx, queue), min(queueWait, max(s.remaining(ctx), time.Second)))
 	return workflow.WithPriority(ctx, temporal.Priority{FairnessKey: s.in.Caller, PriorityKey: priority})
+}
+
+// lane is the paced submit queue whose worker's lane has room for the Submit, which then runs on the task's own queue
+// (""); a replay's Submit never runs, so its queue does not matter.
+func (s *solver) lane(ctx workflow.Context, queue string) (string, string) {
+	if queue != "" && !workflow.IsReplaying(ctx) && s.settings.Pacing.Lane(queue) {
+		return "", queue
+	}
+	return queue, ""
 }
 
 // pollPriority is a poll's priority key on its results queue: 1 within a minute of its task's deadline, … 5 an hour away.

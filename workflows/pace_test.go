@@ -9,6 +9,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -73,10 +74,14 @@ func (s *SolveCaptchaSuite) TestUnpacedTaskPaysNothingForPacing() {
 	}
 }
 
-// lanePacer paces CAPTCHAAI_*'s account at a rate whose lane admits one Submit, its lane open.
-func lanePacer() *activities.Pacer {
-	pacer := &activities.Pacer{Service: &keptServer{pollers: []*taskqueuepb.PollerInfo{{Identity: "w"}}}, TaskQueue: testTaskQueue,
-		Identity: "w", Rates: map[string]providers.Rates{activities.SingleProvider: {Submits: 0.001}}}
+// lanePacer paces CAPTCHAAI_*'s account, its queue listing the workers polling it: with this one, its lane opens.
+func lanePacer(pollers ...string) *activities.Pacer {
+	listed := &keptServer{}
+	for _, id := range pollers {
+		listed.pollers = append(listed.pollers, &taskqueuepb.PollerInfo{Identity: id})
+	}
+	pacer := &activities.Pacer{Service: listed, TaskQueue: testTaskQueue, Identity: "w",
+		Rates: map[string]providers.Rates{activities.SingleProvider: {Submits: 13}}}
 	read, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 3 { // the reads that open the lane
@@ -85,26 +90,33 @@ func lanePacer() *activities.Pacer {
 	return pacer
 }
 
-// A paced account's Submit that its worker's lane admits runs on the task's own queue (no matching, as an unpaced
-// one); once the lane is spent, on the account's queue.
+// A paced account's Submit that its worker's lane has room for runs on the task's own queue (no matching, as an
+// unpaced one), naming the lane it takes room in; with no lane open, on the account's queue.
 func (s *SolveCaptchaSuite) TestALaneAdmitsTheSubmitOnTheTasksOwnQueue() {
-	pacer := lanePacer()
-	for _, want := range []string{testTaskQueue, testTaskQueue + "@captchaai/submit"} {
+	paced := testTaskQueue + "@captchaai/submit"
+	for _, c := range []struct{ pollers, want, lane string }{{"w", testTaskQueue, paced}, {"another", paced, ""}} {
 		s.env = s.NewTestWorkflowEnvironment()
-		Register(s.env, &activities.Activities{}, Settings{Pacing: pacer})
-		s.Equal(want, s.submitQueue())
+		Register(s.env, &activities.Activities{}, Settings{Pacing: lanePacer(c.pollers)})
+		var lane string
+		s.env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
+			var req activities.SubmitRequest
+			if args.Get(&req) == nil && req.Method != "" {
+				lane = req.Lane
+			}
+		})
+		s.Equal(c.want, s.submitQueue(), "listed: %s", c.pollers)
+		s.Equal(c.lane, lane, "listed: %s", c.pollers)
 	}
 }
 
-// A retried Submit that found no room in its worker's lane comes back (nothing was sent) and is submitted again,
-// uncounted, on the account's queue.
-func (s *SolveCaptchaSuite) TestASubmitOffItsLaneIsSubmittedAgainOnTheQueue() {
+// A lane's Submit that found no room as it went comes back (nothing was sent) and is submitted again, uncounted.
+func (s *SolveCaptchaSuite) TestALaneSubmitWithNoRoomIsSubmittedAgain() {
 	s.env = s.NewTestWorkflowEnvironment()
-	Register(s.env, &activities.Activities{}, Settings{Pacing: lanePacer()})
-	var queues []string
+	Register(s.env, &activities.Activities{}, Settings{Pacing: lanePacer("w")})
+	var lanes []string
 	s.env.OnActivity(acts.Submit, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, req activities.SubmitRequest) (activities.SubmitResult, error) {
-			if queues = append(queues, activity.GetInfo(ctx).TaskQueue); len(queues) == 1 {
+			if lanes = append(lanes, req.Lane); len(lanes) == 1 {
 				return activities.SubmitResult{}, temporal.NewNonRetryableApplicationError("no room", activities.FailureLaneSpent, nil)
 			}
 			return activities.SubmitResult{ProviderTaskID: "t-1", Code: "CODE"}, nil
@@ -114,7 +126,7 @@ func (s *SolveCaptchaSuite) TestASubmitOffItsLaneIsSubmittedAgainOnTheQueue() {
 	var res captchaflow.Result
 	s.Require().NoError(s.env.GetWorkflowResult(&res))
 	s.Equal(1, res.Submits)
-	s.Equal([]string{testTaskQueue, testTaskQueue + "@captchaai/submit"}, queues)
+	s.Equal(testTaskQueue+"@captchaai/submit", lanes[0])
 }
 
 // With several providers of which one is paced, the task pins each submission's provider (recorded behind the marker)

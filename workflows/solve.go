@@ -270,10 +270,11 @@ func (s *solver) attempt(ctx workflow.Context) outcome {
 	// Transient trouble is retried until the deadline; a lost answer and a zero balance come to the workflow.
 	opts := withRetry(submitCtx, ProviderStartToClose, remaining, backoff(time.Second, 30*time.Second,
 		slices.Concat(activities.NonRetryableProviderErrors, lostSubmitTypes, []string{activities.FailureProviderZeroBalance})...))
-	f := workflow.ExecuteActivity(s.onQueue(opts, pin.Queue, 0), acts.Submit, activities.SubmitRequest{
+	queue, lane := s.lane(ctx, pin.Queue)
+	f := workflow.ExecuteActivity(s.onQueue(opts, queue, 0), acts.Submit, activities.SubmitRequest{
 		Method: s.in.Method, Params: s.in.Params, RunID: urlRun(s.table.runID, workflow.GetInfo(ctx).WorkflowExecution.RunID),
 		Submission: sub.N, Providers: s.in.Providers, Exclude: s.route.exclude, Avoid: s.route.avoid, Provider: pin.Provider,
-		Reason: pin.Reason})
+		Reason: pin.Reason, Lane: lane})
 	if err := s.await(ctx, func() bool { return f.IsReady() || s.table.settled() }); err != nil {
 		return failed(err)
 	}
@@ -318,7 +319,7 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 	case captchaflow.FailureType(err) == activities.FailureProviderUnsupported:
 		return s.unsupported(ctx, err)
 	case captchaflow.FailureType(err) == activities.FailureLaneSpent:
-		return outcome{kind: outBalance} // nothing was sent: submitted again, on the account's queue while the lane is shut
+		return outcome{kind: outBalance} // nothing was sent: submitted again, on the queue while the lane has no room
 	}
 	o := s.classify(err)
 	if o.kind == outResubmit { // a refused request is a submission all the same, and the next one must back off
