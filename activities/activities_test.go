@@ -112,7 +112,7 @@ func (s *ActivitiesSuite) TestSubmitGivesProviderTheTokenedCallbackURL() {
 func (s *ActivitiesSuite) TestALaneSubmitWithNoRoomSendsNothing() {
 	f := newFakeServer()
 	f.pollers = map[string][]string{queueA: {"w"}}
-	s.acts.Pace = &Pacer{Service: f, TaskQueue: "q", Identity: "w", Rates: map[string]providers.Rates{"a": {Submits: 0.01}}}
+	s.acts.Pace = &Pacer{Service: f, TaskQueue: "q", Identity: "w", Rates: map[string]providers.Rates{"a": {Submits: LaneMinRate}}}
 	for range 3 {
 		keepOnce(s.acts.Pace)
 	}

@@ -75,7 +75,8 @@ type PaceWrite struct {
 }
 
 // Pacer tells a queue's keeper of rate refusals and keeps what the fleet's keepers and operators decided in memory
-// for Queue; the configured rates are the pollers' (the server's worker-set limit), so it writes none.
+// for Queue and its lanes; the configured rates are the pollers' (the server's worker-set limit, less the lanes'
+// share), so it writes none.
 type Pacer struct {
 	Service   workflowservice.WorkflowServiceClient
 	Namespace string
@@ -89,10 +90,22 @@ type Pacer struct {
 	mu        sync.Mutex                 // a read's notes against a refusal's
 }
 
-// LaneShare is the part of a configured submit rate that its workers' lanes take, split evenly among them; the
-// server paces the rest on the queue, so lanes and queue together stay within the rate, a burst's first Submits aside
-// (laneAhead). A larger share serves more of a steady load from the lanes, and leaves less of the rate to a burst.
-const LaneShare = 0.25
+// LaneShare is the part of a configured submit rate of at least LaneMinRate that its workers' lanes take, split evenly
+// among them; the server paces the rest on the queue, so lanes and queue together stay within the rate, a burst's
+// first Submits aside (laneAhead, at least one a worker). Below LaneMinRate (2captcha's documented 13, whose window a
+// burst's extra Submits could break) the queue keeps the whole rate and there are no lanes.
+const (
+	LaneShare   = 0.25
+	LaneMinRate = 40
+)
+
+// PollerRate is the rate the workers polling a queue of kind configured at rate ask the server for.
+func PollerRate(kind string, rate float64) float64 {
+	if kind == SubmitQueue && rate >= LaneMinRate {
+		return rate * (1 - LaneShare)
+	}
+	return rate
+}
 
 // laneFresh is how long a read sizes a lane for: the worker counts of the reads after it may change its share.
 // laneAhead is how far ahead of its rate a lane's bucket lets it run (at least one Submit): tasks scheduled together
@@ -135,17 +148,22 @@ func (p *Pacer) openLaneOf(queue string) (lane, bool) {
 }
 
 // openLane sizes this worker's lane of a configured submit queue (shut: none) from the workers the queue lists: open
-// once this worker has seen itself there three reads in a row (the others, reading as often, count it by then).
+// once this worker has seen itself there three reads in a row (the others, reading as often, count it by then), while
+// no worker there asks the server for more than the lanes leave it (an older release, whose worker would send a lane's
+// Submit it took from the task's own queue unpaced) and not within laneFresh of this worker's last refusal (its
+// keeper may not have written the pause yet).
 func (p *Pacer) openLane(queue string, want float64, shut bool, q *workflowservice.DescribeTaskQueueResponse) {
-	workers := map[string]bool{}
+	workers, greedy := map[string]bool{}, false
 	for _, poller := range q.GetPollers() {
 		workers[poller.GetIdentity()] = true
+		greedy = greedy || poller.GetRatePerSecond() > PollerRate(SubmitQueue, want)+0.01 // an older release's
 	}
 	if p.seen == nil {
 		p.seen = map[string]int{}
 	}
 	p.seen[queue] = map[bool]int{true: p.seen[queue] + 1}[workers[p.Identity]]
-	if shut || p.seen[queue] < 3 {
+	last, refused := p.refused.Load(queue)
+	if shut || greedy || want < LaneMinRate || p.seen[queue] < 3 || refused && time.Since(last.(time.Time)) < laneFresh {
 		p.lanes.Delete(queue)
 		return
 	}

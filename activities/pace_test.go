@@ -33,6 +33,7 @@ type fakeServer struct {
 	afterRead func(queue string)
 	keepers   map[string]bool     // the workflow IDs of the keepers running
 	pollers   map[string][]string // queue → the identities of the workers polling it
+	asks      map[string]float64  // identity → the rate its pollers ask the server for
 }
 
 func newFakeServer() *fakeServer {
@@ -57,7 +58,7 @@ func (f *fakeServer) DescribeTaskQueue(_ context.Context, r *workflowservice.Des
 	limit := f.limits[r.GetTaskQueue().GetName()]
 	resp := &workflowservice.DescribeTaskQueueResponse{Config: &taskqueuepb.TaskQueueConfig{QueueRateLimit: limit}}
 	for _, id := range f.pollers[r.GetTaskQueue().GetName()] {
-		resp.Pollers = append(resp.Pollers, &taskqueuepb.PollerInfo{Identity: id})
+		resp.Pollers = append(resp.Pollers, &taskqueuepb.PollerInfo{Identity: id, RatePerSecond: f.asks[id]})
 	}
 	f.mu.Unlock()
 	if f.afterRead != nil {
@@ -331,6 +332,12 @@ func TestLaneOpensOnceTheWorkerIsListedAndTakesItsShare(t *testing.T) {
 	}
 	shut := map[string]func(){
 		"a read not listing the worker": func() { f.pollers[queueA] = []string{"w2"} },
+		"an older release's worker asking for the whole rate": func() {
+			f.pollers[queueA], f.asks = []string{"w1", "old"}, map[string]float64{"w1": 30, "old": 40}
+		},
+		"a refusal's pause not yet written": func() {
+			_ = p.Refused(context.Background(), "a", SubmitQueue, "MAX_USER_TURN", time.Second)
+		},
 		"a limit in force": func() {
 			f.limits[queueA] = limitAt(&taskqueuepb.RateLimit{RequestsPerSecond: 5}, "incident 42", time.Now())
 		},
@@ -341,7 +348,9 @@ func TestLaneOpensOnceTheWorkerIsListedAndTakesItsShare(t *testing.T) {
 		},
 	}
 	for name, change := range shut {
-		f.pollers[queueA], f.limits[queueA], f.readErr = []string{"w1"}, nil, nil
+		f.pollers[queueA], f.limits[queueA], f.readErr, f.asks = []string{"w1"}, nil, nil, nil
+		p.refused.Delete(queueA)
+		p.limited.Delete(queueA)
 		for range 3 {
 			keepOnce(p)
 		}
@@ -361,7 +370,7 @@ func TestLaneOpensOnceTheWorkerIsListedAndTakesItsShare(t *testing.T) {
 func TestARefusalShutsTheLane(t *testing.T) {
 	f := newFakeServer()
 	f.pollers = map[string][]string{queueA: {"w1"}}
-	p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: 13}}}
+	p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: 100}}}
 	for range 3 {
 		keepOnce(p)
 	}
@@ -375,9 +384,12 @@ func TestARefusalShutsTheLane(t *testing.T) {
 }
 
 // A lane's bucket holds a tenth of a second of its share (at least one Submit): tasks scheduled together at a high
-// rate find room, and at 2captcha's 13 a second it is one.
+// rate find room; below LaneMinRate (2captcha's 13 a second) there is no lane, and the queue keeps the whole rate.
 func TestALanesBucketIsATenthOfASecondOfItsShare(t *testing.T) {
-	for rate, want := range map[float64]int{1000: 25, 13: 1} {
+	if PollerRate(SubmitQueue, 13) != 13 || PollerRate(SubmitQueue, 1000) != 750 || PollerRate(ResultsQueue, 1000) != 1000 {
+		t.Fatal("the pollers ask for three quarters of a submit rate of at least LaneMinRate, and the whole of any other")
+	}
+	for rate, want := range map[float64]int{1000: 25, 40: 1, 13: 0} {
 		f := newFakeServer()
 		f.pollers = map[string][]string{queueA: {"w1"}}
 		p := &Pacer{Service: f, TaskQueue: "q", Identity: "w1", Rates: map[string]providers.Rates{"a": {Submits: rate}}}

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 )
 
 // The fleet scenarios (issue 31): several worker processes on one provider account, which holds them to its
@@ -417,4 +418,49 @@ func queueLimit(ctx context.Context, s *stack, queue string) (string, error) {
 		return fmt.Sprintf("%v/s (%q)", limit.GetRateLimit().GetRequestsPerSecond(), limit.GetMetadata().GetReason()), nil
 	}
 	return "none", err
+}
+
+// TestE2E_FleetLanes: two workers on an account paced at 100 a second. Their submit queue's pollers ask the server
+// for three quarters of it; once the workers' lanes are open, tasks that come one at a time (a load well within the
+// lanes' quarter) run Submit on the fleet's own queue, each naming the lane it took room in, and are solved.
+func TestE2E_FleetLanes(t *testing.T) {
+	s := requireStack(t)
+	ctx := context.Background()
+	sc := newScenario(t, s, "fleet-lanes")
+	f := startFleet(t, s, sc, fleetWorkers, map[string]string{"SIM_SOLVE_MIN": "100ms", "SIM_SOLVE_MAX": "100ms"},
+		map[string]string{"CAPTCHAAI_SUBMITS_PER_SECOND": "100"})
+	queue := activities.ProviderQueue(f.queue, "", activities.SubmitQueue)
+	resp, err := s.c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{Namespace: s.namespace,
+		TaskQueue: &taskqueuepb.TaskQueue{Name: queue, Kind: enums.TASK_QUEUE_KIND_NORMAL}, TaskQueueType: enums.TASK_QUEUE_TYPE_ACTIVITY})
+	require.NoError(t, err)
+	require.NotEmpty(t, resp.GetPollers())
+	for _, p := range resp.GetPollers() {
+		assert.InDelta(t, 100*(1-activities.LaneShare), p.GetRatePerSecond(), 0.01, "%s asks the server for", p.GetIdentity())
+	}
+	solveNext := func() (ranOn string, req activities.SubmitRequest) { // a task alone, and where its Submit ran
+		tr := sc.add(1, taskSpec{Kind: "lane"})[0]
+		_, err := captchaflow.Solve(ctx, s.c, tr.ID, s.input(tr.taskSpec), captchaflow.StartOptions{TaskQueue: f.queue})
+		require.NoError(t, err, tr.ID)
+		h, err := s.runHistory(ctx, tr.ID, "")
+		require.NoError(t, err)
+		for _, ev := range h.GetEvents() {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a.GetActivityType().GetName() == "Submit" {
+				require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &req))
+				return a.GetTaskQueue().GetName(), req
+			}
+		}
+		t.Fatalf("%s scheduled no Submit", tr.ID)
+		return "", req
+	}
+	eventually(t, "a Submit in a worker's lane", time.Minute, 0, func() string {
+		if ranOn, _ := solveNext(); ranOn != f.queue {
+			return "a Submit ran on " + ranOn
+		}
+		return ""
+	})
+	for range 10 {
+		ranOn, req := solveNext()
+		assert.Equal(t, f.queue, ranOn, "a task alone, its worker's lane open: its Submit on the fleet's own queue")
+		assert.Equal(t, queue, req.Lane, "the lane it took room in")
+	}
 }

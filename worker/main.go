@@ -203,15 +203,13 @@ func newPacer(c client.Client, cfg config.Worker, acts *activities.Activities, o
 }
 
 // providerWorkers poll each account's submit and results queues (unconfigured ones too: a keeper may pace them); the
-// rate they ask for is the configured one, which a keeper's or an operator's limit (set through the API) overrides.
+// rate they ask for is the configured one less the lanes' share (PollerRate), which a keeper's or an operator's limit
+// (set through the API) overrides.
 func providerWorkers(c client.Client, cfg config.Worker, acts *activities.Activities) (ws []worker.Worker) {
 	for name, r := range acts.Pace.Rates {
 		for kind, rate := range activities.QueueRates(r) {
-			if kind == activities.SubmitQueue {
-				rate *= 1 - activities.LaneShare // the workers' lanes take the rest
-			}
 			w := worker.New(c, activities.ProviderQueue(cfg.TaskQueue, name, kind), worker.Options{DisableWorkflowWorker: true,
-				MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities, TaskQueueActivitiesPerSecond: rate,
+				MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities, TaskQueueActivitiesPerSecond: activities.PollerRate(kind, rate),
 				WorkerStopTimeout: cfg.ShutdownTimeout, Identity: acts.Pace.Identity}) // the identity its lanes look for
 			// Named Submit or Poll, as SolveCaptcha schedules them.
 			w.RegisterActivity(map[string]any{activities.SubmitQueue: acts.Submit, activities.ResultsQueue: acts.Poll}[kind])

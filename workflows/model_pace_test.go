@@ -97,7 +97,13 @@ func (s *schedule) drawPace(seed uint64) {
 		}
 	}
 	s.drawRates(rng)
-	p.lanes = rng.IntN(2) == 0
+	if p.lanes = rng.IntN(2) == 0; p.lanes { // at a rate lanes take a share of
+		for name, r := range p.rates {
+			if r.Submits > 0 {
+				p.rates[name] = providers.Rates{Submits: activities.LaneMinRate, Results: r.Results}
+			}
+		}
+	}
 }
 
 // drawRates paces each account's submits and results or not (a third of the schedules pace nothing, as a provider

@@ -70,9 +70,9 @@ func (s *solver) onQueue(ctx workflow.Context, queue string, priority int) workf
 }
 
 // lane is the paced submit queue whose worker's lane has room for the Submit, which then runs on the task's own queue
-// (""); a replay's Submit never runs, so its queue does not matter.
+// (""); after a lane's Submit found none, the task's Submits queue. A replay's Submit never runs: its queue is moot.
 func (s *solver) lane(ctx workflow.Context, queue string) (string, string) {
-	if queue != "" && !workflow.IsReplaying(ctx) && s.settings.Pacing.Lane(queue) {
+	if queue != "" && !s.laneSpent && !workflow.IsReplaying(ctx) && s.settings.Pacing.Lane(queue) {
 		return "", queue
 	}
 	return queue, ""

@@ -81,7 +81,7 @@ func lanePacer(pollers ...string) *activities.Pacer {
 		listed.pollers = append(listed.pollers, &taskqueuepb.PollerInfo{Identity: id})
 	}
 	pacer := &activities.Pacer{Service: listed, TaskQueue: testTaskQueue, Identity: "w",
-		Rates: map[string]providers.Rates{activities.SingleProvider: {Submits: 13}}}
+		Rates: map[string]providers.Rates{activities.SingleProvider: {Submits: activities.LaneMinRate}}}
 	read, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 3 { // the reads that open the lane

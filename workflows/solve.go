@@ -134,6 +134,7 @@ type solver struct {
 	route                route
 	admission            admission
 	pinDecided, pinning  bool                       // the task's choice of pinning, made at its first submission
+	laneSpent            bool                       // a lane's Submit found no room: the task's next ones queue
 	searched             captchaflow.Phase          // what CaptchaPhase was last set to
 	observed             *activities.ObserveRequest // a solved solve's submissions for the model, carried by its delivery
 	refusals             int                        // in.php refusals so far: they grow the backoff before the next request
@@ -319,7 +320,8 @@ func (s *solver) submitFailed(ctx workflow.Context, sub *submission, err error) 
 	case captchaflow.FailureType(err) == activities.FailureProviderUnsupported:
 		return s.unsupported(ctx, err)
 	case captchaflow.FailureType(err) == activities.FailureLaneSpent:
-		return outcome{kind: outBalance} // nothing was sent: submitted again, on the queue while the lane has no room
+		s.laneSpent = true
+		return outcome{kind: outBalance} // nothing was sent: submitted again, on the queue
 	}
 	o := s.classify(err)
 	if o.kind == outResubmit { // a refused request is a submission all the same, and the next one must back off
