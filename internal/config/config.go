@@ -25,6 +25,8 @@ const (
 	DefaultStickyCacheSize    = 2000 // ~50 KB a workflow, ~100 MiB (the SDK's 10 000 took ~490 MiB)
 	DefaultWorkerMetricsAddr  = "127.0.0.1:9091"
 	DefaultIngressMetricsAddr = "127.0.0.1:9092"
+	// CompressionEnv is none (the default: a few KB a message cost more CPU to gzip than to send) or gzip.
+	CompressionEnv = "CAPTCHAFLOW_GRPC_COMPRESSION"
 )
 
 // Worker is the worker's configuration; secrets are unset from the environment once read.
@@ -119,6 +121,9 @@ func ClientOptions(ctx context.Context, service string, logger, codecLog *slog.L
 		return opts, nil, nil, fmt.Errorf("temporal client configuration: %w", err)
 	}
 	opts.Logger = sdklog.NewStructuredLogger(logger)
+	if opts.ConnectionOptions.GrpcCompression, err = compression(os.Getenv(CompressionEnv)); err != nil {
+		return opts, nil, nil, err
+	}
 	interceptors, flush, err := telemetry.Setup(ctx, service)
 	if err != nil {
 		return opts, nil, nil, fmt.Errorf("OTEL_* (tracing): %w", err)
@@ -126,6 +131,16 @@ func ClientOptions(ctx context.Context, service string, logger, codecLog *slog.L
 	opts.Interceptors = append(opts.Interceptors, interceptors...)
 	keys, err := codec.Configure(&opts, os.Getenv(codec.KeysFileEnv), codecLog)
 	return opts, keys, flush, err
+}
+
+func compression(name string) (client.GrpcCompression, error) {
+	switch name {
+	case "", "none":
+		return &client.GrpcCompressionNone{}, nil
+	case "gzip":
+		return &client.GrpcCompressionGzip{}, nil
+	}
+	return nil, fmt.Errorf("%s=%.20q: want none or gzip", CompressionEnv, name)
 }
 
 // MethodTimeouts is "method=duration,…" (e.g. "turnstile=60s"), whole seconds from 1 s to 24 h, each method once.

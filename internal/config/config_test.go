@@ -1,15 +1,18 @@
 package config
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 )
 
 func TestWorkerFailsFastNamingMissingVariable(t *testing.T) {
@@ -119,4 +122,21 @@ func TestWorkerReadsTheCodecTokenFromItsFile(t *testing.T) {
 	assert.Equal(t, "the-codec-token\n", cfg.CodecToken.Reveal(), "the worker trims it")
 	assert.NotContains(t, fmt.Sprintf("%+v", cfg), "the-codec-token")
 	assert.Equal(t, []string{"http://localhost:8233", "http://127.0.0.1:8233"}, cfg.CodecUIOrigins)
+}
+
+func TestTemporalConnectionsAreUncompressedUnlessGzipIsAsked(t *testing.T) {
+	for value, want := range map[string]client.GrpcCompression{
+		"": &client.GrpcCompressionNone{}, "none": &client.GrpcCompressionNone{}, "gzip": &client.GrpcCompressionGzip{},
+	} {
+		t.Setenv(CompressionEnv, value)
+		opts, _, _, err := ClientOptions(context.Background(), "test", slog.New(slog.DiscardHandler), nil)
+		if err != nil || reflect.TypeOf(opts.ConnectionOptions.GrpcCompression) != reflect.TypeOf(want) {
+			t.Errorf("%s=%q: compression %T, error %v; want %T", CompressionEnv, value, opts.ConnectionOptions.GrpcCompression, err, want)
+		}
+	}
+	t.Setenv(CompressionEnv, "zstd")
+	if _, _, _, err := ClientOptions(context.Background(), "test", slog.New(slog.DiscardHandler), nil); err == nil ||
+		!strings.Contains(err.Error(), CompressionEnv) || !strings.Contains(err.Error(), "zstd") {
+		t.Fatalf("error %v, want one naming %s and the value", err, CompressionEnv)
+	}
 }

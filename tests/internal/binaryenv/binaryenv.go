@@ -85,7 +85,7 @@ func Binaries(root string) (map[string]Env, error) {
 			envs = append(envs, e)
 		}
 		if name == "worker" || name == "ingress" || name == "starter" { // each dials through config.ClientOptions
-			envs = append(envs, temporal, Env{Prefixes: []string{OTelPrefix}, Known: map[string]bool{codec.KeysFileEnv: true}})
+			envs = append(envs, temporal, Env{Prefixes: []string{OTelPrefix}, Known: map[string]bool{codec.KeysFileEnv: true, config.CompressionEnv: true}})
 		}
 		out[name] = Merge(envs...)
 	}
