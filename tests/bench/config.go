@@ -99,7 +99,7 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.DurationVar(&cfg.parkedDelay, "parked-delay", 2*time.Second, "solve time (twin: signal delay) of the parked runs")
 	fs.DurationVar(&cfg.nexusSolve, "nexus-solve", 0, "solve time of the nexus phase's tasks, both sides (0: at once)")
 	fs.BoolVar(&cfg.codec, "codec", true, "also run each throughput concurrency encrypted against plaintext: every payload through the product's codec (issue 38), on a worker of its own, interleaved with plaintext tasks on the stack's worker, the ingress restarted with or without the key between them; -codec=false runs none")
-	fs.IntVar(&cfg.codecRounds, "codec-rounds", 6, "rounds of the codec's comparison, each one segment encrypted and one plaintext (N split evenly)")
+	fs.IntVar(&cfg.codecRounds, "codec-rounds", 6, "rounds of each comparison of captchaflow with itself (the codec's, pacing's), each one segment of the variant and one of the default configuration (N split evenly)")
 	fs.Float64Var(&cfg.pacedRate, "paced-rate", 1000, "CAPTCHAAI_SUBMITS_PER_SECOND and CAPTCHAAI_RESULTS_PER_SECOND of the throughput phase's paced scenarios (a worker of their own), a rate above the offered load; 0 runs none")
 	fs.IntVar(&cfg.fleetN, "fleet-n", 600, "tasks the fleet phase starts at once on its two workers")
 	fs.DurationVar(&cfg.fleetSolve, "fleet-solve", 5*time.Second, "solve time of the fleet phase's tasks")
@@ -126,7 +126,7 @@ func (raw *rawFlags) apply(cfg *config) error {
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.n < cfg.rounds {
 		return errors.New("-n must be ≥ -rounds ≥ 1")
 	}
-	if cfg.codec && (cfg.codecRounds < 1 || cfg.n < cfg.codecRounds) {
+	if (cfg.codec || cfg.pacedRate > 0) && (cfg.codecRounds < 1 || cfg.n < cfg.codecRounds) {
 		return errors.New("-n must be ≥ -codec-rounds ≥ 1")
 	}
 	if cfg.fleetN < 1 || cfg.fleetSolve < 0 {

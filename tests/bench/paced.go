@@ -173,7 +173,7 @@ func (b *bench) runScenarios(ctx context.Context) error {
 			return err
 		}
 		if sc.Name == scenarioEncrypted {
-			cr, err := b.compareCodec(ctx, sc)
+			cr, err := b.compareSelf(ctx, sc)
 			if err != nil {
 				return err
 			}
@@ -185,6 +185,15 @@ func (b *bench) runScenarios(ctx context.Context) error {
 			return err
 		}
 		b.res.Throughput = append(b.res.Throughput, tr)
+		if sc.Name == scenarioPaced { // and what pacing costs against the default configuration, interleaved
+			self := sc
+			self.Rounds = b.cfg.codecRounds
+			pr, err := b.compareSelf(ctx, self)
+			if err != nil {
+				return err
+			}
+			b.res.Pacing = append(b.res.Pacing, pr)
+		}
 	}
 	return b.stopOwn(ctx)
 }

@@ -68,17 +68,19 @@ func TestPacedRateFlag(t *testing.T) {
 	}
 }
 
-// TestCodecTargetsComparePlaintextCaptchaflow: issue 38's "at most 5 %" is encrypted captchaflow against plaintext
-// captchaflow at the same C, not against the twin.
-func TestCodecTargetsComparePlaintextCaptchaflow(t *testing.T) {
-	cr := CodecResult{Concurrency: 20, ThroughputRatio: 0.94, CallbackP99Ratio: 1.04}
+// TestSelfTargetsCompareCaptchaflowWithItself: issue 38's "at most 5 %" is encrypted captchaflow against plaintext
+// captchaflow at the same C, and issue 36's paced against the default configuration, not against the twin.
+func TestSelfTargetsCompareCaptchaflowWithItself(t *testing.T) {
+	cr := SelfResult{Concurrency: 20, ThroughputRatio: 0.94, CallbackP99Ratio: 1.04}
+	pr := SelfResult{Concurrency: 100, ThroughputRatio: 0.96, CallbackP99Ratio: 1.3}
 	got := map[string]bool{}
-	for _, tg := range codecTargets(&Results{Codec: []CodecResult{cr}}) {
+	for _, tg := range append(codecTargets(&Results{Codec: []SelfResult{cr}}), pacingTargets(&Results{Pacing: []SelfResult{pr}})...) {
 		got[tg.Name] = tg.Met
 	}
 	want := map[string]bool{
 		"codec cost: throughput at C = 20 encrypted":        false,
 		"codec cost: callback→result p99, C = 20 encrypted": true,
+		"pacing cost: throughput at C = 100 paced":          true,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("targets %v, want %v", got, want)

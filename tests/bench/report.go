@@ -13,7 +13,8 @@ func renderMarkdown(r *Results) string {
 	m.header(r)
 	m.p("| Measure | captchaflow | bare twin | ratio |\n|---|---:|---:|---:|\n")
 	m.throughputRows(r)
-	m.codecRows(r)
+	m.selfRows(r.Codec, "encrypted", "plaintext", r.Throughput)
+	m.selfRows(r.Pacing, "paced", "default configuration", r.Throughput)
 	m.pollPathRows(r)
 	for _, tr := range r.Throughput {
 		m.p("| in.php / res.php requests per task, callback path, %s | %.3f / %.3f | | |\n", label(tr), tr.Ours.InPHPPerTask, tr.Ours.ResPHPPerTask)
@@ -73,16 +74,16 @@ func (m *markdown) throughputRows(r *Results) {
 	}
 }
 
-// codecRows: encrypted against plaintext captchaflow, interleaved (the twin's column is plaintext's).
-func (m *markdown) codecRows(r *Results) {
-	for _, cr := range r.Codec {
-		c := fmt.Sprintf("C = %d encrypted (against plaintext, %d interleaved rounds)", cr.Concurrency, cr.Rounds)
-		e, p := cr.Encrypted, cr.Plain
+// selfRows: a variant of captchaflow against its default configuration, interleaved (the twin's column is the default's).
+func (m *markdown) selfRows(rs []SelfResult, variant, against string, throughput []ThroughputResult) {
+	for _, cr := range rs {
+		c := fmt.Sprintf("C = %d %s (against %s, %d interleaved rounds)", cr.Concurrency, variant, against, cr.Rounds)
+		e, p := cr.Variant, cr.Default
 		m.p("| **%s** throughput, tasks/s (each round's ratio %s) | **%s** | %s | **%.2f** |\n", c,
 			roundSpread(cr.RoundRatios), num(e.TasksPerSec), num(p.TasksPerSec), cr.ThroughputRatio)
 		m.p("| %s callback → result p50 / p95 / p99, ms | %s | %s | **%.2f** (p99) |\n", c, dist3(e.CallbackToResult),
 			dist3(p.CallbackToResult), cr.CallbackP99Ratio)
-		m.p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend(r.Throughput), cpuRow(e.CPUms, e.CPUms),
+		m.p("| %s CPU per task, ms: %s | %s | %s | %.2f (total) |\n", c, cpuLegend(throughput), cpuRow(e.CPUms, e.CPUms),
 			cpuRow(p.CPUms, e.CPUms), ratio(cpuTotal(e.CPUms), cpuTotal(p.CPUms)))
 		if e.Failed+p.Failed > 0 {
 			m.p("| %s failed | %d | %d | |\n", c, e.Failed, p.Failed)

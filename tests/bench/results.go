@@ -23,7 +23,8 @@ type Results struct {
 	StackStartSecs  float64           `json:"stack_start_seconds"`
 
 	Throughput []ThroughputResult `json:"throughput,omitempty"`
-	Codec      []CodecResult      `json:"codec,omitempty"`
+	Codec      []SelfResult       `json:"codec,omitempty"`
+	Pacing     []SelfResult       `json:"pacing,omitempty"`
 	PollPath   []PollPathResult   `json:"poll_path,omitempty"`
 	Recovery   *RecoveryResult    `json:"recovery,omitempty"`
 	Waiting    *WaitingResult     `json:"waiting,omitempty"`
