@@ -17,8 +17,9 @@ import (
 // ingress-to-Temporal leg a dropping tap turns every SignalWorkflowExecution into a hang while telling the test
 // exactly which workflows' signals the ingress had already sent: the moment to SIGKILL it "after accept".
 //
-// The SDK gzips gRPC requests, so besides the raw bytes the tap reads the link as HTTP/2: it reassembles the gRPC
-// messages of DATA frames, gunzips them and searches those too (workflow IDs are plain protobuf strings).
+// A process may gzip its gRPC requests (CAPTCHAFLOW_GRPC_COMPRESSION=gzip, earlier releases always), so besides the raw
+// bytes the tap reads the link as HTTP/2: it reassembles the gRPC messages of DATA frames, gunzips them and searches
+// those too (workflow IDs are plain protobuf strings).
 const tapToxicType = "e2e_tap"
 
 type tapToxic struct {

@@ -100,7 +100,7 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.DurationVar(&cfg.nexusSolve, "nexus-solve", 0, "solve time of the nexus phase's tasks, both sides (0: at once)")
 	fs.BoolVar(&cfg.codec, "codec", true, "also run each throughput concurrency encrypted against plaintext: every payload through the product's codec (issue 38), on a worker of its own, interleaved with plaintext tasks on the stack's worker, the ingress restarted with or without the key between them; -codec=false runs none")
 	fs.IntVar(&cfg.codecRounds, "codec-rounds", 6, "rounds of each comparison of captchaflow with itself (the codec's, pacing's), each one segment of the variant and one of the default configuration (N split evenly)")
-	fs.Float64Var(&cfg.pacedRate, "paced-rate", 1000, "CAPTCHAAI_SUBMITS_PER_SECOND and CAPTCHAAI_RESULTS_PER_SECOND of the throughput phase's paced scenarios (a worker of their own), a rate above the offered load; 0 runs none")
+	fs.Float64Var(&cfg.pacedRate, "paced-rate", 1000, "CAPTCHAAI_SUBMITS_PER_SECOND and CAPTCHAAI_RESULTS_PER_SECOND of the throughput phase's paced scenarios (a worker of their own), a rate above the offered load, each compared with the twin and, interleaved, with the default configuration; 0 runs none")
 	fs.IntVar(&cfg.fleetN, "fleet-n", 600, "tasks the fleet phase starts at once on its two workers")
 	fs.DurationVar(&cfg.fleetSolve, "fleet-solve", 5*time.Second, "solve time of the fleet phase's tasks")
 	fs.IntVar(&cfg.recoveryTasks, "recovery-tasks", 20, "tasks whose pingback is dropped, for the recovery time")

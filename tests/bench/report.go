@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -49,6 +50,7 @@ func (m *markdown) header(r *Results) {
 	m.p("%s · commit %s · %s · %d CPUs · load average %s → %s · N = %d per side and concurrency (%d rounds alternating twin and ours, %d warm-up tasks each) · run took %.0f s (stack start %.0f s)\n\n",
 		r.StartedAt.Format("2006-01-02 15:04 UTC"), r.GitCommit, r.GoVersion, r.CPUs, r.LoadAvgStart, r.LoadAvgEnd,
 		r.N, r.Rounds, r.Warmup, r.DurationSeconds, r.StackStartSecs)
+	m.p("captchaflow's Temporal connections: %s (the twin's: gzip, the SDK's default)\n\n", cmp.Or(r.GRPCCompression, "not recorded"))
 	if len(r.DynamicConfig) > 0 || len(r.WorkerEnv) > 0 {
 		m.p("Levers: dynamic config %v, worker env %v\n\n", r.DynamicConfig, r.WorkerEnv)
 	}

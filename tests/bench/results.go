@@ -19,8 +19,10 @@ type Results struct {
 	Warmup          int               `json:"warmup"`
 	DynamicConfig   map[string]string `json:"dynamic_config,omitempty"`
 	WorkerEnv       map[string]string `json:"worker_env,omitempty"`
-	Phases          []string          `json:"phases"`
-	StackStartSecs  float64           `json:"stack_start_seconds"`
+	// GRPCCompression is what captchaflow's processes send Temporal (the twin: the SDK's gzip).
+	GRPCCompression string   `json:"grpc_compression"`
+	Phases          []string `json:"phases"`
+	StackStartSecs  float64  `json:"stack_start_seconds"`
 
 	Throughput []ThroughputResult `json:"throughput,omitempty"`
 	Codec      []SelfResult       `json:"codec,omitempty"`

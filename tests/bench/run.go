@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log"
+	"os"
 	"runtime"
 	"strconv"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/captchaflow/captchaflow"
+	workerconfig "github.com/captchaflow/captchaflow/internal/config"
 	"github.com/captchaflow/captchaflow/tests/bench/twin"
 	"github.com/captchaflow/captchaflow/tests/devstack"
 )
@@ -75,6 +78,8 @@ func newBench(cfg config, began time.Time) *bench {
 			Warmup:        cfg.warmup,
 			DynamicConfig: cfg.dynamicConfig,
 			WorkerEnv:     cfg.workerEnv,
+			// The stack's processes inherit it (devstack drops only TEMPORAL_*).
+			GRPCCompression: cmp.Or(os.Getenv(workerconfig.CompressionEnv), "none"),
 		},
 	}
 	for _, p := range allPhases {
