@@ -257,7 +257,7 @@ func (p *Pacer) look(ctx context.Context, queue string, want float64) error {
 		p.limited.Store(queue, limit.GetRateLimit() != nil)
 	}
 	limited, _ := p.limited.Load(queue)
-	p.openLane(queue, want, limited == true || want <= 0 || !strings.HasSuffix(queue, "/"+SubmitQueue), q)
+	p.openLane(queue, want, limited == true || !strings.HasSuffix(queue, "/"+SubmitQueue), q)
 	p.mu.Unlock()
 	reason := limit.GetMetadata().GetReason()
 	if limit.GetRateLimit() == nil || !strings.HasPrefix(reason, pacePrefix) {
