@@ -12,7 +12,6 @@ package tests
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -125,8 +124,7 @@ func (p *switchProxy) point(upstream string) {
 	p.upstream.Store(u)
 }
 
-// previousRelease builds the worker and ingress of the commit previousReleaseFile names, from a git worktree of it
-// at a fixed path per commit and clone, so Go's build cache makes every build after the first a relink.
+// previousRelease builds the worker and ingress of the commit previousReleaseFile names (devstack.BuildCommit).
 func previousRelease(t *testing.T, binDir string) (worker, ingress string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
@@ -136,30 +134,16 @@ func previousRelease(t *testing.T, binDir string) (worker, ingress string) {
 	require.NoError(t, err, "the previous release's commit")
 	commit := strings.TrimSpace(string(raw))
 	require.Regexp(t, regexp.MustCompile(`^[0-9a-f]{40}$`), commit, "%s holds one 40-hex commit", previousReleaseFile)
-	top := git(t, "", "rev-parse", "--show-toplevel")
-	_, err = exec.Command("git", "-C", top, "cat-file", "-e", commit+"^{commit}").CombinedOutput()
-	require.NoError(t, err, "commit %s is not in this clone: fetch the history (git fetch --unshallow --tags)", commit)
 	// The product is everything but the tooling module and the docs.
+	top := git(t, "", "rev-parse", "--show-toplevel")
 	if exec.Command("git", "-C", top, "diff", "--quiet", commit, "HEAD", "--", ".", ":(exclude)tests", ":(exclude)docs").Run() == nil {
 		t.Logf("previous release %s has HEAD's product code: at 1.0 the previous release is this code; the whole procedure runs anyway", commit[:12])
 	}
-	clone := sha256.Sum256([]byte(top))
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("captchaflow-previous-%s-%x", commit[:12], clone[:6]))
-	removeWorktree := func() {
-		_ = exec.Command("git", "-C", top, "worktree", "remove", "--force", dir).Run()
-		_ = os.RemoveAll(dir)
-	}
-	removeWorktree() // a run killed before its cleanup
-	git(t, top, "worktree", "add", "-f", "--detach", dir, commit)
-	defer removeWorktree()
 	started := time.Now()
-	build := exec.Command("go", "build", "-buildvcs=false", "-o", binDir+string(filepath.Separator), "./worker", "./ingress")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "GOWORK=off")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building the previous release %s:\n%s", commit[:12], out)
+	bins, err := devstack.BuildCommit(context.Background(), commit, binDir)
+	require.NoError(t, err, "the previous release")
 	t.Logf("previous release %s: worker and ingress built from a worktree in %s", commit[:12], time.Since(started).Round(time.Millisecond))
-	return filepath.Join(binDir, "worker"), filepath.Join(binDir, "ingress")
+	return bins.Worker, bins.Ingress
 }
 
 func git(t *testing.T, dir string, args ...string) string {

@@ -42,7 +42,7 @@ func (b *bench) admissionBatches(ctx context.Context, res *AdmissionResult) erro
 			return err
 		}
 		queue := fmt.Sprintf("%s-threads-%d", b.taskQueue, batch.cap)
-		w, err := b.st.StartExtraWorker(ctx, fmt.Sprintf("worker-threads-%d", batch.cap),
+		w, err := b.st.StartExtraWorker(ctx, fmt.Sprintf("worker-threads-%d", batch.cap), "",
 			map[string]string{"TASK_QUEUE": queue, "PROVIDER_THREADS": strconv.Itoa(batch.cap)})
 		if err != nil {
 			return fmt.Errorf("starting a worker with PROVIDER_THREADS=%d: %w", batch.cap, err)

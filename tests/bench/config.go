@@ -44,6 +44,7 @@ type config struct {
 	pacedRate        float64
 	codec            bool
 	codecRounds      int
+	baseline         string
 }
 
 // benchDynamicConfig is added to devstack's dev-server settings unless -dynamic-config sets the key.
@@ -101,6 +102,7 @@ func defineFlags(fs *flag.FlagSet, cfg *config) *rawFlags {
 	fs.BoolVar(&cfg.codec, "codec", true, "also run each throughput concurrency encrypted against plaintext: every payload through the product's codec (issue 38), on a worker of its own, interleaved with plaintext tasks on the stack's worker, the ingress restarted with or without the key between them; -codec=false runs none")
 	fs.IntVar(&cfg.codecRounds, "codec-rounds", 6, "rounds of each comparison of captchaflow with itself (the codec's, pacing's), each one segment of the variant and one of the default configuration (N split evenly)")
 	fs.Float64Var(&cfg.pacedRate, "paced-rate", 1000, "CAPTCHAAI_SUBMITS_PER_SECOND and CAPTCHAAI_RESULTS_PER_SECOND of the throughput phase's paced scenarios (a worker of their own), a rate above the offered load, each compared with the twin and, interleaved, with the default configuration; 0 runs none")
+	fs.StringVar(&cfg.baseline, "baseline", "", "a commit (e.g. $(cat previous-release)) whose worker, built from a git worktree, the throughput phase also measures against this build's, per concurrency, both in the default configuration, interleaved in -codec-rounds rounds; \"\" runs none")
 	fs.IntVar(&cfg.fleetN, "fleet-n", 600, "tasks the fleet phase starts at once on its two workers")
 	fs.DurationVar(&cfg.fleetSolve, "fleet-solve", 5*time.Second, "solve time of the fleet phase's tasks")
 	fs.IntVar(&cfg.recoveryTasks, "recovery-tasks", 20, "tasks whose pingback is dropped, for the recovery time")
@@ -126,7 +128,7 @@ func (raw *rawFlags) apply(cfg *config) error {
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.n < cfg.rounds {
 		return errors.New("-n must be ≥ -rounds ≥ 1")
 	}
-	if (cfg.codec || cfg.pacedRate > 0) && (cfg.codecRounds < 1 || cfg.n < cfg.codecRounds) {
+	if (cfg.codec || cfg.pacedRate > 0 || cfg.baseline != "") && (cfg.codecRounds < 1 || cfg.n < cfg.codecRounds) {
 		return errors.New("-n must be ≥ -codec-rounds ≥ 1")
 	}
 	if cfg.fleetN < 1 || cfg.fleetSolve < 0 {

@@ -129,7 +129,7 @@ func (b *bench) startFleetWorkers(ctx context.Context, queue string) (stop func(
 		}
 	}
 	for i := range fleetWorkers {
-		w, err := b.st.StartExtraWorker(ctx, fmt.Sprintf("worker-fleet-%d", i+1), map[string]string{"TASK_QUEUE": queue,
+		w, err := b.st.StartExtraWorker(ctx, fmt.Sprintf("worker-fleet-%d", i+1), "", map[string]string{"TASK_QUEUE": queue,
 			"CAPTCHAAI_SUBMITS_PER_SECOND": strconv.FormatFloat(fleetPace, 'g', -1, 64)})
 		if err != nil {
 			return stop, fmt.Errorf("starting fleet worker %d: %w", i+1, err)

@@ -47,11 +47,13 @@ func (b *bench) ownWorkerEnv(sc scenario) map[string]string {
 		return env
 	case scenarioEncrypted:
 		return map[string]string{"TASK_QUEUE": sc.Queue, codec.KeysFileEnv: b.keysFile}
+	case scenarioBaseline:
+		return map[string]string{"TASK_QUEUE": sc.Queue}
 	}
 	return nil
 }
 
-// serveOwn starts the worker of its own sc needs (the paced one, the encrypted one) and stops any other. The
+// serveOwn starts the worker of its own sc needs (the paced, encrypted or baseline one) and stops any other. The
 // scenarios of one kind run one after another, so each is started once and never runs during another scenario:
 // even idle, its pollers' long polls would cost the server CPU another scenario's measurement would count.
 func (b *bench) serveOwn(ctx context.Context, sc scenario) error {
@@ -71,7 +73,11 @@ func (b *bench) serveOwn(ctx context.Context, sc scenario) error {
 		return nil
 	}
 	log.Printf("starting the %s worker on %s: %v", sc.Name, sc.Queue, env)
-	w, err := b.st.StartExtraWorker(ctx, "worker-"+sc.Name, env)
+	bin := ""
+	if sc.Name == scenarioBaseline {
+		bin = b.baselineBin
+	}
+	w, err := b.st.StartExtraWorker(ctx, "worker-"+sc.Name, bin, env)
 	if err != nil {
 		return fmt.Errorf("starting the %s worker: %w", sc.Name, err)
 	}
@@ -172,12 +178,16 @@ func (b *bench) runScenarios(ctx context.Context) error {
 		if err := b.serveOwn(ctx, sc); err != nil {
 			return err
 		}
-		if sc.Name == scenarioEncrypted {
-			cr, err := b.compareSelf(ctx, sc)
+		if sc.Name == scenarioEncrypted || sc.Name == scenarioBaseline {
+			sr, err := b.compareSelf(ctx, sc)
 			if err != nil {
 				return err
 			}
-			b.res.Codec = append(b.res.Codec, cr)
+			if sc.Name == scenarioBaseline {
+				b.res.Baseline = append(b.res.Baseline, thisBuildAgainst(sr))
+			} else {
+				b.res.Codec = append(b.res.Codec, sr)
+			}
 			continue
 		}
 		tr, err := b.compare(ctx, sc)

@@ -34,7 +34,14 @@ func TestPacedScenariosFollowTheDefaultOnes(t *testing.T) {
 			t.Errorf("scenario %d runs %d tasks, the default %d", i, sc.N, got[0].N)
 		}
 	}
-	b.cfg.pacedRate = 0
+	b.cfg.baseline = "a27490f"
+	if sc := b.scenarios()[4]; sc.Name != scenarioBaseline || sc.Queue != "q-baseline" || sc.Pace != 0 || sc.Rounds != cfg.codecRounds {
+		t.Errorf("-baseline: scenario 4 = %+v, want C = 20 on the baseline's own queue, not paced, in -codec-rounds", sc)
+	}
+	if n := len(b.scenarios()); n != 9 {
+		t.Errorf("-baseline: %d scenarios, want 9 (one more per concurrency, after the paced ones)", n)
+	}
+	b.cfg.baseline, b.cfg.pacedRate = "", 0
 	if n := len(b.scenarios()); n != 5 {
 		t.Errorf("-paced-rate 0: %d scenarios, want the 5 unpaced", n)
 	}
@@ -89,5 +96,23 @@ func TestSelfTargetsCompareCaptchaflowWithItself(t *testing.T) {
 		if m, ok := got[name]; !ok || m != met {
 			t.Errorf("%s: met %v (present %v), want %v", name, m, ok, met)
 		}
+	}
+}
+
+// TestBaselineIsReportedAsThisBuildAgainstIt: compareSelf measures the baseline as the variant; the report and the
+// target read this build against the baseline, each round's ratio inverted too.
+func TestBaselineIsReportedAsThisBuildAgainstIt(t *testing.T) {
+	measured := SelfResult{Concurrency: 20, Default: SideResult{TasksPerSec: 50}, Variant: SideResult{TasksPerSec: 40},
+		ThroughputRatio: 0.8, RoundRatios: []float64{0.8, 1.25}}
+	got := thisBuildAgainst(measured)
+	if got.Variant.TasksPerSec != 50 || got.Default.TasksPerSec != 40 || got.ThroughputRatio != 1.25 {
+		t.Errorf("this build against the baseline: %+v, want this build's 50 tasks/s as the variant, ratio 1.25", got)
+	}
+	if got.RoundRatios[0] != 1.25 || got.RoundRatios[1] != 0.8 || measured.RoundRatios[0] != 0.8 {
+		t.Errorf("round ratios %v (measured's now %v), want [1.25 0.8] and the measured ones untouched", got.RoundRatios, measured.RoundRatios)
+	}
+	ts := baselineTargets(&Results{Baseline: []SelfResult{got, thisBuildAgainst(got)}, BaselineCommit: "a27490f"})
+	if len(ts) != 2 || ts[0].Name != "against a27490f: throughput at C = 20" || !ts[0].Met || ts[1].Met {
+		t.Errorf("targets %+v, want C = 20 met at 1.25 and missed at 0.8", ts)
 	}
 }

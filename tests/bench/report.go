@@ -16,6 +16,7 @@ func renderMarkdown(r *Results) string {
 	m.throughputRows(r)
 	m.selfRows(r.Codec, "encrypted", "plaintext", r.Throughput)
 	m.selfRows(r.Pacing, "paced", "default configuration", r.Throughput)
+	m.selfRows(r.Baseline, "this build", "the worker of "+r.BaselineCommit, r.Throughput)
 	m.pollPathRows(r)
 	for _, tr := range r.Throughput {
 		m.p("| in.php / res.php requests per task, callback path, %s | %.3f / %.3f | | |\n", label(tr), tr.Ours.InPHPPerTask, tr.Ours.ResPHPPerTask)

@@ -37,6 +37,10 @@ type Results struct {
 	Nexus      *NexusResult       `json:"nexus,omitempty"`
 	Targets    []Target           `json:"targets"`
 	Notes      []string           `json:"notes,omitempty"`
+
+	// Baseline is this build against BaselineCommit's worker (-baseline), interleaved: this build is the variant.
+	Baseline       []SelfResult `json:"baseline,omitempty"`
+	BaselineCommit string       `json:"baseline_commit,omitempty"`
 }
 
 // ThroughputResult compares captchaflow with the bare twin at one concurrency.

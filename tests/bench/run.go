@@ -37,6 +37,8 @@ type bench struct {
 	enc       client.Client     // the codec's driver connection, while the encrypted scenarios run
 	runDir    string
 	keysFile  string // the encrypted scenarios' keys file, once written
+	// baselineBin is the -baseline commit's worker, built before the stack starts.
+	baselineBin string
 	// ingressKeyed: the ingress runs with keysFile (its callbacks' signals encrypted).
 	ingressKeyed bool
 }
@@ -203,5 +205,6 @@ func (b *bench) throughputScenarios() []scenario {
 			"(above the offered load): Submit and polls run on its paced task queues", rateText(sc.Pace), rateText(sc.Pace))
 		scenarios = append(scenarios, sc)
 	}
+	scenarios = append(scenarios, b.baselineScenarios(defaults)...)
 	return append(scenarios, b.encryptedScenarios(defaults)...)
 }

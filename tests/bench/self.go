@@ -11,8 +11,8 @@ import (
 	"github.com/captchaflow/captchaflow/tests/simulator/sim"
 )
 
-// captchaflow against itself at one C (issues 36 and 38): a variant — encrypted by the codec, or paced above the load
-// on a worker of its own — against the default configuration on the stack's worker, the two sides alternating inside
+// captchaflow against itself at one C (issues 36 and 38): a variant — encrypted by the codec, paced above the load
+// on a worker of its own, or another commit's worker — against the default configuration on the stack's worker, the two sides alternating inside
 // every round (which goes first alternating too), the ingress restarted with or without the key between them, so that
 // the machine's drift between scenarios, which put earlier runs anywhere in 0.72–1.15 ×, hits both sides alike. Both
 // workers run throughout: each side has the other's idle pollers beside it.

@@ -46,6 +46,9 @@ func (b *bench) setUp(ctx context.Context, td *teardown) error {
 	} else {
 		log.Printf("run %s: logs in %s, Temporal at %s", b.runID, runDir, b.cfg.temporalAddress)
 	}
+	if err := b.buildBaseline(ctx); err != nil {
+		return err
+	}
 	if err := b.launchStack(ctx, runDir, dataDir, td); err != nil {
 		return err
 	}

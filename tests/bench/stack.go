@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -32,9 +33,9 @@ type stack interface {
 	Server() string
 	// PIDs are the processes of the stack, by name (for CPU accounting).
 	PIDs() map[string]int
-	// StartExtraWorker starts another worker process with the stack's worker environment and overrides (its own
-	// TASK_QUEUE, PROVIDER_THREADS); the caller stops it.
-	StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*devstack.Process, error)
+	// StartExtraWorker starts another worker process, bin ("": the stack's worker binary), with the stack's worker
+	// environment and overrides (its own TASK_QUEUE, PROVIDER_THREADS); the caller stops it.
+	StartExtraWorker(ctx context.Context, name, bin string, overrides map[string]string) (*devstack.Process, error)
 	// RestartIngress stops the ingress and starts it again with the stack's ingress environment and overrides on
 	// top (nil: as it was started), e.g. the keys file of the encrypted scenarios.
 	RestartIngress(ctx context.Context, overrides map[string]string) error
@@ -99,7 +100,10 @@ func (d devStack) PIDs() map[string]int {
 // TemporalMetricsURL is the dev server's /metrics.
 func (d devStack) TemporalMetricsURL() string { return d.s.Temporal.MetricsURL() }
 
-func (d devStack) StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*devstack.Process, error) {
+func (d devStack) StartExtraWorker(ctx context.Context, name, bin string, overrides map[string]string) (*devstack.Process, error) {
+	if bin != "" {
+		return d.s.StartWorkerFrom(ctx, name, bin, overrides)
+	}
 	return d.s.StartExtraWorker(ctx, name, overrides)
 }
 
@@ -256,7 +260,7 @@ func (e *externalStack) start(ctx context.Context, name, bin string, env, overri
 	return p, nil
 }
 
-func (e *externalStack) StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*devstack.Process, error) {
+func (e *externalStack) StartExtraWorker(ctx context.Context, name, bin string, overrides map[string]string) (*devstack.Process, error) {
 	port, err := devstack.FreePort()
 	if err != nil {
 		return nil, err
@@ -267,7 +271,7 @@ func (e *externalStack) StartExtraWorker(ctx context.Context, name string, overr
 	}
 	maps.Copy(own, overrides)
 	own["WORKER_METRICS_ADDR"] = loopback(port)
-	return e.start(ctx, name, e.workerBin, e.workerEnv, own, "http://"+loopback(port)+"/healthz")
+	return e.start(ctx, name, cmp.Or(bin, e.workerBin), e.workerEnv, own, "http://"+loopback(port)+"/healthz")
 }
 
 func (e *externalStack) TemporalAddress() string  { return e.cfg.TemporalAddress }

@@ -28,6 +28,7 @@ var targetRules = []func(r *Results) []Target{
 	callbackP99Targets,
 	codecTargets,
 	pacingTargets,
+	baselineTargets,
 	callbackPathEventsTargets,
 	pollPathEventsTarget,
 	inPHPTarget,

@@ -274,6 +274,11 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 // overrides (TASK_QUEUE, PROVIDER_THREADS, …) and a metrics port of its own, and waits for its /healthz. The caller
 // stops it; Stop does not.
 func (s *Stack) StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*Process, error) {
+	return s.StartWorkerFrom(ctx, name, s.bins.Worker, overrides)
+}
+
+// StartWorkerFrom is StartExtraWorker with the worker binary bin (another build's, say).
+func (s *Stack) StartWorkerFrom(ctx context.Context, name, bin string, overrides map[string]string) (*Process, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -281,7 +286,7 @@ func (s *Stack) StartExtraWorker(ctx context.Context, name string, overrides map
 	own := map[string]string{"WORKER_METRICS_ADDR": loopback(port)}
 	p, err := StartProcess(ProcessSpec{
 		Name:    name,
-		Path:    s.bins.Worker,
+		Path:    bin,
 		Env:     MergeEnv(s.workerEnv(), s.opts.WorkerEnv, overrides, own),
 		LogPath: filepath.Join(s.opts.RunDir, name+".log"),
 	})
