@@ -147,6 +147,9 @@ func (raw *rawFlags) applyLists(cfg *config) error {
 	if cfg.concurrencies, err = intList(raw.cs); err != nil {
 		return fmt.Errorf("-c: %w", err)
 	}
+	if len(slices.Compact(slices.Sorted(slices.Values(cfg.concurrencies)))) < len(cfg.concurrencies) {
+		return errors.New("-c: a concurrency listed twice would start the first one's workflow IDs again")
+	}
 	if cfg.waiting, err = intList(raw.waiting); err != nil {
 		return fmt.Errorf("-waiting: %w", err)
 	}

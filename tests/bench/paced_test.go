@@ -75,6 +75,17 @@ func TestPacedRateFlag(t *testing.T) {
 	}
 }
 
+// TestConcurrencyListedTwiceIsRefused: a concurrency's tasks are named by it, so a second run of it would only start
+// duplicates of the first's (which answer at once: a ratio of 14 was measured so).
+func TestConcurrencyListedTwiceIsRefused(t *testing.T) {
+	if _, err := parseFlags([]string{"-c", "20,100,20"}); err == nil {
+		t.Error("-c 20,100,20 accepted")
+	}
+	if _, err := parseFlags([]string{"-c", "100,20"}); err != nil {
+		t.Errorf("-c 100,20: %v", err)
+	}
+}
+
 // TestSelfTargetsCompareCaptchaflowWithItself: issue 38's "at most 5 %" is encrypted captchaflow against plaintext
 // captchaflow at the same C, and issue 36's paced against the default configuration, not against the twin.
 func TestSelfTargetsCompareCaptchaflowWithItself(t *testing.T) {
