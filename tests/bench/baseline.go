@@ -20,11 +20,11 @@ const scenarioBaseline = "baseline"
 
 // baselineScenarios are sc (the default scenarios) served by the baseline commit's worker, when -baseline names one.
 func (b *bench) baselineScenarios(defaults []scenario) []scenario {
+	if b.cfg.baseline == "" {
+		return nil
+	}
 	var scenarios []scenario
 	for _, sc := range defaults {
-		if b.cfg.baseline == "" {
-			break
-		}
 		sc.Name, sc.Queue, sc.Rounds = scenarioBaseline, b.taskQueue+"-"+scenarioBaseline, b.cfg.codecRounds
 		scenarios = append(scenarios, sc)
 	}

@@ -12,10 +12,10 @@ import (
 )
 
 // captchaflow against itself at one C (issues 36 and 38): a variant — encrypted by the codec, paced above the load
-// on a worker of its own, or another commit's worker — against the default configuration on the stack's worker, the two sides alternating inside
-// every round (which goes first alternating too), the ingress restarted with or without the key between them, so that
-// the machine's drift between scenarios, which put earlier runs anywhere in 0.72–1.15 ×, hits both sides alike. Both
-// workers run throughout: each side has the other's idle pollers beside it.
+// on a worker of its own, or another commit's worker — against the default configuration on the stack's worker, the
+// two sides alternating inside every round (which goes first alternating too), the ingress restarted with or without
+// the key between them, so that the machine's drift between scenarios, which put earlier runs anywhere in
+// 0.72–1.15 ×, hits both sides alike. Both workers run throughout: each side has the other's idle pollers beside it.
 
 // SelfResult is a variant's cost at one concurrency.
 type SelfResult struct {

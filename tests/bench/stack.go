@@ -101,10 +101,7 @@ func (d devStack) PIDs() map[string]int {
 func (d devStack) TemporalMetricsURL() string { return d.s.Temporal.MetricsURL() }
 
 func (d devStack) StartExtraWorker(ctx context.Context, name, bin string, overrides map[string]string) (*devstack.Process, error) {
-	if bin != "" {
-		return d.s.StartWorkerFrom(ctx, name, bin, overrides)
-	}
-	return d.s.StartExtraWorker(ctx, name, overrides)
+	return d.s.StartWorkerFrom(ctx, name, bin, overrides)
 }
 
 func (d devStack) RestartIngress(ctx context.Context, overrides map[string]string) error {

@@ -274,10 +274,10 @@ func (s *Stack) StartWorker(ctx context.Context) error {
 // overrides (TASK_QUEUE, PROVIDER_THREADS, …) and a metrics port of its own, and waits for its /healthz. The caller
 // stops it; Stop does not.
 func (s *Stack) StartExtraWorker(ctx context.Context, name string, overrides map[string]string) (*Process, error) {
-	return s.StartWorkerFrom(ctx, name, s.bins.Worker, overrides)
+	return s.StartWorkerFrom(ctx, name, "", overrides)
 }
 
-// StartWorkerFrom is StartExtraWorker with the worker binary bin (another build's, say).
+// StartWorkerFrom is StartExtraWorker with the worker binary bin (another build's, say; "": the stack's).
 func (s *Stack) StartWorkerFrom(ctx context.Context, name, bin string, overrides map[string]string) (*Process, error) {
 	port, err := FreePort()
 	if err != nil {
@@ -286,7 +286,7 @@ func (s *Stack) StartWorkerFrom(ctx context.Context, name, bin string, overrides
 	own := map[string]string{"WORKER_METRICS_ADDR": loopback(port)}
 	p, err := StartProcess(ProcessSpec{
 		Name:    name,
-		Path:    bin,
+		Path:    cmp.Or(bin, s.bins.Worker),
 		Env:     MergeEnv(s.workerEnv(), s.opts.WorkerEnv, overrides, own),
 		LogPath: filepath.Join(s.opts.RunDir, name+".log"),
 	})
